@@ -1,0 +1,10 @@
+//! moat: a WebAssembly-sandboxed runtime for AI-agent adapters.
+//!
+//! Layers (DESIGN.md §1), each knowing only the one below it:
+//! - [`engine`]: the registry, `run_agent` and the stream rules. Knows
+//!   nothing of wasmtime.
+//! - [`sandbox`]: runs adapter components under wasmtime with the limits
+//!   and capabilities of each run. Applies no event rules.
+//! - the `moat` binary (`src/cli/`): parses arguments and renders events.
+
+pub mod engine;
