@@ -8,3 +8,4 @@
 //! - the `moat` binary (`src/cli/`): parses arguments and renders events.
 
 pub mod engine;
+pub mod sandbox;

@@ -1,0 +1,10 @@
+//! Host-side bindings generated from the WIT contract in `wit/`.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "adapter-world",
+    exports: { default: async },
+});
+
+pub use moat::adapter::host as host_api;
+pub use moat::adapter::types as wit;

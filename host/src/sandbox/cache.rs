@@ -1,0 +1,166 @@
+//! The on-disk cache of compiled components.
+//!
+//! A compiled artifact is native code, so it is only loaded when it is
+//! exactly what this process wrote: the file name is a digest of the
+//! component bytes and of everything in the engine that affects code
+//! generation (wasmtime's own compatibility hash, which covers its version
+//! and config), and the file starts with a digest of its own contents. An
+//! entry that fails either check, or that wasmtime refuses, is recompiled
+//! and replaced, never trusted.
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Bumped when the file layout below changes.
+const FORMAT: &[u8] = b"moat-component-cache-v1";
+const DIGEST_LEN: usize = 32;
+
+/// What the cache did for one load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Loaded from the cache without compiling.
+    Hit,
+    /// Compiled and stored.
+    Miss,
+    /// An entry was there but unusable (the reason); compiled again.
+    Replaced(String),
+    /// Compiled; the cache is disabled or could not be written (the reason).
+    Uncached(String),
+}
+
+impl CacheOutcome {
+    /// Whether the component was compiled in this load.
+    pub fn compiled(&self) -> bool {
+        !matches!(self, CacheOutcome::Hit)
+    }
+}
+
+/// A directory of compiled components for one engine configuration.
+#[derive(Debug, Clone)]
+pub struct ComponentCache {
+    dir: Option<PathBuf>,
+    engine_digest: [u8; DIGEST_LEN],
+}
+
+impl ComponentCache {
+    /// A cache in `dir`, or a disabled one.
+    pub fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        Self {
+            dir,
+            engine_digest: hasher.0.finalize().into(),
+        }
+    }
+
+    /// Where the entry for `bytes` lives, when the cache is enabled.
+    pub fn entry_path(&self, bytes: &[u8]) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        let mut key = Sha256::new();
+        key.update(FORMAT);
+        key.update(self.engine_digest);
+        key.update(bytes);
+        Some(dir.join(format!("{}.cwasm", hex(&key.finalize()))))
+    }
+
+    /// Loads the compiled form of `bytes`, compiling with `compile` when
+    /// there is no usable entry.
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        compile: impl FnOnce() -> wasmtime::Result<Component>,
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
+        let Some(path) = self.entry_path(bytes) else {
+            return Ok((compile()?, CacheOutcome::Uncached("the cache is disabled".into())));
+        };
+        let stale = match read_entry(engine, &path) {
+            Ok(Some(component)) => {
+                tracing::debug!(path = %path.display(), "component cache hit");
+                return Ok((component, CacheOutcome::Hit));
+            }
+            Ok(None) => None,
+            Err(reason) => {
+                tracing::warn!(path = %path.display(), %reason, "discarding unusable cache entry");
+                Some(reason)
+            }
+        };
+        let component = compile()?;
+        let outcome = match write_entry(&path, &component) {
+            Ok(()) => {
+                tracing::debug!(path = %path.display(), "component compiled and cached");
+                stale.map_or(CacheOutcome::Miss, CacheOutcome::Replaced)
+            }
+            Err(reason) => {
+                tracing::warn!(path = %path.display(), %reason, "cannot write the component cache");
+                CacheOutcome::Uncached(reason)
+            }
+        };
+        Ok((component, outcome))
+    }
+}
+
+/// `Ok(None)`: no entry. `Err`: an entry that must not be used.
+fn read_entry(engine: &Engine, path: &Path) -> Result<Option<Component>, String> {
+    let data = match fs::read(path) {
+        Ok(data) => data,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("unreadable: {e}")),
+    };
+    if data.len() < DIGEST_LEN {
+        return Err("truncated".into());
+    }
+    let (digest, artifact) = data.split_at(DIGEST_LEN);
+    if Sha256::digest(artifact).as_slice() != digest {
+        return Err("contents do not match their digest".into());
+    }
+    // SAFETY: the artifact is byte for byte what `write_entry` stored from a
+    // `Component::serialize` of this engine configuration (its digest
+    // matched), and wasmtime checks its version and configuration again.
+    unsafe { Component::deserialize(engine, artifact) }
+        .map(Some)
+        .map_err(|e| format!("refused by wasmtime: {e:#}"))
+}
+
+fn write_entry(path: &Path, component: &Component) -> Result<(), String> {
+    let artifact = component.serialize().map_err(|e| format!("{e:#}"))?;
+    let dir = path.parent().ok_or("no parent directory")?;
+    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut data = Vec::with_capacity(DIGEST_LEN + artifact.len());
+    data.extend_from_slice(&Sha256::digest(&artifact));
+    data.extend_from_slice(&artifact);
+    // Write then rename, so concurrent loads never see half a file.
+    let temp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
+        uuid::Uuid::new_v4()
+    ));
+    fs::write(&temp, &data).map_err(|e| format!("{}: {e}", temp.display()))?;
+    fs::rename(&temp, path).map_err(|e| {
+        let _ = fs::remove_file(&temp);
+        format!("{}: {e}", path.display())
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Feeds `Hash` output into SHA-256, for a digest stable across processes.
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn finish(&self) -> u64 {
+        // Only the SHA-256 state is used; `finish` is never called by us.
+        0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}

@@ -1,0 +1,72 @@
+//! The memory cap of one run.
+
+use wasmtime::ResourceLimiter;
+
+/// Most table elements a run may have; Rust adapters need a few hundred.
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// Caps a run's linear memory and remembers whether the cap was hit, so a
+/// trap that follows a refused growth is reported as MEMORY_LIMIT rather
+/// than as a crash.
+#[derive(Debug)]
+pub(crate) struct MemoryCap {
+    limit_bytes: usize,
+    hit: bool,
+}
+
+impl MemoryCap {
+    pub(crate) fn new(limit_bytes: u64) -> Self {
+        Self {
+            limit_bytes: usize::try_from(limit_bytes).unwrap_or(usize::MAX),
+            hit: false,
+        }
+    }
+
+    /// The cap in bytes.
+    pub(crate) fn limit_bytes(&self) -> u64 {
+        self.limit_bytes as u64
+    }
+
+    /// Whether the adapter asked for more memory than its cap.
+    pub(crate) fn was_hit(&self) -> bool {
+        self.hit
+    }
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit_bytes {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_past_the_cap_is_refused_and_remembered() {
+        let mut cap = MemoryCap::new(1024);
+        assert!(cap.memory_growing(0, 1024, None).unwrap());
+        assert!(!cap.was_hit());
+        assert!(!cap.memory_growing(1024, 2048, None).unwrap());
+        assert!(cap.was_hit());
+    }
+}

@@ -1,0 +1,29 @@
+//! The sandbox: runs adapter components under wasmtime.
+//!
+//! One [`Sandbox`] per process holds the engine (component model, fuel,
+//! epoch interruption, instance pool), the linker with exactly the imports
+//! an adapter may use, and the compiled-component cache. Each run gets its
+//! own store with its memory cap, fuel budget and an empty WASI context.
+//! This layer converts and contains; the engine applies the event rules.
+
+mod adapter;
+mod bindings;
+mod cache;
+mod config;
+mod contract;
+mod convert;
+mod error;
+mod failure;
+mod info;
+mod limits;
+mod output;
+mod runtime;
+mod session;
+mod state;
+
+pub use adapter::{ComponentDetails, WasmAdapter};
+pub use cache::CacheOutcome;
+pub use config::{MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir};
+pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion, HOST_CONTRACT};
+pub use error::{LoadError, SandboxError};
+pub use runtime::{CompileReport, Sandbox};

@@ -1,0 +1,92 @@
+//! One running adapter: its store, its instance and its session resource.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use wasmtime::component::ResourceAny;
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+use super::bindings::AdapterWorld;
+use super::convert;
+use super::failure::{KilledByHost, classify};
+use super::state::{RunControl, RunState};
+use crate::engine::{AdapterEvent, AdapterSession, SessionControl, SessionFailure};
+
+/// A store for one run: the memory cap, the fuel budget, and an epoch
+/// callback that yields to other tasks on every tick (so a spinning guest
+/// never holds a thread, and deadlines are noticed) and traps once the run
+/// is killed.
+pub(crate) fn new_store(
+    engine: &Engine,
+    adapter: Arc<str>,
+    max_memory_bytes: u64,
+    fuel: Option<u64>,
+) -> wasmtime::Result<Store<RunState>> {
+    let control = Arc::new(RunControl::new(engine.clone()));
+    let mut store = Store::new(engine, RunState::new(adapter, control, max_memory_bytes));
+    store.limiter(|state| &mut state.memory);
+    store.set_fuel(fuel.unwrap_or(u64::MAX))?;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|context| {
+        if context.data().control.is_killed() {
+            return Err(KilledByHost.into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    Ok(store)
+}
+
+/// A started Wasm adapter session.
+pub(crate) struct WasmSession {
+    store: Store<RunState>,
+    world: AdapterWorld,
+    session: ResourceAny,
+    fuel_budget: Option<u64>,
+}
+
+impl WasmSession {
+    pub(crate) fn new(store: Store<RunState>, world: AdapterWorld, session: ResourceAny, fuel_budget: Option<u64>) -> Self {
+        Self {
+            store,
+            world,
+            session,
+            fuel_budget,
+        }
+    }
+
+    async fn pull(&mut self) -> Result<Option<AdapterEvent>, SessionFailure> {
+        if self.store.data().control.is_killed() {
+            return Err(SessionFailure::Killed);
+        }
+        let next = self
+            .world
+            .moat_adapter_adapter()
+            .session()
+            .call_next(&mut self.store, self.session)
+            .await;
+        match next {
+            Ok(event) => Ok(event.map(convert::event)),
+            Err(error) => Err(classify(&self.store, &error, self.fuel_budget)),
+        }
+    }
+}
+
+impl AdapterSession for WasmSession {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>> {
+        Box::pin(self.pull())
+    }
+
+    fn control(&self) -> Arc<dyn SessionControl> {
+        self.store.data().control.clone()
+    }
+
+    fn close(mut self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            // Runs the adapter's destructor; whatever it does (trap, spin
+            // until killed) the store is freed when `self` drops.
+            if let Err(error) = self.session.resource_drop_async(&mut self.store).await {
+                tracing::debug!(adapter = %self.store.data().adapter, "session destructor failed: {error:#}");
+            }
+        })
+    }
+}

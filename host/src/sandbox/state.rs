@@ -1,0 +1,130 @@
+//! What one run's store holds, and the host functions the adapter imports.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use wasmtime::Engine;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::host_api::{self, LogLevel};
+use super::limits::MemoryCap;
+use super::output::{GuestOutput, StreamName};
+use crate::engine::SessionControl;
+
+/// Longest guest log message kept; the rest is cut.
+const MAX_LOG_MESSAGE_BYTES: usize = 4 * 1024;
+
+/// The interrupt and kill switches of one run, reachable from any thread.
+#[derive(Debug)]
+pub(crate) struct RunControl {
+    engine: Engine,
+    interrupted: AtomicBool,
+    killed: AtomicBool,
+}
+
+impl RunControl {
+    pub(crate) fn new(engine: Engine) -> Self {
+        Self {
+            engine,
+            interrupted: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn is_interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Acquire)
+    }
+}
+
+impl SessionControl for RunControl {
+    fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::Release);
+        // A guest computing right now reaches its epoch check at once and
+        // yields, so the task driving it can start the drain.
+        self.engine.increment_epoch();
+    }
+
+    fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        self.engine.increment_epoch();
+    }
+}
+
+/// The data of one run's store.
+pub(crate) struct RunState {
+    pub(crate) adapter: Arc<str>,
+    pub(crate) control: Arc<RunControl>,
+    pub(crate) memory: MemoryCap,
+    pub(crate) stderr: GuestOutput,
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl RunState {
+    /// A run with no capabilities: no files, no environment, no network,
+    /// no arguments, stdin closed, stdout and stderr into the host's logs.
+    pub(crate) fn new(adapter: Arc<str>, control: Arc<RunControl>, max_memory_bytes: u64) -> Self {
+        let stderr = GuestOutput::new(adapter.clone(), StreamName::Stderr);
+        let wasi = WasiCtx::builder()
+            .stdout(GuestOutput::new(adapter.clone(), StreamName::Stdout))
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Self {
+            adapter,
+            control,
+            memory: MemoryCap::new(max_memory_bytes),
+            stderr,
+            wasi,
+            table: ResourceTable::new(),
+        }
+    }
+}
+
+impl WasiView for RunState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl host_api::Host for RunState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        let message = truncate(&message, MAX_LOG_MESSAGE_BYTES);
+        let adapter = &*self.adapter;
+        match level {
+            LogLevel::Trace => tracing::trace!(target: "moat::guest", adapter, "{message}"),
+            LogLevel::Debug => tracing::debug!(target: "moat::guest", adapter, "{message}"),
+            LogLevel::Info => tracing::info!(target: "moat::guest", adapter, "{message}"),
+            LogLevel::Warn => tracing::warn!(target: "moat::guest", adapter, "{message}"),
+            LogLevel::Error => tracing::error!(target: "moat::guest", adapter, "{message}"),
+        }
+    }
+
+    fn interrupted(&mut self) -> bool {
+        self.control.is_interrupted()
+    }
+}
+
+impl super::bindings::wit::Host for RunState {}
+
+/// Cuts `text` to at most `max` bytes on a character boundary.
+pub(crate) fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}

@@ -1,0 +1,126 @@
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use moat::engine::{AgentEvent, DonePayload, EventPayload, Registry, RunRequest, run_agent};
+use moat::sandbox::{Sandbox, SandboxConfig, WasmAdapter};
+
+/// No end-to-end run may take longer than this; a hang fails the test.
+pub const TEST_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The compiled-component cache the tests share, kept between test runs
+/// in the target directory.
+pub fn shared_cache_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/e2e-cache")
+}
+
+/// One sandbox per test process, as in the real host.
+pub fn sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| {
+        let config = SandboxConfig {
+            cache_dir: Some(shared_cache_dir()),
+            pool_sessions: 1000,
+            ..SandboxConfig::default()
+        };
+        Sandbox::new(config).expect("the sandbox starts")
+    })
+}
+
+/// Loads a component through the shared sandbox.
+pub async fn load(path: &str) -> WasmAdapter {
+    match sandbox().load_file(Path::new(path)).await {
+        Ok(adapter) => adapter,
+        Err(error) => panic!("cannot load {path}: {error}"),
+    }
+}
+
+/// A registry holding the given adapters.
+pub fn registry_of(adapters: impl IntoIterator<Item = WasmAdapter>) -> Registry {
+    let mut registry = Registry::new();
+    for adapter in adapters {
+        registry.register(Arc::new(adapter)).expect("unique adapter names");
+    }
+    registry
+}
+
+/// Runs the component at `path` on `prompt` and collects every event,
+/// letting `configure` adjust the request (limits, abort, options).
+pub async fn run_component(
+    path: &str,
+    prompt: &str,
+    configure: impl FnOnce(&mut RunRequest),
+) -> Vec<AgentEvent> {
+    let adapter = load(path).await;
+    let name = moat::engine::Adapter::info(&adapter).name.clone();
+    let registry = registry_of([adapter]);
+    let mut request = RunRequest::new(name, prompt);
+    configure(&mut request);
+    collect(&registry, request).await
+}
+
+/// Runs a request to its end, failing the test if it outlives
+/// [`TEST_DEADLINE`].
+pub async fn collect(registry: &Registry, request: RunRequest) -> Vec<AgentEvent> {
+    let mut run = run_agent(registry, request).expect("the adapter is registered");
+    let mut events = Vec::new();
+    let all = async {
+        while let Some(event) = run.next().await {
+            events.push(event);
+        }
+    };
+    tokio::time::timeout(TEST_DEADLINE, all)
+        .await
+        .expect("the run ended before the test deadline");
+    events
+}
+
+/// Asserts the stream holds exactly one `done` and that it is the last
+/// event, and returns it.
+pub fn single_done(events: &[AgentEvent]) -> &DonePayload {
+    let dones = events.iter().filter(|e| matches!(e.payload, EventPayload::Done(_))).count();
+    assert_eq!(dones, 1, "exactly one done expected in {}", describe(events));
+    match &events.last().expect("events").payload {
+        EventPayload::Done(done) => done,
+        _ => panic!("done must be the last event in {}", describe(events)),
+    }
+}
+
+/// The codes of the `error` events, in order.
+pub fn error_codes(events: &[AgentEvent]) -> Vec<String> {
+    errors(events)
+        .map(|(code, _)| code.unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The message of the first error with `code`.
+pub fn error_message<'a>(events: &'a [AgentEvent], code: &str) -> &'a str {
+    errors(events)
+        .find(|(c, _)| *c == Some(code))
+        .map(|(_, message)| message)
+        .unwrap_or_else(|| panic!("no {code} error in {}", describe(events)))
+}
+
+fn errors(events: &[AgentEvent]) -> impl Iterator<Item = (Option<&str>, &str)> {
+    events.iter().filter_map(|e| match &e.payload {
+        EventPayload::Error(error) => Some((error.code.as_deref(), error.message.as_str())),
+        _ => None,
+    })
+}
+
+/// The text of all `text` events.
+pub fn texts(events: &[AgentEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Text(text) => Some(text.content.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The event types in order, for failure messages.
+pub fn describe(events: &[AgentEvent]) -> String {
+    let types: Vec<_> = events.iter().map(|e| e.payload.type_name().to_string()).collect();
+    format!("[{}]", types.join(", "))
+}
