@@ -1,0 +1,45 @@
+//! Testing adapter: emits N `text_delta` events as fast as it can, then
+//! `done` success. N is the prompt as a number (default 1000). Used to
+//! measure and bound the cost of many small events.
+
+use moat_guest::{Adapter, AdapterInfo, DoneEvent, DoneStatus, ErrorInfo, Event, Options};
+
+const DEFAULT_COUNT: u64 = 1000;
+
+/// A run of many tiny events.
+pub struct Flood {
+    remaining: u64,
+    done: bool,
+}
+
+impl Adapter for Flood {
+    fn info() -> AdapterInfo {
+        AdapterInfo::new(
+            "flood",
+            env!("CARGO_PKG_VERSION"),
+            "Emits N text deltas (N = prompt)",
+        )
+    }
+
+    fn start(prompt: String, _options: Options) -> Result<Self, ErrorInfo> {
+        let remaining = prompt.trim().parse().unwrap_or(DEFAULT_COUNT);
+        Ok(Flood {
+            remaining,
+            done: false,
+        })
+    }
+
+    fn next(&mut self) -> Option<Event> {
+        if self.remaining > 0 {
+            self.remaining -= 1;
+            return Some(Event::text_delta("x"));
+        }
+        if self.done {
+            return None;
+        }
+        self.done = true;
+        Some(DoneEvent::new(DoneStatus::Success).into())
+    }
+}
+
+moat_guest::export_adapter!(Flood);

@@ -1,0 +1,28 @@
+//! Builds the built-in adapters for wasm32-wasip2 and writes
+//! `$OUT_DIR/builtin_adapters.rs`, which `src/builtin.rs` includes: the
+//! component bytes are embedded in the binary, so `moat run echo "hi"`
+//! needs nothing else on disk.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::{env, fs};
+
+/// Built-in adapters: the name users type, and the workspace package.
+const BUILTINS: &[(&str, &str)] = &[("echo", "moat-adapter-echo")];
+
+fn main() {
+    let packages: Vec<&str> = BUILTINS.iter().map(|(_, package)| *package).collect();
+    let components = moat_wasm_build::build_components(&packages);
+
+    let mut source = String::from("pub static BUILTIN_ADAPTERS: &[(&str, &[u8])] = &[");
+    for ((name, _), wasm) in BUILTINS.iter().zip(&components) {
+        let path = wasm.to_str().expect("the component path is UTF-8");
+        // `{:?}` writes a Rust string literal, escapes included.
+        write!(source, "({name:?}, include_bytes!({path:?})), ").expect("write to a String");
+    }
+    source.push_str("];\n");
+
+    let out_dir = env::var_os("OUT_DIR").expect("cargo sets OUT_DIR");
+    fs::write(Path::new(&out_dir).join("builtin_adapters.rs"), source)
+        .expect("write builtin_adapters.rs");
+}
