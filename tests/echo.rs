@@ -8,7 +8,10 @@ use moat_e2e::{collect, sandbox, single_done, texts};
 
 async fn echo_registry() -> Registry {
     let bytes = moat::builtin::component("echo").expect("echo is built in");
-    let adapter = sandbox().load_bytes("built-in".into(), bytes.to_vec()).await.unwrap();
+    let adapter = sandbox()
+        .load_bytes("built-in".into(), bytes.to_vec())
+        .await
+        .unwrap();
     assert_eq!(adapter.info().name, "echo");
     let mut registry = Registry::new();
     registry.register(Arc::new(adapter)).unwrap();
@@ -34,7 +37,11 @@ async fn echo_streams_the_prompt_back_as_deltas_then_text_then_done() {
     assert_eq!(done.usage.tool_uses, 0);
     assert!(done.usage.tokens.is_none(), "echo has no tokens to report");
     let session = &events[0].session_id;
-    assert!(events.iter().all(|e| &e.session_id == session && e.agent == "echo"));
+    assert!(
+        events
+            .iter()
+            .all(|e| &e.session_id == session && e.agent == "echo")
+    );
 }
 
 #[test]
@@ -47,5 +54,8 @@ fn the_authoring_guide_quotes_the_echo_adapter_verbatim() {
         .skip(1)
         .filter_map(|block| block.split("\n```").next())
         .any(|block| block.trim() == source.trim());
-    assert!(quoted, "docs/adapter-authoring.md must quote adapters/echo/src/lib.rs in full");
+    assert!(
+        quoted,
+        "docs/adapter-authoring.md must quote adapters/echo/src/lib.rs in full"
+    );
 }

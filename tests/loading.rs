@@ -30,7 +30,11 @@ async fn load_error(bytes: &[u8]) -> LoadError {
 
 #[tokio::test]
 async fn a_missing_file_is_refused_naming_the_path() {
-    let error = sandbox().load_file(Path::new("/no/such/adapter.wasm")).await.err().unwrap();
+    let error = sandbox()
+        .load_file(Path::new("/no/such/adapter.wasm"))
+        .await
+        .err()
+        .unwrap();
     assert!(matches!(error, LoadError::Read { .. }));
     assert!(error.to_string().contains("/no/such/adapter.wasm"));
 }
@@ -64,26 +68,49 @@ async fn a_component_without_the_adapter_export_is_refused() {
 
 #[tokio::test]
 async fn a_component_with_other_exports_is_refused_naming_the_export() {
-    let error = sandbox().load_file(Path::new(NOT_AN_ADAPTER)).await.err().unwrap();
-    assert!(matches!(error, LoadError::UnexpectedExport { .. }), "{error}");
+    let error = sandbox()
+        .load_file(Path::new(NOT_AN_ADAPTER))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(error, LoadError::UnexpectedExport { .. }),
+        "{error}"
+    );
     assert!(error.to_string().contains("greet"), "{error}");
 }
 
 #[tokio::test]
 async fn a_component_of_an_incompatible_contract_version_is_refused_naming_both_versions() {
-    let error = sandbox().load_file(Path::new(FUTURE_CONTRACT)).await.err().unwrap();
-    assert!(matches!(error, LoadError::IncompatibleContract { .. }), "{error}");
+    let error = sandbox()
+        .load_file(Path::new(FUTURE_CONTRACT))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(error, LoadError::IncompatibleContract { .. }),
+        "{error}"
+    );
     let message = error.to_string();
-    assert!(message.contains("0.9.0") && message.contains("0.1.0"), "{message}");
+    assert!(
+        message.contains("0.9.0") && message.contains("0.1.0"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
 async fn a_second_load_of_the_same_component_does_not_compile_again() {
     let dir = tempfile::tempdir().unwrap();
-    let first = sandbox_with_cache(dir.path()).load_file(Path::new(FLOOD)).await.unwrap();
+    let first = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
     assert_eq!(first.details().cache, CacheOutcome::Miss);
     // A new sandbox, as in a new process.
-    let second = sandbox_with_cache(dir.path()).load_file(Path::new(FLOOD)).await.unwrap();
+    let second = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
     assert_eq!(second.details().cache, CacheOutcome::Hit);
     assert_eq!(first.details().cache_path, second.details().cache_path);
 }
@@ -91,24 +118,47 @@ async fn a_second_load_of_the_same_component_does_not_compile_again() {
 #[tokio::test]
 async fn a_corrupt_cache_entry_is_recompiled_not_trusted() {
     let dir = tempfile::tempdir().unwrap();
-    let first = sandbox_with_cache(dir.path()).load_file(Path::new(FLOOD)).await.unwrap();
+    let first = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
     let entry = first.details().cache_path.clone().unwrap();
     let mut bytes = std::fs::read(&entry).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&entry, &bytes).unwrap();
 
-    let again = sandbox_with_cache(dir.path()).load_file(Path::new(FLOOD)).await.unwrap();
-    assert!(matches!(again.details().cache, CacheOutcome::Replaced(_)), "{:?}", again.details().cache);
-    let third = sandbox_with_cache(dir.path()).load_file(Path::new(FLOOD)).await.unwrap();
-    assert_eq!(third.details().cache, CacheOutcome::Hit, "the entry was rewritten");
+    let again = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    assert!(
+        matches!(again.details().cache, CacheOutcome::Replaced(_)),
+        "{:?}",
+        again.details().cache
+    );
+    let third = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    assert_eq!(
+        third.details().cache,
+        CacheOutcome::Hit,
+        "the entry was rewritten"
+    );
 }
 
 #[tokio::test]
 async fn a_truncated_cache_entry_is_recompiled() {
     let dir = tempfile::tempdir().unwrap();
-    let first = sandbox_with_cache(dir.path()).load_file(Path::new(FLOOD)).await.unwrap();
+    let first = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
     std::fs::write(first.details().cache_path.clone().unwrap(), b"short").unwrap();
-    let again = sandbox_with_cache(dir.path()).load_file(Path::new(FLOOD)).await.unwrap();
+    let again = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
     assert!(matches!(again.details().cache, CacheOutcome::Replaced(_)));
 }

@@ -13,7 +13,11 @@ const SHORT: Duration = Duration::from_millis(300);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_ends_the_run_with_adapter_error_carrying_the_panic_text() {
     let events = run_component(PANIC, "", |_| {}).await;
-    assert_eq!(texts(&events).len(), 1, "the event before the panic is kept");
+    assert_eq!(
+        texts(&events).len(),
+        1,
+        "the event before the panic is kept"
+    );
     assert_eq!(single_done(&events).status, DoneStatus::Error);
     assert_eq!(error_codes(&events), ["ADAPTER_ERROR"]);
     let message = error_message(&events, "ADAPTER_ERROR");
@@ -35,8 +39,15 @@ async fn a_stream_that_ends_without_done_gets_missing_done() {
 async fn events_and_a_trap_after_done_are_suppressed() {
     let events = run_component(AFTER_DONE, "", |_| {}).await;
     assert_eq!(single_done(&events).status, DoneStatus::Success);
-    assert_eq!(texts(&events).len(), 1, "only the text before done: {events:?}");
-    assert!(error_codes(&events).is_empty(), "the trap after done is swallowed");
+    assert_eq!(
+        texts(&events).len(),
+        1,
+        "only the text before done: {events:?}"
+    );
+    assert!(
+        error_codes(&events).is_empty(),
+        "the trap after done is swallowed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,7 +74,9 @@ async fn invalid_json_in_a_tool_use_is_dropped_with_invalid_event_and_the_run_go
     let events = run_component(BAD_JSON, "", |_| {}).await;
     assert_eq!(error_codes(&events), ["INVALID_EVENT"]);
     assert!(
-        !events.iter().any(|e| matches!(e.payload, EventPayload::ToolUse(_))),
+        !events
+            .iter()
+            .any(|e| matches!(e.payload, EventPayload::ToolUse(_))),
         "the bad tool_use never reaches the consumer"
     );
     assert_eq!(texts(&events), ["still here"]);

@@ -7,5 +7,6 @@
 //!   and capabilities of each run. Applies no event rules.
 //! - the `moat` binary (`src/cli/`): parses arguments and renders events.
 
+pub mod builtin;
 pub mod engine;
 pub mod sandbox;

@@ -39,7 +39,9 @@ pub async fn load(path: &str) -> WasmAdapter {
 pub fn registry_of(adapters: impl IntoIterator<Item = WasmAdapter>) -> Registry {
     let mut registry = Registry::new();
     for adapter in adapters {
-        registry.register(Arc::new(adapter)).expect("unique adapter names");
+        registry
+            .register(Arc::new(adapter))
+            .expect("unique adapter names");
     }
     registry
 }
@@ -78,8 +80,16 @@ pub async fn collect(registry: &Registry, request: RunRequest) -> Vec<AgentEvent
 /// Asserts the stream holds exactly one `done` and that it is the last
 /// event, and returns it.
 pub fn single_done(events: &[AgentEvent]) -> &DonePayload {
-    let dones = events.iter().filter(|e| matches!(e.payload, EventPayload::Done(_))).count();
-    assert_eq!(dones, 1, "exactly one done expected in {}", describe(events));
+    let dones = events
+        .iter()
+        .filter(|e| matches!(e.payload, EventPayload::Done(_)))
+        .count();
+    assert_eq!(
+        dones,
+        1,
+        "exactly one done expected in {}",
+        describe(events)
+    );
     match &events.last().expect("events").payload {
         EventPayload::Done(done) => done,
         _ => panic!("done must be the last event in {}", describe(events)),
@@ -121,6 +131,9 @@ pub fn texts(events: &[AgentEvent]) -> Vec<&str> {
 
 /// The event types in order, for failure messages.
 pub fn describe(events: &[AgentEvent]) -> String {
-    let types: Vec<_> = events.iter().map(|e| e.payload.type_name().to_string()).collect();
+    let types: Vec<_> = events
+        .iter()
+        .map(|e| e.payload.type_name().to_string())
+        .collect();
     format!("[{}]", types.join(", "))
 }

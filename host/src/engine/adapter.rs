@@ -197,7 +197,9 @@ pub enum SessionFailure {
     #[error("the adapter used up its CPU budget of {budget} fuel; raise it with --fuel")]
     FuelExhausted { budget: u64 },
     /// The adapter tried to grow its memory past the cap. Maps to MEMORY_LIMIT.
-    #[error("the adapter tried to use more than its memory cap of {limit_bytes} bytes; raise it with --max-memory")]
+    #[error(
+        "the adapter tried to use more than its memory cap of {limit_bytes} bytes; raise it with --max-memory"
+    )]
     MemoryLimit { limit_bytes: u64 },
     /// The runtime stopped the adapter on the engine's request
     /// ([`SessionControl::kill`]).

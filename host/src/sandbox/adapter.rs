@@ -15,7 +15,8 @@ use super::failure::classify;
 use super::session::{WasmSession, new_store};
 use super::state::RunState;
 use crate::engine::{
-    Adapter, AdapterInfo, AdapterSession, RunLimits, RunOptions, SessionControl, SessionFailure, StartError,
+    Adapter, AdapterInfo, AdapterSession, RunLimits, RunOptions, SessionControl, SessionFailure,
+    StartError,
 };
 
 /// Where a component came from and what loading it found, for `moat inspect`.
@@ -88,7 +89,12 @@ impl WasmAdapter {
             .call_run(&mut store, prompt, &convert::options(options))
             .await;
         match started {
-            Ok(Ok(session)) => Ok(Box::new(WasmSession::new(store, world, session, limits.fuel))),
+            Ok(Ok(session)) => Ok(Box::new(WasmSession::new(
+                store,
+                world,
+                session,
+                limits.fuel,
+            ))),
             Ok(Err(refusal)) => Err(StartError::Refused(convert::error_info(refusal))),
             Err(error) => Err(classify(&store, &error, limits.fuel).into()),
         }
@@ -112,11 +118,20 @@ impl Adapter for WasmAdapter {
 
 /// Calls the component's `info()` in a throw-away store, bounded in fuel,
 /// memory and time, since it is untrusted code like the rest.
-pub(crate) async fn describe(engine: &Engine, pre: &AdapterWorldPre<RunState>, name_hint: Arc<str>) -> Result<AdapterInfo, String> {
+pub(crate) async fn describe(
+    engine: &Engine,
+    pre: &AdapterWorldPre<RunState>,
+    name_hint: Arc<str>,
+) -> Result<AdapterInfo, String> {
     const INFO_FUEL: u64 = 1_000_000_000;
     const INFO_TIMEOUT: Duration = Duration::from_secs(5);
-    let mut store = new_store(engine, name_hint, RunLimits::DEFAULT_MAX_MEMORY_BYTES, Some(INFO_FUEL))
-        .map_err(|e| format!("{e:#}"))?;
+    let mut store = new_store(
+        engine,
+        name_hint,
+        RunLimits::DEFAULT_MAX_MEMORY_BYTES,
+        Some(INFO_FUEL),
+    )
+    .map_err(|e| format!("{e:#}"))?;
     let control = store.data().control.clone();
     let call = async {
         let world = pre.instantiate_async(&mut store).await?;
@@ -128,7 +143,10 @@ pub(crate) async fn describe(engine: &Engine, pre: &AdapterWorldPre<RunState>, n
         Ok(Err(error)) => Err(classify(&store, &error, Some(INFO_FUEL)).to_string()),
         Err(_) => {
             control.kill();
-            Err(format!("info() did not return within {} s", INFO_TIMEOUT.as_secs()))
+            Err(format!(
+                "info() did not return within {} s",
+                INFO_TIMEOUT.as_secs()
+            ))
         }
     }
 }

@@ -6,5 +6,5 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use moat::adapter::host as host_api;
-pub use moat::adapter::types as wit;
+pub use self::moat::adapter::host as host_api;
+pub use self::moat::adapter::types as wit;

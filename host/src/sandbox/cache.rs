@@ -77,7 +77,10 @@ impl ComponentCache {
         compile: impl FnOnce() -> wasmtime::Result<Component>,
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let Some(path) = self.entry_path(bytes) else {
-            return Ok((compile()?, CacheOutcome::Uncached("the cache is disabled".into())));
+            return Ok((
+                compile()?,
+                CacheOutcome::Uncached("the cache is disabled".into()),
+            ));
         };
         let stale = match read_entry(engine, &path) {
             Ok(Some(component)) => {

@@ -83,10 +83,13 @@ pub fn check_exports(engine: &Engine, component: &Component) -> Result<ContractV
     let mut found = None;
     for (name, item) in ty.exports(engine) {
         match name.split_once('@') {
-            Some((ADAPTER_INTERFACE, version)) if matches!(item.ty, ComponentItem::ComponentInstance(_)) => {
-                let version = ContractVersion::parse(version).ok_or_else(|| LoadError::BadVersion {
-                    version: version.to_string(),
-                })?;
+            Some((ADAPTER_INTERFACE, version))
+                if matches!(item.ty, ComponentItem::ComponentInstance(_)) =>
+            {
+                let version =
+                    ContractVersion::parse(version).ok_or_else(|| LoadError::BadVersion {
+                        version: version.to_string(),
+                    })?;
                 found = Some(version);
             }
             _ => {
@@ -114,7 +117,11 @@ mod tests {
     fn versions_parse_strictly() {
         assert_eq!(
             ContractVersion::parse("0.1.2"),
-            Some(ContractVersion { major: 0, minor: 1, patch: 2 })
+            Some(ContractVersion {
+                major: 0,
+                minor: 1,
+                patch: 2
+            })
         );
         assert_eq!(ContractVersion::parse("0.1"), None);
         assert_eq!(ContractVersion::parse("0.1.2.3"), None);
@@ -123,17 +130,28 @@ mod tests {
 
     #[test]
     fn zero_major_versions_need_the_same_minor() {
-        let v = |minor, patch| ContractVersion { major: 0, minor, patch };
+        let v = |minor, patch| ContractVersion {
+            major: 0,
+            minor,
+            patch,
+        };
         assert!(v(1, 7).is_compatible_with(v(1, 0)));
         assert!(!v(2, 0).is_compatible_with(v(1, 0)));
-        let one = |minor| ContractVersion { major: 1, minor, patch: 0 };
+        let one = |minor| ContractVersion {
+            major: 1,
+            minor,
+            patch: 0,
+        };
         assert!(one(3).is_compatible_with(one(0)));
     }
 
     #[test]
     fn binary_kinds_are_told_apart() {
         assert!(matches!(check_binary_kind(b""), Err(LoadError::Empty)));
-        assert!(matches!(check_binary_kind(b"hello, world"), Err(LoadError::NotWasm)));
+        assert!(matches!(
+            check_binary_kind(b"hello, world"),
+            Err(LoadError::NotWasm)
+        ));
         assert!(matches!(
             check_binary_kind(b"\0asm\x01\0\0\0"),
             Err(LoadError::CoreModule)

@@ -16,7 +16,9 @@ pub enum LoadError {
     },
     #[error("the file is empty; expected a WebAssembly component built for wasm32-wasip2")]
     Empty,
-    #[error("not a WebAssembly component (no wasm header); expected a .wasm built for wasm32-wasip2")]
+    #[error(
+        "not a WebAssembly component (no wasm header); expected a .wasm built for wasm32-wasip2"
+    )]
     NotWasm,
     #[error(
         "this is a core WebAssembly module, not a component; build the adapter with \

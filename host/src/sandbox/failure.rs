@@ -16,7 +16,11 @@ pub(crate) struct KilledByHost;
 /// Classifies why a guest call failed. The order matters: a kill explains
 /// whatever trap followed it, and a refused memory growth explains the
 /// allocation-failure trap that follows it.
-pub(crate) fn classify(store: &Store<RunState>, error: &wasmtime::Error, fuel_budget: Option<u64>) -> SessionFailure {
+pub(crate) fn classify(
+    store: &Store<RunState>,
+    error: &wasmtime::Error,
+    fuel_budget: Option<u64>,
+) -> SessionFailure {
     let state = store.data();
     if error.is::<KilledByHost>() || state.control.is_killed() {
         return SessionFailure::Killed;
@@ -42,12 +46,18 @@ pub(crate) fn classify(store: &Store<RunState>, error: &wasmtime::Error, fuel_bu
 fn crash_message(error: &wasmtime::Error, stderr: &str) -> String {
     let reason = match error.downcast_ref::<Trap>() {
         Some(trap) => trap.to_string(),
-        None => format!("{error:#}").lines().next().unwrap_or_default().to_string(),
+        None => format!("{error:#}")
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
     };
     if stderr.is_empty() {
         return format!("the adapter crashed ({reason})");
     }
     let start = stderr.len().saturating_sub(MAX_STDERR_IN_MESSAGE);
-    let start = (start..stderr.len()).find(|&i| stderr.is_char_boundary(i)).unwrap_or(0);
+    let start = (start..stderr.len())
+        .find(|&i| stderr.is_char_boundary(i))
+        .unwrap_or(0);
     format!("the adapter crashed ({reason}): {}", &stderr[start..])
 }

@@ -31,7 +31,10 @@ pub(crate) fn validate(info: &AdapterInfo) -> Result<(), String> {
         ("needs.programs", &info.needs.programs),
     ] {
         if list.len() > MAX_NEEDS {
-            return Err(format!("{field} lists {} entries, over {MAX_NEEDS}", list.len()));
+            return Err(format!(
+                "{field} lists {} entries, over {MAX_NEEDS}",
+                list.len()
+            ));
         }
         for entry in list {
             if entry.is_empty() {

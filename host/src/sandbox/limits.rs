@@ -5,9 +5,9 @@ use wasmtime::ResourceLimiter;
 /// Most table elements a run may have; Rust adapters need a few hundred.
 const MAX_TABLE_ELEMENTS: usize = 100_000;
 
-/// Caps a run's linear memory and remembers whether the cap was hit, so a
-/// trap that follows a refused growth is reported as MEMORY_LIMIT rather
-/// than as a crash.
+/// Caps a run's linear memory. Growing past the cap traps at once: the run
+/// ends with MEMORY_LIMIT, whether or not the guest would have handled the
+/// failed allocation, so the user always sees that the cap was reached.
 #[derive(Debug)]
 pub(crate) struct MemoryCap {
     limit_bytes: usize,
@@ -42,7 +42,10 @@ impl ResourceLimiter for MemoryCap {
     ) -> wasmtime::Result<bool> {
         if desired > self.limit_bytes {
             self.hit = true;
-            return Ok(false);
+            return Err(wasmtime::Error::msg(format!(
+                "memory cap of {} bytes reached",
+                self.limit_bytes
+            )));
         }
         Ok(true)
     }
@@ -62,11 +65,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn growth_past_the_cap_is_refused_and_remembered() {
+    fn growth_past_the_cap_traps_and_is_remembered() {
         let mut cap = MemoryCap::new(1024);
         assert!(cap.memory_growing(0, 1024, None).unwrap());
         assert!(!cap.was_hit());
-        assert!(!cap.memory_growing(1024, 2048, None).unwrap());
+        assert!(cap.memory_growing(1024, 2048, None).is_err());
         assert!(cap.was_hit());
     }
 }

@@ -128,7 +128,11 @@ impl Pollable for GuestOutput {
 }
 
 impl AsyncWrite for GuestOutput {
-    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.accept(buf);
         Poll::Ready(Ok(buf.len()))
     }

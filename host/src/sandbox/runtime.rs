@@ -50,13 +50,17 @@ impl Sandbox {
         let engine = match Engine::new(&wasmtime_config(config.pool_sessions)) {
             Ok(engine) => engine,
             Err(error) if config.pool_sessions > 0 => {
-                tracing::warn!("instance pool unavailable ({error:#}); allocating instances on demand");
-                Engine::new(&wasmtime_config(0)).map_err(|e| SandboxError::Engine(format!("{e:#}")))?
+                tracing::warn!(
+                    "instance pool unavailable ({error:#}); allocating instances on demand"
+                );
+                Engine::new(&wasmtime_config(0))
+                    .map_err(|e| SandboxError::Engine(format!("{e:#}")))?
             }
             Err(error) => return Err(SandboxError::Engine(format!("{error:#}"))),
         };
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         AdapterWorld::add_to_linker::<RunState, HasSelf<RunState>>(&mut linker, |state| state)
             .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let cache = ComponentCache::new(&engine, config.cache_dir.clone());
@@ -85,7 +89,11 @@ impl Sandbox {
     }
 
     /// Loads a component from memory; `origin` names it in messages.
-    pub async fn load_bytes(&self, origin: String, bytes: Vec<u8>) -> Result<WasmAdapter, LoadError> {
+    pub async fn load_bytes(
+        &self,
+        origin: String,
+        bytes: Vec<u8>,
+    ) -> Result<WasmAdapter, LoadError> {
         let size_bytes = bytes.len() as u64;
         let cache_path = self.inner.cache.entry_path(&bytes);
         let started = Instant::now();
@@ -102,7 +110,8 @@ impl Sandbox {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::UnsupportedImports(format!("{e:#}")))?;
-        let pre = AdapterWorldPre::new(instance_pre).map_err(|e| LoadError::ContractMismatch(format!("{e:#}")))?;
+        let pre = AdapterWorldPre::new(instance_pre)
+            .map_err(|e| LoadError::ContractMismatch(format!("{e:#}")))?;
         let info = describe(&inner.engine, &pre, origin.as_str().into())
             .await
             .map_err(LoadError::Info)?;
@@ -174,7 +183,9 @@ impl Sandbox {
         match tokio::time::timeout(timeout, task).await {
             Ok(Ok(Ok(compiled))) => Ok(compiled),
             Ok(Ok(Err(error))) => Err(LoadError::Compile(format!("{error:#}"))),
-            Ok(Err(join_error)) => Err(LoadError::Compile(format!("the compiler failed: {join_error}"))),
+            Ok(Err(join_error)) => Err(LoadError::Compile(format!(
+                "the compiler failed: {join_error}"
+            ))),
             Err(_) => Err(LoadError::CompileTimeout {
                 seconds: timeout.as_secs(),
             }),

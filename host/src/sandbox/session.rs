@@ -45,7 +45,12 @@ pub(crate) struct WasmSession {
 }
 
 impl WasmSession {
-    pub(crate) fn new(store: Store<RunState>, world: AdapterWorld, session: ResourceAny, fuel_budget: Option<u64>) -> Self {
+    pub(crate) fn new(
+        store: Store<RunState>,
+        world: AdapterWorld,
+        session: ResourceAny,
+        fuel_budget: Option<u64>,
+    ) -> Self {
         Self {
             store,
             world,

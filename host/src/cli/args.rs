@@ -1,0 +1,175 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use moat::engine::TrustLevel;
+use moat::sandbox::MAX_MEMORY_CEILING;
+
+/// Run AI-agent adapters as sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "moat", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More logs on stderr (-v: info, -vv: debug, -vvv: trace). MOAT_LOG
+    /// takes a tracing filter instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Where compiled components are cached [default: ~/.cache/moat].
+    #[arg(long, global = true, env = "MOAT_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not read or write the compiled-component cache.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an adapter on a prompt and stream its events.
+    Run(RunArgs),
+    /// Show what an adapter is and what it asks for.
+    Inspect(InspectArgs),
+    /// Compile a component into the cache without running it.
+    Compile(CompileArgs),
+    /// List the built-in adapters.
+    Adapters,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A built-in adapter name (see `moat adapters`) or a path to a .wasm
+    /// component.
+    pub adapter: String,
+    /// The prompt; `-` or nothing reads it from stdin.
+    pub prompt: Option<String>,
+    /// Model for the backend.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Working directory for the backend.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Resume token of an earlier session.
+    #[arg(long, value_name = "TOKEN")]
+    pub resume: Option<String>,
+    /// Maximum number of agent turns.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// System prompt for the backend.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// How much the backend may do on its own.
+    #[arg(long, value_enum, default_value_t = TrustArg::Sandbox)]
+    pub trust: TrustArg,
+    /// Wall-clock limit for the run, e.g. 30s, 5m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// CPU budget in fuel units (about one per guest instruction).
+    #[arg(long, value_name = "N")]
+    pub fuel: Option<u64>,
+    /// Memory cap for the adapter, e.g. 256MiB (at most 1GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, default_value = "256MiB")]
+    pub max_memory: u64,
+    /// How long an interrupted adapter may take to wind down, e.g. 500ms.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
+    pub drain: Duration,
+    /// Output format [default: pretty on a terminal, ndjson otherwise].
+    #[arg(long, short, value_enum)]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// A built-in adapter name or a path to a .wasm component.
+    pub adapter: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// The component to compile.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Streamed text, tool calls and a summary line, for people.
+    Pretty,
+    /// One JSON event per line, for programs.
+    Ndjson,
+    /// Only the assistant's text.
+    Text,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrustArg {
+    Sandbox,
+    Controlled,
+    Unrestricted,
+}
+
+impl From<TrustArg> for TrustLevel {
+    fn from(trust: TrustArg) -> Self {
+        match trust {
+            TrustArg::Sandbox => TrustLevel::Sandbox,
+            TrustArg::Controlled => TrustLevel::Controlled,
+            TrustArg::Unrestricted => TrustLevel::Unrestricted,
+        }
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration =
+        humantime::parse_duration(text).map_err(|e| format!("{e}; use e.g. 30s, 5m or 500ms"))?;
+    if duration.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    Ok(duration)
+}
+
+fn parse_memory(text: &str) -> Result<u64, String> {
+    let size: bytesize::ByteSize = text
+        .parse()
+        .map_err(|_| "not a size; use e.g. 64MiB, 256MiB or 1GiB".to_string())?;
+    let bytes = size.as_u64();
+    if bytes < 1024 * 1024 {
+        return Err("too small: an adapter needs at least 1MiB".into());
+    }
+    if bytes > MAX_MEMORY_CEILING {
+        return Err(format!(
+            "over the ceiling of {}",
+            bytesize::ByteSize::b(MAX_MEMORY_CEILING).display().iec()
+        ));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes_parse_with_units_and_respect_the_ceiling() {
+        assert_eq!(parse_memory("256MiB"), Ok(256 * 1024 * 1024));
+        assert!(parse_memory("lots").unwrap_err().contains("not a size"));
+        assert!(parse_memory("2GiB").unwrap_err().contains("ceiling"));
+        assert!(parse_memory("10KiB").unwrap_err().contains("too small"));
+    }
+
+    #[test]
+    fn durations_parse_with_units_and_must_be_positive() {
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

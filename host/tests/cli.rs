@@ -1,0 +1,267 @@
+//! The `moat` binary end to end: output formats, exit codes, limits,
+//! Ctrl-C, inspect and compile, and one clear line for every bad input.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use moat::engine::{AgentEvent, DoneStatus, EventPayload};
+use moat_e2e::components::{FLOOD, PANIC, SPIN_NEXT};
+use serde_json::Value;
+
+/// `moat` with the tests' shared cache and quiet logs.
+fn moat() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_moat"));
+    command
+        .env("MOAT_CACHE_DIR", moat_e2e::shared_cache_dir())
+        .env_remove("MOAT_LOG")
+        .stdin(Stdio::null());
+    command
+}
+
+fn run(args: &[&str]) -> Output {
+    moat().args(args).output().expect("moat runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn events(output: &Output) -> Vec<AgentEvent> {
+    String::from_utf8(output.stdout.clone())
+        .expect("utf-8 output")
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not an event ({e}): {line}"))
+        })
+        .collect()
+}
+
+fn last_done(events: &[AgentEvent]) -> DoneStatus {
+    let dones: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Done(done) => Some(done.status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dones.len(), 1, "exactly one done");
+    assert!(
+        matches!(events.last().unwrap().payload, EventPayload::Done(_)),
+        "done is last"
+    );
+    dones[0]
+}
+
+/// Asserts a usage error: exit code 2 and exactly one line on stderr that
+/// contains every `needle`.
+fn assert_usage_error(output: &Output, needles: &[&str]) {
+    let message = stderr(output);
+    assert_eq!(output.status.code(), Some(2), "stderr: {message}");
+    assert_eq!(message.trim_end().lines().count(), 1, "one line: {message}");
+    assert!(
+        !message.contains("panicked") && !message.contains("backtrace"),
+        "{message}"
+    );
+    for needle in needles {
+        assert!(
+            message.contains(needle),
+            "{needle:?} missing from: {message}"
+        );
+    }
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn run_echo_writes_ndjson_events_when_piped_and_exits_0() {
+    let output = run(&["run", "echo", "hello sandbox"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = events(&output);
+    assert_eq!(last_done(&events), DoneStatus::Success);
+    let raw: Value = serde_json::from_str(
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    for field in ["type", "agent", "timestamp", "sessionId", "payload"] {
+        assert!(raw.get(field).is_some(), "{field} in {raw}");
+    }
+    assert!(
+        stderr(&output).is_empty(),
+        "no logs by default: {}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn text_output_is_only_the_assistant_text() {
+    let output = run(&["run", "echo", "just this", "--output", "text"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "just this\n");
+}
+
+#[test]
+fn pretty_output_streams_text_and_ends_with_a_status_line() {
+    let output = run(&["run", "echo", "pretty please", "--output", "pretty"]);
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("pretty please\n"), "{stdout}");
+    let last = stdout.trim_end().lines().last().unwrap();
+    assert!(
+        last.contains("success") && last.contains("0 tool uses"),
+        "{last}"
+    );
+    assert_eq!(
+        stdout.matches("pretty please").count(),
+        1,
+        "the text is not repeated: {stdout}"
+    );
+}
+
+#[test]
+fn a_dash_reads_the_prompt_from_stdin() {
+    let mut child = moat()
+        .args(["run", "echo", "-", "--output", "text"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"from stdin")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "from stdin\n");
+}
+
+#[test]
+fn an_unknown_adapter_is_a_usage_error_listing_the_built_ins() {
+    assert_usage_error(
+        &run(&["run", "nope", "hi"]),
+        &["unknown adapter `nope`", "echo"],
+    );
+}
+
+#[test]
+fn a_bad_flag_value_is_a_usage_error_naming_the_flag() {
+    assert_usage_error(
+        &run(&["run", "echo", "hi", "--max-memory", "lots"]),
+        &["--max-memory", "not a size"],
+    );
+    assert_usage_error(
+        &run(&["run", "echo", "hi", "--timeout", "soon"]),
+        &["--timeout"],
+    );
+    assert_usage_error(
+        &run(&["run", "echo", "hi", "--output", "xml"]),
+        &["--output"],
+    );
+}
+
+#[test]
+fn a_file_that_is_not_an_adapter_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
+    assert_usage_error(
+        &run(&["run", core.to_str().unwrap(), "hi"]),
+        &["core WebAssembly module"],
+    );
+    assert_usage_error(&run(&["run", "./missing.wasm", "hi"]), &["missing.wasm"]);
+}
+
+#[test]
+fn a_spinning_adapter_is_stopped_by_timeout_and_exits_1() {
+    let started = Instant::now();
+    let output = run(&["run", SPIN_NEXT, "x", "--timeout", "300ms"]);
+    assert_eq!(output.status.code(), Some(1));
+    let events = events(&output);
+    assert_eq!(last_done(&events), DoneStatus::Error);
+    assert!(events.iter().any(
+        |e| matches!(&e.payload, EventPayload::Error(err) if err.code.as_deref() == Some("TIMEOUT"))
+    ));
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn a_guest_panic_reaches_the_user_in_the_error_event() {
+    let output = run(&["run", PANIC, "x"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("testing adapter panicked on purpose"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn ctrl_c_interrupts_the_run_with_one_done_and_exit_130() {
+    let child = moat()
+        .args(["run", SPIN_NEXT, "x"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Give the run time to start spinning, then press Ctrl-C.
+    std::thread::sleep(Duration::from_millis(700));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
+    assert_eq!(last_done(&events(&output)), DoneStatus::Interrupted);
+}
+
+#[test]
+fn inspect_shows_contract_needs_and_cache_state() {
+    let output = run(&["inspect", "echo"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for needle in [
+        "name         echo",
+        "moat:adapter@0.1.0",
+        "origin       built-in",
+        "needs hosts  none",
+        "cache",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+}
+
+#[test]
+fn compile_fills_the_cache_so_the_next_load_does_not_compile() {
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = |args: &[&str]| {
+        moat()
+            .env("MOAT_CACHE_DIR", cache.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let compiled = with_cache(&["compile", FLOOD]);
+    assert_eq!(compiled.status.code(), Some(0), "{}", stderr(&compiled));
+    assert!(String::from_utf8_lossy(&compiled.stdout).contains("compiled in"));
+
+    let inspected = with_cache(&["inspect", FLOOD, "--json"]);
+    let json: Value = serde_json::from_slice(&inspected.stdout).unwrap();
+    assert_eq!(json["cache"]["hit"], Value::Bool(true), "{json}");
+    assert_eq!(json["contract"], "moat:adapter@0.1.0");
+    assert!(Path::new(json["cache"]["path"].as_str().unwrap()).starts_with(cache.path()));
+
+    let again = with_cache(&["compile", FLOOD]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already compiled"));
+}
+
+#[test]
+fn adapters_lists_the_built_ins() {
+    let output = run(&["adapters"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("echo"));
+}
