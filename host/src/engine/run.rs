@@ -6,6 +6,26 @@
 //! of filling a buffer. Whatever the adapter does — fail, hang, spin, end
 //! early, emit garbage, ignore an abort — the consumer sees valid events
 //! ending in exactly one `done`.
+//!
+//! Beyond the rules of ENG-003..009, the stream is hardened at the
+//! boundary:
+//!
+//! - every event is validated ([`validate_event`]); a broken one is
+//!   dropped behind a recoverable `INVALID_EVENT` error;
+//! - the run's tool policy (ENG-013, [`ToolPolicy`]) is checked on every
+//!   `tool_use` and `permission_request`, before validation so that a
+//!   malformed event cannot slip a forbidden tool past it; a violation kills
+//!   the adapter at once and ends the run with `error`
+//!   `TOOL_POLICY_VIOLATION` and `done` error, the offending event unseen —
+//!   even while draining after an abort, since the consumer must learn of a
+//!   breach more than of the interruption;
+//! - a `tool_result` whose `toolUseId` no `tool_use` (or
+//!   `permission_request`, whose denial a backend reports as a result) of
+//!   the run announced is still passed on — it is the only record of what
+//!   the backend did — but preceded by a recoverable `INVALID_EVENT` error
+//!   naming the id, so a consumer pairing calls with results is warned;
+//! - a second `init` is dropped: consumers take the first as the session's
+//!   description.
 
 use std::collections::{HashSet, VecDeque};
 use std::pin::Pin;
@@ -20,13 +40,15 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, warn};
 
 use super::adapter::{
-    Adapter, AdapterSession, RunLimits, RunOptions, SessionControl, SessionFailure, StartError,
+    Adapter, AdapterEvent, AdapterEventKind, AdapterSession, RunLimits, RunOptions, SessionControl,
+    SessionFailure, StartError,
 };
 use super::codes;
 use super::event::{
     AgentEvent, DonePayload, DoneStatus, EventPayload, Usage, new_session_id, now_ms,
 };
 use super::registry::Registry;
+use super::tool_policy::{ToolPolicy, ToolPolicyViolation};
 use super::validate::{ValidEvent, millis, validate_event};
 
 /// How long an aborted run may take to wrap up before it is killed.
@@ -126,7 +148,7 @@ pub struct AgentRun {
 }
 
 impl AgentRun {
-    fn new(adapter: Arc<dyn Adapter>, request: RunRequest) -> Self {
+    pub(super) fn new(adapter: Arc<dyn Adapter>, request: RunRequest) -> Self {
         let driver = Driver::new(adapter, request);
         // `unfold` keeps an in-flight pull inside the stream, so a consumer
         // that drops a `next()` future (say, in a `select!`) loses nothing:
@@ -252,8 +274,11 @@ struct Driver {
     adapter: Arc<dyn Adapter>,
     agent: String,
     prompt: String,
+    /// The options as the adapter receives them (ENG-013: the effective
+    /// tool list).
     options: RunOptions,
     limits: RunLimits,
+    policy: ToolPolicy,
     abort: Option<CancellationToken>,
     drain: Duration,
     phase: Phase,
@@ -264,17 +289,24 @@ struct Driver {
     /// The adapter's last session id, or the fresh one made for the run.
     session_id: Option<String>,
     tool_use_ids: HashSet<String>,
+    /// Ids of `permission_request`s, which a `tool_result` may answer too.
+    permission_ids: HashSet<String>,
+    /// Whether an `init` has been handed out.
+    seen_init: bool,
     watch: Option<Watch>,
 }
 
 impl Driver {
     fn new(adapter: Arc<dyn Adapter>, request: RunRequest) -> Self {
+        let policy = ToolPolicy::from_options(&request.options, adapter.info().tool_patterns);
+        let options = policy.adapter_options(&request.options);
         Self {
             adapter,
             agent: request.agent,
             prompt: request.prompt,
-            options: request.options,
+            options,
             limits: request.limits,
+            policy,
             abort: request.abort,
             drain: request.drain,
             phase: Phase::Idle,
@@ -283,6 +315,8 @@ impl Driver {
             deadline: None,
             session_id: None,
             tool_use_ids: HashSet::new(),
+            permission_ids: HashSet::new(),
+            seen_init: false,
             watch: None,
         }
     }
@@ -323,7 +357,15 @@ impl Driver {
         match outcome {
             Started::Result(Ok(session)) => {
                 let live = Live::new(session);
-                self.spawn_watcher(&live.control);
+                if self.spawn_watcher(&live.control) {
+                    // A task spawned from a tokio worker waits in that
+                    // worker's LIFO slot, which no other worker may steal:
+                    // were the adapter to spin in our very next poll, the
+                    // watcher meant to stop it would never run (this is the
+                    // case of every task of a parallel run). Yielding once
+                    // lets it start and arm itself.
+                    tokio::task::yield_now().await;
+                }
                 self.phase = Phase::Running(live);
             }
             Started::Result(Err(StartError::Refused(info))) => {
@@ -421,8 +463,16 @@ impl Driver {
                 }
             };
 
+            if let Err(violation) = self.check_tool(&event) {
+                // Fail closed: the backend is stopped before anything else
+                // happens, and the event that broke the policy goes nowhere.
+                drop(live);
+                return self.violated(&violation);
+            }
+
             match validate_event(event, self.limits.max_event_bytes, self.elapsed()) {
                 Ok(valid) => {
+                    let unmatched = self.unmatched_result(&valid.payload);
                     self.observe(&valid);
                     if matches!(valid.payload, EventPayload::Done(_)) {
                         debug!(agent = %self.agent, "the adapter is done");
@@ -430,12 +480,26 @@ impl Driver {
                         live.close_in_background();
                         return self.end();
                     }
-                    if !aborting {
+                    if aborting {
+                        debug!(agent = %self.agent, kind = valid.payload.type_name(), "dropped while draining");
+                    } else if matches!(valid.payload, EventPayload::Init(_)) && self.seen_init {
+                        debug!(agent = %self.agent, "dropped a second init");
+                    } else {
+                        if let Some(id) = unmatched {
+                            warn!(agent = %self.agent, tool_use_id = %id, "a tool_result answers no tool_use");
+                            self.emit(EventPayload::error(
+                                codes::INVALID_EVENT,
+                                format!(
+                                    "`tool_result` for `{id}`, which no `tool_use` of this run announced; passed on as it is"
+                                ),
+                                true,
+                            ));
+                        }
+                        self.seen_init |= matches!(valid.payload, EventPayload::Init(_));
                         self.emit(valid.payload);
                         self.phase = Phase::Running(live);
                         return;
                     }
-                    debug!(agent = %self.agent, kind = valid.payload.type_name(), "dropped while draining");
                 }
                 Err(invalid) => {
                     warn!(agent = %self.agent, %invalid, "dropped an invalid event");
@@ -472,9 +536,11 @@ impl Driver {
     /// Spawns the task that reaches the session from outside the driving
     /// task: a guest spinning inside our poll cannot see a timer of ours
     /// fire, but it is woken by `interrupt` and stopped by `kill`.
-    fn spawn_watcher(&mut self, control: &Arc<dyn SessionControl>) {
+    ///
+    /// Returns whether it spawned one (not needed without abort or limit).
+    fn spawn_watcher(&mut self, control: &Arc<dyn SessionControl>) -> bool {
         if self.abort.is_none() && self.deadline.is_none() {
-            return;
+            return false;
         }
         let stop = CancellationToken::new();
         let timed_out = Arc::new(AtomicBool::new(false));
@@ -490,6 +556,7 @@ impl Driver {
             timed_out,
             _stop: stop.drop_guard(),
         });
+        true
     }
 
     fn timed_out(&self) -> bool {
@@ -503,14 +570,53 @@ impl Driver {
         self.started_at.map_or(Duration::ZERO, |t| t.elapsed())
     }
 
-    /// Notes what synthesized events need: the session id and tool uses.
+    /// Notes what synthesized events need (the session id and tool uses)
+    /// and the ids a `tool_result` may answer.
     fn observe(&mut self, event: &ValidEvent) {
         if let Some(id) = &event.session_id {
             self.session_id = Some(id.clone());
         }
-        if let EventPayload::ToolUse(tool_use) = &event.payload {
-            self.tool_use_ids.insert(tool_use.tool_use_id.clone());
+        match &event.payload {
+            EventPayload::ToolUse(tool_use) => {
+                self.tool_use_ids.insert(tool_use.tool_use_id.clone());
+            }
+            EventPayload::PermissionRequest(request) => {
+                self.permission_ids.insert(request.tool_use_id.clone());
+            }
+            _ => {}
         }
+    }
+
+    /// The id of a `tool_result` that answers no call the run has seen.
+    fn unmatched_result(&self, payload: &EventPayload) -> Option<String> {
+        match payload {
+            EventPayload::ToolResult(result)
+                if !self.tool_use_ids.contains(&result.tool_use_id)
+                    && !self.permission_ids.contains(&result.tool_use_id) =>
+            {
+                Some(result.tool_use_id.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// Checks a tool the adapter used or asks to use against the policy.
+    fn check_tool(&self, event: &AdapterEvent) -> Result<(), ToolPolicyViolation> {
+        match &event.kind {
+            AdapterEventKind::ToolUse { tool_name, .. }
+            | AdapterEventKind::PermissionRequest { tool_name, .. } => self.policy.check(tool_name),
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the run after a tool policy violation (the adapter is already
+    /// stopped).
+    fn violated(&mut self, violation: &ToolPolicyViolation) {
+        warn!(agent = %self.agent, tool = violation.tool(), "tool policy violation; the adapter was stopped");
+        self.fail(
+            codes::TOOL_POLICY_VIOLATION.to_owned(),
+            violation.to_string(),
+        );
     }
 
     /// Queues an event under the run's current session id.
@@ -533,18 +639,12 @@ impl Driver {
     /// A synthesized done: authentic usage only (distinct tool uses; tokens
     /// and cost unknown).
     fn synthesize_done(&mut self, status: DoneStatus, resume_token: Option<String>) {
-        let done = DonePayload {
+        let done = synthesized_done(
             status,
-            result: None,
             resume_token,
-            usage: Usage {
-                tool_uses: u32::try_from(self.tool_use_ids.len()).unwrap_or(u32::MAX),
-                tokens: None,
-                cost: None,
-            },
-            duration_ms: millis(self.elapsed()),
-            metadata: None,
-        };
+            self.tool_use_ids.len(),
+            self.elapsed(),
+        );
         self.emit(EventPayload::Done(done));
         self.end();
     }
@@ -594,6 +694,28 @@ impl Driver {
             recoverable: false,
         }));
         self.synthesize_done(DoneStatus::Error, None);
+    }
+}
+
+/// A `done` the engine makes: authentic usage only (the distinct tool uses
+/// seen; tokens and cost unknown).
+pub(super) fn synthesized_done(
+    status: DoneStatus,
+    resume_token: Option<String>,
+    tool_uses: usize,
+    elapsed: Duration,
+) -> DonePayload {
+    DonePayload {
+        status,
+        result: None,
+        resume_token,
+        usage: Usage {
+            tool_uses: u32::try_from(tool_uses).unwrap_or(u32::MAX),
+            tokens: None,
+            cost: None,
+        },
+        duration_ms: millis(elapsed),
+        metadata: None,
     }
 }
 

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::future::{Future, pending};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -54,6 +54,9 @@ pub enum Step {
     /// Run a callback, then go on (e.g. to fire an abort token at an exact
     /// point of the script).
     Call(Hook),
+    /// Panic with this message inside `next`, as a buggy native adapter
+    /// would (a Wasm adapter traps instead).
+    Panic(String),
 }
 
 impl Step {
@@ -144,6 +147,7 @@ pub struct Probe {
     interrupts: AtomicUsize,
     kills: AtomicUsize,
     closes: AtomicUsize,
+    options: Mutex<Option<RunOptions>>,
 }
 
 impl Probe {
@@ -166,6 +170,13 @@ impl Probe {
     /// Calls to `close`.
     pub fn closes(&self) -> usize {
         self.closes.load(Ordering::SeqCst)
+    }
+    /// The options of the last `start`.
+    pub fn last_options(&self) -> Option<RunOptions> {
+        self.options
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -206,6 +217,13 @@ impl ScriptedAdapter {
         self
     }
 
+    /// Declares that its tool lists may hold patterns
+    /// (`info().tool_patterns`).
+    pub fn with_tool_patterns(mut self) -> Self {
+        self.info.tool_patterns = true;
+        self
+    }
+
     /// Makes `close` never finish until killed.
     pub fn with_hanging_close(mut self) -> Self {
         self.close_hangs = true;
@@ -226,11 +244,16 @@ impl Adapter for ScriptedAdapter {
     fn start<'a>(
         &'a self,
         _prompt: &'a str,
-        _options: &'a RunOptions,
+        options: &'a RunOptions,
         _limits: &'a RunLimits,
     ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
         Box::pin(async move {
             bump(&self.probe.starts);
+            *self
+                .probe
+                .options
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(options.clone());
             match &self.start {
                 StartBehaviour::Run => {
                     let session: Box<dyn AdapterSession> = Box::new(ScriptedSession {
@@ -350,6 +373,7 @@ impl ScriptedSession {
                     control.until(|c| c.interrupted() || c.killed()).await;
                 }
                 Step::Call(hook) => (hook.0)(),
+                Step::Panic(message) => panic!("{message}"),
             }
         }
     }
