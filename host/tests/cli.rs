@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use moat::engine::{AgentEvent, DoneStatus, EventPayload};
-use moat_e2e::components::{FLOOD, PANIC, SPIN_NEXT};
+use moat_e2e::components::{FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
 use serde_json::Value;
 
 /// `moat` with the tests' shared cache and quiet logs.
@@ -264,4 +264,183 @@ fn adapters_lists_the_built_ins() {
     let output = run(&["adapters"]);
     assert_eq!(output.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("echo"));
+}
+
+/// The events of each role, in order.
+fn by_role(events: &[AgentEvent]) -> std::collections::BTreeMap<String, Vec<&AgentEvent>> {
+    let mut roles: std::collections::BTreeMap<String, Vec<&AgentEvent>> = Default::default();
+    for event in events {
+        roles
+            .entry(event.role.clone().unwrap_or_default())
+            .or_default()
+            .push(event);
+    }
+    roles
+}
+
+#[test]
+fn parallel_merges_tasks_each_with_its_role_and_one_done() {
+    let output = run(&[
+        "parallel",
+        "--task",
+        "a:echo=first",
+        "--task",
+        "b:echo=second",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = events(&output);
+    let roles = by_role(&events);
+    assert_eq!(roles.keys().collect::<Vec<_>>(), ["a", "b"]);
+    for (role, events) in roles {
+        let dones = events.iter().filter(|e| e.is_done()).count();
+        assert_eq!(dones, 1, "{role}");
+        assert!(events.last().unwrap().is_done(), "{role}");
+    }
+}
+
+#[test]
+fn parallel_exits_1_when_any_task_fails_and_0_only_when_all_succeed() {
+    let output = run(&[
+        "parallel",
+        "--task",
+        "echo=fine",
+        "--task",
+        &format!("{PANIC}=boom"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let events = events(&output);
+    assert_eq!(events.iter().filter(|e| e.is_done()).count(), 2);
+    assert!(
+        events.iter().all(|e| e.role.is_none()),
+        "no role unless given"
+    );
+}
+
+#[test]
+fn parallel_pretty_output_labels_each_task_and_ends_with_a_row_per_task() {
+    let output = run(&[
+        "parallel", "--task", "echo=one", "--task", "echo=two", "--output", "pretty",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("echo#1 │ one"), "{stdout}");
+    assert!(stdout.contains("echo#2 │ two"), "{stdout}");
+    let rows: Vec<_> = stdout.lines().filter(|l| l.contains("✓ success")).collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+}
+
+#[test]
+fn parallel_reads_tasks_from_json_and_toml_files_with_per_task_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tasks.json");
+    std::fs::write(
+        &json,
+        format!(
+            r#"{{"tasks":[{{"adapter":"echo","prompt":"j","role":"json"}},
+                    {{"adapter":"{SPIN_NEXT}","prompt":"x","role":"slow","timeout":"300ms"}}]}}"#
+        ),
+    )
+    .unwrap();
+    let output = run(&["parallel", "--tasks", json.to_str().unwrap()]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the spinning task timed out: {}",
+        stderr(&output)
+    );
+    let merged = events(&output);
+    let slow = &by_role(&merged)["slow"];
+    assert!(slow.iter().any(|e| {
+        e.as_error()
+            .is_some_and(|err| err.code.as_deref() == Some("TIMEOUT"))
+    }));
+
+    let toml = dir.path().join("tasks.toml");
+    std::fs::write(
+        &toml,
+        "[[task]]\nadapter = \"echo\"\nprompt = \"t\"\nrole = \"toml\"\n",
+    )
+    .unwrap();
+    let output = run(&["parallel", "--tasks", toml.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(by_role(&events(&output)).contains_key("toml"));
+}
+
+#[test]
+fn a_bad_task_is_a_usage_error() {
+    assert_usage_error(
+        &run(&["parallel", "--task", "echo"]),
+        &["[ROLE:]ADAPTER=PROMPT"],
+    );
+    assert_usage_error(&run(&["parallel"]), &["--task"]);
+}
+
+#[test]
+fn a_tool_outside_the_allowed_set_ends_the_run_naming_the_tool() {
+    let output = run(&[
+        "run",
+        TOOL_USER,
+        "Read,Bash",
+        "--allowed-tools",
+        "Read,Grep",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let events = events(&output);
+    assert_eq!(last_done(&events), DoneStatus::Error);
+    let error = events
+        .iter()
+        .find_map(AgentEvent::as_error)
+        .expect("an error event");
+    assert_eq!(error.code.as_deref(), Some("TOOL_POLICY_VIOLATION"));
+    assert!(error.message.contains("Bash"), "{}", error.message);
+    let used: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ToolUse(tool) => Some(tool.tool_name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        used,
+        ["Read"],
+        "the forbidden call never reaches the consumer"
+    );
+}
+
+#[test]
+fn the_adapter_receives_the_effective_tool_set() {
+    let output = run(&[
+        "run",
+        TOOL_USER,
+        "",
+        "--allowed-tools",
+        "Read,Grep,Bash",
+        "--disallowed-tools",
+        "Bash",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = events(&output);
+    let EventPayload::Init(init) = &events[0].payload else {
+        panic!("init first")
+    };
+    let capabilities = init
+        .capabilities
+        .as_ref()
+        .expect("the adapter reports what it got");
+    assert_eq!(
+        capabilities["allowedTools"],
+        serde_json::json!(["Read", "Grep"])
+    );
+    assert_eq!(capabilities["disallowedTools"], serde_json::json!(["Bash"]));
+}
+
+#[test]
+fn an_empty_allowed_list_allows_no_tool() {
+    let output = run(&["run", TOOL_USER, "Read", "--allowed-tools", ""]);
+    assert_eq!(output.status.code(), Some(1));
+    let events = events(&output);
+    assert!(events.iter().any(|e| {
+        e.as_error()
+            .is_some_and(|err| err.code.as_deref() == Some("TOOL_POLICY_VIOLATION"))
+    }));
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use moat::engine::TrustLevel;
+use moat::engine::{RunLimits, RunOptions, TrustLevel};
 use moat::sandbox::MAX_MEMORY_CEILING;
 
 /// Run AI-agent adapters as sandboxed WebAssembly components.
@@ -30,6 +30,8 @@ pub struct Cli {
 pub enum Command {
     /// Run an adapter on a prompt and stream its events.
     Run(RunArgs),
+    /// Run several tasks at once and merge their events.
+    Parallel(ParallelArgs),
     /// Show what an adapter is and what it asks for.
     Inspect(InspectArgs),
     /// Compile a component into the cache without running it.
@@ -45,6 +47,36 @@ pub struct RunArgs {
     pub adapter: String,
     /// The prompt; `-` or nothing reads it from stdin.
     pub prompt: Option<String>,
+    #[command(flatten)]
+    pub run: RunFlags,
+    /// Output format [default: pretty on a terminal, ndjson otherwise].
+    #[arg(long, short, value_enum)]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Debug, Args)]
+pub struct ParallelArgs {
+    /// A task as `[ROLE:]ADAPTER=PROMPT`; repeat for more tasks.
+    #[arg(
+        long = "task",
+        value_name = "[ROLE:]ADAPTER=PROMPT",
+        required_unless_present = "tasks_file"
+    )]
+    pub tasks: Vec<String>,
+    /// A JSON or TOML file listing the tasks, with per-task options.
+    #[arg(long = "tasks", value_name = "FILE", conflicts_with = "tasks")]
+    pub tasks_file: Option<PathBuf>,
+    /// Options every task gets unless its entry in --tasks says otherwise.
+    #[command(flatten)]
+    pub run: RunFlags,
+    /// Output format [default: pretty on a terminal, ndjson otherwise].
+    #[arg(long, short, value_enum)]
+    pub output: Option<OutputFormat>,
+}
+
+/// Options and limits of a run, shared by `run` and `parallel`.
+#[derive(Debug, Clone, Args)]
+pub struct RunFlags {
     /// Model for the backend.
     #[arg(long)]
     pub model: Option<String>,
@@ -63,6 +95,13 @@ pub struct RunArgs {
     /// How much the backend may do on its own.
     #[arg(long, value_enum, default_value_t = TrustArg::Sandbox)]
     pub trust: TrustArg,
+    /// The only tools the agent may use, comma-separated; an empty value
+    /// allows none. A tool call outside them ends the run.
+    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list)]
+    pub allowed_tools: Option<ToolList>,
+    /// Tools the agent must not use, comma-separated.
+    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list)]
+    pub disallowed_tools: Option<ToolList>,
     /// Wall-clock limit for the run, e.g. 30s, 5m.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
@@ -72,12 +111,48 @@ pub struct RunArgs {
     /// Memory cap for the adapter, e.g. 256MiB (at most 1GiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_memory, default_value = "256MiB")]
     pub max_memory: u64,
+    /// Largest event accepted from the adapter, e.g. 1MiB; larger ones are
+    /// dropped with an INVALID_EVENT error.
+    #[arg(long, value_name = "SIZE", value_parser = parse_event_size, default_value = "1MiB")]
+    pub max_event_size: usize,
     /// How long an interrupted adapter may take to wind down, e.g. 500ms.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
     pub drain: Duration,
-    /// Output format [default: pretty on a terminal, ndjson otherwise].
-    #[arg(long, short, value_enum)]
-    pub output: Option<OutputFormat>,
+}
+
+/// A comma-separated list of tool names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolList(pub Vec<String>);
+
+impl RunFlags {
+    /// The options the adapter receives.
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            cwd: self.cwd.clone(),
+            model: self.model.clone(),
+            max_turns: self.max_turns,
+            resume: self.resume.clone(),
+            system_prompt: self.system.clone(),
+            trust: self.trust.into(),
+            allowed_tools: self.allowed_tools.clone().map(|list| list.0),
+            disallowed_tools: self
+                .disallowed_tools
+                .clone()
+                .map(|list| list.0)
+                .unwrap_or_default(),
+            ..RunOptions::default()
+        }
+    }
+
+    /// The limits the runtime enforces.
+    pub fn limits(&self) -> RunLimits {
+        RunLimits {
+            timeout: self.timeout,
+            fuel: self.fuel,
+            max_memory_bytes: self.max_memory,
+            max_event_bytes: self.max_event_size,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -122,7 +197,8 @@ impl From<TrustArg> for TrustLevel {
     }
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
+/// Parses a duration such as `30s`, `5m` or `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration =
         humantime::parse_duration(text).map_err(|e| format!("{e}; use e.g. 30s, 5m or 500ms"))?;
     if duration.is_zero() {
@@ -131,7 +207,8 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-fn parse_memory(text: &str) -> Result<u64, String> {
+/// Parses a memory cap such as `256MiB`, within what the sandbox allows.
+pub fn parse_memory(text: &str) -> Result<u64, String> {
     let size: bytesize::ByteSize = text
         .parse()
         .map_err(|_| "not a size; use e.g. 64MiB, 256MiB or 1GiB".to_string())?;
@@ -146,6 +223,33 @@ fn parse_memory(text: &str) -> Result<u64, String> {
         ));
     }
     Ok(bytes)
+}
+
+fn parse_event_size(text: &str) -> Result<usize, String> {
+    let size: bytesize::ByteSize = text
+        .parse()
+        .map_err(|_| "not a size; use e.g. 256KiB or 1MiB".to_string())?;
+    usize::try_from(size.as_u64())
+        .ok()
+        .filter(|&bytes| bytes >= 1024)
+        .ok_or_else(|| "must be at least 1KiB".to_string())
+}
+
+/// Parses `a,b,c`; an empty value is an empty list.
+pub fn parse_tool_list(text: &str) -> Result<ToolList, String> {
+    let tools: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|tool| !tool.is_empty())
+        .map(str::to_string)
+        .collect();
+    if let Some(bad) = tools
+        .iter()
+        .find(|tool| tool.chars().any(char::is_whitespace))
+    {
+        return Err(format!("tool name {bad:?} contains whitespace"));
+    }
+    Ok(ToolList(tools))
 }
 
 #[cfg(test)]
@@ -165,6 +269,22 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn tool_lists_split_on_commas_and_an_empty_value_allows_none() {
+        assert_eq!(
+            parse_tool_list("Read, Grep"),
+            Ok(ToolList(vec!["Read".into(), "Grep".into()]))
+        );
+        assert_eq!(parse_tool_list(""), Ok(ToolList(vec![])));
+        assert!(parse_tool_list("Read,Web Fetch").is_err());
+    }
+
+    #[test]
+    fn event_sizes_parse_with_units() {
+        assert_eq!(parse_event_size("1MiB"), Ok(1024 * 1024));
+        assert!(parse_event_size("12").is_err());
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod args;
 mod commands;
 mod render;
 mod resolve;
+mod tasks;
 
 use std::process::ExitCode;
 
@@ -38,11 +39,15 @@ pub fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(error) => {
-            // clap's first line says what is wrong and with which flag;
-            // the rest is a hint we replace with a shorter one.
+            // clap's first paragraph says what is wrong and with which
+            // flag; the usage and hint after it are replaced by a shorter one.
             let message = error.to_string();
-            let first = message.lines().next().unwrap_or("invalid arguments");
-            eprintln!("moat: {} (see --help)", first.trim_start_matches("error: "));
+            let problem: Vec<&str> = message
+                .lines()
+                .take_while(|line| !line.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!("moat: {} (see --help)", problem.join(" ").trim_start_matches("error: "));
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -77,6 +82,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let sandbox = resolve::sandbox(&cli)?;
     match cli.command {
         Command::Run(args) => commands::run(&sandbox, args).await,
+        Command::Parallel(args) => commands::parallel(&sandbox, args).await,
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters => commands::adapters(&sandbox).await,

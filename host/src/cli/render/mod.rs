@@ -1,11 +1,14 @@
 //! Rendering events for the terminal or for programs.
 
+mod lines;
 mod ndjson;
+mod parallel;
 mod pretty;
 mod style;
 mod text;
+mod text_flow;
 
-use std::io;
+use std::io::{self, IsTerminal};
 
 use moat::engine::AgentEvent;
 
@@ -29,5 +32,23 @@ pub fn for_format(format: OutputFormat) -> Box<dyn Renderer> {
         OutputFormat::Pretty => Box::new(pretty::Pretty::new(io::stdout())),
         OutputFormat::Ndjson => Box::new(ndjson::Ndjson::new(io::stdout())),
         OutputFormat::Text => Box::new(text::Text::new(io::stdout())),
+    }
+}
+
+/// The format asked for, else pretty on a terminal and ndjson otherwise.
+pub fn default_format(asked: Option<OutputFormat>) -> OutputFormat {
+    asked.unwrap_or(if io::stdout().is_terminal() {
+        OutputFormat::Pretty
+    } else {
+        OutputFormat::Ndjson
+    })
+}
+
+/// The renderer for several tasks at once; `labels` name the tasks as
+/// their events' roles do.
+pub fn for_parallel(format: OutputFormat, labels: &[String]) -> Box<dyn Renderer> {
+    match format {
+        OutputFormat::Pretty => Box::new(parallel::Parallel::new(io::stdout(), labels)),
+        other => for_format(other),
     }
 }

@@ -7,20 +7,18 @@ use moat::engine::{
 };
 
 use super::Renderer;
+use super::text_flow::TextFlow;
 
 pub struct Text<W: Write> {
     out: W,
-    /// Deltas were printed since the last full text, which repeats them.
-    streamed: bool,
-    line_open: bool,
+    flow: TextFlow,
 }
 
 impl<W: Write> Text<W> {
     pub fn new(out: W) -> Self {
         Self {
             out,
-            streamed: false,
-            line_open: false,
+            flow: TextFlow::default(),
         }
     }
 }
@@ -29,20 +27,10 @@ impl<W: Write> Renderer for Text<W> {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()> {
         match &event.payload {
             EventPayload::TextDelta(TextDeltaPayload { delta }) => {
-                self.out.write_all(delta.as_bytes())?;
-                self.streamed = true;
-                self.line_open = !delta.ends_with('\n');
+                self.flow.delta(&mut self.out, delta)?
             }
             EventPayload::Text(TextPayload { content }) => {
-                if !self.streamed {
-                    self.out.write_all(content.as_bytes())?;
-                    self.line_open = !content.ends_with('\n');
-                }
-                if self.line_open {
-                    self.out.write_all(b"\n")?;
-                    self.line_open = false;
-                }
-                self.streamed = false;
+                self.flow.text(&mut self.out, content)?
             }
             EventPayload::Error(ErrorPayload { code, message, .. }) => {
                 eprintln!(
@@ -64,9 +52,7 @@ impl<W: Write> Renderer for Text<W> {
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        if self.line_open {
-            self.out.write_all(b"\n")?;
-        }
+        self.flow.end_line(&mut self.out)?;
         self.out.flush()
     }
 }
