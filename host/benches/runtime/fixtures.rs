@@ -1,0 +1,188 @@
+//! What every figure shares: the tokio runtime, the sandbox, the adapters
+//! under test and the native baselines set beside them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::future::BoxFuture;
+use moat::engine::scripted::done_info;
+use moat::engine::{
+    Adapter, AdapterEvent, AdapterEventKind, AdapterInfo, AdapterSession, DoneStatus, ErrorInfo,
+    Registry, RunLimits, RunOptions, RunRequest, SessionControl, SessionFailure, StartError,
+};
+use moat::sandbox::{Sandbox, SandboxConfig, WasmAdapter};
+use tokio::runtime::Runtime;
+
+/// Where the summary and the compiled-component cache go: under the
+/// workspace's target directory.
+pub fn bench_dir() -> PathBuf {
+    let host = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let workspace = host.parent().expect("the host crate sits in the workspace");
+    workspace.join("target/moat-bench")
+}
+
+/// The runtime every figure runs on: multi-threaded with two workers, as a
+/// host on this 2-core machine would be. Figures drive their runs from
+/// `block_on` on the main thread; tasks the engine spawns (the abort
+/// watcher, background close) run on the workers.
+pub fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the tokio runtime starts")
+}
+
+/// A sandbox whose instance pool holds `pool_sessions` live sessions, with
+/// its compiled-component cache under [`bench_dir`] so reruns skip compiling.
+pub fn sandbox(pool_sessions: u32) -> Sandbox {
+    let config = SandboxConfig {
+        cache_dir: Some(bench_dir().join("cache")),
+        pool_sessions,
+        ..SandboxConfig::default()
+    };
+    Sandbox::new(config).expect("the sandbox starts")
+}
+
+/// The built-in echo component, compiled and linked (so `InstancePre` is
+/// ready) before anything is timed.
+pub async fn load_echo(sandbox: &Sandbox) -> WasmAdapter {
+    let bytes = moat::builtin::component("echo").expect("echo is a built-in adapter");
+    sandbox
+        .load_bytes("built-in echo".into(), bytes.to_vec())
+        .await
+        .unwrap_or_else(|error| panic!("cannot load the built-in echo: {error}"))
+}
+
+/// A testing component from `moat_e2e::components`, compiled and linked.
+pub async fn load_file(sandbox: &Sandbox, path: &str) -> WasmAdapter {
+    sandbox
+        .load_file(Path::new(path))
+        .await
+        .unwrap_or_else(|error| panic!("cannot load {path}: {error}"))
+}
+
+/// One adapter in a registry of its own, so each side of a figure goes
+/// through exactly the same `run_agent` path.
+pub struct Subject {
+    pub registry: Registry,
+    pub name: String,
+}
+
+impl Subject {
+    pub fn new(adapter: impl Adapter + 'static) -> Self {
+        let name = adapter.info().name.clone();
+        let mut registry = Registry::new();
+        registry
+            .register(Arc::new(adapter))
+            .expect("a fresh registry takes any name");
+        Self { registry, name }
+    }
+
+    /// A request for this adapter with default options and limits.
+    pub fn request(&self, prompt: &str) -> RunRequest {
+        RunRequest::new(self.name.clone(), prompt)
+    }
+}
+
+/// The delta every `flood` event carries (see adapters/testing/flood).
+const FLOOD_DELTA: &str = "x";
+
+/// The native twin of the `flood` testing component: N `text_delta` "x"
+/// events, then `done` success. Events are made one at a time in `next`,
+/// as the component makes them, so the baseline holds only the engine's
+/// own per-event work (a scripted adapter would add cloning its script).
+pub struct NativeFlood {
+    info: AdapterInfo,
+}
+
+impl NativeFlood {
+    pub fn new() -> Self {
+        Self {
+            info: AdapterInfo {
+                name: "native-flood".into(),
+                version: "0.0.0".into(),
+                description: "Emits N text deltas (N = prompt), natively".into(),
+                ..AdapterInfo::default()
+            },
+        }
+    }
+}
+
+impl Adapter for NativeFlood {
+    fn info(&self) -> &AdapterInfo {
+        &self.info
+    }
+
+    fn start<'a>(
+        &'a self,
+        prompt: &'a str,
+        _options: &'a RunOptions,
+        _limits: &'a RunLimits,
+    ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
+        let started = match prompt.trim().parse() {
+            Ok(remaining) => {
+                let session: Box<dyn AdapterSession> = Box::new(FloodSession {
+                    remaining,
+                    done: false,
+                    control: Arc::default(),
+                });
+                Ok(session)
+            }
+            Err(_) => Err(StartError::Refused(ErrorInfo {
+                code: None,
+                message: format!("the prompt must be a number of events, not {prompt:?}"),
+                recoverable: false,
+            })),
+        };
+        Box::pin(std::future::ready(started))
+    }
+}
+
+struct FloodSession {
+    remaining: u64,
+    done: bool,
+    control: Arc<FloodControl>,
+}
+
+/// Only `kill` matters: the engine kills a session whose run is dropped.
+#[derive(Default)]
+struct FloodControl {
+    killed: AtomicBool,
+}
+
+impl SessionControl for FloodControl {
+    fn interrupt(&self) {}
+
+    fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+    }
+}
+
+impl AdapterSession for FloodSession {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>> {
+        let result = if self.control.killed.load(Ordering::SeqCst) {
+            Err(SessionFailure::Killed)
+        } else if self.remaining > 0 {
+            self.remaining -= 1;
+            let delta = AdapterEventKind::TextDelta(FLOOD_DELTA.to_owned());
+            Ok(Some(AdapterEvent::new(delta)))
+        } else if !self.done {
+            self.done = true;
+            let done = AdapterEventKind::Done(done_info(DoneStatus::Success));
+            Ok(Some(AdapterEvent::new(done)))
+        } else {
+            Ok(None)
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn control(&self) -> Arc<dyn SessionControl> {
+        Arc::clone(&self.control) as Arc<dyn SessionControl>
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}
