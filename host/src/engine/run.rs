@@ -50,6 +50,7 @@ use super::event::{
 use super::registry::Registry;
 use super::tool_policy::{ToolPolicy, ToolPolicyViolation};
 use super::validate::{ValidEvent, millis, validate_event};
+use crate::grants::Grants;
 
 /// How long an aborted run may take to wrap up before it is killed.
 pub const DEFAULT_DRAIN: Duration = Duration::from_millis(500);
@@ -81,6 +82,9 @@ pub struct RunRequest {
     pub prompt: String,
     pub options: RunOptions,
     pub limits: RunLimits,
+    /// What the run may reach; nothing by default. The engine only passes
+    /// them to the adapter ([`Adapter::start_with_grants`]).
+    pub grants: Grants,
     /// Cancelling it aborts the run (ENG-005).
     pub abort: Option<CancellationToken>,
     /// How long an aborted adapter may take to end with its own `done`.
@@ -89,13 +93,14 @@ pub struct RunRequest {
 
 impl RunRequest {
     /// A run of `agent` on `prompt` with default options and limits, no
-    /// abort token and the default drain.
+    /// grants, no abort token and the default drain.
     pub fn new(agent: impl Into<String>, prompt: impl Into<String>) -> Self {
         Self {
             agent: agent.into(),
             prompt: prompt.into(),
             options: RunOptions::default(),
             limits: RunLimits::default(),
+            grants: Grants::none(),
             abort: None,
             drain: DEFAULT_DRAIN,
         }
@@ -110,6 +115,12 @@ impl RunRequest {
     /// Sets the limits.
     pub fn with_limits(mut self, limits: RunLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets the grants.
+    pub fn with_grants(mut self, grants: Grants) -> Self {
+        self.grants = grants;
         self
     }
 
@@ -278,6 +289,7 @@ struct Driver {
     /// tool list).
     options: RunOptions,
     limits: RunLimits,
+    grants: Grants,
     policy: ToolPolicy,
     abort: Option<CancellationToken>,
     drain: Duration,
@@ -306,6 +318,7 @@ impl Driver {
             prompt: request.prompt,
             options,
             limits: request.limits,
+            grants: request.grants,
             policy,
             abort: request.abort,
             drain: request.drain,
@@ -344,9 +357,12 @@ impl Driver {
         self.deadline = self.limits.timeout.map(|t| started + t);
         debug!(agent = %self.agent, "starting the adapter");
         let outcome = {
-            let start = self
-                .adapter
-                .start(&self.prompt, &self.options, &self.limits);
+            let start = self.adapter.start_with_grants(
+                &self.prompt,
+                &self.options,
+                &self.limits,
+                &self.grants,
+            );
             tokio::select! {
                 biased;
                 result = start => Started::Result(result),
@@ -409,11 +425,14 @@ impl Driver {
                 let next = live.session.next();
                 tokio::pin!(next);
                 loop {
-                    // Biased, result first: a read that completes is never
-                    // lost to an abort or a deadline that fired beside it.
+                    // Biased: an abort is seen before the read is resumed,
+                    // and a completed read wins over a deadline beside it.
                     tokio::select! {
                         biased;
-                        result = &mut next => break Ok(result),
+                        // The abort is looked at before the read is polled
+                        // again: polling resumes a guest paused at a yield,
+                        // and a spinning one would then run until the next
+                        // epoch tick before it noticed being stopped.
                         () = cancelled(self.abort.as_ref()), if drain_until.is_none() => {
                             // Keep polling the same read: dropping it would
                             // abandon the session, and it may yet bring a done.
@@ -422,6 +441,7 @@ impl Driver {
                                 None => break Err(Stop::AbortNow),
                             }
                         }
+                        result = &mut next => break Ok(result),
                         () = sleep_until(drain_until), if drain_until.is_some() => break Err(Stop::DrainOver),
                         () = sleep_until(self.deadline), if drain_until.is_none() => break Err(Stop::TimedOut),
                     }

@@ -1,6 +1,8 @@
 //! One running adapter: its store, its instance and its session resource.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use futures::future::BoxFuture;
 use wasmtime::component::ResourceAny;
@@ -11,19 +13,22 @@ use super::convert;
 use super::failure::{KilledByHost, classify};
 use super::state::{RunControl, RunState};
 use crate::engine::{AdapterEvent, AdapterSession, SessionControl, SessionFailure};
+use crate::grants::Grants;
 
-/// A store for one run: the memory cap, the fuel budget, and an epoch
-/// callback that yields to other tasks on every tick (so a spinning guest
-/// never holds a thread, and deadlines are noticed) and traps once the run
-/// is killed.
+/// A store for one run: its grants as a WASI context, the memory cap, the
+/// fuel budget, and an epoch callback that yields to other tasks on every
+/// tick (so a spinning guest never holds a thread, and deadlines are
+/// noticed) and traps once the run is killed.
 pub(crate) fn new_store(
     engine: &Engine,
     adapter: Arc<str>,
     max_memory_bytes: u64,
     fuel: Option<u64>,
+    grants: &Grants,
 ) -> wasmtime::Result<Store<RunState>> {
     let control = Arc::new(RunControl::new(engine.clone()));
-    let mut store = Store::new(engine, RunState::new(adapter, control, max_memory_bytes));
+    let state = RunState::new(adapter, control, max_memory_bytes, grants)?;
+    let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);
     store.set_fuel(fuel.unwrap_or(u64::MAX))?;
     store.set_epoch_deadline(1);
@@ -60,15 +65,24 @@ impl WasmSession {
     }
 
     async fn pull(&mut self) -> Result<Option<AdapterEvent>, SessionFailure> {
-        if self.store.data().control.is_killed() {
+        let control = self.store.data().control.clone();
+        let guest = self.world.moat_adapter_adapter().session();
+        let next = {
+            let mut call = std::pin::pin!(guest.call_next(&mut self.store, self.session));
+            // wasmtime sets a yielded guest's next epoch deadline only once
+            // it is resumed, so a kill that lands during the pause would not
+            // be seen until the following tick: look at the flag first.
+            std::future::poll_fn(|cx| {
+                if control.is_killed() {
+                    return Poll::Ready(None);
+                }
+                call.as_mut().poll(cx).map(Some)
+            })
+            .await
+        };
+        let Some(next) = next else {
             return Err(SessionFailure::Killed);
-        }
-        let next = self
-            .world
-            .moat_adapter_adapter()
-            .session()
-            .call_next(&mut self.store, self.session)
-            .await;
+        };
         match next {
             Ok(event) => Ok(event.map(convert::event)),
             Err(error) => Err(classify(&self.store, &error, self.fuel_budget)),
