@@ -6,7 +6,11 @@
 //! - [`sandbox`]: runs adapter components under wasmtime with the limits
 //!   and capabilities of each run. Applies no event rules.
 //! - the `moat` binary (`src/cli/`): parses arguments and renders events.
+//!
+//! Beside them, [`grants`]: what a run may reach, as plain data the CLI
+//! decides, the engine carries and the sandbox enforces.
 
 pub mod builtin;
 pub mod engine;
+pub mod grants;
 pub mod sandbox;

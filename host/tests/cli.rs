@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use moat::engine::{AgentEvent, DoneStatus, EventPayload};
-use moat_e2e::components::{FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
+use moat_e2e::components::{ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
 use serde_json::Value;
 
 /// `moat` with the tests' shared cache and quiet logs.
@@ -443,4 +443,307 @@ fn an_empty_allowed_list_allows_no_tool() {
         e.as_error()
             .is_some_and(|err| err.code.as_deref() == Some("TOOL_POLICY_VIOLATION"))
     }));
+}
+
+// ---- capabilities: grant flags, policy files, trust presets, inspect ----
+
+/// The `text` contents of a run: one result per `escape` probe.
+fn texts(events: &[AgentEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Text(text) => Some(text.content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A scratch directory (canonical path) with `data/in.txt` and an empty
+/// `out/`.
+fn scratch() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir(root.join("data")).unwrap();
+    std::fs::create_dir(root.join("out")).unwrap();
+    std::fs::write(root.join("data/in.txt"), "input").unwrap();
+    (dir, root)
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn bad_grant_flags_are_usage_errors_naming_the_flag() {
+    let (_dir, root) = scratch();
+    let file = path_arg(&root.join("data/in.txt"));
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            vec!["--allow-read=/nonexistent/moat-dir".into()],
+            vec!["--allow-read", "no such directory"],
+        ),
+        (
+            vec![format!("--allow-write={file}")],
+            vec!["--allow-write", "not a directory"],
+        ),
+        (
+            vec!["--allow-net=*".into()],
+            vec!["--allow-net", "every host"],
+        ),
+        (
+            vec!["--allow-net=https://x.example/v1".into()],
+            vec!["--allow-net", "path"],
+        ),
+        (vec!["--allow-env=A=B".into()], vec!["--allow-env"]),
+        (vec!["--allow-run=./x.sh".into()], vec!["--allow-run"]),
+        (vec!["--cwd=/nonexistent/moat-dir".into()], vec!["--cwd"]),
+        (
+            vec!["--policy=/nonexistent/policy.toml".into()],
+            vec!["--policy", "cannot read"],
+        ),
+    ];
+    for (flags, needles) in cases {
+        let mut args = vec!["run".to_string(), "echo".into(), "hi".into()];
+        args.extend(flags);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_usage_error(&run(&args), &needles);
+    }
+    let policy = root.join("policy.toml");
+    std::fs::write(&policy, "allow-reed = [\"data\"]\n").unwrap();
+    assert_usage_error(
+        &run(&["run", "echo", "hi", "--policy", &path_arg(&policy)]),
+        &["--policy", "allow-reed"],
+    );
+}
+
+#[test]
+fn a_run_reaches_exactly_the_directories_its_flags_grant() {
+    let (_dir, root) = scratch();
+    let probes = [
+        format!("read {}", path_arg(&root.join("data/in.txt"))),
+        format!("write {}", path_arg(&root.join("out/new.txt"))),
+        format!("write {}", path_arg(&root.join("data/new.txt"))),
+        format!("read {}/../data/in.txt", path_arg(&root.join("out"))),
+        "read /etc/passwd".to_string(),
+    ];
+    let output = run(&[
+        "run",
+        ESCAPE,
+        &probes.join("\n"),
+        "--allow-read",
+        &path_arg(&root.join("data")),
+        "--allow-write",
+        &path_arg(&root.join("out")),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let results = texts(&events(&output));
+    assert_eq!(results[0], "ok: input");
+    assert!(results[1].starts_with("ok: wrote"), "{}", results[1]);
+    for refused in &results[2..] {
+        assert!(refused.starts_with("denied: "), "{refused}");
+    }
+    assert!(root.join("out/new.txt").exists());
+    assert!(!root.join("data/new.txt").exists(), "data is read-only");
+}
+
+#[test]
+fn the_environment_reaches_the_adapter_only_when_granted() {
+    let probe = |extra: &[&str]| {
+        let mut args = vec!["run", ESCAPE, "env MOAT_TEST_SECRET\nenvs"];
+        args.extend_from_slice(extra);
+        let output = moat()
+            .env("MOAT_TEST_SECRET", "hunter2")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        texts(&events(&output))
+    };
+    let refused = probe(&[]);
+    assert!(refused[0].starts_with("denied: "), "{refused:?}");
+    assert_eq!(refused[1], "ok: ", "no variable leaks: {refused:?}");
+
+    let granted = probe(&["--allow-env", "MOAT_TEST_SECRET"]);
+    assert_eq!(granted, ["ok: hunter2", "ok: MOAT_TEST_SECRET"]);
+}
+
+#[test]
+fn trust_controlled_grants_the_working_directory_and_sandbox_does_not() {
+    let (_dir, root) = scratch();
+    let target = root.join("out/by-trust.txt");
+    let probe = format!("write {}", path_arg(&target));
+    let cwd = path_arg(&root.join("out"));
+    let results = |trust: &str| {
+        let output = run(&["run", ESCAPE, &probe, "--cwd", &cwd, "--trust", trust]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        texts(&events(&output))
+    };
+    assert!(results("sandbox")[0].starts_with("denied: "));
+    assert!(!target.exists());
+    assert!(results("controlled")[0].starts_with("ok: "));
+    assert!(target.exists());
+}
+
+#[test]
+fn a_third_party_component_gets_its_declared_needs_only_when_granted() {
+    let probe = |extra: &[&str]| {
+        let mut args = vec!["run", ESCAPE, "env MOAT_ESCAPE_DECLARED"];
+        args.extend_from_slice(extra);
+        let output = moat()
+            .env("MOAT_ESCAPE_DECLARED", "declared value")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        texts(&events(&output)).remove(0)
+    };
+    assert!(probe(&[]).starts_with("denied: "));
+    assert_eq!(probe(&["--grant-declared"]), "ok: declared value");
+}
+
+#[test]
+fn a_policy_file_grants_per_adapter_relative_to_itself_and_pins_the_component() {
+    let (_dir, root) = scratch();
+    let policy = root.join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[adapters.escape]\nallow-read = [\"data\"]\n\n[adapters.other]\nallow-write = [\"out\"]\n",
+    )
+    .unwrap();
+    let probes = format!(
+        "read {}\nwrite {}",
+        path_arg(&root.join("data/in.txt")),
+        path_arg(&root.join("out/x.txt"))
+    );
+    let output = run(&["run", ESCAPE, &probes, "--policy", &path_arg(&policy)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let results = texts(&events(&output));
+    assert_eq!(results[0], "ok: input");
+    assert!(
+        results[1].starts_with("denied: "),
+        "another adapter's entry does not apply: {results:?}"
+    );
+
+    let pinned = root.join("pinned.toml");
+    let other_hash = "0".repeat(64);
+    std::fs::write(
+        &pinned,
+        format!("[adapters.escape]\nallow-read = [\"data\"]\nsha256 = \"{other_hash}\"\n"),
+    )
+    .unwrap();
+    assert_usage_error(
+        &run(&["run", ESCAPE, "envs", "--policy", &path_arg(&pinned)]),
+        &["pins sha256", "escape"],
+    );
+}
+
+#[test]
+fn parallel_tasks_get_their_own_grants_from_the_tasks_file() {
+    let (_dir, root) = scratch();
+    let tasks = root.join("tasks.json");
+    let probe = format!("read {}", path_arg(&root.join("data/in.txt")));
+    std::fs::write(
+        &tasks,
+        serde_json::json!([
+            {"adapter": ESCAPE, "prompt": probe, "role": "granted", "allowRead": ["data"]},
+            {"adapter": ESCAPE, "prompt": probe, "role": "bare"},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let output = run(&["parallel", "--tasks", &path_arg(&tasks)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let merged = events(&output);
+    let roles = by_role(&merged);
+    let result = |role: &str| {
+        let events: Vec<AgentEvent> = roles[role].iter().map(|e| (*e).clone()).collect();
+        texts(&events).remove(0)
+    };
+    assert_eq!(result("granted"), "ok: input");
+    assert!(result("bare").starts_with("denied: "));
+}
+
+#[test]
+fn inspect_of_a_built_in_shows_its_needs_and_that_it_is_granted_nothing_else() {
+    let output = run(&["inspect", "echo"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for needle in [
+        "needs hosts  none",
+        "needs env    none",
+        "needs run    none",
+        "grants from  nothing: deny by default",
+        "grant net    none",
+        "grant read   none",
+        "grant write  none",
+        "grant env    none",
+        "grant run    none",
+        "refused      network and processes, always",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+}
+
+#[test]
+fn inspect_of_a_third_party_component_shows_declared_needs_and_effective_grants() {
+    let (_dir, root) = scratch();
+    let policy = root.join("policy.toml");
+    std::fs::write(
+        &policy,
+        "allow-env = [\"SHARED\"]\n[adapters.escape]\nallow-read = [\"data\"]\nallow-net = [\"api.example.com\"]\n",
+    )
+    .unwrap();
+    let data = path_arg(&root.join("data"));
+
+    let bare = run(&["inspect", ESCAPE]);
+    let text = String::from_utf8_lossy(&bare.stdout);
+    for needle in [
+        "needs hosts  probe.invalid:443",
+        "needs env    MOAT_ESCAPE_DECLARED",
+        "needs run    true",
+        "grants from  nothing: deny by default",
+        "grant env    none",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+
+    let output = run(&["inspect", ESCAPE, "--policy", &path_arg(&policy)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for needle in [
+        format!("grants from  policy {}", path_arg(&policy)),
+        "grant net    api.example.com".to_string(),
+        format!("grant read   {data}"),
+        "grant env    SHARED".to_string(),
+        "refused      network and processes, always".to_string(),
+    ] {
+        assert!(text.contains(&needle), "{needle:?} in {text}");
+    }
+
+    let json = run(&[
+        "inspect",
+        ESCAPE,
+        "--json",
+        "--policy",
+        &path_arg(&policy),
+        "--grant-declared",
+        "--allow-env=EXTRA",
+    ]);
+    let value: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["builtIn"], false);
+    assert_eq!(
+        value["needs"]["env"],
+        serde_json::json!(["MOAT_ESCAPE_DECLARED"])
+    );
+    assert_eq!(
+        value["grants"]["env"],
+        serde_json::json!(["MOAT_ESCAPE_DECLARED", "SHARED", "EXTRA"])
+    );
+    assert_eq!(
+        value["grants"]["net"],
+        serde_json::json!(["probe.invalid:443", "api.example.com"])
+    );
+    assert_eq!(value["grants"]["read"], serde_json::json!([data]));
+    assert_eq!(value["alwaysRefused"], serde_json::json!(["net", "run"]));
+    assert_eq!(value["sha256"].as_str().map(str::len), Some(64));
 }

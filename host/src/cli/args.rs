@@ -1,11 +1,12 @@
 //! Command-line arguments.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use moat::engine::{RunLimits, RunOptions, TrustLevel};
+use moat::grants::{Grants, NetRule, Policy, canonical_dir, names};
 use moat::sandbox::MAX_MEMORY_CEILING;
 
 /// Run AI-agent adapters as sandboxed WebAssembly components.
@@ -80,8 +81,10 @@ pub struct RunFlags {
     /// Model for the backend.
     #[arg(long)]
     pub model: Option<String>,
-    /// Working directory for the backend.
-    #[arg(long, value_name = "DIR")]
+    /// Working directory for the backend (an existing directory; the
+    /// adapter receives its absolute path). Trust `controlled` and
+    /// `unrestricted` grant it read-write.
+    #[arg(long, value_name = "DIR", value_parser = parse_cwd)]
     pub cwd: Option<String>,
     /// Resume token of an earlier session.
     #[arg(long, value_name = "TOKEN")]
@@ -92,7 +95,8 @@ pub struct RunFlags {
     /// System prompt for the backend.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
-    /// How much the backend may do on its own.
+    /// How much the backend may do on its own; also presets grants
+    /// (docs/security.md).
     #[arg(long, value_enum, default_value_t = TrustArg::Sandbox)]
     pub trust: TrustArg,
     /// The only tools the agent may use, comma-separated; an empty value
@@ -118,6 +122,53 @@ pub struct RunFlags {
     /// How long an interrupted adapter may take to wind down, e.g. 500ms.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
     pub drain: Duration,
+    #[command(flatten)]
+    pub grants: GrantFlags,
+}
+
+/// What the user grants an adapter on the command line (docs/security.md).
+/// Everything not granted is refused.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GrantFlags {
+    /// Hosts the adapter may reach, comma-separated: host, host:port,
+    /// *.example.com or https://host:port. Recorded and shown, but network
+    /// access is always refused in this version.
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', value_parser = parse_net_rule)]
+    pub allow_net: Vec<NetRule>,
+    /// Directories the adapter may read, comma-separated. It sees each
+    /// under its absolute path.
+    #[arg(long, value_name = "DIRS", value_delimiter = ',', value_parser = parse_dir)]
+    pub allow_read: Vec<PathBuf>,
+    /// Directories the adapter may read and write, comma-separated.
+    #[arg(long, value_name = "DIRS", value_delimiter = ',', value_parser = parse_dir)]
+    pub allow_write: Vec<PathBuf>,
+    /// Environment variables the adapter may see, comma-separated names.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_env_name)]
+    pub allow_env: Vec<String>,
+    /// Programs the adapter may spawn, comma-separated. Recorded and
+    /// shown, but spawning is always refused in this version.
+    #[arg(long, value_name = "PROGRAMS", value_delimiter = ',', value_parser = parse_program)]
+    pub allow_run: Vec<String>,
+    /// A policy file (TOML) with grants per adapter; they add to the flags.
+    #[arg(long, value_name = "FILE", value_parser = parse_policy)]
+    pub policy: Option<Policy>,
+    /// Grant a component loaded from a path what it declares (see
+    /// `moat inspect`). Built-in adapters always get their declared needs.
+    #[arg(long)]
+    pub grant_declared: bool,
+}
+
+impl GrantFlags {
+    /// The grants the `--allow-*` flags give.
+    pub fn grants(&self) -> Grants {
+        Grants {
+            net: self.allow_net.clone(),
+            read: self.allow_read.clone(),
+            write: self.allow_write.clone(),
+            env: self.allow_env.clone(),
+            run: self.allow_run.clone(),
+        }
+    }
 }
 
 /// A comma-separated list of tool names.
@@ -162,6 +213,15 @@ pub struct InspectArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// The trust level to show the grants of.
+    #[arg(long, value_enum, default_value_t = TrustArg::Sandbox)]
+    pub trust: TrustArg,
+    /// The working directory to show the grants of.
+    #[arg(long, value_name = "DIR", value_parser = parse_cwd)]
+    pub cwd: Option<String>,
+    /// Grants to show the effect of, as `moat run` takes them.
+    #[command(flatten)]
+    pub grants: GrantFlags,
 }
 
 #[derive(Debug, Args)]
@@ -233,6 +293,34 @@ fn parse_event_size(text: &str) -> Result<usize, String> {
         .ok()
         .filter(|&bytes| bytes >= 1024)
         .ok_or_else(|| "must be at least 1KiB".to_string())
+}
+
+/// Parses one network rule of `--allow-net`.
+pub fn parse_net_rule(text: &str) -> Result<NetRule, String> {
+    NetRule::parse(text).map_err(|e| e.reason().to_string())
+}
+
+/// Resolves one directory of `--allow-read` or `--allow-write`.
+pub fn parse_dir(text: &str) -> Result<PathBuf, String> {
+    canonical_dir(Path::new(text), None).map_err(|e| e.reason().to_string())
+}
+
+/// Resolves `--cwd` to an absolute path.
+pub fn parse_cwd(text: &str) -> Result<String, String> {
+    let dir = parse_dir(text)?;
+    Ok(dir.to_string_lossy().into_owned())
+}
+
+fn parse_env_name(text: &str) -> Result<String, String> {
+    names::env_name(text).map_err(|e| e.reason().to_string())
+}
+
+fn parse_program(text: &str) -> Result<String, String> {
+    names::program(text).map_err(|e| e.reason().to_string())
+}
+
+fn parse_policy(text: &str) -> Result<Policy, String> {
+    Policy::load(Path::new(text)).map_err(|e| e.to_string())
 }
 
 /// Parses `a,b,c`; an empty value is an empty list.

@@ -47,7 +47,10 @@ pub fn main() -> ExitCode {
                 .take_while(|line| !line.trim().is_empty())
                 .map(str::trim)
                 .collect();
-            eprintln!("moat: {} (see --help)", problem.join(" ").trim_start_matches("error: "));
+            eprintln!(
+                "moat: {} (see --help)",
+                problem.join(" ").trim_start_matches("error: ")
+            );
             return ExitCode::from(EXIT_USAGE);
         }
     };

@@ -1,14 +1,23 @@
-//! From what the user typed to a loaded adapter.
+//! From what the user typed to a loaded adapter and its grants.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
 use moat::builtin;
+use moat::engine::{Adapter, TrustLevel};
+use moat::grants::{GrantSources, Grants, Provenance};
 use moat::sandbox::{Sandbox, SandboxConfig, WasmAdapter};
 
 use super::UsageError;
-use super::args::Cli;
+use super::args::{Cli, GrantFlags};
+
+/// A loaded adapter and where it came from.
+#[derive(Clone)]
+pub struct Resolved {
+    pub adapter: WasmAdapter,
+    pub provenance: Provenance,
+}
 
 /// The process's sandbox, with the cache settings from the flags.
 pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
@@ -25,12 +34,16 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
 
 /// Loads a built-in adapter by name, or a component by path. A name that
 /// is neither gets a message listing what exists.
-pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<WasmAdapter> {
+pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Resolved> {
     if let Some(bytes) = builtin::component(name_or_path) {
-        return sandbox
+        let adapter = sandbox
             .load_bytes("built-in".into(), bytes.to_vec())
             .await
-            .with_context(|| format!("the built-in adapter `{name_or_path}` failed to load"));
+            .with_context(|| format!("the built-in adapter `{name_or_path}` failed to load"))?;
+        return Ok(Resolved {
+            adapter,
+            provenance: Provenance::BuiltIn,
+        });
     }
     let path = Path::new(name_or_path);
     let looks_like_path =
@@ -43,8 +56,51 @@ pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Wa
         ))
         .into());
     }
-    sandbox
+    let adapter = sandbox
         .load_file(path)
         .await
-        .map_err(|error| UsageError(format!("cannot load {name_or_path}: {error}")).into())
+        .map_err(|error| UsageError(format!("cannot load {name_or_path}: {error}")))?;
+    Ok(Resolved {
+        adapter,
+        provenance: Provenance::Loaded,
+    })
+}
+
+/// Where a run's grants come from, for `resolved` under `trust` with the
+/// working directory `cwd` (already canonical) and the grant flags.
+pub fn grant_sources(
+    resolved: &Resolved,
+    trust: TrustLevel,
+    cwd: Option<&str>,
+    flags: &GrantFlags,
+) -> anyhow::Result<GrantSources> {
+    let info = resolved.adapter.info();
+    let policy = match &flags.policy {
+        Some(policy) => policy
+            .for_adapter(&info.name, &resolved.adapter.details().sha256)
+            .map_err(|e| UsageError(e.to_string()))?,
+        None => Default::default(),
+    };
+    Ok(GrantSources {
+        provenance: resolved.provenance,
+        trust,
+        cwd: cwd.map(PathBuf::from),
+        grant_declared: flags.grant_declared || policy.grant_declared,
+        policy: policy.grants,
+        flags: flags.grants(),
+    })
+}
+
+/// The grants of a run (see [`grant_sources`]).
+pub fn grants(
+    resolved: &Resolved,
+    trust: TrustLevel,
+    cwd: Option<&str>,
+    flags: &GrantFlags,
+) -> anyhow::Result<Grants> {
+    let sources = grant_sources(resolved, trust, cwd, flags)?;
+    let grants = sources
+        .effective(&resolved.adapter.info().needs)
+        .map_err(|e| UsageError(format!("the adapter's declared needs: {e}")))?;
+    Ok(grants)
 }

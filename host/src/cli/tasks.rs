@@ -4,12 +4,18 @@
 //! A file is a list of tasks — JSON `[{...}, ...]` or `{"tasks": [...]}`,
 //! TOML `[[task]]` tables — each with `adapter` and `prompt` and optionally
 //! `role`, `model`, `cwd`, `resume`, `maxTurns`, `system`, `trust`,
-//! `allowedTools`, `disallowedTools`, `timeout` ("30s"), `fuel` and
-//! `maxMemory` ("256MiB"). A field left out takes the command-line flag.
+//! `allowedTools`, `disallowedTools`, `timeout` ("30s"), `fuel`,
+//! `maxMemory` ("256MiB"), and grants: `allowNet`, `allowRead`,
+//! `allowWrite`, `allowEnv`, `allowRun` (lists, as the flags take them)
+//! and `grantDeclared`. A field left out takes the command-line flag; a
+//! field given replaces it. Relative paths (`cwd`, `allowRead`,
+//! `allowWrite`) are relative to the tasks file's directory.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use moat::grants::{NetRule, canonical_dir, names};
 
 use super::UsageError;
 use super::args::{RunFlags, ToolList, TrustArg, parse_duration, parse_memory};
@@ -42,6 +48,12 @@ struct TaskEntry {
     timeout: Option<String>,
     fuel: Option<u64>,
     max_memory: Option<String>,
+    allow_net: Option<Vec<String>>,
+    allow_read: Option<Vec<PathBuf>>,
+    allow_write: Option<Vec<PathBuf>>,
+    allow_env: Option<Vec<String>>,
+    allow_run: Option<Vec<String>>,
+    grant_declared: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -93,11 +105,17 @@ pub fn from_file(path: &Path, flags: &RunFlags) -> Result<Vec<Task>, UsageError>
     let is_toml = path
         .extension()
         .is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
-    parse(&text, is_toml, flags)
+    let base = path.parent().filter(|dir| !dir.as_os_str().is_empty());
+    parse(&text, is_toml, base, flags)
         .map_err(|problem| UsageError(format!("{}: {problem}", path.display())))
 }
 
-fn parse(text: &str, is_toml: bool, flags: &RunFlags) -> Result<Vec<Task>, String> {
+fn parse(
+    text: &str,
+    is_toml: bool,
+    base: Option<&Path>,
+    flags: &RunFlags,
+) -> Result<Vec<Task>, String> {
     let entries = if is_toml {
         toml::from_str::<TomlTasks>(text)
             .map_err(|e| e.to_string())?
@@ -119,16 +137,20 @@ fn parse(text: &str, is_toml: bool, flags: &RunFlags) -> Result<Vec<Task>, Strin
         .into_iter()
         .enumerate()
         .map(|(index, entry)| {
-            resolve(entry, flags).map_err(|problem| format!("task {}: {problem}", index + 1))
+            resolve(entry, base, flags).map_err(|problem| format!("task {}: {problem}", index + 1))
         })
         .collect()
 }
 
-fn resolve(entry: TaskEntry, shared: &RunFlags) -> Result<Task, String> {
+fn resolve(entry: TaskEntry, base: Option<&Path>, shared: &RunFlags) -> Result<Task, String> {
     let mut flags = shared.clone();
+    resolve_grants(&entry, base, &mut flags)?;
     let or = |field: Option<String>, shared: &Option<String>| field.or_else(|| shared.clone());
     flags.model = or(entry.model, &shared.model);
-    flags.cwd = or(entry.cwd, &shared.cwd);
+    if let Some(cwd) = entry.cwd {
+        let dir = canonical_dir(Path::new(&cwd), base).map_err(|e| format!("cwd: {e}"))?;
+        flags.cwd = Some(dir.to_string_lossy().into_owned());
+    }
     flags.resume = or(entry.resume, &shared.resume);
     flags.system = or(entry.system, &shared.system);
     flags.max_turns = entry.max_turns.or(shared.max_turns);
@@ -160,6 +182,44 @@ fn resolve(entry: TaskEntry, shared: &RunFlags) -> Result<Task, String> {
         role: entry.role,
         flags,
     })
+}
+
+/// Replaces the shared grant flags with the entry's, where it has them.
+fn resolve_grants(
+    entry: &TaskEntry,
+    base: Option<&Path>,
+    flags: &mut RunFlags,
+) -> Result<(), String> {
+    fn each<T, U, E: std::fmt::Display>(
+        key: &str,
+        items: &[T],
+        check: impl Fn(&T) -> Result<U, E>,
+    ) -> Result<Vec<U>, String> {
+        items
+            .iter()
+            .map(|item| check(item).map_err(|e| format!("{key}: {e}")))
+            .collect()
+    }
+    let grants = &mut flags.grants;
+    if let Some(rules) = &entry.allow_net {
+        grants.allow_net = each("allowNet", rules, |r| NetRule::parse(r))?;
+    }
+    if let Some(dirs) = &entry.allow_read {
+        grants.allow_read = each("allowRead", dirs, |d| canonical_dir(d, base))?;
+    }
+    if let Some(dirs) = &entry.allow_write {
+        grants.allow_write = each("allowWrite", dirs, |d| canonical_dir(d, base))?;
+    }
+    if let Some(names) = &entry.allow_env {
+        grants.allow_env = each("allowEnv", names, |n| names::env_name(n))?;
+    }
+    if let Some(programs) = &entry.allow_run {
+        grants.allow_run = each("allowRun", programs, |p| names::program(p))?;
+    }
+    if let Some(grant_declared) = entry.grant_declared {
+        grants.grant_declared = grant_declared;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -206,7 +266,7 @@ mod tests {
     fn json_tasks_override_the_shared_flags_field_by_field() {
         let text = r#"[{"adapter":"echo","prompt":"a","role":"r","timeout":"2s","allowedTools":[]},
                        {"adapter":"echo","prompt":"b","model":"own"}]"#;
-        let tasks = parse(text, false, &shared()).unwrap();
+        let tasks = parse(text, false, None, &shared()).unwrap();
         assert_eq!(tasks[0].flags.timeout, Some(Duration::from_secs(2)));
         assert_eq!(tasks[0].flags.allowed_tools, Some(ToolList(vec![])));
         assert_eq!(tasks[0].flags.model.as_deref(), Some("shared-model"));
@@ -216,7 +276,7 @@ mod tests {
     #[test]
     fn toml_tasks_are_task_tables() {
         let text = "[[task]]\nadapter = \"echo\"\nprompt = \"hi\"\ntrust = \"controlled\"\n";
-        let tasks = parse(text, true, &shared()).unwrap();
+        let tasks = parse(text, true, None, &shared()).unwrap();
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].flags.trust, TrustArg::Controlled);
     }
@@ -226,6 +286,7 @@ mod tests {
         let error = parse(
             r#"[{"adapter":"echo","prompt":"a","timeout":"soon"}]"#,
             false,
+            None,
             &shared(),
         )
         .unwrap_err();
@@ -236,9 +297,39 @@ mod tests {
         let unknown = parse(
             r#"[{"adapter":"echo","prompt":"a","colour":"red"}]"#,
             false,
+            None,
             &shared(),
         )
         .unwrap_err();
         assert!(unknown.contains("colour"), "{unknown}");
+    }
+
+    #[test]
+    fn task_grants_replace_the_shared_ones_with_paths_relative_to_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(root.join("data")).unwrap();
+        let text = r#"[{"adapter":"echo","prompt":"a","allowRead":["data"],"cwd":".",
+                        "allowEnv":["KEY"],"allowNet":["api.example.com"],"grantDeclared":true},
+                       {"adapter":"echo","prompt":"b"}]"#;
+        let tasks = parse(text, false, Some(&root), &shared()).unwrap();
+        let own = &tasks[0].flags;
+        assert_eq!(own.grants.allow_read, [root.join("data")]);
+        assert_eq!(own.cwd.as_deref(), root.to_str());
+        assert_eq!(own.grants.allow_env, ["KEY"]);
+        assert!(own.grants.grant_declared);
+        assert!(tasks[1].flags.grants.allow_read.is_empty());
+
+        let missing = parse(
+            r#"[{"adapter":"echo","prompt":"a","allowWrite":["nope"]}]"#,
+            false,
+            Some(&root),
+            &shared(),
+        )
+        .unwrap_err();
+        assert!(
+            missing.contains("allowWrite") && missing.contains("no such directory"),
+            "{missing}"
+        );
     }
 }

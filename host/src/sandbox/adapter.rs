@@ -18,6 +18,7 @@ use crate::engine::{
     Adapter, AdapterInfo, AdapterSession, RunLimits, RunOptions, SessionControl, SessionFailure,
     StartError,
 };
+use crate::grants::Grants;
 
 /// Where a component came from and what loading it found, for `moat inspect`.
 #[derive(Debug, Clone)]
@@ -25,6 +26,9 @@ pub struct ComponentDetails {
     /// A path, or "built-in".
     pub origin: String,
     pub size_bytes: u64,
+    /// SHA-256 of the component's bytes, lowercase hex: what a policy file
+    /// pins an adapter's entry to.
+    pub sha256: String,
     /// The contract version the component was built against.
     pub contract: ContractVersion,
     /// Interfaces the component imports.
@@ -69,6 +73,7 @@ impl WasmAdapter {
         prompt: &str,
         options: &RunOptions,
         limits: &RunLimits,
+        grants: &Grants,
     ) -> Result<Box<dyn AdapterSession>, StartError> {
         let component = &self.component;
         let mut store = new_store(
@@ -76,6 +81,7 @@ impl WasmAdapter {
             component.name.clone(),
             limits.max_memory_bytes,
             limits.fuel,
+            grants,
         )
         .map_err(|e| SessionFailure::Crashed {
             message: format!("cannot set up the run: {e:#}"),
@@ -106,13 +112,29 @@ impl Adapter for WasmAdapter {
         &self.component.info
     }
 
+    /// A run granted nothing.
     fn start<'a>(
         &'a self,
         prompt: &'a str,
         options: &'a RunOptions,
         limits: &'a RunLimits,
     ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
-        Box::pin(self.start_run(prompt, options, limits))
+        Box::pin(async move {
+            self.start_run(prompt, options, limits, &Grants::none())
+                .await
+        })
+    }
+
+    /// A run with its grants applied to its WASI context (files and
+    /// environment; network and processes are always refused).
+    fn start_with_grants<'a>(
+        &'a self,
+        prompt: &'a str,
+        options: &'a RunOptions,
+        limits: &'a RunLimits,
+        grants: &'a Grants,
+    ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
+        Box::pin(self.start_run(prompt, options, limits, grants))
     }
 }
 
@@ -130,6 +152,7 @@ pub(crate) async fn describe(
         name_hint,
         RunLimits::DEFAULT_MAX_MEMORY_BYTES,
         Some(INFO_FUEL),
+        &Grants::none(),
     )
     .map_err(|e| format!("{e:#}"))?;
     let control = store.data().control.clone();

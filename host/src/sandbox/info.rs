@@ -1,6 +1,7 @@
 //! Validation of what a component says about itself in `info()`.
 
 use crate::engine::AdapterInfo;
+use crate::grants::Grants;
 
 const MAX_NAME: usize = 64;
 const MAX_VERSION: usize = 64;
@@ -43,6 +44,9 @@ pub(crate) fn validate(info: &AdapterInfo) -> Result<(), String> {
             check_text(field, entry, MAX_NEED)?;
         }
     }
+    // Declared needs become grants when the user allows them: each must be
+    // a valid grant now, not a surprise then.
+    Grants::from_needs(&info.needs).map_err(|e| format!("declared needs: {e}"))?;
     Ok(())
 }
 
@@ -75,6 +79,20 @@ mod tests {
         assert!(validate(&info("Echo")).is_err());
         assert!(validate(&info("../etc")).is_err());
         assert!(validate(&info(&"a".repeat(65))).is_err());
+    }
+
+    #[test]
+    fn declared_needs_must_be_valid_grants() {
+        let mut wide = info("x");
+        wide.needs.hosts = vec!["*".into()];
+        assert!(validate(&wide).unwrap_err().contains("every host"));
+        let mut env = info("x");
+        env.needs.env = vec!["A=B".into()];
+        assert!(validate(&env).is_err());
+        let mut fine = info("x");
+        fine.needs.hosts = vec!["api.example.com:443".into()];
+        fine.needs.programs = vec!["claude".into()];
+        assert!(validate(&fine).is_ok());
     }
 
     #[test]

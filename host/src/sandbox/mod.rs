@@ -3,12 +3,14 @@
 //! One [`Sandbox`] per process holds the engine (component model, fuel,
 //! epoch interruption, instance pool), the linker with exactly the imports
 //! an adapter may use, and the compiled-component cache. Each run gets its
-//! own store with its memory cap, fuel budget and an empty WASI context.
+//! own store with its memory cap, fuel budget and a WASI context built from
+//! its grants (files and environment; network and processes refused).
 //! This layer converts and contains; the engine applies the event rules.
 
 mod adapter;
 mod bindings;
 mod cache;
+mod capabilities;
 mod config;
 mod contract;
 mod convert;
@@ -23,6 +25,7 @@ mod state;
 
 pub use adapter::{ComponentDetails, WasmAdapter};
 pub use cache::CacheOutcome;
+pub use capabilities::ALWAYS_REFUSED;
 pub use config::{MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir};
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion, HOST_CONTRACT};
 pub use error::{LoadError, SandboxError};

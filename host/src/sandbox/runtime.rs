@@ -95,6 +95,7 @@ impl Sandbox {
         bytes: Vec<u8>,
     ) -> Result<WasmAdapter, LoadError> {
         let size_bytes = bytes.len() as u64;
+        let sha256 = hex_sha256(&bytes);
         let cache_path = self.inner.cache.entry_path(&bytes);
         let started = Instant::now();
         let (component, cache) = self.compile(bytes).await?;
@@ -125,6 +126,7 @@ impl Sandbox {
             details: ComponentDetails {
                 origin,
                 size_bytes,
+                sha256,
                 contract,
                 imports,
                 cache,
@@ -191,6 +193,14 @@ impl Sandbox {
             }),
         }
     }
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Advances the engine's epoch on a fixed tick, on its own thread, until

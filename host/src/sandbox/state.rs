@@ -8,9 +8,11 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::host_api::{self, LogLevel};
+use super::capabilities::{self, CapabilityError};
 use super::limits::MemoryCap;
 use super::output::{GuestOutput, StreamName};
 use crate::engine::SessionControl;
+use crate::grants::Grants;
 
 /// Longest guest log message kept; the rest is cut.
 const MAX_LOG_MESSAGE_BYTES: usize = 4 * 1024;
@@ -66,25 +68,31 @@ pub(crate) struct RunState {
 }
 
 impl RunState {
-    /// A run with no capabilities: no files, no environment, no network,
-    /// no arguments, stdin closed, stdout and stderr into the host's logs.
-    pub(crate) fn new(adapter: Arc<str>, control: Arc<RunControl>, max_memory_bytes: u64) -> Self {
+    /// A run with the capabilities `grants` allow and nothing else (see
+    /// [`capabilities`](super::capabilities)); with no grants: no files,
+    /// no environment, no network, no arguments, stdin closed, stdout and
+    /// stderr into the host's logs.
+    pub(crate) fn new(
+        adapter: Arc<str>,
+        control: Arc<RunControl>,
+        max_memory_bytes: u64,
+        grants: &Grants,
+    ) -> Result<Self, CapabilityError> {
         let stderr = GuestOutput::new(adapter.clone(), StreamName::Stderr);
-        let wasi = WasiCtx::builder()
-            .stdout(GuestOutput::new(adapter.clone(), StreamName::Stdout))
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
-        Self {
+        let wasi = capabilities::wasi_context(
+            &adapter,
+            grants,
+            GuestOutput::new(adapter.clone(), StreamName::Stdout),
+            stderr.clone(),
+        )?;
+        Ok(Self {
             adapter,
             control,
             memory: MemoryCap::new(max_memory_bytes),
             stderr,
             wasi,
             table: ResourceTable::new(),
-        }
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use crate::cli::resolve;
 
 pub async fn adapters(sandbox: &Sandbox) -> anyhow::Result<ExitCode> {
     for name in builtin::names() {
-        let adapter = resolve::adapter(sandbox, name).await?;
+        let adapter = resolve::adapter(sandbox, name).await?.adapter;
         let info = adapter.info();
         println!("{:<14} {:<9} {}", info.name, info.version, info.description);
     }

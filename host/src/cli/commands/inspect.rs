@@ -1,18 +1,35 @@
-//! `moat inspect`: what a component is and what it asks for.
+//! `moat inspect`: what a component is, what it asks for, and what a run
+//! of it would be granted.
 
 use std::process::ExitCode;
 
 use bytesize::ByteSize;
 use serde_json::json;
 
-use moat::engine::Adapter;
-use moat::sandbox::{CacheOutcome, Sandbox};
+use moat::engine::{Adapter, TrustLevel};
+use moat::grants::{GrantSources, Grants, Provenance};
+use moat::sandbox::{ALWAYS_REFUSED, CacheOutcome, Sandbox};
 
 use crate::cli::args::InspectArgs;
 use crate::cli::resolve;
 
+/// What the `refused` line says: grants of these kinds are shown, never
+/// given.
+const REFUSED_NOTE: &str =
+    "network and processes, always: this version provides neither, whatever is granted";
+
 pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let adapter = resolve::adapter(sandbox, &args.adapter).await?;
+    let resolved = resolve::adapter(sandbox, &args.adapter).await?;
+    let trust: TrustLevel = args.trust.into();
+    let sources = resolve::grant_sources(&resolved, trust, args.cwd.as_deref(), &args.grants)?;
+    let grants = sources.effective(&resolved.adapter.info().needs)?;
+    let declares_needs = !Grants::from_needs(&resolved.adapter.info().needs)?.is_empty();
+    let origins = grant_origins(
+        &sources,
+        declares_needs,
+        args.grants.policy.as_ref().map(|p| p.path()),
+    );
+    let adapter = &resolved.adapter;
     let info = adapter.info();
     let details = adapter.details();
     let cache = match &details.cache {
@@ -27,9 +44,14 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
             "version": info.version,
             "description": info.description,
             "origin": details.origin,
+            "builtIn": resolved.provenance == Provenance::BuiltIn,
             "contract": format!("moat:adapter@{}", details.contract),
             "sizeBytes": details.size_bytes,
+            "sha256": details.sha256,
             "needs": info.needs,
+            "grants": grants,
+            "grantsFrom": origins,
+            "alwaysRefused": ALWAYS_REFUSED,
             "toolPatterns": info.tool_patterns,
             "imports": details.imports,
             "cache": {
@@ -41,13 +63,6 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let list = |items: &[String]| {
-        if items.is_empty() {
-            "none".to_string()
-        } else {
-            items.join(", ")
-        }
-    };
     println!("name         {}", info.name);
     println!("version      {}", info.version);
     println!("description  {}", info.description);
@@ -57,13 +72,76 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
         "size         {}",
         ByteSize::b(details.size_bytes).display().iec()
     );
+    println!("sha256       {}", details.sha256);
     println!("needs hosts  {}", list(&info.needs.hosts));
     println!("needs env    {}", list(&info.needs.env));
     println!("needs run    {}", list(&info.needs.programs));
+    print_grants(&grants, &origins);
     println!("imports      {}", list(&details.imports));
     match &details.cache_path {
         Some(path) => println!("cache        {cache} ({})", path.display()),
         None => println!("cache        {cache}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_grants(grants: &Grants, origins: &[String]) {
+    let shown = |items: Vec<String>| list(&items);
+    let dirs =
+        |dirs: &[std::path::PathBuf]| shown(dirs.iter().map(|d| d.display().to_string()).collect());
+    println!("grants from  {}", list(origins));
+    println!(
+        "grant net    {}",
+        shown(grants.net.iter().map(ToString::to_string).collect())
+    );
+    println!("grant read   {}", dirs(&grants.read));
+    println!("grant write  {}", dirs(&grants.write));
+    println!("grant env    {}", list(&grants.env));
+    println!("grant run    {}", list(&grants.run));
+    println!("refused      {REFUSED_NOTE}");
+}
+
+/// Which sources contribute to the grants, in merge order, for people.
+fn grant_origins(
+    sources: &GrantSources,
+    declares_needs: bool,
+    policy: Option<&std::path::Path>,
+) -> Vec<String> {
+    let mut origins = Vec::new();
+    if declares_needs && sources.grants_declared_needs() {
+        let why = if sources.provenance == Provenance::BuiltIn {
+            "built-in"
+        } else if sources.grant_declared {
+            "grant-declared"
+        } else {
+            "trust unrestricted"
+        };
+        origins.push(format!("declared needs ({why})"));
+    }
+    if !sources.trust_preset().is_empty() {
+        let trust = match sources.trust {
+            TrustLevel::Sandbox => "sandbox",
+            TrustLevel::Controlled => "controlled",
+            TrustLevel::Unrestricted => "unrestricted",
+        };
+        origins.push(format!("trust {trust} (--cwd)"));
+    }
+    if let Some(path) = policy {
+        origins.push(format!("policy {}", path.display()));
+    }
+    if !sources.flags.is_empty() {
+        origins.push("--allow-* flags".into());
+    }
+    if origins.is_empty() {
+        origins.push("nothing: deny by default".into());
+    }
+    origins
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(", ")
+    }
 }

@@ -12,6 +12,7 @@ use moat::sandbox::Sandbox;
 
 use super::drive::render_until_done;
 use crate::cli::args::{OutputFormat, ParallelArgs};
+use crate::cli::resolve::Resolved;
 use crate::cli::tasks::{self, Task};
 use crate::cli::{UsageError, render, resolve};
 
@@ -30,62 +31,74 @@ pub async fn parallel(sandbox: &Sandbox, args: ParallelArgs) -> anyhow::Result<E
         )
         .into());
     }
-    let (registry, agents) = load_adapters(sandbox, &tasks).await?;
+    let (registry, loaded) = load_adapters(sandbox, &tasks).await?;
+    let agents: HashMap<String, String> = loaded
+        .iter()
+        .map(|(arg, resolved)| (arg.clone(), resolved.adapter.info().name.clone()))
+        .collect();
     let format = render::default_format(args.output);
     let labels = labels(&tasks, &agents);
 
     let abort = CancellationToken::new();
-    let parallel_tasks = tasks
-        .into_iter()
-        .zip(&labels)
-        .map(|(task, label)| {
-            // Pretty output tells tasks apart by role, so every task gets
-            // one there; ndjson carries only the roles the user gave.
-            let role = match format {
-                OutputFormat::Pretty => Some(label.clone()),
-                _ => task.role.clone(),
-            };
-            ParallelTask {
-                request: RunRequest {
-                    options: task.flags.options(),
-                    limits: task.flags.limits(),
-                    drain: task.flags.drain,
-                    ..RunRequest::new(agents[&task.adapter].clone(), task.prompt)
-                },
-                role,
-            }
-        })
-        .collect();
+    let mut parallel_tasks = Vec::with_capacity(tasks.len());
+    for (task, label) in tasks.into_iter().zip(&labels) {
+        // Each task gets its own grants: its adapter, trust, cwd and flags.
+        let grants = resolve::grants(
+            &loaded[&task.adapter],
+            task.flags.trust.into(),
+            task.flags.cwd.as_deref(),
+            &task.flags.grants,
+        )?;
+        // Pretty output tells tasks apart by role, so every task gets one
+        // there; ndjson carries only the roles the user gave.
+        let role = match format {
+            OutputFormat::Pretty => Some(label.clone()),
+            _ => task.role.clone(),
+        };
+        parallel_tasks.push(ParallelTask {
+            request: RunRequest {
+                options: task.flags.options(),
+                limits: task.flags.limits(),
+                grants,
+                drain: task.flags.drain,
+                ..RunRequest::new(agents[&task.adapter].clone(), task.prompt)
+            },
+            role,
+        });
+    }
     let run = run_parallel(&registry, parallel_tasks, Some(abort.clone()))?;
     let mut renderer = render::for_parallel(format, &labels);
     render_until_done(run.into_stream(), renderer.as_mut(), abort).await
 }
 
 /// Loads each distinct adapter once; returns the registry and, per adapter
-/// argument, the name it registered under.
+/// argument, the adapter loaded for it.
 async fn load_adapters(
     sandbox: &Sandbox,
     tasks: &[Task],
-) -> anyhow::Result<(Registry, HashMap<String, String>)> {
+) -> anyhow::Result<(Registry, HashMap<String, Resolved>)> {
     let mut registry = Registry::new();
-    let mut agents: HashMap<String, String> = HashMap::new();
+    let mut loaded: HashMap<String, Resolved> = HashMap::new();
     for task in tasks {
-        if agents.contains_key(&task.adapter) {
+        if loaded.contains_key(&task.adapter) {
             continue;
         }
-        let adapter = resolve::adapter(sandbox, &task.adapter).await?;
-        let name = adapter.info().name.clone();
-        if let Some((other, _)) = agents.iter().find(|(_, agent)| **agent == name) {
+        let resolved = resolve::adapter(sandbox, &task.adapter).await?;
+        let name = resolved.adapter.info().name.clone();
+        if let Some((other, _)) = loaded
+            .iter()
+            .find(|(_, other)| other.adapter.info().name == name)
+        {
             return Err(UsageError(format!(
                 "{} and {other} are both adapters named `{name}`; run them separately",
                 task.adapter
             ))
             .into());
         }
-        registry.register(Arc::new(adapter))?;
-        agents.insert(task.adapter.clone(), name);
+        registry.register(Arc::new(resolved.adapter.clone()))?;
+        loaded.insert(task.adapter.clone(), resolved);
     }
-    Ok((registry, agents))
+    Ok((registry, loaded))
 }
 
 /// A label per task: its role, else its adapter's name, numbered when

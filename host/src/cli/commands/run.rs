@@ -17,17 +17,24 @@ use crate::cli::{UsageError, resolve};
 
 pub async fn run(sandbox: &Sandbox, args: RunArgs) -> anyhow::Result<ExitCode> {
     let prompt = read_prompt(args.prompt.as_deref())?;
-    let adapter = resolve::adapter(sandbox, &args.adapter).await?;
+    let resolved = resolve::adapter(sandbox, &args.adapter).await?;
+    let grants = resolve::grants(
+        &resolved,
+        args.run.trust.into(),
+        args.run.cwd.as_deref(),
+        &args.run.grants,
+    )?;
     let mut registry = Registry::new();
-    let agent = adapter.info().name.clone();
+    let agent = resolved.adapter.info().name.clone();
     registry
-        .register(Arc::new(adapter))
+        .register(Arc::new(resolved.adapter))
         .context("cannot register the adapter")?;
 
     let abort = CancellationToken::new();
     let request = RunRequest {
         options: args.run.options(),
         limits: args.run.limits(),
+        grants,
         abort: Some(abort.clone()),
         drain: args.run.drain,
         ..RunRequest::new(agent, prompt)

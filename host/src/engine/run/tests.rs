@@ -884,3 +884,72 @@ async fn native_echo_ends_interrupted_when_aborted() {
     assert_eq!(kinds(&events), ["done"]);
     assert_eq!(last_done(&events).status, DoneStatus::Interrupted);
 }
+
+/// Records the grants it was started with, then refuses the run.
+struct GrantRecorder {
+    info: crate::engine::AdapterInfo,
+    seen: std::sync::Mutex<Option<crate::grants::Grants>>,
+}
+
+impl Adapter for GrantRecorder {
+    fn info(&self) -> &crate::engine::AdapterInfo {
+        &self.info
+    }
+
+    fn start<'a>(
+        &'a self,
+        _prompt: &'a str,
+        _options: &'a RunOptions,
+        _limits: &'a RunLimits,
+    ) -> futures::future::BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
+        panic!("the engine starts runs with their grants")
+    }
+
+    fn start_with_grants<'a>(
+        &'a self,
+        _prompt: &'a str,
+        _options: &'a RunOptions,
+        _limits: &'a RunLimits,
+        grants: &'a crate::grants::Grants,
+    ) -> futures::future::BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
+        *self.seen.lock().unwrap() = Some(grants.clone());
+        Box::pin(async {
+            Err(StartError::Refused(ErrorInfo {
+                code: None,
+                message: "recorded".into(),
+                recoverable: false,
+            }))
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_engine_hands_the_request_grants_to_the_adapter_untouched() {
+    let recorder = Arc::new(GrantRecorder {
+        info: crate::engine::AdapterInfo {
+            name: "recorder".into(),
+            ..Default::default()
+        },
+        seen: std::sync::Mutex::new(None),
+    });
+    let mut registry = Registry::new();
+    registry.register(recorder.clone()).unwrap();
+    let grants = crate::grants::Grants {
+        env: vec!["KEY".into()],
+        read: vec!["/data".into()],
+        ..Default::default()
+    };
+    run(
+        &registry,
+        RunRequest::new("recorder", "x").with_grants(grants.clone()),
+    )
+    .await;
+    assert_eq!(recorder.seen.lock().unwrap().as_ref(), Some(&grants));
+
+    run(&registry, RunRequest::new("recorder", "x")).await;
+    assert_eq!(
+        recorder.seen.lock().unwrap().as_ref(),
+        Some(&crate::grants::Grants::none()),
+        "a request grants nothing by default"
+    );
+}

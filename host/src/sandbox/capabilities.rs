@@ -1,0 +1,83 @@
+//! A run's WASI context, built from its grants: the only place where
+//! grants become reachable files and visible environment variables.
+//!
+//! - Files: each granted directory is preopened, read-only or read-write,
+//!   under its own absolute path. The guest can name nothing else: every
+//!   path is resolved by cap-std inside one of these directories, so `..`,
+//!   absolute paths and symlinks that lead outside are refused.
+//! - Environment: the granted names that are set on the host, with the
+//!   host's values; nothing else.
+//! - Network and processes: refused whatever the grants say (see
+//!   [`ALWAYS_REFUSED`]): sockets and name lookups are off, and neither
+//!   `wasi:http` nor a process capability is linked.
+//! - No arguments, no initial working directory, stdin closed, stdout and
+//!   stderr into the host's logs.
+
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
+
+use super::output::GuestOutput;
+use crate::grants::Grants;
+
+/// Kinds of grant this sandbox cannot give yet: a run is refused them
+/// whatever it is granted. Grants of these kinds are accepted, validated
+/// and shown, so policies written today keep their meaning.
+pub const ALWAYS_REFUSED: &[&str] = &["net", "run"];
+
+/// Why a run's capabilities could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CapabilityError {
+    #[error("invalid grant: {0}")]
+    Invalid(#[from] crate::grants::GrantError),
+    #[error("cannot open the granted directory {dir}: {reason}")]
+    Preopen { dir: String, reason: String },
+}
+
+/// The WASI context of one run of `adapter` with `grants`.
+pub(crate) fn wasi_context(
+    adapter: &str,
+    grants: &Grants,
+    stdout: GuestOutput,
+    stderr: GuestOutput,
+) -> Result<WasiCtx, CapabilityError> {
+    grants.validate()?;
+    let mut builder = WasiCtxBuilder::new();
+    builder
+        .stdout(stdout)
+        .stderr(stderr)
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    for preopen in grants.preopens() {
+        let perms = if preopen.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        builder
+            .preopened_dir(&preopen.host, &preopen.guest, perms)
+            .map_err(|e| CapabilityError::Preopen {
+                dir: preopen.guest.clone(),
+                reason: format!("{e:#}"),
+            })?;
+    }
+    for name in &grants.env {
+        match std::env::var(name) {
+            Ok(value) => {
+                builder.env(name, value);
+            }
+            Err(std::env::VarError::NotPresent) => {
+                tracing::debug!(adapter, name, "granted variable is not set; left out");
+            }
+            Err(std::env::VarError::NotUnicode(_)) => {
+                tracing::warn!(adapter, name, "granted variable is not UTF-8; left out");
+            }
+        }
+    }
+    if !grants.net.is_empty() || !grants.run.is_empty() {
+        tracing::info!(
+            adapter,
+            "network and process grants have no effect in this version: both are always refused"
+        );
+    }
+    Ok(builder.build())
+}
