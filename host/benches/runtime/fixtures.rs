@@ -186,3 +186,37 @@ impl AdapterSession for FloodSession {
         Box::pin(std::future::ready(()))
     }
 }
+
+/// A memory figure of this process from /proc/self/status, in KiB:
+/// `VmRSS` (now) or `VmHWM` (the high-water mark).
+pub fn rss_kib(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
+}
+
+/// Runs this bench binary again as a child told what to measure by `env`,
+/// and reads the JSON report it prints last. Memory figures run in fresh
+/// processes so one side cannot reuse heap the other freed. The child's
+/// stderr goes straight to ours.
+pub fn run_child<T: serde::de::DeserializeOwned>(env: &str, value: &str) -> Result<T, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let output = std::process::Command::new(exe)
+        .env(env, value)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot start the child process: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "the child process failed ({}); its error is above",
+            output.status
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).map_err(|e| format!("unreadable child report {line:?}: {e}"))
+}

@@ -8,7 +8,9 @@
 //! 1. run start: `run_agent` to the first event, the component loaded;
 //! 2. per-event cost of a long stream of small events;
 //! 3. abort latency of a guest spinning in `next`, p50 and p99;
-//! 4. live sessions held at once and host memory per session.
+//! 4. live sessions held at once and host memory per session;
+//! 5. 100 and 1,000 echo runs at once through `run_parallel`: events per
+//!    second and peak host memory.
 //!
 //! 1 and 2 are criterion benchmarks; 3 and 4 are plain loops, since they
 //! need percentiles and process memory, which criterion does not give. The
@@ -20,6 +22,7 @@
 
 mod abort;
 mod fixtures;
+mod parallel;
 mod report;
 mod sessions;
 mod start_and_events;
@@ -40,12 +43,15 @@ struct Scale {
     abort_samples: usize,
     /// Sessions held live per side (figure 4).
     sessions: usize,
+    /// Parallel run sizes (figure 5).
+    parallel: &'static [usize],
 }
 
 const FULL: Scale = Scale {
     flood_events: 100_000,
     abort_samples: 300,
     sessions: 10_000,
+    parallel: &[100, 1_000],
 };
 
 /// Enough to prove every figure runs, fast enough for a test run.
@@ -53,6 +59,7 @@ const SMOKE: Scale = Scale {
     flood_events: 1_000,
     abort_samples: 5,
     sessions: 100,
+    parallel: &[10],
 };
 
 /// Pool slots for figures 1 to 3, which hold a few sessions at a time.
@@ -61,6 +68,9 @@ const POOL_SESSIONS: u32 = 1_000;
 fn main() {
     if let Some((side, sessions)) = sessions::child_request() {
         return sessions::child_main(side, sessions);
+    }
+    if let Some((side, tasks)) = parallel::child_request() {
+        return parallel::child_main(side, tasks);
     }
     // Warnings only (say, the sandbox falling back from the instance
     // pool), on stderr, so the figures' conditions are visible.
@@ -101,6 +111,7 @@ fn main() {
     rows.extend(abort::figure(&rt, &spinning, &hanging, scale.abort_samples));
 
     rows.extend(sessions::figure(scale.sessions, &mut notes));
+    rows.extend(parallel::figure(scale.parallel, &mut notes));
 
     if !full {
         // Tiny sizes, often in a debug build, say nothing about the targets.

@@ -7,7 +7,6 @@
 //! (pool slots, memory mappings) would not spoil the rest of the bench.
 
 use std::io::Read as _;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use moat::engine::{EventPayload, NativeEcho, run_agent};
@@ -51,7 +50,7 @@ pub enum Side {
 }
 
 impl Side {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Side::Wasm => "wasm",
             Side::Native => "native",
@@ -101,7 +100,7 @@ async fn hold_sessions(side: Side, wanted: usize) -> Report {
     // counted per session. Dropping it frees its pool slot at once.
     let _ = open(&subject).await;
 
-    let rss_before_kib = rss_kib();
+    let rss_before_kib = fixtures::rss_kib("VmRSS");
     let started = Instant::now();
     let mut error = None;
     while runs.len() < wanted {
@@ -118,7 +117,7 @@ async fn hold_sessions(side: Side, wanted: usize) -> Report {
         wanted,
         reached: runs.len(),
         rss_before_kib,
-        rss_after_kib: rss_kib(),
+        rss_after_kib: fixtures::rss_kib("VmRSS"),
         maps: map_count(),
         seconds,
         error,
@@ -139,16 +138,6 @@ async fn open(subject: &Subject) -> Result<moat::engine::AgentRun, String> {
     }
 }
 
-/// Resident set size of this process, in KiB.
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status")
-}
-
 /// Memory mappings of this process (the kernel caps them at
 /// vm.max_map_count). Counted through a fixed buffer: near the cap, a
 /// growing one could not be mapped.
@@ -167,8 +156,11 @@ fn map_count() -> usize {
 /// Figure 4 for both sides, each in its own child process; the notes
 /// record the limits a side ran into.
 pub fn figure(sessions: usize, notes: &mut Vec<String>) -> Vec<Row> {
-    let wasm = run_child(Side::Wasm, sessions);
-    let native = run_child(Side::Native, sessions);
+    let child = |side: Side| {
+        fixtures::run_child::<Report>(CHILD_ENV, &format!("{}:{sessions}", side.name()))
+    };
+    let wasm = child(Side::Wasm);
+    let native = child(Side::Native);
     for (side, report) in [(Side::Wasm, &wasm), (Side::Native, &native)] {
         match report {
             Ok(report) => {
@@ -227,27 +219,6 @@ pub fn figure(sessions: usize, notes: &mut Vec<String>) -> Vec<Row> {
             met: Some(wasm.reached >= sessions && wasm_kib <= TARGET_KIB),
         },
     ]
-}
-
-/// Runs one side in a child process; its stderr (tracing warnings) goes
-/// straight to ours.
-fn run_child(side: Side, sessions: usize) -> Result<Report, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-    let output = Command::new(exe)
-        .env(CHILD_ENV, format!("{}:{sessions}", side.name()))
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot start the child process: {e}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "the child process failed ({}); its error is above",
-            output.status
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).map_err(|e| format!("unreadable child report {line:?}: {e}"))
 }
 
 fn max_map_count() -> String {
