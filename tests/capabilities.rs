@@ -5,12 +5,17 @@
 //! planted symlinks, variables of the host, sockets — and what is granted
 //! works, exactly as granted.
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use moat::engine::DoneStatus;
 use moat::grants::Grants;
 use moat_e2e::components::ESCAPE;
-use moat_e2e::{error_message, run_component, single_done, texts};
+use moat_e2e::{error_codes, error_message, run_component, single_done, texts};
 
 /// What the `escape` adapter writes (adapters/testing/escape).
 const WRITTEN: &str = "written by the escape adapter\n";
@@ -247,8 +252,8 @@ async fn environment_variables_not_granted_are_invisible() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_sockets_and_name_lookups_are_refused_even_when_the_host_is_granted() {
-    // A listener the test started: the guest must not reach it, granted
-    // or not, since this version provides no network at all.
+    // A listener the test started: the guest must not reach it by a raw
+    // socket, granted or not: the network is `wasi:http` only.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
@@ -369,4 +374,229 @@ async fn grants_that_are_not_absolute_directories_fail_the_run_before_it_starts(
     assert_eq!(single_done(&events).status, DoneStatus::Error);
     assert!(error_message(&events, "ADAPTER_ERROR").contains("absolute"));
     assert!(texts(&events).is_empty(), "the adapter never ran");
+}
+
+// ---- HTTP through wasi:http, exactly as granted ----
+
+/// What the test server answers.
+const SERVED: &str = "hello from the test server";
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 (the only address these tests
+/// send traffic to). It counts the connections it accepts, so a test can
+/// prove a refused request made none.
+struct TestServer {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+}
+
+impl TestServer {
+    /// Answers every request with [`SERVED`].
+    fn answering() -> Self {
+        Self::start(true)
+    }
+
+    /// Accepts connections and never answers.
+    fn silent() -> Self {
+        Self::start(false)
+    }
+
+    fn start(answer: bool) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                counted.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    if !answer {
+                        // Hold the connection open, saying nothing.
+                        std::thread::sleep(Duration::from_secs(30));
+                        return;
+                    }
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{SERVED}",
+                        SERVED.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes());
+                });
+            }
+        });
+        Self { port, connections }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+fn net(rules: &[String]) -> Grants {
+    Grants {
+        net: rules
+            .iter()
+            .map(|rule| moat::grants::NetRule::parse(rule).unwrap())
+            .collect(),
+        ..Grants::none()
+    }
+}
+
+/// Runs one `http` probe; returns its result and the run's events.
+async fn http_probe(url: &str, grants: Grants) -> (String, Vec<moat::engine::AgentEvent>) {
+    let events = run_component(ESCAPE, &format!("http GET {url}"), |request| {
+        request.grants = grants;
+    })
+    .await;
+    assert_eq!(single_done(&events).status, DoneStatus::Success);
+    let results = texts(&events);
+    assert_eq!(results.len(), 1, "one result: {results:?}");
+    (results[0].to_string(), events)
+}
+
+/// The CAPABILITY_DENIED event names the destination and the flag.
+fn assert_capability_denied(events: &[moat::engine::AgentEvent], target: &str, flag: &str) {
+    assert!(
+        error_codes(events).contains(&"CAPABILITY_DENIED".to_string()),
+        "{:?}",
+        error_codes(events)
+    );
+    let error = events
+        .iter()
+        .filter_map(|e| e.as_error())
+        .find(|e| e.code.as_deref() == Some("CAPABILITY_DENIED"))
+        .unwrap();
+    assert!(error.recoverable, "a refusal does not end the run");
+    assert!(error.message.contains(target), "{}", error.message);
+    assert!(error.message.contains(flag), "{}", error.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_to_a_host_not_granted_is_denied_and_reported() {
+    let server = TestServer::answering();
+    let port = server.port;
+    let (result, events) = http_probe(&format!("http://127.0.0.1:{port}/"), Grants::none()).await;
+    assert_denied(&result);
+    assert!(result.contains("HttpRequestDenied"), "{result}");
+    assert_capability_denied(
+        &events,
+        &format!("127.0.0.1:{port}"),
+        &format!("--allow-net=127.0.0.1:{port}"),
+    );
+    assert_eq!(server.connections(), 0, "nothing reached the server");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_to_a_granted_address_works() {
+    let server = TestServer::answering();
+    let port = server.port;
+    let (result, events) = http_probe(
+        &format!("http://127.0.0.1:{port}/hello"),
+        net(&[format!("127.0.0.1:{port}")]),
+    )
+    .await;
+    assert_eq!(result, format!("ok: 200 {SERVED}"));
+    assert!(
+        error_codes(&events).is_empty(),
+        "{:?}",
+        error_codes(&events)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_to_localhost_granted_by_name_works() {
+    let server = TestServer::answering();
+    let port = server.port;
+    let (result, _) = http_probe(
+        &format!("http://localhost:{port}/"),
+        net(&[format!("localhost:{port}")]),
+    )
+    .await;
+    assert_eq!(result, format!("ok: 200 {SERVED}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_for_another_port_or_scheme_does_not_match() {
+    let server = TestServer::answering();
+    let port = server.port;
+    let other = port.wrapping_add(1).max(1);
+    for grants in [
+        net(&[format!("127.0.0.1:{other}")]),
+        net(&[format!("https://127.0.0.1:{port}")]),
+    ] {
+        let (result, _) = http_probe(&format!("http://127.0.0.1:{port}/"), grants).await;
+        assert_denied(&result);
+    }
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_grant_does_not_open_loopback() {
+    let server = TestServer::answering();
+    let port = server.port;
+    for url in [
+        format!("http://127.0.0.1:{port}/"),
+        format!("http://localhost:{port}/"),
+        format!("http://[::1]:{port}/"),
+    ] {
+        let (result, _) = http_probe(&url, net(&["*.example.com".into()])).await;
+        assert_denied(&result);
+    }
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_not_granted_is_refused_before_any_lookup() {
+    // `.invalid` never resolves: had the host looked it up, the guest would
+    // see a DNS error, not a denial.
+    let (result, events) = http_probe("http://example.invalid/", Grants::none()).await;
+    assert_denied(&result);
+    assert!(result.contains("HttpRequestDenied"), "{result}");
+    assert_capability_denied(
+        &events,
+        "http://example.invalid:80",
+        "--allow-net=example.invalid:80",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_loopback_without_a_grant_is_denied() {
+    let (result, events) = http_probe("http://[::1]:9/", Grants::none()).await;
+    assert_denied(&result);
+    assert_capability_denied(&events, "[::1]:9", "--allow-net=[::1]:9");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_hangs_ends_with_the_runs_timeout() {
+    let server = TestServer::silent();
+    let port = server.port;
+    let started = std::time::Instant::now();
+    let events = run_component(
+        ESCAPE,
+        &format!("http GET http://127.0.0.1:{port}/"),
+        |request| {
+            request.grants = net(&[format!("127.0.0.1:{port}")]);
+            request.limits.timeout = Some(Duration::from_millis(500));
+        },
+    )
+    .await;
+    assert_eq!(single_done(&events).status, DoneStatus::Error);
+    assert!(
+        error_codes(&events).contains(&"TIMEOUT".to_string()),
+        "{:?}",
+        error_codes(&events)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.connections(), 1, "the request did reach the server");
 }

@@ -35,6 +35,7 @@
 mod adapter;
 mod events;
 mod host;
+pub mod http;
 pub mod json;
 pub mod log;
 mod types;

@@ -678,7 +678,7 @@ fn inspect_of_a_built_in_shows_its_needs_and_that_it_is_granted_nothing_else() {
         "grant write  none",
         "grant env    none",
         "grant run    none",
-        "refused      network and processes, always",
+        "refused      processes and raw sockets, always",
     ] {
         assert!(text.contains(needle), "{needle:?} in {text}");
     }
@@ -715,7 +715,7 @@ fn inspect_of_a_third_party_component_shows_declared_needs_and_effective_grants(
         "grant net    api.example.com".to_string(),
         format!("grant read   {data}"),
         "grant env    SHARED".to_string(),
-        "refused      network and processes, always".to_string(),
+        "refused      processes and raw sockets, always".to_string(),
     ] {
         assert!(text.contains(&needle), "{needle:?} in {text}");
     }
@@ -744,6 +744,65 @@ fn inspect_of_a_third_party_component_shows_declared_needs_and_effective_grants(
         serde_json::json!(["probe.invalid:443", "api.example.com"])
     );
     assert_eq!(value["grants"]["read"], serde_json::json!([data]));
-    assert_eq!(value["alwaysRefused"], serde_json::json!(["net", "run"]));
+    assert_eq!(value["alwaysRefused"], serde_json::json!(["run"]));
     assert_eq!(value["sha256"].as_str().map(str::len), Some(64));
+}
+
+/// Answers one HTTP request on 127.0.0.1 with `body`, in a thread; the
+/// port it listens on.
+fn serve_once(body: &'static str) -> u16 {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return;
+        };
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte) {
+                Ok(1) => head.push(byte[0]),
+                _ => return,
+            }
+        }
+        let response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(response.as_bytes());
+    });
+    port
+}
+
+#[test]
+fn allow_net_lets_a_run_reach_exactly_the_granted_host() {
+    let port = serve_once("served to the granted run");
+    let probe = format!("http GET http://127.0.0.1:{port}/");
+    let flag = format!("--allow-net=127.0.0.1:{port}");
+
+    let output = run(&["run", ESCAPE, &probe, &flag]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let granted = events(&output);
+    assert_eq!(texts(&granted), ["ok: 200 served to the granted run"]);
+
+    let output = run(&["run", ESCAPE, &probe]);
+    let refused = events(&output);
+    assert!(
+        texts(&refused)[0].starts_with("denied: "),
+        "{:?}",
+        texts(&refused)
+    );
+    let denial = refused
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::Error(error) if error.code.as_deref() == Some("CAPABILITY_DENIED") => {
+                Some(error)
+            }
+            _ => None,
+        })
+        .expect("a CAPABILITY_DENIED event");
+    assert!(denial.recoverable);
+    assert!(denial.message.contains(&flag), "{}", denial.message);
+    assert_eq!(last_done(&refused), DoneStatus::Success);
 }

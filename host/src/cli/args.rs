@@ -130,9 +130,9 @@ pub struct RunFlags {
 /// Everything not granted is refused.
 #[derive(Debug, Clone, Default, Args)]
 pub struct GrantFlags {
-    /// Hosts the adapter may reach, comma-separated: host, host:port,
-    /// *.example.com or https://host:port. Recorded and shown, but network
-    /// access is always refused in this version.
+    /// Hosts the adapter may reach over HTTP(S), comma-separated: host,
+    /// host:port, *.example.com or https://host:port. Loopback and private
+    /// addresses only when named exactly (localhost:11434, 127.0.0.1).
     #[arg(long, value_name = "HOSTS", value_delimiter = ',', value_parser = parse_net_rule)]
     pub allow_net: Vec<NetRule>,
     /// Directories the adapter may read, comma-separated. It sees each

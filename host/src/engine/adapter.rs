@@ -219,6 +219,32 @@ pub enum StartError {
     Failed(#[from] SessionFailure),
 }
 
+/// Something the adapter asked for and the runtime refused because the run
+/// was not granted it, reported so the user sees it (as a recoverable
+/// `CAPABILITY_DENIED` error event) and not only the adapter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denial {
+    /// The kind of grant that was missing: "net", "read", "env", "run".
+    pub capability: String,
+    /// What was asked for, e.g. `http://example.com:80`.
+    pub target: String,
+    /// Why it was refused, e.g. "not granted" or "resolves to a loopback
+    /// address".
+    pub reason: String,
+    /// What would allow it, e.g. `--allow-net=example.com:80`.
+    pub hint: String,
+}
+
+impl Denial {
+    /// The text of the error event that reports it.
+    pub fn message(&self) -> String {
+        format!(
+            "{} access to {} refused: {}; to allow it, run with {}",
+            self.capability, self.target, self.reason, self.hint
+        )
+    }
+}
+
 /// A way to reach a running session from outside the task that drives it.
 pub trait SessionControl: Send + Sync {
     /// Ask the adapter to wrap up: its `interrupted()` turns true and it is
@@ -238,6 +264,13 @@ pub trait AdapterSession: Send {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>>;
     /// A handle that interrupts or kills this session from anywhere.
     fn control(&self) -> Arc<dyn SessionControl>;
+    /// The refusals recorded since the last call, oldest first. The engine
+    /// asks after every [`next`](AdapterSession::next) and reports each
+    /// before the event `next` returned. The default: none (a session that
+    /// refuses nothing, such as a native adapter).
+    fn take_denials(&mut self) -> Vec<Denial> {
+        Vec::new()
+    }
     /// Release the session after its stream ended: the adapter's own cleanup
     /// runs (bounded by the runtime) and its failures are ignored.
     fn close(self: Box<Self>) -> BoxFuture<'static, ()>;

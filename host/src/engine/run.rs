@@ -453,6 +453,9 @@ impl Driver {
                 Err(Stop::AbortNow | Stop::DrainOver) => return self.abort_now(live),
                 Err(Stop::TimedOut) => return self.time_out(Some(live)),
             };
+            // What the sandbox refused during that read comes first: the
+            // adapter's event may be its reaction to the refusal.
+            self.report_denials(&mut live);
             // An abort that fired while the read was in flight puts what it
             // returned under the drain rules (a done still goes through).
             let mut drain_now = false;
@@ -537,6 +540,19 @@ impl Driver {
             if drain_now {
                 return self.abort_now(live);
             }
+        }
+    }
+
+    /// Queues a recoverable `CAPABILITY_DENIED` error for each refusal the
+    /// session recorded.
+    fn report_denials(&mut self, live: &mut Live) {
+        for denial in live.session.take_denials() {
+            warn!(agent = %self.agent, capability = %denial.capability, target = %denial.target, "capability denied");
+            self.emit(EventPayload::error(
+                codes::CAPABILITY_DENIED,
+                denial.message(),
+                true,
+            ));
         }
     }
 

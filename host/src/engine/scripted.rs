@@ -15,8 +15,8 @@ use futures::future::{BoxFuture, poll_fn};
 use futures::task::AtomicWaker;
 
 use super::adapter::{
-    Adapter, AdapterEvent, AdapterEventKind, AdapterInfo, AdapterSession, DoneInfo, ErrorInfo,
-    RunLimits, RunOptions, SessionControl, SessionFailure, StartError,
+    Adapter, AdapterEvent, AdapterEventKind, AdapterInfo, AdapterSession, Denial, DoneInfo,
+    ErrorInfo, RunLimits, RunOptions, SessionControl, SessionFailure, StartError,
 };
 use super::event::{DoneStatus, Usage};
 
@@ -57,6 +57,10 @@ pub enum Step {
     /// Panic with this message inside `next`, as a buggy native adapter
     /// would (a Wasm adapter traps instead).
     Panic(String),
+    /// Record a refusal, as the sandbox does when the adapter asks for
+    /// something not granted, then go on; the engine collects it through
+    /// [`AdapterSession::take_denials`].
+    Deny(Denial),
 }
 
 impl Step {
@@ -263,6 +267,7 @@ impl Adapter for ScriptedAdapter {
                             ..ScriptedControl::default()
                         }),
                         close_hangs: self.close_hangs,
+                        denials: Vec::new(),
                     });
                     Ok(session)
                 }
@@ -338,6 +343,7 @@ struct ScriptedSession {
     steps: VecDeque<Step>,
     control: Arc<ScriptedControl>,
     close_hangs: bool,
+    denials: Vec<Denial>,
 }
 
 impl ScriptedSession {
@@ -374,6 +380,7 @@ impl ScriptedSession {
                 }
                 Step::Call(hook) => (hook.0)(),
                 Step::Panic(message) => panic!("{message}"),
+                Step::Deny(denial) => self.denials.push(denial),
             }
         }
     }
@@ -387,6 +394,10 @@ impl AdapterSession for ScriptedSession {
 
     fn control(&self) -> Arc<dyn SessionControl> {
         Arc::clone(&self.control) as Arc<dyn SessionControl>
+    }
+
+    fn take_denials(&mut self) -> Vec<Denial> {
+        std::mem::take(&mut self.denials)
     }
 
     fn close(self: Box<Self>) -> BoxFuture<'static, ()> {

@@ -10,11 +10,13 @@
 //!
 //! - [`net`]: network rules (`host`, `host:port`, `*.example.com`,
 //!   `scheme://host:port`).
+//! - [`address`]: which resolved addresses a granted request may reach.
 //! - [`names`]: environment variable and program names.
 //! - [`dirs`]: directories, canonicalized when granted.
 //! - [`policy`]: the policy file (TOML).
 //! - [`sources`]: how the grants of a run are decided.
 
+pub mod address;
 pub mod dirs;
 mod error;
 pub mod names;
@@ -44,8 +46,9 @@ pub use sources::{GrantSources, Provenance};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Grants {
-    /// Network destinations (wasi:http). Not provided by this version of
-    /// the sandbox: network access is always refused.
+    /// Network destinations: outgoing HTTP(S) through `wasi:http` to a
+    /// matching scheme, host and port, with the resolved address checked
+    /// ([`address`]). Raw sockets are never granted.
     pub net: Vec<NetRule>,
     /// Directories the run may read, with everything under them.
     pub read: Vec<PathBuf>,

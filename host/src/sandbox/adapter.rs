@@ -76,12 +76,16 @@ impl WasmAdapter {
         grants: &Grants,
     ) -> Result<Box<dyn AdapterSession>, StartError> {
         let component = &self.component;
+        // Captured now, as the engine does when it starts the run: an HTTP
+        // request gets only what is left of the run's time.
+        let deadline = limits.timeout.map(|t| tokio::time::Instant::now() + t);
         let mut store = new_store(
             &component.engine,
             component.name.clone(),
             limits.max_memory_bytes,
             limits.fuel,
             grants,
+            deadline,
         )
         .map_err(|e| SessionFailure::Crashed {
             message: format!("cannot set up the run: {e:#}"),
@@ -125,8 +129,9 @@ impl Adapter for WasmAdapter {
         })
     }
 
-    /// A run with its grants applied to its WASI context (files and
-    /// environment; network and processes are always refused).
+    /// A run with its grants applied: files and environment in its WASI
+    /// context, network through its checked `wasi:http` (processes are
+    /// always refused).
     fn start_with_grants<'a>(
         &'a self,
         prompt: &'a str,
@@ -153,6 +158,7 @@ pub(crate) async fn describe(
         RunLimits::DEFAULT_MAX_MEMORY_BYTES,
         Some(INFO_FUEL),
         &Grants::none(),
+        None,
     )
     .map_err(|e| format!("{e:#}"))?;
     let control = store.data().control.clone();

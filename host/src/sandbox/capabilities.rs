@@ -7,9 +7,11 @@
 //!   absolute paths and symlinks that lead outside are refused.
 //! - Environment: the granted names that are set on the host, with the
 //!   host's values; nothing else.
-//! - Network and processes: refused whatever the grants say (see
-//!   [`ALWAYS_REFUSED`]): sockets and name lookups are off, and neither
-//!   `wasi:http` nor a process capability is linked.
+//! - Network: only through `wasi:http`, checked per request against the
+//!   net grants (see [`http`](super::http)); raw sockets and name lookups
+//!   are off whatever is granted.
+//! - Processes: refused whatever the grants say (see [`ALWAYS_REFUSED`]):
+//!   no process capability is linked.
 //! - No arguments, no initial working directory, stdin closed, stdout and
 //!   stderr into the host's logs.
 
@@ -21,7 +23,7 @@ use crate::grants::Grants;
 /// Kinds of grant this sandbox cannot give yet: a run is refused them
 /// whatever it is granted. Grants of these kinds are accepted, validated
 /// and shown, so policies written today keep their meaning.
-pub const ALWAYS_REFUSED: &[&str] = &["net", "run"];
+pub const ALWAYS_REFUSED: &[&str] = &["run"];
 
 /// Why a run's capabilities could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -73,10 +75,10 @@ pub(crate) fn wasi_context(
             }
         }
     }
-    if !grants.net.is_empty() || !grants.run.is_empty() {
+    if !grants.run.is_empty() {
         tracing::info!(
             adapter,
-            "network and process grants have no effect in this version: both are always refused"
+            "process grants have no effect in this version: spawning is always refused"
         );
     }
     Ok(builder.build())

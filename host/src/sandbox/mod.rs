@@ -4,7 +4,8 @@
 //! epoch interruption, instance pool), the linker with exactly the imports
 //! an adapter may use, and the compiled-component cache. Each run gets its
 //! own store with its memory cap, fuel budget and a WASI context built from
-//! its grants (files and environment; network and processes refused).
+//! its grants (files and environment), outgoing HTTP checked against its
+//! network grants, and processes refused.
 //! This layer converts and contains; the engine applies the event rules.
 
 mod adapter;
@@ -14,8 +15,10 @@ mod capabilities;
 mod config;
 mod contract;
 mod convert;
+mod denials;
 mod error;
 mod failure;
+mod http;
 mod info;
 mod limits;
 mod output;
@@ -29,4 +32,5 @@ pub use capabilities::ALWAYS_REFUSED;
 pub use config::{MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir};
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion, HOST_CONTRACT};
 pub use error::{LoadError, SandboxError};
+pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
 pub use runtime::{CompileReport, Sandbox};

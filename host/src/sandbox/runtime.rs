@@ -61,6 +61,10 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        // Only `wasi:http/types` and `outgoing-handler`: every request goes
+        // through the run's checks (sandbox/http.rs).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         AdapterWorld::add_to_linker::<RunState, HasSelf<RunState>>(&mut linker, |state| state)
             .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let cache = ComponentCache::new(&engine, config.cache_dir.clone());

@@ -12,7 +12,7 @@ use super::bindings::AdapterWorld;
 use super::convert;
 use super::failure::{KilledByHost, classify};
 use super::state::{RunControl, RunState};
-use crate::engine::{AdapterEvent, AdapterSession, SessionControl, SessionFailure};
+use crate::engine::{AdapterEvent, AdapterSession, Denial, SessionControl, SessionFailure};
 use crate::grants::Grants;
 
 /// A store for one run: its grants as a WASI context, the memory cap, the
@@ -25,9 +25,10 @@ pub(crate) fn new_store(
     max_memory_bytes: u64,
     fuel: Option<u64>,
     grants: &Grants,
+    deadline: Option<tokio::time::Instant>,
 ) -> wasmtime::Result<Store<RunState>> {
     let control = Arc::new(RunControl::new(engine.clone()));
-    let state = RunState::new(adapter, control, max_memory_bytes, grants)?;
+    let state = RunState::new(adapter, control, max_memory_bytes, grants, deadline)?;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);
     store.set_fuel(fuel.unwrap_or(u64::MAX))?;
@@ -97,6 +98,10 @@ impl AdapterSession for WasmSession {
 
     fn control(&self) -> Arc<dyn SessionControl> {
         self.store.data().control.clone()
+    }
+
+    fn take_denials(&mut self) -> Vec<Denial> {
+        self.store.data().denials.take()
     }
 
     fn close(mut self: Box<Self>) -> BoxFuture<'static, ()> {

@@ -6,9 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use wasmtime::Engine;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::host_api::{self, LogLevel};
 use super::capabilities::{self, CapabilityError};
+use super::denials::DenialLog;
+use super::http::NetAccess;
 use super::limits::MemoryCap;
 use super::output::{GuestOutput, StreamName};
 use crate::engine::SessionControl;
@@ -63,7 +66,11 @@ pub(crate) struct RunState {
     pub(crate) control: Arc<RunControl>,
     pub(crate) memory: MemoryCap,
     pub(crate) stderr: GuestOutput,
+    /// What the run was refused, for the engine to report.
+    pub(crate) denials: DenialLog,
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    net: NetAccess,
     table: ResourceTable,
 }
 
@@ -71,12 +78,14 @@ impl RunState {
     /// A run with the capabilities `grants` allow and nothing else (see
     /// [`capabilities`](super::capabilities)); with no grants: no files,
     /// no environment, no network, no arguments, stdin closed, stdout and
-    /// stderr into the host's logs.
+    /// stderr into the host's logs. Each HTTP request ends by `deadline`,
+    /// the end of the run's time.
     pub(crate) fn new(
         adapter: Arc<str>,
         control: Arc<RunControl>,
         max_memory_bytes: u64,
         grants: &Grants,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<Self, CapabilityError> {
         let stderr = GuestOutput::new(adapter.clone(), StreamName::Stderr);
         let wasi = capabilities::wasi_context(
@@ -85,12 +94,16 @@ impl RunState {
             GuestOutput::new(adapter.clone(), StreamName::Stdout),
             stderr.clone(),
         )?;
+        let denials = DenialLog::default();
         Ok(Self {
             adapter,
             control,
             memory: MemoryCap::new(max_memory_bytes),
             stderr,
+            net: NetAccess::new(&grants.net, deadline, denials.clone()),
+            denials,
             wasi,
+            http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
         })
     }
@@ -101,6 +114,16 @@ impl WasiView for RunState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for RunState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.net,
         }
     }
 }

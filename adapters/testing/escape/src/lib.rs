@@ -1,5 +1,5 @@
 //! Security-corpus adapter: tries to reach files, environment variables and
-//! the network and reports what happened, so a test can prove that what was not granted
+//! the network (raw sockets and HTTP) and reports what happened, so a test can prove that what was not granted
 //! stays out of reach and what was granted works.
 //!
 //! The prompt holds one probe per line; each yields one `text` event,
@@ -12,7 +12,9 @@
 //! - `env NAME`: the variable's value;
 //! - `envs`: every visible variable name, sorted, comma-separated;
 //! - `connect HOST:PORT`: opens a TCP connection (a raw socket);
-//! - `lookup NAME`: resolves a host name.
+//! - `lookup NAME`: resolves a host name;
+//! - `http METHOD URL`: an HTTP request through `wasi:http`, reported as
+//!   `ok: <status> <body>` (the body's first bytes) or `denied: <error>`.
 //!
 //! It declares needs (a host, a variable, a program) so tests can show
 //! that a component loaded from a path receives none of them until
@@ -54,7 +56,7 @@ impl Adapter for Escape {
                 ErrorInfo::new(
                     "INVALID_PROMPT",
                     format!(
-                        "unknown probe {line:?}; use read, write, list, env, envs, connect or lookup"
+                        "unknown probe {line:?}; use read, write, list, env, envs, connect, lookup or http"
                     ),
                     false,
                 )
@@ -115,6 +117,7 @@ fn probe(line: &str) -> Option<Result<String, String>> {
                 })
                 .map_err(|e| e.to_string())
         }
+        "http" => http(argument),
         _ => return None,
     };
     Some(outcome)
@@ -129,4 +132,22 @@ fn list(dir: &str) -> Result<String, String> {
     }
     names.sort();
     Ok(names.join(","))
+}
+
+/// `METHOD URL`: the status and the body's first bytes.
+fn http(argument: &str) -> Result<String, String> {
+    let (method, url) = argument
+        .split_once(' ')
+        .ok_or_else(|| "usage: http METHOD URL".to_string())?;
+    let response = moat_guest::http::send(&moat_guest::http::Request::new(method, url.trim()))
+        .map_err(|e| e.to_string())?;
+    let status = response.status;
+    let body = response
+        .read_to_end(1024 * 1024)
+        .map_err(|e| e.to_string())?;
+    let excerpt = &body[..body.len().min(MAX_EXCERPT)];
+    Ok(format!(
+        "{status} {}",
+        String::from_utf8_lossy(excerpt).trim_end()
+    ))
 }

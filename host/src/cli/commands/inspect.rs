@@ -13,10 +13,9 @@ use moat::sandbox::{ALWAYS_REFUSED, CacheOutcome, Sandbox};
 use crate::cli::args::InspectArgs;
 use crate::cli::resolve;
 
-/// What the `refused` line says: grants of these kinds are shown, never
-/// given.
-const REFUSED_NOTE: &str =
-    "network and processes, always: this version provides neither, whatever is granted";
+/// What the `refused` line says: process grants are shown, never given, and
+/// the network is HTTP(S) only.
+const REFUSED_NOTE: &str = "processes and raw sockets, always: this version provides no process capability, and the network is HTTP(S) to granted hosts only";
 
 pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<ExitCode> {
     let resolved = resolve::adapter(sandbox, &args.adapter).await?;

@@ -953,3 +953,40 @@ async fn the_engine_hands_the_request_grants_to_the_adapter_untouched() {
         "a request grants nothing by default"
     );
 }
+
+#[tokio::test]
+async fn denials_are_reported_as_recoverable_capability_errors_before_the_event() {
+    let denial = |target: &str| {
+        Step::Deny(crate::engine::Denial {
+            capability: "net".into(),
+            target: target.into(),
+            reason: "not granted".into(),
+            hint: format!("--allow-net={target}"),
+        })
+    };
+    let (registry, _) = scripted(vec![
+        denial("a.example:80"),
+        denial("b.example:443"),
+        Step::text("after the refusals"),
+        denial("c.example:80"),
+        Step::done(DoneStatus::Success),
+    ]);
+    let events = run(&registry, request()).await;
+    assert_eq!(kinds(&events), ["error", "error", "text", "error", "done"]);
+    for (index, target) in [
+        (0, "a.example:80"),
+        (1, "b.example:443"),
+        (3, "c.example:80"),
+    ] {
+        let error = error_at(&events, index);
+        assert_eq!(error.code.as_deref(), Some(codes::CAPABILITY_DENIED));
+        assert!(error.recoverable);
+        assert!(error.message.contains(target), "{}", error.message);
+        assert!(
+            error.message.contains(&format!("--allow-net={target}")),
+            "{}",
+            error.message
+        );
+    }
+    assert_eq!(last_done(&events).status, DoneStatus::Success);
+}

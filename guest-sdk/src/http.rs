@@ -1,0 +1,333 @@
+//! A small blocking HTTP client over `wasi:http/outgoing-handler`, the only
+//! way an adapter reaches the network.
+//!
+//! The host sends a request only to a destination the run was granted
+//! (`--allow-net`); anything else fails with [`Error::Http`] carrying the
+//! host's error code (`HttpRequestDenied`, `DestinationIpProhibited`), and
+//! the user sees a `CAPABILITY_DENIED` event naming the flag that would
+//! allow it.
+//!
+//! ```no_run
+//! use moat_guest::http::{Request, send};
+//!
+//! let response = send(&Request::get("https://api.example.com/v1/models"))?;
+//! let body = response.read_to_end(1024 * 1024)?;
+//! # Ok::<(), moat_guest::http::Error>(())
+//! ```
+//!
+//! Built on the `wasi` crate's bindings. On native targets (unit tests of
+//! an adapter) there is no host: [`send`] returns [`Error::Unsupported`].
+
+use std::fmt;
+
+/// An HTTP request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// `GET`, `POST`, … (any token).
+    pub method: String,
+    /// `http://` or `https://` URL.
+    pub url: String,
+    /// Header names and values, in order.
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// A request with `method` to `url`, no headers, no body.
+    pub fn new(method: &str, url: &str) -> Self {
+        Self {
+            method: method.to_owned(),
+            url: url.to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// A `GET` of `url`.
+    pub fn get(url: &str) -> Self {
+        Self::new("GET", url)
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Self {
+        self.headers.push((name.to_owned(), value.into()));
+        self
+    }
+
+    /// Sets the body.
+    pub fn with_body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The URL is not `http(s)://authority[/path]`.
+    InvalidUrl(String),
+    /// The host refused a header (a forbidden or malformed one).
+    InvalidHeader(String),
+    /// The host's `wasi:http` error code, e.g. `HttpRequestDenied` when the
+    /// run was not granted the destination.
+    Http(String),
+    /// Reading or writing a body failed.
+    Io(String),
+    /// The response body is larger than the limit the caller gave.
+    TooLarge(u64),
+    /// Not running inside a component.
+    Unsupported,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidUrl(url) => write!(f, "invalid URL {url:?}"),
+            Error::InvalidHeader(reason) => write!(f, "invalid header: {reason}"),
+            Error::Http(code) => write!(f, "HTTP error: {code}"),
+            Error::Io(reason) => write!(f, "body I/O failed: {reason}"),
+            Error::TooLarge(limit) => write!(f, "the response body exceeds {limit} bytes"),
+            Error::Unsupported => f.write_str("wasi:http is only available inside a component"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The parts of a URL `wasi:http` takes separately.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Url<'a> {
+    https: bool,
+    authority: &'a str,
+    path_with_query: &'a str,
+}
+
+fn parse_url(url: &str) -> Result<Url<'_>, Error> {
+    let invalid = || Error::InvalidUrl(url.to_owned());
+    let (scheme, rest) = url.split_once("://").ok_or_else(invalid)?;
+    let https = match scheme.to_ascii_lowercase().as_str() {
+        "http" => false,
+        "https" => true,
+        _ => return Err(invalid()),
+    };
+    // The fragment is never sent.
+    let rest = rest.split('#').next().unwrap_or_default();
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    if authority.is_empty() {
+        return Err(invalid());
+    }
+    let path_with_query = if path.is_empty() { "/" } else { path };
+    Ok(Url {
+        https,
+        authority,
+        path_with_query,
+    })
+}
+
+#[cfg(target_arch = "wasm32")]
+pub use component::{Response, send};
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::{Response, send};
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    use wasi::http::outgoing_handler;
+    use wasi::http::types::{
+        ErrorCode, Fields, IncomingBody, IncomingResponse, Method, OutgoingBody, OutgoingRequest,
+        Scheme,
+    };
+    use wasi::io::streams::{InputStream, StreamError};
+
+    use super::{Error, Request, parse_url};
+
+    /// Largest chunk read from a response body at once.
+    const CHUNK: u64 = 64 * 1024;
+
+    /// A response whose body is read in chunks.
+    pub struct Response {
+        /// The status code.
+        pub status: u16,
+        /// Header names and values, in order.
+        pub headers: Vec<(String, Vec<u8>)>,
+        // Dropped in this order: a stream before its body, a body before
+        // its response.
+        stream: InputStream,
+        _body: IncomingBody,
+        _response: IncomingResponse,
+    }
+
+    impl Response {
+        /// The next chunk of the body; `None` at its end.
+        pub fn read_chunk(&mut self) -> Result<Option<Vec<u8>>, Error> {
+            match self.stream.blocking_read(CHUNK) {
+                Ok(chunk) => Ok(Some(chunk)),
+                Err(StreamError::Closed) => Ok(None),
+                Err(StreamError::LastOperationFailed(error)) => {
+                    Err(Error::Io(error.to_debug_string()))
+                }
+            }
+        }
+
+        /// The whole body, refused past `limit` bytes.
+        pub fn read_to_end(mut self, limit: u64) -> Result<Vec<u8>, Error> {
+            let mut body = Vec::new();
+            while let Some(chunk) = self.read_chunk()? {
+                body.extend_from_slice(&chunk);
+                if body.len() as u64 > limit {
+                    return Err(Error::TooLarge(limit));
+                }
+            }
+            Ok(body)
+        }
+    }
+
+    fn http_error(code: ErrorCode) -> Error {
+        Error::Http(format!("{code:?}"))
+    }
+
+    fn method(name: &str) -> Method {
+        match name.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "CONNECT" => Method::Connect,
+            "OPTIONS" => Method::Options,
+            "TRACE" => Method::Trace,
+            "PATCH" => Method::Patch,
+            _ => Method::Other(name.to_owned()),
+        }
+    }
+
+    /// Sends `request` and waits for the response's head; the body is
+    /// read from the [`Response`].
+    pub fn send(request: &Request) -> Result<Response, Error> {
+        let url = parse_url(&request.url)?;
+        let headers = Fields::from_list(&request.headers)
+            .map_err(|e| Error::InvalidHeader(format!("{e:?}")))?;
+        let outgoing = OutgoingRequest::new(headers);
+        let invalid = |what: &str| Error::InvalidUrl(format!("{}: bad {what}", request.url));
+        outgoing
+            .set_method(&method(&request.method))
+            .map_err(|()| Error::Http(format!("invalid method {:?}", request.method)))?;
+        let scheme = if url.https {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        };
+        outgoing
+            .set_scheme(Some(&scheme))
+            .map_err(|()| invalid("scheme"))?;
+        outgoing
+            .set_authority(Some(url.authority))
+            .map_err(|()| invalid("authority"))?;
+        outgoing
+            .set_path_with_query(Some(url.path_with_query))
+            .map_err(|()| invalid("path"))?;
+        let body = outgoing
+            .body()
+            .map_err(|()| Error::Io("the request body is unavailable".into()))?;
+
+        // Sent first, so the host reads the body while it is written.
+        let pending = outgoing_handler::handle(outgoing, None).map_err(http_error)?;
+        {
+            let stream = body
+                .write()
+                .map_err(|()| Error::Io("the request body is unavailable".into()))?;
+            // The host accepts at most 4096 bytes per blocking write.
+            for chunk in request.body.chunks(4096) {
+                stream
+                    .blocking_write_and_flush(chunk)
+                    .map_err(|e| Error::Io(format!("{e:?}")))?;
+            }
+        }
+        OutgoingBody::finish(body, None).map_err(http_error)?;
+
+        pending.subscribe().block();
+        let response = match pending.get() {
+            Some(Ok(Ok(response))) => response,
+            Some(Ok(Err(code))) => return Err(http_error(code)),
+            Some(Err(())) | None => {
+                return Err(Error::Http("the response was already taken".into()));
+            }
+        };
+        let status = response.status();
+        let headers = response.headers().entries();
+        let body = response
+            .consume()
+            .map_err(|()| Error::Io("the response body is unavailable".into()))?;
+        let stream = body
+            .stream()
+            .map_err(|()| Error::Io("the response body is unavailable".into()))?;
+        Ok(Response {
+            status,
+            headers,
+            stream,
+            _body: body,
+            _response: response,
+        })
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use super::{Error, Request, parse_url};
+
+    /// A response whose body is read in chunks. Never made natively.
+    pub struct Response {
+        /// The status code.
+        pub status: u16,
+        /// Header names and values, in order.
+        pub headers: Vec<(String, Vec<u8>)>,
+    }
+
+    impl Response {
+        /// The next chunk of the body; `None` at its end.
+        pub fn read_chunk(&mut self) -> Result<Option<Vec<u8>>, Error> {
+            Err(Error::Unsupported)
+        }
+
+        /// The whole body, refused past `limit` bytes.
+        pub fn read_to_end(self, _limit: u64) -> Result<Vec<u8>, Error> {
+            Err(Error::Unsupported)
+        }
+    }
+
+    /// Checks the URL, then fails: there is no host outside a component.
+    pub fn send(request: &Request) -> Result<Response, Error> {
+        parse_url(&request.url)?;
+        Err(Error::Unsupported)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_scheme_authority_and_path() {
+        let url = parse_url("https://api.example.com:8443/v1/x?q=1#frag").unwrap();
+        assert!(url.https);
+        assert_eq!(url.authority, "api.example.com:8443");
+        assert_eq!(url.path_with_query, "/v1/x?q=1");
+        let url = parse_url("http://[::1]:8080").unwrap();
+        assert!(!url.https);
+        assert_eq!(url.authority, "[::1]:8080");
+        assert_eq!(url.path_with_query, "/");
+        assert_eq!(parse_url("http://h?x").unwrap().path_with_query, "?x");
+        for bad in ["ftp://x", "no-scheme", "http://", "http:///path"] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn natively_there_is_no_network() {
+        assert_eq!(
+            send(&Request::get("http://127.0.0.1/")).err(),
+            Some(Error::Unsupported)
+        );
+    }
+}
