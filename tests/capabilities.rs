@@ -423,9 +423,25 @@ impl TestServer {
                             _ => return,
                         }
                     }
+                    // A request with a body gets it back, after `got: `.
+                    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .and_then(|n| n.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; length];
+                    if stream.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let answer = if length == 0 {
+                        SERVED.to_string()
+                    } else {
+                        format!("got: {}", String::from_utf8_lossy(&body))
+                    };
                     let response = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{SERVED}",
-                        SERVED.len()
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                        answer.len()
                     );
                     let _ = stream.write_all(response.as_bytes());
                 });
@@ -451,7 +467,12 @@ fn net(rules: &[String]) -> Grants {
 
 /// Runs one `http` probe; returns its result and the run's events.
 async fn http_probe(url: &str, grants: Grants) -> (String, Vec<moat::engine::AgentEvent>) {
-    let events = run_component(ESCAPE, &format!("http GET {url}"), |request| {
+    http_line(&format!("http GET {url}"), grants).await
+}
+
+/// Runs one probe line; returns its result and the run's events.
+async fn http_line(line: &str, grants: Grants) -> (String, Vec<moat::engine::AgentEvent>) {
+    let events = run_component(ESCAPE, line, |request| {
         request.grants = grants;
     })
     .await;
@@ -508,6 +529,18 @@ async fn http_to_a_granted_address_works() {
         "{:?}",
         error_codes(&events)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_request_carries_its_body() {
+    let server = TestServer::answering();
+    let port = server.port;
+    let (result, _) = http_line(
+        &format!("http POST http://127.0.0.1:{port}/echo a body from the guest"),
+        net(&[format!("http://127.0.0.1:{port}")]),
+    )
+    .await;
+    assert_eq!(result, "ok: 200 got: a body from the guest");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -206,8 +206,20 @@ mod component {
     /// read from the [`Response`].
     pub fn send(request: &Request) -> Result<Response, Error> {
         let url = parse_url(&request.url)?;
-        let headers = Fields::from_list(&request.headers)
-            .map_err(|e| Error::InvalidHeader(format!("{e:?}")))?;
+        let mut entries = request.headers.clone();
+        // A known length is sent as such: without it the body goes out
+        // chunked, which some servers refuse.
+        let has_length = entries
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-length"));
+        if !request.body.is_empty() && !has_length {
+            entries.push((
+                "content-length".to_owned(),
+                request.body.len().to_string().into_bytes(),
+            ));
+        }
+        let headers =
+            Fields::from_list(&entries).map_err(|e| Error::InvalidHeader(format!("{e:?}")))?;
         let outgoing = OutgoingRequest::new(headers);
         let invalid = |what: &str| Error::InvalidUrl(format!("{}: bad {what}", request.url));
         outgoing

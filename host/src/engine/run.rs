@@ -448,14 +448,15 @@ impl Driver {
                 }
             };
 
+            // What the sandbox refused during that read comes first: the
+            // adapter's event may be its reaction to the refusal. Even a read
+            // cut short by the deadline or an abort reports its refusals.
+            self.report_denials(&mut live);
             let result = match outcome {
                 Ok(result) => result,
                 Err(Stop::AbortNow | Stop::DrainOver) => return self.abort_now(live),
                 Err(Stop::TimedOut) => return self.time_out(Some(live)),
             };
-            // What the sandbox refused during that read comes first: the
-            // adapter's event may be its reaction to the refusal.
-            self.report_denials(&mut live);
             // An abort that fired while the read was in flight puts what it
             // returned under the drain rules (a done still goes through).
             let mut drain_now = false;

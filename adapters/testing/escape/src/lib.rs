@@ -13,8 +13,9 @@
 //! - `envs`: every visible variable name, sorted, comma-separated;
 //! - `connect HOST:PORT`: opens a TCP connection (a raw socket);
 //! - `lookup NAME`: resolves a host name;
-//! - `http METHOD URL`: an HTTP request through `wasi:http`, reported as
-//!   `ok: <status> <body>` (the body's first bytes) or `denied: <error>`.
+//! - `http METHOD URL [BODY]`: an HTTP request through `wasi:http`, with
+//!   the rest of the line as its body, reported as `ok: <status> <body>`
+//!   (the response body's first bytes) or `denied: <error>`.
 //!
 //! It declares needs (a host, a variable, a program) so tests can show
 //! that a component loaded from a path receives none of them until
@@ -134,13 +135,14 @@ fn list(dir: &str) -> Result<String, String> {
     Ok(names.join(","))
 }
 
-/// `METHOD URL`: the status and the body's first bytes.
+/// `METHOD URL [BODY]`: the status and the body's first bytes.
 fn http(argument: &str) -> Result<String, String> {
-    let (method, url) = argument
+    let (method, rest) = argument
         .split_once(' ')
-        .ok_or_else(|| "usage: http METHOD URL".to_string())?;
-    let response = moat_guest::http::send(&moat_guest::http::Request::new(method, url.trim()))
-        .map_err(|e| e.to_string())?;
+        .ok_or_else(|| "usage: http METHOD URL [BODY]".to_string())?;
+    let (url, body) = rest.trim().split_once(' ').unwrap_or((rest.trim(), ""));
+    let request = moat_guest::http::Request::new(method, url).with_body(body);
+    let response = moat_guest::http::send(&request).map_err(|e| e.to_string())?;
     let status = response.status;
     let body = response
         .read_to_end(1024 * 1024)

@@ -990,3 +990,27 @@ async fn denials_are_reported_as_recoverable_capability_errors_before_the_event(
     }
     assert_eq!(last_done(&events).status, DoneStatus::Success);
 }
+
+#[tokio::test]
+async fn a_denial_before_a_hang_is_still_reported_when_the_run_times_out() {
+    let (registry, _) = scripted(vec![
+        Step::Deny(crate::engine::Denial {
+            capability: "net".into(),
+            target: "http://a.example:80".into(),
+            reason: "not granted".into(),
+            hint: "--allow-net=a.example:80".into(),
+        }),
+        Step::Hang,
+    ]);
+    let events = run(
+        &registry,
+        with_timeout(request(), Duration::from_millis(50)),
+    )
+    .await;
+    assert_eq!(kinds(&events), ["error", "error", "done"]);
+    assert_eq!(
+        error_at(&events, 0).code.as_deref(),
+        Some(codes::CAPABILITY_DENIED)
+    );
+    assert_eq!(error_at(&events, 1).code.as_deref(), Some(codes::TIMEOUT));
+}
