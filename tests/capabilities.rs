@@ -633,3 +633,41 @@ async fn a_request_that_hangs_ends_with_the_runs_timeout() {
     );
     assert_eq!(server.connections(), 1, "the request did reach the server");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_does_tls_to_the_checked_address_with_the_name_as_sni() {
+    // A server that records the first bytes it receives (the TLS
+    // ClientHello) and hangs up: the handshake fails, but what reached it
+    // shows the connection went to 127.0.0.1 with the name in SNI.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = received.clone();
+    std::thread::spawn(move || {
+        if let Ok((mut stream, _)) = listener.accept() {
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut buffer = [0u8; 4096];
+            if let Ok(n) = stream.read(&mut buffer) {
+                seen.lock().unwrap().extend_from_slice(&buffer[..n]);
+            }
+        }
+    });
+    let (result, events) = http_probe(
+        &format!("https://localhost:{port}/"),
+        net(&[format!("https://localhost:{port}")]),
+    )
+    .await;
+    assert_denied(&result);
+    assert!(
+        error_codes(&events).is_empty(),
+        "a TLS failure is no denial"
+    );
+    let hello = received.lock().unwrap().clone();
+    assert_eq!(hello.first(), Some(&0x16), "a TLS handshake record");
+    assert!(
+        hello.windows(b"localhost".len()).any(|w| w == b"localhost"),
+        "the name travels as SNI"
+    );
+}

@@ -229,6 +229,12 @@ async fn send(
     }
 
     let stream = connect(&addresses, destination.port, connect_timeout).await?;
+    tracing::debug!(
+        host = shown(&destination.host),
+        port = destination.port,
+        address = ?stream.peer_addr().ok(),
+        "HTTP request granted; connected"
+    );
     let stream: Box<dyn Stream> = match destination.scheme {
         Scheme::Http => Box::new(stream),
         Scheme::Https => {
