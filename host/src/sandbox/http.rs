@@ -562,6 +562,25 @@ mod tests {
         assert_eq!(d.port, 8080);
     }
 
+    fn request_body(len: usize) -> LimitedRequestBody {
+        let inner = http_body_util::Full::new(Bytes::from(vec![b'x'; len]))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        LimitedRequestBody { inner, sent: 0 }
+    }
+
+    #[tokio::test]
+    async fn a_request_body_past_the_cap_fails_with_a_body_size_error() {
+        let cap = usize::try_from(MAX_REQUEST_BODY_BYTES).unwrap();
+        let at_cap = request_body(cap).collect().await;
+        assert_eq!(at_cap.map(|b| b.to_bytes().len()).ok(), Some(cap));
+        let over = request_body(cap + 1).collect().await;
+        assert!(
+            matches!(over, Err(HttpError::HttpRequestBodySize(Some(n))) if n == MAX_REQUEST_BODY_BYTES + 1),
+            "{over:?}"
+        );
+    }
+
     #[test]
     fn timeouts_never_exceed_the_runs_remaining_time() {
         let soon = Instant::now() + Duration::from_millis(200);
