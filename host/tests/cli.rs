@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use moat::engine::{AgentEvent, DoneStatus, EventPayload};
 use moat_e2e::components::{ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
+use moat_e2e::http_server::{SERVED, TestServer};
 use serde_json::Value;
 
 /// `moat` with the tests' shared cache and quiet logs.
@@ -748,43 +749,17 @@ fn inspect_of_a_third_party_component_shows_declared_needs_and_effective_grants(
     assert_eq!(value["sha256"].as_str().map(str::len), Some(64));
 }
 
-/// Answers one HTTP request on 127.0.0.1 with `body`, in a thread; the
-/// port it listens on.
-fn serve_once(body: &'static str) -> u16 {
-    use std::io::Read;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let Ok((mut stream, _)) = listener.accept() else {
-            return;
-        };
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            match stream.read(&mut byte) {
-                Ok(1) => head.push(byte[0]),
-                _ => return,
-            }
-        }
-        let response = format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = stream.write_all(response.as_bytes());
-    });
-    port
-}
-
 #[test]
 fn allow_net_lets_a_run_reach_exactly_the_granted_host() {
-    let port = serve_once("served to the granted run");
+    let server = TestServer::answering();
+    let port = server.port;
     let probe = format!("http GET http://127.0.0.1:{port}/");
     let flag = format!("--allow-net=127.0.0.1:{port}");
 
     let output = run(&["run", ESCAPE, &probe, &flag]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let granted = events(&output);
-    assert_eq!(texts(&granted), ["ok: 200 served to the granted run"]);
+    assert_eq!(texts(&granted), [format!("ok: 200 {SERVED}")]);
 
     let output = run(&["run", ESCAPE, &probe]);
     let refused = events(&output);

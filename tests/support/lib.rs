@@ -8,5 +8,6 @@ pub mod components {
 }
 
 mod harness;
+pub mod http_server;
 
 pub use harness::*;

@@ -1,0 +1,86 @@
+//! A tiny HTTP/1.1 server on 127.0.0.1 for the network tests.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// What the test server answers.
+pub const SERVED: &str = "hello from the test server";
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 (the only address these tests
+/// send traffic to). It counts the connections it accepts, so a test can
+/// prove a refused request made none.
+pub struct TestServer {
+    /// The port it listens on, on 127.0.0.1.
+    pub port: u16,
+    connections: Arc<AtomicUsize>,
+}
+
+impl TestServer {
+    /// Answers every request with [`SERVED`].
+    pub fn answering() -> Self {
+        Self::start(true)
+    }
+
+    /// Accepts connections and never answers.
+    pub fn silent() -> Self {
+        Self::start(false)
+    }
+
+    fn start(answer: bool) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                counted.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    if !answer {
+                        // Hold the connection open, saying nothing.
+                        std::thread::sleep(Duration::from_secs(30));
+                        return;
+                    }
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    // A request with a body gets it back, after `got: `.
+                    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .and_then(|n| n.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; length];
+                    if stream.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let answer = if length == 0 {
+                        SERVED.to_string()
+                    } else {
+                        format!("got: {}", String::from_utf8_lossy(&body))
+                    };
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes());
+                });
+            }
+        });
+        Self { port, connections }
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
