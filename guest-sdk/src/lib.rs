@@ -38,6 +38,7 @@ mod host;
 pub mod http;
 pub mod json;
 pub mod log;
+pub mod sse;
 mod types;
 
 /// Bindings generated from the WIT contract.
