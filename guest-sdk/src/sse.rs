@@ -18,7 +18,8 @@
 //! assert_eq!(events[0].event.as_deref(), Some("ping"));
 //! assert_eq!(events[0].data, "{}");
 //! assert_eq!(events[1].data, "[DONE]");
-//! // A last event the server did not end with a blank line.
+//! // `finish` would return a last event the server left without a blank
+//! // line; this stream ended cleanly.
 //! assert!(parser.finish().is_none());
 //! # Ok::<(), moat_guest::sse::SseError>(())
 //! ```
