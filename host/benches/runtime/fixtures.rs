@@ -11,6 +11,7 @@ use moat::engine::{
     Adapter, AdapterEvent, AdapterEventKind, AdapterInfo, AdapterSession, DoneStatus, ErrorInfo,
     Registry, RunLimits, RunOptions, RunRequest, SessionControl, SessionFailure, StartError,
 };
+use moat::grants::Grants;
 use moat::sandbox::{Sandbox, SandboxConfig, WasmAdapter};
 use tokio::runtime::Runtime;
 
@@ -120,6 +121,7 @@ impl Adapter for NativeFlood {
         prompt: &'a str,
         _options: &'a RunOptions,
         _limits: &'a RunLimits,
+        _grants: &'a Grants,
     ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
         let started = match prompt.trim().parse() {
             Ok(remaining) => {

@@ -280,30 +280,15 @@ pub trait AdapterSession: Send {
 pub trait Adapter: Send + Sync {
     /// Describe the adapter.
     fn info(&self) -> &AdapterInfo;
-    /// Start a run with no capabilities. The returned future may be
-    /// dropped to abandon the start.
+    /// Start a run that may reach what `grants` allow, and nothing else.
+    /// A sandboxed adapter applies them; a native one (trusted code of the
+    /// host process) may ignore them. The returned future may be dropped to
+    /// abandon the start.
     fn start<'a>(
         &'a self,
         prompt: &'a str,
         options: &'a RunOptions,
         limits: &'a RunLimits,
-    ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>>;
-
-    /// Start a run that may reach what `grants` allow, and nothing else.
-    /// The engine starts every run through this method.
-    ///
-    /// The default ignores the grants and calls [`start`](Adapter::start):
-    /// right for native adapters, which are trusted code of the host
-    /// process. A sandboxed adapter overrides it; one that does not (a
-    /// wrapper, say) fails closed, its runs granted nothing.
-    fn start_with_grants<'a>(
-        &'a self,
-        prompt: &'a str,
-        options: &'a RunOptions,
-        limits: &'a RunLimits,
         grants: &'a Grants,
-    ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
-        let _ = grants;
-        self.start(prompt, options, limits)
-    }
+    ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>>;
 }

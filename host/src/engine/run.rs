@@ -83,7 +83,7 @@ pub struct RunRequest {
     pub options: RunOptions,
     pub limits: RunLimits,
     /// What the run may reach; nothing by default. The engine only passes
-    /// them to the adapter ([`Adapter::start_with_grants`]).
+    /// them to the adapter ([`Adapter::start`]).
     pub grants: Grants,
     /// Cancelling it aborts the run (ENG-005).
     pub abort: Option<CancellationToken>,
@@ -357,12 +357,9 @@ impl Driver {
         self.deadline = self.limits.timeout.map(|t| started + t);
         debug!(agent = %self.agent, "starting the adapter");
         let outcome = {
-            let start = self.adapter.start_with_grants(
-                &self.prompt,
-                &self.options,
-                &self.limits,
-                &self.grants,
-            );
+            let start = self
+                .adapter
+                .start(&self.prompt, &self.options, &self.limits, &self.grants);
             tokio::select! {
                 biased;
                 result = start => Started::Result(result),

@@ -19,6 +19,7 @@ use super::adapter::{
     ErrorInfo, RunLimits, RunOptions, SessionControl, SessionFailure, StartError,
 };
 use super::event::{DoneStatus, Usage};
+use crate::grants::Grants;
 
 /// A callback a script runs when it reaches a [`Step::Call`].
 #[derive(Clone)]
@@ -250,6 +251,7 @@ impl Adapter for ScriptedAdapter {
         _prompt: &'a str,
         options: &'a RunOptions,
         _limits: &'a RunLimits,
+        _grants: &'a Grants,
     ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
         Box::pin(async move {
             bump(&self.probe.starts);
@@ -489,6 +491,7 @@ impl Adapter for NativeEcho {
         prompt: &'a str,
         options: &'a RunOptions,
         _limits: &'a RunLimits,
+        _grants: &'a Grants,
     ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
         let mut events = VecDeque::new();
         events.push_back(AdapterEventKind::Init {

@@ -116,23 +116,10 @@ impl Adapter for WasmAdapter {
         &self.component.info
     }
 
-    /// A run granted nothing.
-    fn start<'a>(
-        &'a self,
-        prompt: &'a str,
-        options: &'a RunOptions,
-        limits: &'a RunLimits,
-    ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
-        Box::pin(async move {
-            self.start_run(prompt, options, limits, &Grants::none())
-                .await
-        })
-    }
-
     /// A run with its grants applied: files and environment in its WASI
     /// context, network through its checked `wasi:http` (processes are
     /// always refused).
-    fn start_with_grants<'a>(
+    fn start<'a>(
         &'a self,
         prompt: &'a str,
         options: &'a RunOptions,

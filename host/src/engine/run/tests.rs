@@ -901,15 +901,6 @@ impl Adapter for GrantRecorder {
         _prompt: &'a str,
         _options: &'a RunOptions,
         _limits: &'a RunLimits,
-    ) -> futures::future::BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
-        panic!("the engine starts runs with their grants")
-    }
-
-    fn start_with_grants<'a>(
-        &'a self,
-        _prompt: &'a str,
-        _options: &'a RunOptions,
-        _limits: &'a RunLimits,
         grants: &'a crate::grants::Grants,
     ) -> futures::future::BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
         *self.seen.lock().unwrap() = Some(grants.clone());
