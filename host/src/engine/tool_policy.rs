@@ -104,14 +104,14 @@ impl ToolPolicy {
         // "minus" of the effective set, and names the more precise flag.
         if let Some(entry) = self.disallowed.iter().find(|d| self.matches(d, tool)) {
             return Err(ToolPolicyViolation::Disallowed {
-                tool: tool.to_owned(),
+                tool: shown(tool),
                 entry: entry.clone(),
             });
         }
         match &self.allowed {
             Some(allowed) if !allowed.iter().any(|a| self.matches(a, tool)) => {
                 Err(ToolPolicyViolation::NotAllowed {
-                    tool: tool.to_owned(),
+                    tool: shown(tool),
                     allowed: allowed.clone(),
                 })
             }
@@ -190,6 +190,18 @@ fn glob_match(pattern: &str, name: &str) -> bool {
         }
     }
     p[pi..].iter().all(|&b| b == b'*')
+}
+
+/// Longest tool name quoted in a violation: the name comes from the
+/// guest, unbounded, and goes into an error event and the log.
+const MAX_TOOL_NAME_SHOWN: usize = 200;
+
+/// `tool` as quoted in a violation, cut to [`MAX_TOOL_NAME_SHOWN`] chars.
+fn shown(tool: &str) -> String {
+    match tool.char_indices().nth(MAX_TOOL_NAME_SHOWN) {
+        Some((end, _)) => format!("{}…", &tool[..end]),
+        None => tool.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -358,5 +370,14 @@ mod tests {
         let pattern = format!("{}b", "*a".repeat(50));
         let name = "a".repeat(5000);
         assert!(!glob_match(&pattern, &name));
+    }
+
+    #[test]
+    fn a_huge_tool_name_is_quoted_cut_short() {
+        let policy = ToolPolicy::new(Some(vec!["Read".into()]), vec![], false);
+        let huge = "x".repeat(1_000_000);
+        let violation = policy.check(&huge).unwrap_err();
+        assert!(violation.to_string().len() < 1_000);
+        assert!(violation.tool().ends_with('…'));
     }
 }
