@@ -8,7 +8,11 @@ use std::path::Path;
 use std::{env, fs};
 
 /// Built-in adapters: the name users type, and the workspace package.
-const BUILTINS: &[(&str, &str)] = &[("echo", "moat-adapter-echo")];
+const BUILTINS: &[(&str, &str)] = &[
+    ("echo", "moat-adapter-echo"),
+    ("openai", "moat-adapter-openai"),
+    ("anthropic", "moat-adapter-anthropic"),
+];
 
 fn main() {
     let packages: Vec<&str> = BUILTINS.iter().map(|(_, package)| *package).collect();

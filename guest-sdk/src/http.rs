@@ -183,6 +183,22 @@ mod component {
         }
     }
 
+    /// Writes the whole request body and finishes it.
+    fn write_body(body: OutgoingBody, bytes: &[u8]) -> Result<(), Error> {
+        {
+            let stream = body
+                .write()
+                .map_err(|()| Error::Io("the request body is unavailable".into()))?;
+            // The host accepts at most 4096 bytes per blocking write.
+            for chunk in bytes.chunks(4096) {
+                stream
+                    .blocking_write_and_flush(chunk)
+                    .map_err(|e| Error::Io(format!("{e:?}")))?;
+            }
+        }
+        OutgoingBody::finish(body, None).map_err(http_error)
+    }
+
     fn http_error(code: ErrorCode) -> Error {
         Error::Http(format!("{code:?}"))
     }
@@ -245,27 +261,20 @@ mod component {
 
         // Sent first, so the host reads the body while it is written.
         let pending = outgoing_handler::handle(outgoing, None).map_err(http_error)?;
-        {
-            let stream = body
-                .write()
-                .map_err(|()| Error::Io("the request body is unavailable".into()))?;
-            // The host accepts at most 4096 bytes per blocking write.
-            for chunk in request.body.chunks(4096) {
-                stream
-                    .blocking_write_and_flush(chunk)
-                    .map_err(|e| Error::Io(format!("{e:?}")))?;
-            }
-        }
-        OutgoingBody::finish(body, None).map_err(http_error)?;
+        let written = write_body(body, &request.body);
 
         pending.subscribe().block();
         let response = match pending.get() {
             Some(Ok(Ok(response))) => response,
+            // A request refused or failed (denied, connection refused, DNS)
+            // also breaks the body being written: the request's own error
+            // says why, so it goes first.
             Some(Ok(Err(code))) => return Err(http_error(code)),
             Some(Err(())) | None => {
                 return Err(Error::Http("the response was already taken".into()));
             }
         };
+        written?;
         let status = response.status();
         let headers = response.headers().entries();
         let body = response

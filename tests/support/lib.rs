@@ -9,5 +9,6 @@ pub mod components {
 
 mod harness;
 pub mod http_server;
+pub mod llm_server;
 
 pub use harness::*;

@@ -1,0 +1,493 @@
+//! From Messages API stream events to moat events.
+//!
+//! Every value comes from the server and is untrusted: an event that is not
+//! JSON, or not the shape expected, is reported as a recoverable
+//! `MALFORMED_EVENT` error and skipped; nothing here panics on input.
+//! Unknown event and block types are ignored, as the API asks of clients.
+
+use std::collections::BTreeMap;
+
+use moat_guest::json::{Map, Value, json};
+use moat_guest::sse::SseEvent;
+use moat_guest::{
+    DoneEvent, DoneStatus, ErrorInfo, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
+    ToolUseEvent,
+};
+
+use crate::errors::{Failure, cut};
+
+/// The code of an event from the server that could not be understood.
+pub const MALFORMED_EVENT: &str = "MALFORMED_EVENT";
+/// The code of a stream that ended before the answer was complete.
+pub const STREAM_CUT: &str = "STREAM_CUT";
+/// Most content blocks kept from one answer.
+const MAX_BLOCKS: usize = 256;
+/// Longest text of one block (text, thinking, or a tool's input JSON).
+const MAX_BLOCK_TEXT: usize = 512 * 1024;
+/// Longest text kept for the done's result; the host refuses events past
+/// 1 MiB, and the deltas carried it all anyway.
+const MAX_RESULT: usize = 512 * 1024;
+/// Longest part of a bad event quoted in an error.
+const MAX_QUOTED: usize = 200;
+
+#[derive(Debug)]
+enum Kind {
+    Text,
+    Thinking,
+    ToolUse {
+        id: String,
+        name: String,
+    },
+    /// A block type this adapter does not translate (e.g.
+    /// `redacted_thinking`, server tool results).
+    Other,
+}
+
+#[derive(Debug)]
+struct Block {
+    kind: Kind,
+    /// The text, the thinking, or the tool input's JSON text.
+    content: String,
+    /// A tool input given whole in `content_block_start` (used when no
+    /// `input_json_delta` follows).
+    start_input: Option<Value>,
+    too_long: bool,
+}
+
+/// Token counts as reported so far.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    input: Option<u64>,
+    cache_read: Option<u64>,
+    cache_write: Option<u64>,
+    output: Option<u64>,
+}
+
+/// The state of one streamed answer.
+#[derive(Debug, Default)]
+pub struct Translator {
+    session_id: Option<String>,
+    model: Option<String>,
+    blocks: BTreeMap<u64, Block>,
+    dropped_blocks: bool,
+    result: String,
+    result_too_long: bool,
+    tool_uses: u32,
+    counts: Counts,
+    stop_reason: Option<String>,
+    started: bool,
+    ended: bool,
+}
+
+impl Translator {
+    /// A translator for a fresh answer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the done event was produced.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The events one SSE event of the stream makes; the last one is the
+    /// run's `done` when the stream ended with it.
+    pub fn on_event(&mut self, event: &SseEvent) -> Vec<Event> {
+        if self.ended {
+            return Vec::new();
+        }
+        let data: Value = match moat_guest::serde_json::from_str(&event.data) {
+            Ok(Value::Object(data)) => Value::Object(data),
+            _ => return vec![self.malformed("an event that is not a JSON object", &event.data)],
+        };
+        // The data repeats the event name as `type`; either will do.
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.event.as_deref())
+            .unwrap_or_default();
+        match kind {
+            "message_start" => self.message_start(&data),
+            "content_block_start" => self.block_start(&data, &event.data),
+            "content_block_delta" => self.block_delta(&data, &event.data),
+            "content_block_stop" => self.block_stop(&data, &event.data),
+            "message_delta" => {
+                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(cut(reason, 100));
+                }
+                if let Some(usage) = data.get("usage") {
+                    self.read_usage(usage);
+                }
+                Vec::new()
+            }
+            "message_stop" => self.finish(),
+            "error" => {
+                let failure = stream_error(&data);
+                self.fail(&failure)
+            }
+            // `ping` keeps the connection alive; unknown types are ignored
+            // so a newer API does not break the adapter.
+            _ => Vec::new(),
+        }
+    }
+
+    /// The stream's body ended.
+    pub fn end_of_body(&mut self) -> Vec<Event> {
+        if self.ended {
+            return Vec::new();
+        }
+        let failure = Failure {
+            error: ErrorInfo::new(
+                STREAM_CUT,
+                "the response ended before the answer was complete (no message_stop)",
+                true,
+            ),
+            status: None,
+            retry_after: None,
+        };
+        self.fail(&failure)
+    }
+
+    /// An error ends the run: the error, then `done` error with no token
+    /// report (a broken stream's usage is unknown, never zero).
+    pub fn fail(&mut self, failure: &Failure) -> Vec<Event> {
+        if self.ended {
+            return Vec::new();
+        }
+        self.ended = true;
+        let mut metadata = Map::new();
+        if let Some(status) = failure.status {
+            metadata.insert("httpStatus".into(), json!(status));
+        }
+        if let Some(after) = &failure.retry_after {
+            metadata.insert("retryAfter".into(), json!(after));
+        }
+        if let Some(reason) = &self.stop_reason {
+            metadata.insert("stopReason".into(), json!(reason));
+        }
+        let mut done = DoneEvent::new(DoneStatus::Error).with_tool_uses(self.tool_uses);
+        if !metadata.is_empty() {
+            done = done.with_metadata(&Value::Object(metadata));
+        }
+        vec![
+            self.tag(Event::from(failure.error.clone())),
+            self.tag(done.into()),
+        ]
+    }
+
+    /// The run was interrupted: `done` interrupted, nothing else.
+    pub fn interrupted(&mut self) -> Event {
+        self.ended = true;
+        self.tag(
+            DoneEvent::new(DoneStatus::Interrupted)
+                .with_tool_uses(self.tool_uses)
+                .into(),
+        )
+    }
+
+    fn message_start(&mut self, data: &Value) -> Vec<Event> {
+        self.started = true;
+        if let Some(message) = data.get("message") {
+            if let Some(id) = message.get("id").and_then(Value::as_str)
+                && !id.is_empty()
+            {
+                self.session_id = Some(cut(id, 200));
+            }
+            self.model = message
+                .get("model")
+                .and_then(Value::as_str)
+                .map(|m| cut(m, 200));
+            if let Some(usage) = message.get("usage") {
+                self.read_usage(usage);
+            }
+        }
+        Vec::new()
+    }
+
+    /// Takes the counts a usage object reports; `message_delta` repeats
+    /// them cumulatively, so a later value replaces an earlier one.
+    fn read_usage(&mut self, usage: &Value) {
+        let get = |key: &str| usage.get(key).and_then(Value::as_u64);
+        if let Some(n) = get("input_tokens") {
+            self.counts.input = Some(n);
+        }
+        if let Some(n) = get("cache_read_input_tokens") {
+            self.counts.cache_read = Some(n);
+        }
+        if let Some(n) = get("cache_creation_input_tokens") {
+            self.counts.cache_write = Some(n);
+        }
+        if let Some(n) = get("output_tokens") {
+            self.counts.output = Some(n);
+        }
+    }
+
+    fn block_start(&mut self, data: &Value, raw: &str) -> Vec<Event> {
+        let (Some(index), Some(block)) = (
+            data.get("index").and_then(Value::as_u64),
+            data.get("content_block"),
+        ) else {
+            return vec![self.malformed("a content_block_start without index or block", raw)];
+        };
+        if !self.blocks.contains_key(&index) && self.blocks.len() >= MAX_BLOCKS {
+            self.dropped_blocks = true;
+            return Vec::new();
+        }
+        let text_of = |key: &str| {
+            block
+                .get(key)
+                .and_then(Value::as_str)
+                .map(|t| cut(t, MAX_BLOCK_TEXT))
+                .unwrap_or_default()
+        };
+        let (kind, content, start_input) = match block.get("type").and_then(Value::as_str) {
+            Some("text") => (Kind::Text, text_of("text"), None),
+            Some("thinking") => (Kind::Thinking, text_of("thinking"), None),
+            Some("tool_use") => {
+                let id = cut(
+                    block.get("id").and_then(Value::as_str).unwrap_or_default(),
+                    200,
+                );
+                let name = cut(
+                    block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                    200,
+                );
+                let input = block.get("input").filter(|i| i.is_object()).cloned();
+                (Kind::ToolUse { id, name }, String::new(), input)
+            }
+            _ => (Kind::Other, String::new(), None),
+        };
+        let mut events = Vec::new();
+        if matches!(kind, Kind::Text) && !content.is_empty() {
+            events.push(self.tag(Event::text_delta(content.as_str())));
+        }
+        self.blocks.insert(
+            index,
+            Block {
+                kind,
+                content,
+                start_input,
+                too_long: false,
+            },
+        );
+        events
+    }
+
+    fn block_delta(&mut self, data: &Value, raw: &str) -> Vec<Event> {
+        let (Some(index), Some(delta)) =
+            (data.get("index").and_then(Value::as_u64), data.get("delta"))
+        else {
+            return vec![self.malformed("a content_block_delta without index or delta", raw)];
+        };
+        let Some(block) = self.blocks.get_mut(&index) else {
+            if self.dropped_blocks {
+                return Vec::new();
+            }
+            return vec![self.malformed("a delta for a block that never started", raw)];
+        };
+        let (field, is_text) = match (delta.get("type").and_then(Value::as_str), &block.kind) {
+            (Some("text_delta"), Kind::Text) => ("text", true),
+            (Some("thinking_delta"), Kind::Thinking) => ("thinking", false),
+            (Some("input_json_delta"), Kind::ToolUse { .. }) => ("partial_json", false),
+            // `signature_delta` (the thinking block's signature) and types
+            // this adapter does not know carry nothing to translate.
+            _ => return Vec::new(),
+        };
+        let Some(piece) = delta.get(field).and_then(Value::as_str) else {
+            return vec![self.malformed("a delta without its text", raw)];
+        };
+        if block.content.len() + piece.len() > MAX_BLOCK_TEXT {
+            block.too_long = true;
+        } else {
+            block.content.push_str(piece);
+        }
+        if is_text && !piece.is_empty() {
+            return vec![self.tag(Event::text_delta(piece))];
+        }
+        Vec::new()
+    }
+
+    fn block_stop(&mut self, data: &Value, raw: &str) -> Vec<Event> {
+        let Some(index) = data.get("index").and_then(Value::as_u64) else {
+            return vec![self.malformed("a content_block_stop without index", raw)];
+        };
+        let Some(block) = self.blocks.remove(&index) else {
+            return Vec::new();
+        };
+        match block.kind {
+            Kind::Text if block.content.is_empty() => Vec::new(),
+            Kind::Text => {
+                if self.result.len() + block.content.len() > MAX_RESULT {
+                    self.result_too_long = true;
+                } else {
+                    self.result.push_str(&block.content);
+                }
+                if block.too_long {
+                    return vec![self.malformed_text("a text block longer than 512 KiB; its deltas went out, the assembled text did not")];
+                }
+                vec![self.tag(Event::text(block.content))]
+            }
+            Kind::Thinking if block.content.is_empty() => Vec::new(),
+            Kind::Thinking => vec![self.tag(Event::thinking(block.content))],
+            Kind::ToolUse { id, name } => {
+                match tool_input(
+                    &block.content,
+                    block.start_input,
+                    block.too_long,
+                    &name,
+                    &id,
+                ) {
+                    Ok(input) => {
+                        self.tool_uses += 1;
+                        vec![self.tag(ToolUseEvent::new(name, id, &input).into())]
+                    }
+                    Err(reason) => {
+                        let quoted = cut(&block.content, MAX_QUOTED);
+                        vec![self.malformed_text(&format!(
+                            "tool call `{name}` dropped: {reason}: {quoted}"
+                        ))]
+                    }
+                }
+            }
+            Kind::Other => Vec::new(),
+        }
+    }
+
+    /// `message_stop`: the answer is complete.
+    fn finish(&mut self) -> Vec<Event> {
+        self.ended = true;
+        let mut events = Vec::new();
+        if self.dropped_blocks {
+            events.push(self.malformed_text(&format!(
+                "the answer had more than {MAX_BLOCKS} content blocks; the rest were dropped"
+            )));
+        }
+        let mut metadata = Map::new();
+        if let Some(reason) = &self.stop_reason {
+            metadata.insert("stopReason".into(), json!(reason));
+        }
+        if let Some(model) = &self.model {
+            metadata.insert("model".into(), json!(model));
+        }
+        let mut done = DoneEvent::new(DoneStatus::Success).with_tool_uses(self.tool_uses);
+        if let Some(tokens) = self.token_report() {
+            done = done.with_tokens(tokens);
+        }
+        if !self.result.is_empty() && !self.result_too_long {
+            done = done.with_result(self.result.as_str());
+        }
+        if !metadata.is_empty() {
+            done = done.with_metadata(&Value::Object(metadata));
+        }
+        events.push(self.tag(done.into()));
+        events
+    }
+
+    /// The run's tokens: the input total includes the cache reads and
+    /// writes, which the API counts apart from `input_tokens`. Absent when
+    /// the input or output count never came.
+    fn token_report(&self) -> Option<TokenReport> {
+        let counts = self.counts;
+        let cache_read = counts.cache_read.unwrap_or(0);
+        let cache_write = counts.cache_write.unwrap_or(0);
+        let total = counts
+            .input?
+            .checked_add(cache_read)?
+            .checked_add(cache_write)?;
+        let mut input = InputTokens::new(total);
+        if let Some(n) = counts.cache_read {
+            input = input.with_cache_read(n);
+        }
+        if let Some(n) = counts.cache_write {
+            input = input.with_cache_write(n);
+        }
+        Some(TokenReport::new(
+            TokenCoverage::Complete,
+            input,
+            OutputTokens::new(counts.output?),
+        ))
+    }
+
+    fn malformed(&self, what: &str, raw: &str) -> Event {
+        self.malformed_text(&format!(
+            "the server sent {what}; skipped: {}",
+            cut(raw, MAX_QUOTED)
+        ))
+    }
+
+    fn malformed_text(&self, message: &str) -> Event {
+        self.tag(Event::error(MALFORMED_EVENT, message, true))
+    }
+
+    fn tag(&self, event: Event) -> Event {
+        match &self.session_id {
+            Some(id) => event.with_session(id.as_str()),
+            None => event,
+        }
+    }
+}
+
+/// A tool call's input: the streamed JSON, or the input given whole at the
+/// block's start when nothing was streamed.
+fn tool_input(
+    json_text: &str,
+    start_input: Option<Value>,
+    too_long: bool,
+    name: &str,
+    id: &str,
+) -> Result<Value, &'static str> {
+    if name.is_empty() || id.is_empty() {
+        return Err("the server did not name the tool or its id");
+    }
+    if too_long {
+        return Err("its input is longer than 512 KiB");
+    }
+    if json_text.trim().is_empty() {
+        return Ok(start_input.unwrap_or_else(|| Value::Object(Map::new())));
+    }
+    match moat_guest::serde_json::from_str(json_text) {
+        Ok(Value::Object(input)) => Ok(Value::Object(input)),
+        Ok(_) => Err("its input is not a JSON object"),
+        Err(_) => Err("its input is not valid JSON"),
+    }
+}
+
+/// A mid-stream `error` event as a failure, by the API's error type.
+fn stream_error(data: &Value) -> Failure {
+    let kind = data
+        .pointer("/error/type")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown_error");
+    let message = data
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("no message");
+    let (code, recoverable) = match kind {
+        "overloaded_error" => ("OVERLOADED", true),
+        "rate_limit_error" => ("RATE_LIMITED", true),
+        "api_error" | "timeout_error" => ("SERVER_ERROR", true),
+        "authentication_error" | "permission_error" => ("AUTH_FAILED", false),
+        "not_found_error" => ("MODEL_NOT_FOUND", false),
+        "invalid_request_error" | "request_too_large" => ("REQUEST_REJECTED", false),
+        _ => ("SERVER_ERROR", true),
+    };
+    Failure {
+        error: ErrorInfo::new(
+            code,
+            format!(
+                "the server failed mid-stream ({}): {}",
+                cut(kind, 100),
+                cut(message, 500)
+            ),
+            recoverable,
+        ),
+        status: None,
+        retry_after: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,380 @@
+//! From Chat Completions stream chunks to moat events.
+//!
+//! Every value comes from the server and is untrusted: a chunk that is not
+//! JSON, or not the shape expected, is reported as a recoverable
+//! `MALFORMED_EVENT` error and skipped; nothing here panics on input.
+
+use std::collections::BTreeMap;
+
+use moat_guest::json::{Map, Value, json};
+use moat_guest::sse::SseEvent;
+use moat_guest::{
+    DoneEvent, DoneStatus, ErrorInfo, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
+    ToolUseEvent, Usage,
+};
+
+use crate::errors::{Failure, cut};
+
+/// The code of an event from the server that could not be understood.
+pub const MALFORMED_EVENT: &str = "MALFORMED_EVENT";
+/// The code of a stream that ended before the answer was complete.
+pub const STREAM_CUT: &str = "STREAM_CUT";
+/// Most tool calls kept from one answer.
+const MAX_TOOL_CALLS: usize = 128;
+/// Longest arguments text of one tool call.
+const MAX_ARGUMENTS: usize = 1024 * 1024;
+/// Longest text repeated in the `text` event and the done's result; the
+/// host refuses events past 1 MiB, and the deltas carried it all anyway.
+const MAX_ASSEMBLED_TEXT: usize = 512 * 1024;
+/// Longest part of a bad chunk quoted in an error.
+const MAX_QUOTED: usize = 200;
+
+/// A tool call being streamed.
+#[derive(Debug, Default)]
+struct ToolCall {
+    id: String,
+    name: String,
+    arguments: String,
+    too_long: bool,
+}
+
+/// The state of one streamed answer.
+#[derive(Debug, Default)]
+pub struct Translator {
+    session_id: Option<String>,
+    model: Option<String>,
+    text: String,
+    text_too_long: bool,
+    tools: BTreeMap<u64, ToolCall>,
+    dropped_tools: bool,
+    finish_reason: Option<String>,
+    usage: Option<TokenReport>,
+    ended: bool,
+}
+
+impl Translator {
+    /// A translator for a fresh answer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the done event was produced.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The events one SSE event of the stream makes; the last one is the
+    /// run's `done` when the stream ended with it.
+    pub fn on_event(&mut self, event: &SseEvent) -> Vec<Event> {
+        if self.ended {
+            return Vec::new();
+        }
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return self.finish();
+        }
+        let chunk: Value = match moat_guest::serde_json::from_str(data) {
+            Ok(Value::Object(chunk)) => Value::Object(chunk),
+            _ => return vec![self.malformed("a chunk that is not a JSON object", data)],
+        };
+        if let Some(error) = chunk.get("error") {
+            // OpenAI-compatible servers (vLLM, OpenRouter, llama.cpp) report
+            // a failure mid-stream as a chunk with an `error` object.
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .or_else(|| error.as_str())
+                .unwrap_or("no message");
+            let failure = Failure {
+                error: ErrorInfo::new(
+                    "SERVER_ERROR",
+                    format!("the server failed mid-stream: {}", cut(message, 500)),
+                    true,
+                ),
+                status: None,
+                retry_after: None,
+            };
+            return self.fail(&failure);
+        }
+        let mut events = Vec::new();
+        if self.session_id.is_none()
+            && let Some(id) = chunk.get("id").and_then(Value::as_str)
+            && !id.is_empty()
+        {
+            self.session_id = Some(cut(id, 200));
+        }
+        if self.model.is_none() {
+            self.model = chunk
+                .get("model")
+                .and_then(Value::as_str)
+                .map(|m| cut(m, 200));
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
+            match token_report(usage) {
+                Some(report) => self.usage = Some(report),
+                None => events.push(self.malformed("a usage object without token counts", data)),
+            }
+        }
+        let choice = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|choices| {
+                // Only the first choice is followed (`n` is left at 1).
+                choices
+                    .iter()
+                    .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+            });
+        if let Some(choice) = choice {
+            if let Some(delta) = choice.get("delta") {
+                if let Some(content) = delta.get("content").and_then(Value::as_str)
+                    && !content.is_empty()
+                {
+                    self.push_text(content);
+                    events.push(self.tag(Event::text_delta(content)));
+                }
+                if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                    for (position, call) in calls.iter().enumerate() {
+                        if let Some(error) = self.tool_fragment(position, call) {
+                            events.push(self.malformed(error, data));
+                        }
+                    }
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(cut(reason, 100));
+            }
+        }
+        events
+    }
+
+    /// The stream's body ended (without `[DONE]`, or after it).
+    pub fn end_of_body(&mut self) -> Vec<Event> {
+        if self.ended {
+            return Vec::new();
+        }
+        // Some servers end the body without `[DONE]`; a finish reason says
+        // the answer was complete all the same.
+        if self.finish_reason.is_some() {
+            return self.finish();
+        }
+        let failure = Failure {
+            error: ErrorInfo::new(
+                STREAM_CUT,
+                "the response ended before the answer was complete (no finish_reason, no [DONE])",
+                true,
+            ),
+            status: None,
+            retry_after: None,
+        };
+        self.fail(&failure)
+    }
+
+    /// An error ends the run: the error, then `done` error with no token
+    /// report (a cut stream's usage is unknown, never zero).
+    pub fn fail(&mut self, failure: &Failure) -> Vec<Event> {
+        if self.ended {
+            return Vec::new();
+        }
+        self.ended = true;
+        let mut metadata = Map::new();
+        if let Some(status) = failure.status {
+            metadata.insert("httpStatus".into(), json!(status));
+        }
+        if let Some(after) = &failure.retry_after {
+            metadata.insert("retryAfter".into(), json!(after));
+        }
+        if let Some(reason) = &self.finish_reason {
+            metadata.insert("finishReason".into(), json!(reason));
+        }
+        let mut done = DoneEvent::new(DoneStatus::Error).with_usage(Usage::new(0));
+        if !metadata.is_empty() {
+            done = done.with_metadata(&Value::Object(metadata));
+        }
+        vec![
+            self.tag(Event::from(failure.error.clone())),
+            self.tag(done.into()),
+        ]
+    }
+
+    /// The run was interrupted: `done` interrupted, nothing else.
+    pub fn interrupted(&mut self) -> Event {
+        self.ended = true;
+        self.tag(Event::done(DoneStatus::Interrupted))
+    }
+
+    /// The answer is complete: the assembled text, the tool calls, done.
+    fn finish(&mut self) -> Vec<Event> {
+        self.ended = true;
+        let mut events = Vec::new();
+        let keep_text = !self.text.is_empty() && !self.text_too_long;
+        if keep_text {
+            events.push(self.tag(Event::text(self.text.as_str())));
+        }
+        let mut tool_uses = 0u32;
+        for (index, call) in std::mem::take(&mut self.tools) {
+            match parse_arguments(&call) {
+                Ok(input) => {
+                    tool_uses += 1;
+                    let id = if call.id.is_empty() {
+                        format!("call_{index}")
+                    } else {
+                        call.id
+                    };
+                    events.push(self.tag(ToolUseEvent::new(call.name, id, &input).into()));
+                }
+                Err(reason) => {
+                    let quoted = cut(&call.arguments, MAX_QUOTED);
+                    events.push(self.tag(Event::error(
+                        MALFORMED_EVENT,
+                        format!("tool call `{}` dropped: {reason}: {quoted}", call.name),
+                        true,
+                    )));
+                }
+            }
+        }
+        if self.dropped_tools {
+            events.push(self.tag(Event::error(
+                MALFORMED_EVENT,
+                format!(
+                    "the answer had more than {MAX_TOOL_CALLS} tool calls; the rest were dropped"
+                ),
+                true,
+            )));
+        }
+        let mut metadata = Map::new();
+        if let Some(reason) = &self.finish_reason {
+            metadata.insert("finishReason".into(), json!(reason));
+        }
+        if let Some(model) = &self.model {
+            metadata.insert("model".into(), json!(model));
+        }
+        let mut usage = Usage::new(tool_uses);
+        if let Some(tokens) = self.usage {
+            usage = usage.with_tokens(tokens);
+        }
+        let mut done = DoneEvent::new(DoneStatus::Success).with_usage(usage);
+        if keep_text {
+            done = done.with_result(self.text.as_str());
+        }
+        if !metadata.is_empty() {
+            done = done.with_metadata(&Value::Object(metadata));
+        }
+        events.push(self.tag(done.into()));
+        events
+    }
+
+    fn push_text(&mut self, content: &str) {
+        if self.text.len() + content.len() > MAX_ASSEMBLED_TEXT {
+            self.text_too_long = true;
+            self.text = String::new();
+        }
+        if !self.text_too_long {
+            self.text.push_str(content);
+        }
+    }
+
+    /// Adds one fragment of a streamed tool call; an error says why it was
+    /// skipped.
+    fn tool_fragment(&mut self, position: usize, call: &Value) -> Option<&'static str> {
+        if !call.is_object() {
+            return Some("a tool call fragment that is not an object");
+        }
+        // The first fragment of a call carries id and name, later ones more
+        // arguments; `index` ties them (servers that send whole calls may
+        // leave it out).
+        let index = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(position as u64);
+        if !self.tools.contains_key(&index) && self.tools.len() >= MAX_TOOL_CALLS {
+            self.dropped_tools = true;
+            return None;
+        }
+        let entry = self.tools.entry(index).or_default();
+        if let Some(id) = call.get("id").and_then(Value::as_str)
+            && !id.is_empty()
+        {
+            entry.id = cut(id, 200);
+        }
+        let function = call.get("function");
+        if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str)
+            && !name.is_empty()
+        {
+            entry.name = cut(name, 200);
+        }
+        if let Some(arguments) = function
+            .and_then(|f| f.get("arguments"))
+            .and_then(Value::as_str)
+        {
+            if entry.arguments.len() + arguments.len() > MAX_ARGUMENTS {
+                entry.too_long = true;
+            } else {
+                entry.arguments.push_str(arguments);
+            }
+        }
+        None
+    }
+
+    fn malformed(&self, what: &str, data: &str) -> Event {
+        self.tag(Event::error(
+            MALFORMED_EVENT,
+            format!("the server sent {what}; skipped: {}", cut(data, MAX_QUOTED)),
+            true,
+        ))
+    }
+
+    fn tag(&self, event: Event) -> Event {
+        match &self.session_id {
+            Some(id) => event.with_session(id.as_str()),
+            None => event,
+        }
+    }
+}
+
+/// The tool call's input: its arguments as a JSON object (empty arguments
+/// are an empty object).
+fn parse_arguments(call: &ToolCall) -> Result<Value, &'static str> {
+    if call.name.is_empty() {
+        return Err("the server never named the tool");
+    }
+    if call.too_long {
+        return Err("its arguments are longer than 1 MiB");
+    }
+    if call.arguments.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    match moat_guest::serde_json::from_str(&call.arguments) {
+        Ok(Value::Object(input)) => Ok(Value::Object(input)),
+        Ok(_) => Err("its arguments are not a JSON object"),
+        Err(_) => Err("its arguments are not valid JSON"),
+    }
+}
+
+/// The token report of a `usage` object: `prompt_tokens` and
+/// `completion_tokens` are required, their details taken when present.
+fn token_report(usage: &Value) -> Option<TokenReport> {
+    let input = usage.get("prompt_tokens")?.as_u64()?;
+    let output = usage.get("completion_tokens")?.as_u64()?;
+    let mut input = InputTokens::new(input);
+    // A detail larger than its total is inconsistent: left out, not
+    // corrected (a number moat reports is the vendor's, or absent).
+    if let Some(cached) = usage
+        .pointer("/prompt_tokens_details/cached_tokens")
+        .and_then(Value::as_u64)
+        .filter(|cached| *cached <= input.total)
+    {
+        input = input.with_cache_read(cached);
+    }
+    let mut output = OutputTokens::new(output);
+    if let Some(reasoning) = usage
+        .pointer("/completion_tokens_details/reasoning_tokens")
+        .and_then(Value::as_u64)
+        .filter(|reasoning| *reasoning <= output.total)
+    {
+        output = output.with_reasoning(reasoning);
+    }
+    Some(TokenReport::new(TokenCoverage::Complete, input, output))
+}
+
+#[cfg(test)]
+mod tests;
