@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use moat::engine::{AgentEvent, DoneStatus, EventPayload};
 use moat_e2e::components::{ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
 use moat_e2e::http_server::{SERVED, TestServer};
+use moat_e2e::llm_server::{LlmServer, Reply};
 use serde_json::Value;
 
 /// `moat` with the tests' shared cache and quiet logs.
@@ -780,4 +781,168 @@ fn allow_net_lets_a_run_reach_exactly_the_granted_host() {
     assert!(denial.recoverable);
     assert!(denial.message.contains(&flag), "{}", denial.message);
     assert_eq!(last_done(&refused), DoneStatus::Success);
+}
+
+// ---- the LLM API adapters against a local server ----
+
+/// The `openai` and `anthropic` CLI runs read their base URL and key from
+/// the environment, as a user's shell would set them; the variables are
+/// the built-ins' declared needs, granted by default.
+fn llm_run(variables: &[(&str, String)], args: &[&str]) -> Output {
+    let mut command = moat();
+    for name in [
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    ] {
+        command.env_remove(name);
+    }
+    for (name, value) in variables {
+        command.env(name, value);
+    }
+    command.args(args).output().expect("moat runs")
+}
+
+#[test]
+fn moat_run_openai_streams_from_a_local_server_with_the_key_from_the_environment() {
+    let server = LlmServer::start(Reply::sse(include_bytes!(
+        "../../adapters/openai/fixtures/text_usage.sse"
+    )));
+    let port = server.port;
+    // `localhost`, as a user would point it at Ollama.
+    let variables = [
+        ("OPENAI_BASE_URL", format!("http://localhost:{port}/v1")),
+        ("OPENAI_API_KEY", "sk-moat-cli-test".to_string()),
+    ];
+    let flag = format!("--allow-net=localhost:{port}");
+    let output = llm_run(
+        &variables,
+        &["run", "openai", "Say hello", "--model", "llama3.2", &flag],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = events(&output);
+    assert_eq!(last_done(&events), DoneStatus::Success);
+    assert_eq!(texts(&events), ["Hello! How can I helpé ü today?"]);
+    let request = server.single_request();
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer sk-moat-cli-test")
+    );
+    assert_eq!(request.json()["model"], "llama3.2");
+
+    let output = llm_run(
+        &variables,
+        &[
+            "run",
+            "openai",
+            "Say hello",
+            "--model",
+            "llama3.2",
+            &flag,
+            "--output",
+            "text",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "Hello! How can I helpé ü today?\n"
+    );
+}
+
+#[test]
+fn moat_run_openai_at_a_base_url_not_granted_names_the_allow_net_flag() {
+    let server = LlmServer::start(Reply::sse(b"data: [DONE]\n\n"));
+    let variables = [("OPENAI_BASE_URL", format!("{}/v1", server.url()))];
+    let output = llm_run(&variables, &["run", "openai", "hi", "--model", "m"]);
+    assert_eq!(output.status.code(), Some(1));
+    let events = events(&output);
+    assert_eq!(last_done(&events), DoneStatus::Error);
+    let flag = format!("--allow-net={}", server.grant());
+    let message = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::Error(error) if error.code.as_deref() == Some("HOST_NOT_GRANTED") => {
+                Some(error.message.clone())
+            }
+            _ => None,
+        })
+        .expect("a HOST_NOT_GRANTED error");
+    assert!(message.contains(&flag), "{message}");
+    assert!(message.contains("OPENAI_BASE_URL"), "{message}");
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn moat_run_anthropic_streams_from_a_local_server_with_key_and_version_headers() {
+    let server = LlmServer::start(Reply::sse(include_bytes!(
+        "../../adapters/anthropic/fixtures/thinking_text.sse"
+    )));
+    let variables = [
+        ("ANTHROPIC_BASE_URL", server.url()),
+        ("ANTHROPIC_API_KEY", "sk-ant-moat-cli-test".to_string()),
+    ];
+    let flag = format!("--allow-net={}", server.grant());
+    let output = llm_run(
+        &variables,
+        &[
+            "run",
+            "anthropic",
+            "What is 27 * 453?",
+            "--model",
+            "claude-sonnet-4-5",
+            "--system",
+            "Answer briefly.",
+            &flag,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = events(&output);
+    assert_eq!(last_done(&events), DoneStatus::Success);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(&e.payload, EventPayload::Thinking(_)))
+    );
+    assert_eq!(texts(&events), ["27 * 453 = 12231"]);
+    let request = server.single_request();
+    assert_eq!(request.path, "/v1/messages");
+    assert_eq!(request.header("x-api-key"), Some("sk-ant-moat-cli-test"));
+    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(request.json()["system"], "Answer briefly.");
+}
+
+#[test]
+fn moat_run_anthropic_with_a_bad_key_says_which_variable_to_fix_and_exits_1() {
+    let server = LlmServer::start(Reply::error(
+        401,
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+    ));
+    let variables = [
+        ("ANTHROPIC_BASE_URL", server.url()),
+        ("ANTHROPIC_API_KEY", "wrong".to_string()),
+    ];
+    let flag = format!("--allow-net={}", server.grant());
+    let output = llm_run(
+        &variables,
+        &[
+            "run",
+            "anthropic",
+            "hi",
+            "--model",
+            "claude-x",
+            &flag,
+            "--output",
+            "pretty",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        stderr(&output)
+    );
+    assert!(shown.contains("ANTHROPIC_API_KEY"), "{shown}");
+    assert!(shown.contains("invalid x-api-key"), "{shown}");
 }
