@@ -312,6 +312,10 @@ async fn abort_mid_stream_ends_with_done_interrupted_at_once_and_drops_the_reque
     request.options.extra = Some(json!({"base_url": server.url()}));
     request.grants = grant(&[server.grant()]);
     request.abort = Some(abort.clone());
+    // A drain far longer than the test allows: the adapter itself must
+    // notice the abort while it waits on the stalled body, not the engine
+    // cut it off at the end of the drain.
+    request.drain = Duration::from_secs(20);
     let mut run = moat::engine::run_agent(&registry, request).unwrap();
     let mut events = Vec::new();
     let mut aborted_at = None;

@@ -75,6 +75,10 @@ pub enum Error {
     Io(String),
     /// The response body is larger than the limit the caller gave.
     TooLarge(u64),
+    /// The run was interrupted (the user aborted it) while the request
+    /// waited for the server; the request is abandoned. End the run with a
+    /// `done` of status `interrupted`.
+    Interrupted,
     /// Not running inside a component.
     Unsupported,
 }
@@ -87,6 +91,9 @@ impl fmt::Display for Error {
             Error::Http(code) => write!(f, "HTTP error: {code}"),
             Error::Io(reason) => write!(f, "body I/O failed: {reason}"),
             Error::TooLarge(limit) => write!(f, "the response body exceeds {limit} bytes"),
+            Error::Interrupted => {
+                f.write_str("the run was interrupted while waiting for the server")
+            }
             Error::Unsupported => f.write_str("wasi:http is only available inside a component"),
         }
     }
@@ -133,17 +140,38 @@ pub use native::{Response, send};
 
 #[cfg(target_arch = "wasm32")]
 mod component {
+    use wasi::clocks::monotonic_clock;
     use wasi::http::outgoing_handler;
     use wasi::http::types::{
         ErrorCode, Fields, IncomingBody, IncomingResponse, Method, OutgoingBody, OutgoingRequest,
         Scheme,
     };
+    use wasi::io::poll::{self, Pollable};
     use wasi::io::streams::{InputStream, StreamError};
 
     use super::{Error, Request, parse_url};
 
     /// Largest chunk read from a response body at once.
     const CHUNK: u64 = 64 * 1024;
+    /// How often a wait for the server looks at the run's abort flag, in
+    /// nanoseconds: a server that is slow or silent must not keep an
+    /// aborted run waiting for the host to cut it off.
+    const INTERRUPT_CHECK_NS: u64 = 20_000_000;
+
+    /// Waits until `pollable` is ready, or fails with
+    /// [`Error::Interrupted`] once the run is interrupted.
+    fn wait(pollable: &Pollable) -> Result<(), Error> {
+        loop {
+            if pollable.ready() {
+                return Ok(());
+            }
+            if crate::interrupted() {
+                return Err(Error::Interrupted);
+            }
+            let tick = monotonic_clock::subscribe_duration(INTERRUPT_CHECK_NS);
+            poll::poll(&[pollable, &tick]);
+        }
+    }
 
     /// A response whose body is read in chunks.
     pub struct Response {
@@ -159,13 +187,18 @@ mod component {
     }
 
     impl Response {
-        /// The next chunk of the body; `None` at its end.
+        /// The next chunk of the body; `None` at its end. Fails with
+        /// [`Error::Interrupted`] when the run is interrupted while the
+        /// server sends nothing.
         pub fn read_chunk(&mut self) -> Result<Option<Vec<u8>>, Error> {
-            match self.stream.blocking_read(CHUNK) {
-                Ok(chunk) => Ok(Some(chunk)),
-                Err(StreamError::Closed) => Ok(None),
-                Err(StreamError::LastOperationFailed(error)) => {
-                    Err(Error::Io(error.to_debug_string()))
+            loop {
+                match self.stream.read(CHUNK) {
+                    Ok(chunk) if !chunk.is_empty() => return Ok(Some(chunk)),
+                    Ok(_) => wait(&self.stream.subscribe())?,
+                    Err(StreamError::Closed) => return Ok(None),
+                    Err(StreamError::LastOperationFailed(error)) => {
+                        return Err(Error::Io(error.to_debug_string()));
+                    }
                 }
             }
         }
@@ -219,7 +252,8 @@ mod component {
     }
 
     /// Sends `request` and waits for the response's head; the body is
-    /// read from the [`Response`].
+    /// read from the [`Response`]. Fails with [`Error::Interrupted`] when
+    /// the run is interrupted while waiting.
     pub fn send(request: &Request) -> Result<Response, Error> {
         let url = parse_url(&request.url)?;
         let mut entries = request.headers.clone();
@@ -263,7 +297,7 @@ mod component {
         let pending = outgoing_handler::handle(outgoing, None).map_err(http_error)?;
         let written = write_body(body, &request.body);
 
-        pending.subscribe().block();
+        wait(&pending.subscribe())?;
         let response = match pending.get() {
             Some(Ok(Ok(response))) => response,
             // A request refused or failed (denied, connection refused, DNS)

@@ -118,6 +118,9 @@ impl Adapter for OpenAi {
                             self.pending.extend(self.translator.fail(&failure));
                             Phase::Over
                         }
+                        // Aborted while waiting for the server: the loop's
+                        // interruption check ends the run.
+                        Err(http::Error::Interrupted) => continue,
                         Err(error) => {
                             let failure = errors::transport_failure(&self.config, &error);
                             self.pending.extend(self.translator.fail(&failure));
@@ -133,6 +136,7 @@ impl Adapter for OpenAi {
                             format!("the server sent an event moat cannot take: {error}"),
                             true,
                         )],
+                        Some(Err(ReadError::Http(http::Error::Interrupted))) => continue,
                         Some(Err(ReadError::Http(error))) => {
                             let mut failure = errors::transport_failure(&self.config, &error);
                             failure.error.code = Some(stream::STREAM_CUT.into());
