@@ -1,0 +1,200 @@
+//! Run options → Claude Code's command line.
+//!
+//! | option | switch |
+//! |---|---|
+//! | model | `--model=M` |
+//! | resume | `--resume=ID` |
+//! | max turns | `--max-turns=N` |
+//! | max budget | `--max-budget-usd=X` |
+//! | effort | `--effort=E` |
+//! | system prompt | `--system-prompt=S` |
+//! | cwd | the process's working directory |
+//! | allowed tools | `--tools=a,b` (only these exist) and `--allowedTools=a,b` (they run without asking), `--strict-mcp-config` (no MCP servers) |
+//! | disallowed tools | `--disallowedTools=…` |
+//!
+//! Trust levels (Claude Code's permission modes; headless `-p` denies what
+//! would need asking):
+//!
+//! - `sandbox`: `--permission-mode=dontAsk`, no built-in tools
+//!   (`--tools=`) unless allowed by name, no MCP servers; the file, web and
+//!   shell tools are also disallowed by name.
+//! - `controlled`: `--permission-mode=acceptEdits` (file edits run), web
+//!   tools approved, shell tools disallowed.
+//! - `unrestricted`: `--permission-mode=acceptEdits`, shell and web tools
+//!   approved. Not `bypassPermissions`: Claude Code refuses it as root, and
+//!   the approvals above already let every built-in tool run.
+//!
+//! Values go in `--flag=value` form so a value starting with `-` cannot be
+//! read as another switch, and the prompt comes after `--`.
+
+use moat_cli_support::{Invocation, check_exact_names, unsupported};
+use moat_guest::{ErrorInfo, Options, TrustLevel};
+
+/// The program run.
+pub const PROGRAM: &str = "claude";
+
+/// Claude Code's shell tools.
+pub const SHELL_TOOLS: &[&str] = &["Bash", "BashOutput", "KillShell", "KillBash", "PowerShell"];
+/// Claude Code's file tools.
+pub const FILE_TOOLS: &[&str] = &[
+    "Read",
+    "Edit",
+    "Write",
+    "MultiEdit",
+    "NotebookEdit",
+    "NotebookRead",
+    "Glob",
+    "Grep",
+    "LS",
+];
+/// Claude Code's web tools.
+pub const WEB_TOOLS: &[&str] = &["WebFetch", "WebSearch"];
+
+/// Variables that keep Claude Code from calling home (telemetry, error
+/// reports, update checks): its traffic goes to the model API only.
+pub const QUIET_ENV: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("DISABLE_AUTOUPDATER", "1"),
+    ("DISABLE_TELEMETRY", "1"),
+    ("DISABLE_ERROR_REPORTING", "1"),
+];
+
+/// The tools `trust` rules out.
+pub fn forbidden(trust: TrustLevel) -> Vec<&'static str> {
+    match trust {
+        TrustLevel::Sandbox => [SHELL_TOOLS, FILE_TOOLS, WEB_TOOLS].concat(),
+        TrustLevel::Controlled => SHELL_TOOLS.to_vec(),
+        TrustLevel::Unrestricted => Vec::new(),
+    }
+}
+
+/// The command line for one run, or the refusal of an option Claude Code
+/// cannot honour.
+pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
+    if !options.extra_object()?.is_empty() {
+        return Err(unsupported(
+            "claude-code",
+            "options.extra",
+            "it takes no adapter-specific options",
+        ));
+    }
+    let mut args: Vec<String> = [
+        "-p",
+        "--output-format=stream-json",
+        "--verbose",
+        "--include-partial-messages",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    if let Some(model) = &options.model {
+        args.push(format!("--model={model}"));
+    }
+    if let Some(resume) = &options.resume {
+        args.push(format!("--resume={resume}"));
+    }
+    if let Some(turns) = options.max_turns {
+        args.push(format!("--max-turns={turns}"));
+    }
+    if let Some(budget) = options.max_budget_usd {
+        if !budget.is_finite() || budget <= 0.0 {
+            return Err(unsupported(
+                "claude-code",
+                "--max-budget-usd",
+                "the budget must be a positive number of dollars",
+            ));
+        }
+        args.push(format!("--max-budget-usd={budget}"));
+    }
+    if let Some(effort) = &options.effort {
+        args.push(format!("--effort={effort}"));
+    }
+    if let Some(system) = &options.system_prompt {
+        args.push(format!("--system-prompt={system}"));
+    }
+
+    let forbidden = forbidden(options.trust);
+    check_exact_names(
+        "claude-code",
+        "--disallowed-tools",
+        &options.disallowed_tools,
+    )?;
+    let trust = trust_name(options.trust);
+    match &options.allowed_tools {
+        Some(allowed) => {
+            check_exact_names("claude-code", "--allowed-tools", allowed)?;
+            if let Some(tool) = allowed
+                .iter()
+                .find(|tool| forbidden.contains(&tool.as_str()))
+            {
+                return Err(unsupported(
+                    "claude-code",
+                    &format!("--allowed-tools {tool}"),
+                    &format!("trust level {trust} rules it out; raise --trust to allow it"),
+                ));
+            }
+            if let Some(tool) = allowed.iter().find(|tool| tool.starts_with("mcp__")) {
+                return Err(unsupported(
+                    "claude-code",
+                    &format!("--allowed-tools {tool}"),
+                    "MCP tools cannot be restricted by name through its command line",
+                ));
+            }
+            // Only the allowed tools exist, and they run without asking.
+            args.push(format!("--tools={}", allowed.join(",")));
+            args.push("--strict-mcp-config".to_owned());
+            if !allowed.is_empty() {
+                args.push(format!("--allowedTools={}", allowed.join(",")));
+            }
+        }
+        None => match options.trust {
+            TrustLevel::Sandbox => {
+                args.push("--tools=".to_owned());
+                args.push("--strict-mcp-config".to_owned());
+            }
+            TrustLevel::Controlled => args.push(format!("--allowedTools={}", WEB_TOOLS.join(","))),
+            TrustLevel::Unrestricted => args.push(format!(
+                "--allowedTools={}",
+                [SHELL_TOOLS, WEB_TOOLS].concat().join(",")
+            )),
+        },
+    }
+    let mut disallowed: Vec<String> = forbidden.iter().map(|tool| (*tool).to_owned()).collect();
+    for tool in &options.disallowed_tools {
+        if !disallowed.contains(tool) {
+            disallowed.push(tool.clone());
+        }
+    }
+    if !disallowed.is_empty() {
+        args.push(format!("--disallowedTools={}", disallowed.join(",")));
+    }
+    let mode = match options.trust {
+        TrustLevel::Sandbox => "dontAsk",
+        TrustLevel::Controlled | TrustLevel::Unrestricted => "acceptEdits",
+    };
+    args.push(format!("--permission-mode={mode}"));
+    args.push("--".to_owned());
+    args.push(prompt.to_owned());
+
+    Ok(Invocation {
+        program: PROGRAM.to_owned(),
+        args,
+        env: QUIET_ENV
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect(),
+        cwd: options.cwd.clone(),
+    })
+}
+
+/// The trust level as the user writes it.
+fn trust_name(trust: TrustLevel) -> &'static str {
+    match trust {
+        TrustLevel::Sandbox => "sandbox",
+        TrustLevel::Controlled => "controlled",
+        TrustLevel::Unrestricted => "unrestricted",
+    }
+}
+
+#[cfg(test)]
+#[path = "args_tests.rs"]
+mod tests;

@@ -1,0 +1,199 @@
+//! The option → switch mapping, and the refusals.
+
+use super::*;
+
+fn options() -> Options {
+    Options::default()
+}
+
+fn run(options: &Options) -> Invocation {
+    invocation("do it", options).expect("accepted")
+}
+
+#[test]
+fn the_base_command_streams_json_with_partial_messages_and_ends_with_the_prompt() {
+    let call = run(&options());
+    assert_eq!(call.program, "claude");
+    assert_eq!(
+        &call.args[..4],
+        [
+            "-p",
+            "--output-format=stream-json",
+            "--verbose",
+            "--include-partial-messages"
+        ]
+    );
+    let n = call.args.len();
+    assert_eq!(&call.args[n - 2..], ["--", "do it"]);
+    assert_eq!(
+        call.env_var("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"),
+        Some("1")
+    );
+}
+
+#[test]
+fn a_prompt_that_looks_like_a_switch_stays_the_prompt() {
+    let call = invocation("--dangerously-skip-permissions", &options()).unwrap();
+    let n = call.args.len();
+    assert_eq!(
+        &call.args[n - 2..],
+        ["--", "--dangerously-skip-permissions"]
+    );
+}
+
+#[test]
+fn run_options_map_to_their_switches() {
+    let options = Options {
+        model: Some("claude-opus-4".into()),
+        resume: Some("abc-123".into()),
+        max_turns: Some(3),
+        max_budget_usd: Some(0.5),
+        effort: Some("high".into()),
+        system_prompt: Some("-be brief".into()),
+        cwd: Some("/work/project".into()),
+        ..Options::default()
+    };
+    let call = run(&options);
+    for arg in [
+        "--model=claude-opus-4",
+        "--resume=abc-123",
+        "--max-turns=3",
+        "--max-budget-usd=0.5",
+        "--effort=high",
+        "--system-prompt=-be brief",
+    ] {
+        assert!(call.has(arg), "{arg} in {:?}", call.args);
+    }
+    assert_eq!(call.cwd.as_deref(), Some("/work/project"));
+}
+
+#[test]
+fn sandbox_trust_offers_no_built_in_tools_and_asks_nothing() {
+    let call = run(&options());
+    assert!(call.has("--tools="));
+    assert!(call.has("--strict-mcp-config"));
+    assert!(call.has("--permission-mode=dontAsk"));
+    let disallowed = call
+        .args
+        .iter()
+        .find(|a| a.starts_with("--disallowedTools="))
+        .unwrap();
+    for tool in ["Bash", "Read", "Write", "WebFetch"] {
+        assert!(disallowed.contains(tool), "{disallowed}");
+    }
+}
+
+#[test]
+fn controlled_trust_accepts_edits_approves_web_and_disallows_the_shell() {
+    let call = run(&Options {
+        trust: TrustLevel::Controlled,
+        ..options()
+    });
+    assert!(call.has("--permission-mode=acceptEdits"));
+    assert!(call.has("--allowedTools=WebFetch,WebSearch"));
+    assert!(call.has(&format!("--disallowedTools={}", SHELL_TOOLS.join(","))));
+    assert!(!call.args.iter().any(|a| a.starts_with("--tools=")));
+}
+
+#[test]
+fn unrestricted_trust_approves_shell_and_web_without_bypassing_permissions() {
+    let call = run(&Options {
+        trust: TrustLevel::Unrestricted,
+        ..options()
+    });
+    assert!(call.has("--permission-mode=acceptEdits"));
+    let allowed = call
+        .args
+        .iter()
+        .find(|a| a.starts_with("--allowedTools="))
+        .unwrap();
+    assert!(allowed.contains("Bash") && allowed.contains("WebFetch"));
+    assert!(
+        !call
+            .args
+            .iter()
+            .any(|a| a.contains("bypassPermissions") || a.contains("dangerously"))
+    );
+    assert!(
+        !call
+            .args
+            .iter()
+            .any(|a| a.starts_with("--disallowedTools="))
+    );
+}
+
+#[test]
+fn allowed_tools_are_the_only_tools_and_run_without_asking() {
+    let call = run(&Options {
+        trust: TrustLevel::Unrestricted,
+        allowed_tools: Some(vec!["Bash".into(), "Read".into()]),
+        disallowed_tools: vec!["WebFetch".into()],
+        ..options()
+    });
+    assert!(call.has("--tools=Bash,Read"));
+    assert!(call.has("--allowedTools=Bash,Read"));
+    assert!(call.has("--disallowedTools=WebFetch"));
+    assert!(call.has("--strict-mcp-config"));
+}
+
+#[test]
+fn an_empty_allowed_list_means_no_tools_at_all() {
+    let call = run(&Options {
+        trust: TrustLevel::Unrestricted,
+        allowed_tools: Some(Vec::new()),
+        ..options()
+    });
+    assert!(call.has("--tools="));
+    assert!(!call.args.iter().any(|a| a.starts_with("--allowedTools=")));
+}
+
+#[test]
+fn a_tool_the_trust_level_rules_out_is_refused_not_dropped() {
+    let error = invocation(
+        "x",
+        &Options {
+            trust: TrustLevel::Controlled,
+            allowed_tools: Some(vec!["Bash".into()]),
+            ..options()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(error.code.as_deref(), Some("UNSUPPORTED_OPTION"));
+    assert!(error.message.contains("Bash") && error.message.contains("controlled"));
+}
+
+#[test]
+fn patterns_mcp_tools_bad_budgets_and_extra_options_are_refused() {
+    let refused = [
+        Options {
+            allowed_tools: Some(vec!["Bash(git *)".into()]),
+            trust: TrustLevel::Unrestricted,
+            ..options()
+        },
+        Options {
+            disallowed_tools: vec!["a,b".into()],
+            ..options()
+        },
+        Options {
+            allowed_tools: Some(vec!["mcp__github__create_issue".into()]),
+            ..options()
+        },
+        Options {
+            max_budget_usd: Some(f64::NAN),
+            ..options()
+        },
+        Options {
+            extra: Some(r#"{"verbose": true}"#.into()),
+            ..options()
+        },
+    ];
+    for options in refused {
+        let error = invocation("x", &options).unwrap_err();
+        assert_eq!(
+            error.code.as_deref(),
+            Some("UNSUPPORTED_OPTION"),
+            "{options:?}"
+        );
+        assert!(!error.recoverable);
+    }
+}

@@ -1,0 +1,384 @@
+//! Claude Code's `--output-format stream-json --verbose` lines → events.
+//!
+//! One JSON object per line (recorded from Claude Code 2.1.197, see
+//! `tests/fixtures/cli/claude/`):
+//!
+//! - `system` / `init`: the session starts → `init` (once);
+//! - `stream_event` (with `--include-partial-messages`): a raw Anthropic SSE
+//!   event; top-level `text_delta`s → `text_delta`;
+//! - `assistant`: one line per content block → `text`, `thinking`,
+//!   `tool_use`; an API failure is an assistant message of model
+//!   `<synthetic>` → `error`;
+//! - `user`: `tool_result` blocks → `tool_result`;
+//! - `system` / `permission_denied` (newer CLIs) → a denied `tool_result` and
+//!   an `error` PERMISSION_DENIED; a denial only listed in the result's
+//!   `permission_denials` (2.1.197 reports it there) → that `error` before
+//!   `done`;
+//! - `result` → `done`: status from `subtype` and `is_error`, tokens from
+//!   `modelUsage`, cost from `total_cost_usd` (agent estimate), resume token
+//!   = the session id.
+//!
+//! Everything else (`system` / `status`, `thinking_tokens`, hooks, unknown
+//! types, lines that are not JSON) is ignored.
+
+use std::collections::HashSet;
+
+use moat_cli_support::{
+    Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line, session_id,
+    tool_input, tool_output, with_session,
+};
+use moat_guest::json::{Value, json};
+use moat_guest::{
+    Cost, CostSource, DoneEvent, DoneStatus, Event, InitEvent, InputTokens, OutputTokens,
+    TokenCoverage, TokenReport, ToolStatus, Usage,
+};
+
+/// The CLI's name in messages.
+const CLI: &str = "claude";
+
+/// Error code of a tool call the CLI denied.
+pub const PERMISSION_DENIED: &str = "PERMISSION_DENIED";
+
+/// Error code of a failed model call the CLI reported.
+pub const API_ERROR: &str = "API_ERROR";
+
+/// The model name Claude Code gives the messages it makes up itself (API
+/// errors).
+const SYNTHETIC_MODEL: &str = "<synthetic>";
+
+/// The longest error message forwarded.
+const MAX_MESSAGE: usize = 4000;
+
+/// The state of one Claude Code run's translation.
+#[derive(Debug, Default)]
+pub struct ClaudeTranslator {
+    session: Option<String>,
+    init_sent: bool,
+    done: bool,
+    tools: ToolTracker,
+    /// Tool calls already answered with a `tool_result`.
+    answered: HashSet<String>,
+    /// Tool calls reported denied (and shown as an error).
+    denied: HashSet<String>,
+    /// An error event already showed why the run failed.
+    error_shown: bool,
+}
+
+impl ClaudeTranslator {
+    /// A translator for a new run.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    fn tag(&self, event: Event) -> Event {
+        with_session(event, self.session())
+    }
+
+    fn system(&mut self, line: &Value, out: &mut Vec<Event>) {
+        match line["subtype"].as_str() {
+            Some("init") if !self.init_sent => {
+                self.init_sent = true;
+                let tools = line["tools"]
+                    .as_array()
+                    .map(|tools| {
+                        tools
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(|name| clip(name, 512).to_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let capabilities = json!({
+                    "permissionMode": line["permissionMode"],
+                    "claudeCodeVersion": line["claude_code_version"],
+                    "mcpServers": line["mcp_servers"],
+                });
+                let init = InitEvent::new(line["model"].as_str(), line["cwd"].as_str(), tools)
+                    .with_capabilities(&capabilities);
+                out.push(self.tag(init.into()));
+            }
+            Some("permission_denied") => {
+                let id = line["tool_use_id"].as_str().unwrap_or_default().to_owned();
+                let name = line["tool_name"]
+                    .as_str()
+                    .unwrap_or_else(|| self.tools.name(&id))
+                    .to_owned();
+                let message = line["message"]
+                    .as_str()
+                    .unwrap_or("permission denied")
+                    .to_owned();
+                if !id.is_empty() && self.answered.insert(id.clone()) {
+                    out.push(self.tag(Event::tool_result(
+                        id.as_str(),
+                        name.as_str(),
+                        ToolStatus::Denied,
+                        &json!(clip(&message, MAX_MESSAGE)),
+                    )));
+                }
+                self.deny(&id, &name, Some(&message), out);
+            }
+            _ => {}
+        }
+    }
+
+    /// Shows a denial as an error event, once per tool call.
+    fn deny(&mut self, id: &str, name: &str, reason: Option<&str>, out: &mut Vec<Event>) {
+        if !self.denied.insert(id.to_owned()) {
+            return;
+        }
+        let mut message = format!(
+            "Claude Code denied {name} ({id}): headless mode cannot ask for permission; \
+             allow the tool with --allowed-tools or a higher --trust"
+        );
+        if let Some(reason) = reason {
+            message.push_str(": ");
+            message.push_str(clip(reason, MAX_MESSAGE));
+        }
+        out.push(self.tag(Event::error(PERMISSION_DENIED, message, true)));
+    }
+
+    fn stream_event(&mut self, line: &Value, out: &mut Vec<Event>) {
+        // A sub-agent's stream would interleave with the main answer.
+        if !line["parent_tool_use_id"].is_null() {
+            return;
+        }
+        let event = &line["event"];
+        if event["type"] == "content_block_delta"
+            && event["delta"]["type"] == "text_delta"
+            && let Some(text) = event["delta"]["text"].as_str().filter(|t| !t.is_empty())
+        {
+            out.push(self.tag(Event::text_delta(text)));
+        }
+    }
+
+    fn assistant(&mut self, line: &Value, out: &mut Vec<Event>) {
+        let message = &line["message"];
+        let synthetic = message["model"] == SYNTHETIC_MODEL;
+        let Some(blocks) = message["content"].as_array() else {
+            return;
+        };
+        for block in blocks {
+            match block["type"].as_str() {
+                Some("text") => {
+                    let Some(text) = block["text"].as_str() else {
+                        continue;
+                    };
+                    if synthetic {
+                        // Claude Code's own report of a failed API call.
+                        self.error_shown = true;
+                        out.push(self.tag(Event::error(API_ERROR, clip(text, MAX_MESSAGE), false)));
+                    } else if !text.is_empty() {
+                        out.push(self.tag(Event::text(text)));
+                    }
+                }
+                Some("thinking") => {
+                    if let Some(thinking) = block["thinking"].as_str().filter(|t| !t.is_empty()) {
+                        out.push(self.tag(Event::thinking(thinking)));
+                    }
+                }
+                Some("tool_use") => {
+                    let (Some(id), Some(name)) = (block["id"].as_str(), block["name"].as_str())
+                    else {
+                        continue;
+                    };
+                    if id.is_empty() || !self.tools.record(id, name) {
+                        continue;
+                    }
+                    out.push(self.tag(Event::tool_use(name, id, &tool_input(&block["input"]))));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn user(&mut self, line: &Value, out: &mut Vec<Event>) {
+        let Some(blocks) = line["message"]["content"].as_array() else {
+            return;
+        };
+        for block in blocks.iter().filter(|block| block["type"] == "tool_result") {
+            let Some(id) = block["tool_use_id"].as_str().filter(|id| !id.is_empty()) else {
+                continue;
+            };
+            if !self.answered.insert(id.to_owned()) {
+                continue;
+            }
+            let status = if self.denied.contains(id) {
+                ToolStatus::Denied
+            } else if block["is_error"] == true {
+                ToolStatus::Error
+            } else {
+                ToolStatus::Success
+            };
+            let name = self.tools.name(id).to_owned();
+            out.push(self.tag(Event::tool_result(
+                id,
+                name,
+                status,
+                &tool_output(&block["content"]),
+            )));
+        }
+    }
+
+    fn result(&mut self, line: &Value, out: &mut Vec<Event>) {
+        let subtype = line["subtype"].as_str().unwrap_or("");
+        let is_error = line["is_error"] == true;
+        let status = match subtype {
+            "success" if !is_error => DoneStatus::Success,
+            "error_max_turns" => DoneStatus::MaxTurns,
+            "error_max_budget_usd" => DoneStatus::MaxBudget,
+            _ => DoneStatus::Error,
+        };
+        if status == DoneStatus::Error && !self.error_shown {
+            let message = line["result"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| {
+                    line["errors"].as_array().map(|errors| {
+                        errors
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                })
+                .filter(|message| !message.is_empty())
+                .unwrap_or_else(|| format!("Claude Code ended with {subtype}"));
+            out.push(self.tag(Event::error(
+                "CLI_ERROR",
+                clip(&message, MAX_MESSAGE),
+                false,
+            )));
+        }
+        let mut denied_names = Vec::new();
+        if let Some(denials) = line["permission_denials"].as_array() {
+            for denial in denials {
+                let id = denial["tool_use_id"].as_str().unwrap_or_default();
+                let name = denial["tool_name"].as_str().unwrap_or("unknown");
+                denied_names.push(json!(name));
+                self.deny(id, name, None, out);
+            }
+        }
+
+        let mut usage = Usage::new(self.tools.count());
+        if let Some(tokens) = model_usage(&line["modelUsage"], status) {
+            usage = usage.with_tokens(tokens);
+        }
+        if let Some(usd) = line["total_cost_usd"]
+            .as_f64()
+            .filter(|usd| usd.is_finite() && *usd >= 0.0)
+        {
+            usage = usage.with_cost(Cost::new(usd, CostSource::AgentEstimate));
+        }
+        let mut done = DoneEvent::new(status).with_usage(usage);
+        if status == DoneStatus::Success
+            && let Some(result) = line["result"].as_str()
+        {
+            done = done.with_result(result);
+        }
+        if let Some(session) = session_id(&line["session_id"]).or(self.session.clone()) {
+            self.session = Some(session.clone());
+            done = done.with_resume_token(session);
+        }
+        let metadata = json!({
+            "subtype": subtype,
+            "numTurns": line["num_turns"],
+            "stopReason": line["stop_reason"],
+            "apiErrorStatus": line["api_error_status"],
+            "permissionDenials": denied_names,
+            "cliDurationMs": line["duration_ms"],
+        });
+        done = done.with_metadata(&metadata);
+        self.done = true;
+        out.push(self.tag(done.into()));
+    }
+}
+
+/// The run's tokens from the result's `modelUsage` (summed over models):
+/// input inclusive of cache reads and writes, with those as details; output
+/// total. `None` when it lists no model (no call was counted).
+fn model_usage(models: &Value, status: DoneStatus) -> Option<TokenReport> {
+    let models = models.as_object().filter(|models| !models.is_empty())?;
+    let (mut input, mut cache_read, mut cache_write, mut output) = (0u64, 0u64, 0u64, 0u64);
+    for model in models.values() {
+        let count = |field: &str| model[field].as_u64().unwrap_or(0);
+        input = input.saturating_add(count("inputTokens"));
+        cache_read = cache_read.saturating_add(count("cacheReadInputTokens"));
+        cache_write = cache_write.saturating_add(count("cacheCreationInputTokens"));
+        output = output.saturating_add(count("outputTokens"));
+    }
+    let total = input.saturating_add(cache_read).saturating_add(cache_write);
+    // A failed run may have lost the call that failed.
+    let coverage = if status == DoneStatus::Error {
+        TokenCoverage::Partial
+    } else {
+        TokenCoverage::Complete
+    };
+    Some(TokenReport::new(
+        coverage,
+        InputTokens::new(total)
+            .with_cache_read(cache_read)
+            .with_cache_write(cache_write),
+        OutputTokens::new(output),
+    ))
+}
+
+impl Translator for ClaudeTranslator {
+    fn line(&mut self, line: &str) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.done {
+            return out;
+        }
+        if oversize(line) {
+            out.push(self.tag(oversize_error(CLI, line)));
+            return out;
+        }
+        let Some(object) = parse_line(line) else {
+            return out;
+        };
+        let line = Value::Object(object);
+        if let Some(session) = session_id(&line["session_id"]) {
+            self.session = Some(session);
+        }
+        match line["type"].as_str() {
+            Some("system") => self.system(&line, &mut out),
+            Some("stream_event") => self.stream_event(&line, &mut out),
+            Some("assistant") => self.assistant(&line, &mut out),
+            Some("user") => self.user(&line, &mut out),
+            Some("result") => self.result(&line, &mut out),
+            _ => {}
+        }
+        out
+    }
+
+    fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
+        if self.done {
+            return Vec::new();
+        }
+        self.done = true;
+        moat_cli_support::failure(
+            CLI,
+            exit,
+            stderr,
+            DoneStatus::Error,
+            self.session(),
+            self.tools.count(),
+        )
+    }
+
+    fn interrupted(&mut self) -> Event {
+        self.done = true;
+        moat_cli_support::interrupted(self.session(), self.tools.count())
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+#[cfg(test)]
+#[path = "translate_tests.rs"]
+mod tests;

@@ -1,0 +1,76 @@
+//! Building a CLI's command line, and refusing what it cannot do.
+
+use moat_guest::ErrorInfo;
+
+/// Error code of a refused option.
+pub const UNSUPPORTED_OPTION: &str = "UNSUPPORTED_OPTION";
+
+/// How to start a CLI for one run: program, arguments, extra environment
+/// and working directory. Pure data: the adapter hands it to the process
+/// capability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The program name (`claude`, `codex`, `gemini`), resolved on PATH by
+    /// the host's `--allow-run` grant.
+    pub program: String,
+    /// The arguments, prompt included.
+    pub args: Vec<String>,
+    /// Variables set for the CLI on top of the run's granted environment.
+    pub env: Vec<(String, String)>,
+    /// The working directory (the run's `cwd` option).
+    pub cwd: Option<String>,
+}
+
+impl Invocation {
+    /// Whether `flag` is among the arguments.
+    pub fn has(&self, flag: &str) -> bool {
+        self.args.iter().any(|arg| arg == flag)
+    }
+
+    /// The argument after the first `flag`.
+    pub fn value_of(&self, flag: &str) -> Option<&str> {
+        let at = self.args.iter().position(|arg| arg == flag)?;
+        self.args.get(at + 1).map(String::as_str)
+    }
+
+    /// The value of environment variable `name`, when set.
+    pub fn env_var(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// A refusal of `option`, which `cli` cannot honour; `hint` says what to do
+/// instead.
+pub fn unsupported(cli: &str, option: &str, hint: &str) -> ErrorInfo {
+    ErrorInfo::new(
+        UNSUPPORTED_OPTION,
+        format!("{cli} cannot honour {option}: {hint}"),
+        false,
+    )
+}
+
+/// Refuses tool names a CLI would read as something else than one exact
+/// name: empty ones, and ones holding list separators (`,`, whitespace) or
+/// pattern syntax (`(`, `)`, `*`).
+pub fn check_exact_names(cli: &str, option: &str, names: &[String]) -> Result<(), ErrorInfo> {
+    for name in names {
+        let bad = name.is_empty()
+            || name
+                .chars()
+                .any(|c| c == ',' || c.is_whitespace() || matches!(c, '(' | ')' | '*'));
+        if bad {
+            return Err(unsupported(
+                cli,
+                option,
+                &format!(
+                    "{:?} is not an exact tool name (no patterns, separators or spaces)",
+                    crate::clip(name, 200)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

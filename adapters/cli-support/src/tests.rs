@@ -1,0 +1,120 @@
+use super::*;
+use moat_guest::EventKind;
+use moat_guest::json::json;
+
+#[test]
+fn only_json_objects_parse() {
+    assert!(parse_line(r#"{"type":"x"}"#).is_some());
+    assert!(parse_line("{\"type\":\"x\"}\r").is_some());
+    for bad in ["", "not json", "[1]", "42", r#"{"type":"x""#, "\u{0}"] {
+        assert!(parse_line(bad).is_none(), "{bad:?}");
+    }
+    let huge = format!(r#"{{"a":"{}"}}"#, "x".repeat(MAX_LINE_BYTES));
+    assert!(oversize(&huge) && parse_line(&huge).is_none());
+}
+
+#[test]
+fn session_ids_are_bounded_non_empty_strings() {
+    assert_eq!(session_id(&json!("abc")).as_deref(), Some("abc"));
+    assert_eq!(session_id(&json!("")), None);
+    assert_eq!(session_id(&json!(12)), None);
+    assert_eq!(session_id(&json!("x".repeat(300))), None);
+}
+
+#[test]
+fn clip_cuts_on_a_character_boundary() {
+    assert_eq!(clip("héllo", 2), "h");
+    assert_eq!(clip("hi", 10), "hi");
+}
+
+#[test]
+fn stderr_quote_keeps_the_last_non_blank_lines_within_the_bound() {
+    assert_eq!(stderr_quote("a\n\n  \nb\n"), "a\nb");
+    let long: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+    let quote = stderr_quote(&long);
+    assert!(quote.len() <= MAX_STDERR_QUOTE && quote.ends_with("line 999"));
+    let one = "y".repeat(5000) + "END";
+    assert!(stderr_quote(&one).ends_with("END"));
+    assert_eq!(stderr_quote(""), "");
+}
+
+#[test]
+fn failure_is_an_error_then_done_with_the_resume_token() {
+    let events = failure(
+        "claude",
+        Exit::code(2),
+        "boom\n",
+        DoneStatus::Error,
+        Some("s1"),
+        3,
+    );
+    let [error, done] = events.as_slice() else {
+        panic!("two events")
+    };
+    let EventKind::Error(error) = &error.kind else {
+        panic!("error first")
+    };
+    assert_eq!(error.code.as_deref(), Some(CLI_FAILED));
+    assert!(error.message.contains("exited with code 2") && error.message.contains("boom"));
+    let EventKind::Done(done) = &done.kind else {
+        panic!("done last")
+    };
+    assert_eq!(done.status, DoneStatus::Error);
+    assert_eq!(done.resume_token.as_deref(), Some("s1"));
+    assert_eq!(done.usage.tool_uses, 3);
+    assert!(done.usage.tokens.is_none());
+}
+
+#[test]
+fn interrupted_carries_the_session_when_known() {
+    let EventKind::Done(done) = interrupted(Some("s"), 1).kind else {
+        panic!("done")
+    };
+    assert_eq!(done.status, DoneStatus::Interrupted);
+    assert_eq!(done.resume_token.as_deref(), Some("s"));
+    let EventKind::Done(done) = interrupted(None, 0).kind else {
+        panic!("done")
+    };
+    assert_eq!(done.resume_token, None);
+}
+
+#[test]
+fn tool_output_joins_text_blocks_and_keeps_other_values() {
+    assert_eq!(tool_output(&json!("x")), json!("x"));
+    assert_eq!(
+        tool_output(&json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])),
+        json!("ab")
+    );
+    let mixed = json!([{"type": "image", "source": {}}]);
+    assert_eq!(tool_output(&mixed), mixed);
+    assert_eq!(tool_output(&json!([])), json!([]));
+}
+
+#[test]
+fn tool_input_is_always_an_object() {
+    assert_eq!(tool_input(&json!({"a": 1})), json!({"a": 1}));
+    assert_eq!(tool_input(&json!(null)), json!({}));
+    assert_eq!(tool_input(&json!("ls")), json!({"input": "ls"}));
+}
+
+#[test]
+fn tracker_counts_distinct_ids_and_names_them() {
+    let mut tools = ToolTracker::new();
+    assert!(tools.record("t1", "Bash"));
+    assert!(!tools.record("t1", "Bash"));
+    assert!(tools.record("t2", "Read"));
+    assert_eq!(tools.count(), 2);
+    assert_eq!(tools.name("t2"), "Read");
+    assert_eq!(tools.name("nope"), "unknown");
+    assert!(tools.seen("t1") && !tools.seen("t3"));
+}
+
+#[test]
+fn exact_names_refuse_patterns_and_separators() {
+    let ok = vec!["Bash".to_owned(), "mcp__x__y".to_owned()];
+    assert!(check_exact_names("claude", "--allowed-tools", &ok).is_ok());
+    for bad in ["Bash(git *)", "a,b", "a b", "", "Edit*"] {
+        let error = check_exact_names("claude", "--allowed-tools", &[bad.to_owned()]).unwrap_err();
+        assert_eq!(error.code.as_deref(), Some("UNSUPPORTED_OPTION"), "{bad}");
+    }
+}

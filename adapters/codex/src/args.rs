@@ -1,0 +1,256 @@
+//! Run options → Codex's command line (`codex exec --json …`).
+//!
+//! | option | switch |
+//! |---|---|
+//! | model | `--model=M` |
+//! | cwd | `--cd=DIR`, and the process's working directory |
+//! | resume | `codex exec … resume ID -- PROMPT` |
+//! | effort | `-c model_reasoning_effort=E` |
+//! | system prompt | `-c developer_instructions="…"` |
+//! | max turns, max budget | refused: Codex has no such switch |
+//! | allowed / disallowed tools | refused: Codex cannot restrict its built-in tools by name |
+//!
+//! Trust levels (Codex's sandbox modes and tool switches):
+//!
+//! - `sandbox`: `--sandbox=read-only`, shell tool off
+//!   (`features.shell_tool=false`), web search off, image viewer off.
+//! - `controlled`: `--sandbox=workspace-write`, shell tool off; web search
+//!   as configured. Codex reads files through its shell, so without it the
+//!   agent can only change files with its patch tool.
+//! - `unrestricted`: `--sandbox=danger-full-access`, every tool.
+//!
+//! Always: `--skip-git-repo-check` (moat's grants decide where it runs),
+//! analytics and plugins off. Stdin must be closed (Codex reads a piped
+//! stdin as more prompt). The prompt comes after `--`.
+
+use moat_cli_support::{Invocation, unsupported};
+use moat_guest::{ErrorInfo, Options, TrustLevel};
+
+/// The program run.
+pub const PROGRAM: &str = "codex";
+
+/// The longest resume token accepted.
+const MAX_THREAD_ID: usize = 128;
+
+/// The command line for one run, or the refusal of an option Codex cannot
+/// honour.
+pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
+    if !options.extra_object()?.is_empty() {
+        return Err(unsupported(
+            "codex",
+            "options.extra",
+            "it takes no adapter-specific options",
+        ));
+    }
+    if options.max_turns.is_some() {
+        return Err(unsupported(
+            "codex",
+            "--max-turns",
+            "it has no turn limit; run without it",
+        ));
+    }
+    if options.max_budget_usd.is_some() {
+        return Err(unsupported(
+            "codex",
+            "--max-budget-usd",
+            "it has no spending limit; run without it",
+        ));
+    }
+    if options.allowed_tools.is_some() || !options.disallowed_tools.is_empty() {
+        return Err(unsupported(
+            "codex",
+            "--allowed-tools / --disallowed-tools",
+            "it cannot restrict its built-in tools by name; choose what it may do with --trust",
+        ));
+    }
+    let mut args: Vec<String> = [
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "-c",
+        "analytics.enabled=false",
+        "-c",
+        "features.plugins=false",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let config = |args: &mut Vec<String>, setting: &str| {
+        args.push("-c".to_owned());
+        args.push(setting.to_owned());
+    };
+    match options.trust {
+        TrustLevel::Sandbox => {
+            args.push("--sandbox=read-only".to_owned());
+            config(&mut args, "features.shell_tool=false");
+            config(&mut args, "web_search=\"disabled\"");
+            config(&mut args, "features.view_image=false");
+        }
+        TrustLevel::Controlled => {
+            args.push("--sandbox=workspace-write".to_owned());
+            config(&mut args, "features.shell_tool=false");
+        }
+        TrustLevel::Unrestricted => args.push("--sandbox=danger-full-access".to_owned()),
+    }
+    if let Some(model) = &options.model {
+        args.push(format!("--model={model}"));
+    }
+    if let Some(cwd) = &options.cwd {
+        args.push(format!("--cd={cwd}"));
+    }
+    if let Some(effort) = &options.effort {
+        if effort.is_empty() || !effort.chars().all(|c| c.is_ascii_lowercase()) {
+            return Err(unsupported(
+                "codex",
+                "--effort",
+                "the effort must be a word such as low, medium or high",
+            ));
+        }
+        config(&mut args, &format!("model_reasoning_effort=\"{effort}\""));
+    }
+    if let Some(system) = &options.system_prompt {
+        // A JSON string is a valid TOML basic string: `-c` parses the value
+        // as TOML, so the text arrives unchanged whatever it contains.
+        let quoted = moat_guest::serde_json::to_string(system)
+            .map_err(|error| unsupported("codex", "--system-prompt", &error.to_string()))?;
+        config(&mut args, &format!("developer_instructions={quoted}"));
+    }
+    if let Some(thread) = &options.resume {
+        let valid = !thread.is_empty()
+            && thread.len() <= MAX_THREAD_ID
+            && !thread.starts_with('-')
+            && thread
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return Err(unsupported(
+                "codex",
+                "--resume",
+                "the resume token must be a Codex thread id",
+            ));
+        }
+        args.push("resume".to_owned());
+        args.push(thread.clone());
+    }
+    args.push("--".to_owned());
+    args.push(prompt.to_owned());
+    Ok(Invocation {
+        program: PROGRAM.to_owned(),
+        args,
+        env: Vec::new(),
+        cwd: options.cwd.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(options: &Options) -> Invocation {
+        invocation("fix it", options).expect("accepted")
+    }
+
+    #[test]
+    fn the_base_command_is_exec_json_with_the_prompt_after_a_separator() {
+        let call = run(&Options::default());
+        assert_eq!(call.program, "codex");
+        assert_eq!(&call.args[..3], ["exec", "--json", "--skip-git-repo-check"]);
+        let n = call.args.len();
+        assert_eq!(&call.args[n - 2..], ["--", "fix it"]);
+        assert!(!call.has("resume"));
+    }
+
+    #[test]
+    fn trust_levels_map_to_sandbox_modes_and_tool_switches() {
+        let sandbox = run(&Options::default());
+        assert!(sandbox.has("--sandbox=read-only"));
+        assert!(sandbox.has("features.shell_tool=false"));
+        assert!(sandbox.has("web_search=\"disabled\""));
+        assert!(sandbox.has("features.view_image=false"));
+        let controlled = run(&Options {
+            trust: TrustLevel::Controlled,
+            ..Options::default()
+        });
+        assert!(controlled.has("--sandbox=workspace-write"));
+        assert!(controlled.has("features.shell_tool=false"));
+        assert!(!controlled.has("web_search=\"disabled\""));
+        let unrestricted = run(&Options {
+            trust: TrustLevel::Unrestricted,
+            ..Options::default()
+        });
+        assert!(unrestricted.has("--sandbox=danger-full-access"));
+        assert!(!unrestricted.has("features.shell_tool=false"));
+    }
+
+    #[test]
+    fn options_map_to_switches_and_resume_goes_before_the_prompt() {
+        let call = run(&Options {
+            model: Some("gpt-5-codex".into()),
+            cwd: Some("/repo".into()),
+            effort: Some("high".into()),
+            system_prompt: Some("Say \"hi\"\nthen stop".into()),
+            resume: Some("01a20148-67c3-7e60-88a7-a9584e1f7f1d".into()),
+            ..Options::default()
+        });
+        assert!(call.has("--model=gpt-5-codex"));
+        assert!(call.has("--cd=/repo"));
+        assert_eq!(call.cwd.as_deref(), Some("/repo"));
+        assert!(call.has("model_reasoning_effort=\"high\""));
+        assert!(call.has(r#"developer_instructions="Say \"hi\"\nthen stop""#));
+        let n = call.args.len();
+        assert_eq!(
+            &call.args[n - 4..],
+            [
+                "resume",
+                "01a20148-67c3-7e60-88a7-a9584e1f7f1d",
+                "--",
+                "fix it"
+            ]
+        );
+    }
+
+    #[test]
+    fn what_codex_cannot_enforce_is_refused_before_it_starts() {
+        let refused = [
+            Options {
+                max_turns: Some(2),
+                ..Options::default()
+            },
+            Options {
+                max_budget_usd: Some(1.0),
+                ..Options::default()
+            },
+            Options {
+                allowed_tools: Some(vec!["shell".into()]),
+                ..Options::default()
+            },
+            Options {
+                allowed_tools: Some(Vec::new()),
+                ..Options::default()
+            },
+            Options {
+                disallowed_tools: vec!["web_search".into()],
+                ..Options::default()
+            },
+            Options {
+                resume: Some("--last".into()),
+                ..Options::default()
+            },
+            Options {
+                effort: Some("high\nmodel=\"x\"".into()),
+                ..Options::default()
+            },
+            Options {
+                extra: Some(r#"{"a":1}"#.into()),
+                ..Options::default()
+            },
+        ];
+        for options in refused {
+            let error = invocation("x", &options).unwrap_err();
+            assert_eq!(
+                error.code.as_deref(),
+                Some("UNSUPPORTED_OPTION"),
+                "{options:?}"
+            );
+        }
+    }
+}

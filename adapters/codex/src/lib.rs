@@ -1,0 +1,10 @@
+//! The `codex` adapter: runs Codex (`codex exec --json`, stdin closed)
+//! through moat's process capability and translates each line it prints
+//! into the Unified Event Stream.
+//!
+//! [`args`] maps the run's options to Codex's switches (refusing what it
+//! cannot enforce); [`translate`] turns its output into events. Both are
+//! plain code, tested natively on recordings of the real CLI.
+
+pub mod args;
+pub mod translate;

@@ -1,0 +1,184 @@
+//! Run options → Gemini CLI's command line
+//! (`gemini --prompt=… --output-format=stream-json …`).
+//!
+//! | option | switch |
+//! |---|---|
+//! | model | `--model=M` (given, Gemini makes no routing call) |
+//! | resume | `--resume=SESSION_ID` |
+//! | cwd | the process's working directory |
+//! | max turns | refused: only a settings-file entry (`model.maxSessionTurns`) sets it |
+//! | max budget, effort, system prompt | refused: no command-line switch |
+//! | allowed / disallowed tools | refused: `--allowed-tools` only skips confirmation, it does not restrict |
+//!
+//! Trust levels (Gemini's approval modes; headless, a tool that would need
+//! approval is not offered at all):
+//!
+//! - `sandbox`: refused. Even its most restrictive mode offers the model
+//!   file-reading and web-search tools, and no switch turns them off.
+//! - `controlled`: `--approval-mode=auto_edit`: file and web tools, no
+//!   shell (recorded: `run_shell_command` is not offered).
+//! - `unrestricted`: `--approval-mode=yolo`: every tool, shell included.
+//!
+//! Values go in `--flag=value` form, the prompt included, so a value
+//! starting with `-` cannot be read as another switch.
+
+use moat_cli_support::{Invocation, unsupported};
+use moat_guest::{ErrorInfo, Options, TrustLevel};
+
+/// The program run.
+pub const PROGRAM: &str = "gemini";
+
+/// The command line for one run, or the refusal of an option Gemini CLI
+/// cannot honour.
+pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
+    if !options.extra_object()?.is_empty() {
+        return Err(unsupported(
+            "gemini",
+            "options.extra",
+            "it takes no adapter-specific options",
+        ));
+    }
+    let refuse = |option: &str, hint: &str| Err(unsupported("gemini", option, hint));
+    if options.max_turns.is_some() {
+        return refuse(
+            "--max-turns",
+            "only its settings file (model.maxSessionTurns) sets a turn limit",
+        );
+    }
+    if options.max_budget_usd.is_some() {
+        return refuse("--max-budget-usd", "it has no spending limit");
+    }
+    if options.effort.is_some() {
+        return refuse("--effort", "it has no reasoning-effort switch");
+    }
+    if options.system_prompt.is_some() {
+        return refuse(
+            "--system-prompt",
+            "only a file named by GEMINI_SYSTEM_MD replaces its system prompt",
+        );
+    }
+    if options.allowed_tools.is_some() || !options.disallowed_tools.is_empty() {
+        return refuse(
+            "--allowed-tools / --disallowed-tools",
+            "its command line cannot restrict tools by name; choose what it may do with --trust",
+        );
+    }
+    let mode = match options.trust {
+        TrustLevel::Sandbox => {
+            return refuse(
+                "--trust sandbox",
+                "its file-reading and web-search tools cannot be switched off; \
+                 run with --trust controlled (files and web, no shell) or unrestricted",
+            );
+        }
+        TrustLevel::Controlled => "auto_edit",
+        TrustLevel::Unrestricted => "yolo",
+    };
+    let mut args = vec![
+        format!("--prompt={prompt}"),
+        "--output-format=stream-json".to_owned(),
+        format!("--approval-mode={mode}"),
+    ];
+    if let Some(model) = &options.model {
+        args.push(format!("--model={model}"));
+    }
+    if let Some(session) = &options.resume {
+        args.push(format!("--resume={session}"));
+    }
+    Ok(Invocation {
+        program: PROGRAM.to_owned(),
+        args,
+        env: Vec::new(),
+        cwd: options.cwd.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn controlled() -> Options {
+        Options {
+            trust: TrustLevel::Controlled,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn the_prompt_and_every_value_are_attached_to_their_switch() {
+        let call = invocation(
+            "-rf everything",
+            &Options {
+                model: Some("gemini-2.5-flash".into()),
+                resume: Some("86775bff-e3b1-46d0-b654-ace8e4eb2459".into()),
+                cwd: Some("/repo".into()),
+                ..controlled()
+            },
+        )
+        .unwrap();
+        assert_eq!(call.program, "gemini");
+        assert_eq!(
+            call.args,
+            [
+                "--prompt=-rf everything",
+                "--output-format=stream-json",
+                "--approval-mode=auto_edit",
+                "--model=gemini-2.5-flash",
+                "--resume=86775bff-e3b1-46d0-b654-ace8e4eb2459",
+            ]
+        );
+        assert_eq!(call.cwd.as_deref(), Some("/repo"));
+    }
+
+    #[test]
+    fn unrestricted_trust_is_yolo() {
+        let call = invocation(
+            "x",
+            &Options {
+                trust: TrustLevel::Unrestricted,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert!(call.has("--approval-mode=yolo"));
+    }
+
+    #[test]
+    fn what_gemini_cannot_enforce_is_refused_before_it_starts() {
+        let refused = [
+            Options::default(),
+            Options {
+                max_turns: Some(3),
+                ..controlled()
+            },
+            Options {
+                max_budget_usd: Some(1.0),
+                ..controlled()
+            },
+            Options {
+                effort: Some("high".into()),
+                ..controlled()
+            },
+            Options {
+                system_prompt: Some("be brief".into()),
+                ..controlled()
+            },
+            Options {
+                allowed_tools: Some(vec!["read_file".into()]),
+                ..controlled()
+            },
+            Options {
+                disallowed_tools: vec!["run_shell_command".into()],
+                ..controlled()
+            },
+        ];
+        for options in refused {
+            let error = invocation("x", &options).unwrap_err();
+            assert_eq!(
+                error.code.as_deref(),
+                Some("UNSUPPORTED_OPTION"),
+                "{options:?}"
+            );
+        }
+    }
+}

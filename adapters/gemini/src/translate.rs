@@ -1,0 +1,316 @@
+//! Gemini CLI's `--output-format stream-json` lines → events.
+//!
+//! One JSON object per line (recorded from Gemini CLI 0.61.0, see
+//! `tests/fixtures/cli/gemini/`):
+//!
+//! - `init {session_id, model}` → `init`; the session id is the resume
+//!   token;
+//! - `message {role, content, delta?}`: assistant `delta: true` fragments →
+//!   `text_delta`, and the text they assemble → one `text` when the
+//!   message ends (at the next tool call, result, error or message of
+//!   another kind); a whole assistant message → `text`; the echoed user
+//!   prompt (`role: "user"`) is not assistant output and is ignored;
+//! - `tool_use {tool_name, tool_id, parameters}` → `tool_use`;
+//! - `tool_result {tool_id, status, output?, error?}` → `tool_result`;
+//! - `error {message}` → recoverable `error`;
+//! - `result {status, error?, stats}` → `done`: `FatalTurnLimitedError` →
+//!   max_turns, other errors → error (with an `error` event first); tokens
+//!   from `stats` (input inclusive of `cached`), left out when a failed run
+//!   reports all zeros (the CLI counted nothing, which is not a
+//!   measurement).
+//!
+//! Without a `result` line the exit code decides: 53 → max_turns (Gemini's
+//! turn-limit code), anything else → error.
+
+use moat_cli_support::{
+    Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line, session_id,
+    tool_input, with_session,
+};
+use moat_guest::json::{Value, json};
+use moat_guest::{
+    DoneEvent, DoneStatus, Event, InitEvent, InputTokens, OutputTokens, TokenCoverage, TokenReport,
+    ToolStatus, Usage,
+};
+
+/// The CLI's name in messages.
+const CLI: &str = "gemini";
+
+/// Gemini CLI's exit code when the session hit its turn limit.
+pub const EXIT_TURN_LIMIT: i32 = 53;
+
+/// Error code of Gemini's non-fatal errors.
+pub const GEMINI_WARNING: &str = "GEMINI_WARNING";
+
+/// Error code of the error a failed result reports.
+pub const GEMINI_ERROR: &str = "GEMINI_ERROR";
+
+/// The error type of a result that hit the turn limit.
+const TURN_LIMIT_ERROR: &str = "FatalTurnLimitedError";
+
+/// The longest message forwarded.
+const MAX_MESSAGE: usize = 4000;
+
+/// The most assistant text assembled into one `text` event; past it the
+/// deltas still stream and the assembled text is sent in pieces.
+const MAX_ASSEMBLED: usize = 4 * 1024 * 1024;
+
+/// What the translator knows of the run from its options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunContext {
+    /// The working directory (Gemini's init line has none).
+    pub cwd: Option<String>,
+}
+
+/// The state of one Gemini CLI run's translation.
+#[derive(Debug, Default)]
+pub struct GeminiTranslator {
+    context: RunContext,
+    session: Option<String>,
+    init_sent: bool,
+    done: bool,
+    tools: ToolTracker,
+    /// Assistant text streamed since the last flush.
+    text: String,
+    /// All assistant text of the run: the result.
+    answer: String,
+}
+
+impl GeminiTranslator {
+    /// A translator for a run with `context`.
+    pub fn new(context: RunContext) -> Self {
+        GeminiTranslator {
+            context,
+            ..Self::default()
+        }
+    }
+
+    fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    fn tag(&self, event: Event) -> Event {
+        with_session(event, self.session())
+    }
+
+    /// Sends the assembled assistant text, if any.
+    fn flush_text(&mut self, out: &mut Vec<Event>) {
+        if self.text.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.text);
+        out.push(self.tag(Event::text(text)));
+    }
+
+    fn message(&mut self, line: &Value, out: &mut Vec<Event>) {
+        if line["role"] != "assistant" {
+            // The echoed prompt ends any assistant message before it.
+            self.flush_text(out);
+            return;
+        }
+        let Some(content) = line["content"].as_str() else {
+            return;
+        };
+        if line["delta"] == true {
+            if content.is_empty() {
+                return;
+            }
+            out.push(self.tag(Event::text_delta(content)));
+            if self.text.len() + content.len() > MAX_ASSEMBLED {
+                self.flush_text(out);
+            }
+            self.text.push_str(content);
+            if self.answer.len() + content.len() <= MAX_ASSEMBLED {
+                self.answer.push_str(content);
+            }
+        } else {
+            self.flush_text(out);
+            if !content.is_empty() {
+                if self.answer.len() + content.len() <= MAX_ASSEMBLED {
+                    self.answer.push_str(content);
+                }
+                out.push(self.tag(Event::text(content)));
+            }
+        }
+    }
+
+    fn tool_use(&mut self, line: &Value, out: &mut Vec<Event>) {
+        self.flush_text(out);
+        let (Some(id), Some(name)) = (line["tool_id"].as_str(), line["tool_name"].as_str()) else {
+            return;
+        };
+        if id.is_empty() || !self.tools.record(id, name) {
+            return;
+        }
+        out.push(self.tag(Event::tool_use(name, id, &tool_input(&line["parameters"]))));
+    }
+
+    fn tool_result(&mut self, line: &Value, out: &mut Vec<Event>) {
+        self.flush_text(out);
+        let Some(id) = line["tool_id"].as_str().filter(|id| !id.is_empty()) else {
+            return;
+        };
+        let status = match line["status"].as_str() {
+            Some("success") => ToolStatus::Success,
+            _ => ToolStatus::Error,
+        };
+        let output = if !line["output"].is_null() {
+            line["output"].clone()
+        } else {
+            line["error"].clone()
+        };
+        let name = self.tools.name(id).to_owned();
+        out.push(self.tag(Event::tool_result(id, name, status, &output)));
+    }
+
+    fn result(&mut self, line: &Value, out: &mut Vec<Event>) {
+        self.flush_text(out);
+        let failed = line["status"] != "success";
+        let error_type = line["error"]["type"].as_str().unwrap_or_default();
+        let status = match (failed, error_type) {
+            (false, _) => DoneStatus::Success,
+            (true, TURN_LIMIT_ERROR) => DoneStatus::MaxTurns,
+            (true, _) => DoneStatus::Error,
+        };
+        if status == DoneStatus::Error {
+            let message = line["error"]["message"]
+                .as_str()
+                .unwrap_or("Gemini CLI reported an error");
+            out.push(self.tag(Event::error(
+                GEMINI_ERROR,
+                clip(message, MAX_MESSAGE),
+                false,
+            )));
+        }
+        let mut usage = Usage::new(self.tools.count());
+        if let Some(tokens) = stats_tokens(&line["stats"], failed) {
+            usage = usage.with_tokens(tokens);
+        }
+        let mut done = DoneEvent::new(status).with_usage(usage);
+        if status == DoneStatus::Success {
+            done = done.with_result(self.answer.as_str());
+        }
+        if let Some(session) = &self.session {
+            done = done.with_resume_token(session.as_str());
+        }
+        let metadata = json!({
+            "status": line["status"],
+            "errorType": line["error"]["type"],
+            "totalTokens": line["stats"]["total_tokens"],
+            "cliDurationMs": line["stats"]["duration_ms"],
+        });
+        done = done.with_metadata(&metadata);
+        self.done = true;
+        out.push(self.tag(done.into()));
+    }
+}
+
+/// The run's tokens from the result's `stats`: input inclusive of `cached`
+/// (Gemini's `input` is the uncached part), output as reported. `None`
+/// when absent, or when a failed run reports nothing but zeros.
+fn stats_tokens(stats: &Value, failed: bool) -> Option<TokenReport> {
+    let input = stats["input_tokens"].as_u64()?;
+    let output = stats["output_tokens"].as_u64()?;
+    let total = stats["total_tokens"].as_u64().unwrap_or(input + output);
+    if failed && input == 0 && output == 0 && total == 0 {
+        return None;
+    }
+    let mut input_tokens = InputTokens::new(input);
+    if let Some(cached) = stats["cached"].as_u64().filter(|cached| *cached <= input) {
+        input_tokens = input_tokens.with_cache_read(cached);
+    }
+    // A failed run may have lost the call that failed.
+    let coverage = if failed {
+        TokenCoverage::Partial
+    } else {
+        TokenCoverage::Complete
+    };
+    Some(TokenReport::new(
+        coverage,
+        input_tokens,
+        OutputTokens::new(output),
+    ))
+}
+
+impl Translator for GeminiTranslator {
+    fn line(&mut self, line: &str) -> Vec<Event> {
+        let mut out = Vec::new();
+        if self.done {
+            return out;
+        }
+        if oversize(line) {
+            out.push(self.tag(oversize_error(CLI, line)));
+            return out;
+        }
+        let Some(object) = parse_line(line) else {
+            return out;
+        };
+        let line = Value::Object(object);
+        if let Some(session) = session_id(&line["session_id"]) {
+            self.session = Some(session);
+        }
+        match line["type"].as_str() {
+            Some("init") if !self.init_sent => {
+                self.init_sent = true;
+                let init = InitEvent::new(
+                    line["model"].as_str(),
+                    self.context.cwd.as_deref(),
+                    Vec::new(),
+                );
+                out.push(self.tag(init.into()));
+            }
+            Some("message") => self.message(&line, &mut out),
+            Some("tool_use") => self.tool_use(&line, &mut out),
+            Some("tool_result") => self.tool_result(&line, &mut out),
+            Some("error") => {
+                self.flush_text(&mut out);
+                let message = line["message"]
+                    .as_str()
+                    .unwrap_or("Gemini CLI reported an error");
+                out.push(self.tag(Event::error(
+                    GEMINI_WARNING,
+                    clip(message, MAX_MESSAGE),
+                    true,
+                )));
+            }
+            Some("result") => self.result(&line, &mut out),
+            _ => {}
+        }
+        out
+    }
+
+    fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
+        if self.done {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.flush_text(&mut out);
+        let status = if exit.code == Some(EXIT_TURN_LIMIT) {
+            DoneStatus::MaxTurns
+        } else {
+            DoneStatus::Error
+        };
+        self.done = true;
+        out.extend(moat_cli_support::failure(
+            CLI,
+            exit,
+            stderr,
+            status,
+            self.session(),
+            self.tools.count(),
+        ));
+        out
+    }
+
+    fn interrupted(&mut self) -> Event {
+        self.done = true;
+        moat_cli_support::interrupted(self.session(), self.tools.count())
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+#[cfg(test)]
+#[path = "translate_tests.rs"]
+mod tests;
