@@ -14,6 +14,7 @@
 //! and every string kept or forwarded is bounded.
 
 mod args;
+mod session;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod tools;
@@ -22,6 +23,7 @@ use moat_guest::json::{Map, Value};
 use moat_guest::{DoneEvent, DoneStatus, Event};
 
 pub use args::{Invocation, check_exact_names, unsupported};
+pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, ReadError};
 pub use tools::ToolTracker;
 
 /// The longest stdout line translated; a longer one is skipped with an
