@@ -17,3 +17,19 @@ pub fn component(name: &str) -> Option<&'static [u8]> {
 pub fn names() -> impl Iterator<Item = &'static str> {
     embedded::BUILTIN_ADAPTERS.iter().map(|(name, _)| *name)
 }
+
+/// How to install the programs the built-in CLI adapters run (shown when
+/// one is not on PATH).
+const INSTALL_HINTS: &[(&str, &str)] = &[
+    ("claude", "npm install -g @anthropic-ai/claude-code"),
+    ("codex", "npm install -g @openai/codex"),
+    ("gemini", "npm install -g @google/gemini-cli"),
+];
+
+/// How to install `program`, when it is one a built-in adapter runs.
+pub fn install_hint(program: &str) -> Option<&'static str> {
+    INSTALL_HINTS
+        .iter()
+        .find(|(name, _)| *name == program)
+        .map(|(_, hint)| *hint)
+}
