@@ -15,6 +15,8 @@
 //! `scripts/record-cli-fixtures`); `moat-fake-cli` replays one with its
 //! recorded timing, standing in for the CLI in end-to-end tests.
 
+pub mod fake;
+
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};

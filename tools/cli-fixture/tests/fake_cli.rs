@@ -135,3 +135,27 @@ fn ignoring_sigterm_needs_sigkill_and_the_grandchild_dies_with_the_group() {
     assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
     assert!(wait_until(|| gone(grandchild)), "no orphan left behind");
 }
+
+#[test]
+fn a_copy_named_like_the_cli_reads_the_configuration_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let claude = dir.path().join("claude");
+    std::fs::copy(FAKE, &claude).unwrap();
+    let config = json!({"fixture": fixture("gemini", "max-turns"), "speed": 0});
+    std::fs::write(dir.path().join("fake-cli.json"), config.to_string()).unwrap();
+    let output = Command::new(&claude)
+        .env_remove("MOAT_FAKE_CLI_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(53),
+        "the recorded turn-limit exit"
+    );
+    assert!(
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .contains("FatalTurnLimitedError")
+    );
+}

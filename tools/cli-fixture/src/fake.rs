@@ -1,0 +1,172 @@
+//! The fake CLI (`moat-fake-cli`): stands in for an agent CLI by replaying
+//! a fixture.
+//!
+//! Copied or linked into a directory under the CLI's name (`claude`,
+//! `codex`, `gemini`), it ignores its arguments (it records them) and
+//! replays a recorded run: each line on stdout or stderr at its recorded
+//! time, then exits with the recorded code. Like the real CLIs it dies on
+//! SIGTERM (the default disposition), unless told to ignore it.
+//!
+//! It reads its configuration, a JSON object, from the file named by
+//! `MOAT_FAKE_CLI_CONFIG`, else from `fake-cli.json` beside its own
+//! executable (so a copy named `claude` in a directory of its own needs no
+//! environment):
+//!
+//! ```json
+//! {"fixture": "tests/fixtures/cli/claude/text.jsonl",
+//!  "speed": 1.0,              // time scale: 2.0 replays twice as fast, 0 without pauses
+//!  "hang_after": 3,           // stop after this many stdout lines and wait for a signal
+//!  "ignore_sigterm": false,   // survive SIGTERM (only SIGKILL ends it)
+//!  "spawn_grandchild": false, // start a sleeping grandchild first (orphan tests)
+//!  "record": "/tmp/x.json",   // write argv, pids, cwd and environment here
+//!  "exit_code": null}         // override the recorded exit code
+//! ```
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::{Stream, meta_path, read_lines, read_meta};
+use anyhow::Context as _;
+use serde::Deserialize;
+use serde_json::json;
+
+/// The first argument that makes the program the sleeping grandchild.
+const GRANDCHILD_ARG: &str = "--moat-fake-cli-grandchild";
+
+/// How long a grandchild or a hung replay waits for its signal.
+const WAIT_FOR_SIGNAL: Duration = Duration::from_secs(600);
+
+/// The replay's configuration.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    fixture: PathBuf,
+    #[serde(default = "real_time")]
+    speed: f64,
+    #[serde(default)]
+    hang_after: Option<usize>,
+    #[serde(default)]
+    ignore_sigterm: bool,
+    #[serde(default)]
+    spawn_grandchild: bool,
+    #[serde(default)]
+    record: Option<PathBuf>,
+    #[serde(default)]
+    exit_code: Option<i32>,
+}
+
+fn real_time() -> f64 {
+    1.0
+}
+
+/// Runs the fake CLI with the process's arguments: replays, then exits the
+/// process with the recorded code.
+pub fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(GRANDCHILD_ARG) {
+        thread::sleep(WAIT_FOR_SIGNAL);
+        return Ok(());
+    }
+    let config_path = match std::env::var_os("MOAT_FAKE_CLI_CONFIG") {
+        Some(path) => PathBuf::from(path),
+        None => std::env::current_exe()
+            .context("find the fake CLI's own path")?
+            .with_file_name("fake-cli.json"),
+    };
+    let config: Config = serde_json::from_str(
+        &std::fs::read_to_string(&config_path)
+            .with_context(|| format!("read {}", config_path.display()))?,
+    )
+    .with_context(|| format!("parse {}", config_path.display()))?;
+    // Relative fixture paths are relative to the configuration file.
+    let fixture = config_path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(&config.fixture);
+
+    if config.ignore_sigterm {
+        // SAFETY: setting a signal to SIG_IGN installs no handler code; it
+        // only changes the disposition, at start-up, before any thread.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        }
+    }
+    let grandchild = if config.spawn_grandchild {
+        let exe = std::env::current_exe().context("find the fake CLI's own path")?;
+        let child = Command::new(exe)
+            .arg(GRANDCHILD_ARG)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("start the grandchild")?;
+        Some(child.id())
+    } else {
+        None
+    };
+    if let Some(record) = &config.record {
+        let env: serde_json::Map<String, serde_json::Value> = std::env::vars()
+            .map(|(name, value)| (name, json!(value)))
+            .collect();
+        let cwd = std::env::current_dir().ok();
+        let report = json!({
+            "args": &args[1..], "pid": std::process::id(), "grandchild_pid": grandchild,
+            "cwd": cwd, "env": env,
+        });
+        std::fs::write(record, report.to_string())
+            .with_context(|| format!("write {}", record.display()))?;
+    }
+
+    let lines = read_lines(&fixture)?;
+    let exit_code = match config.exit_code {
+        Some(code) => code,
+        None => read_meta(&meta_path(&fixture))?.exit_code.unwrap_or(1),
+    };
+    let started = Instant::now();
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    let mut stdout_lines = 0;
+    for line in &lines {
+        let Some((stream, text)) = line.output() else {
+            continue;
+        };
+        if config.speed > 0.0 {
+            let due = Duration::from_secs_f64(line.ms as f64 / 1000.0 / config.speed);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                thread::sleep(wait);
+            }
+        }
+        let out: &mut dyn Write = match stream {
+            Stream::Stdout => &mut stdout,
+            Stream::Stderr => &mut stderr,
+        };
+        // A reader that went away ends the replay, as it would end a CLI.
+        let written = out
+            .write_all(text.as_bytes())
+            .and_then(|()| {
+                if line.partial {
+                    Ok(())
+                } else {
+                    out.write_all(b"\n")
+                }
+            })
+            .and_then(|()| out.flush());
+        if written.is_err() {
+            std::process::exit(141);
+        }
+        if stream == Stream::Stdout {
+            stdout_lines += 1;
+            if config.hang_after == Some(stdout_lines) {
+                // Wait mid-stream, as a CLI does while a tool runs or the
+                // model thinks, until a signal ends the process.
+                loop {
+                    thread::sleep(WAIT_FOR_SIGNAL);
+                }
+            }
+        }
+    }
+    std::process::exit(exit_code);
+}
