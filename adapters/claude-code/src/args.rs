@@ -9,6 +9,7 @@
 //! | effort | `--effort=E` |
 //! | system prompt | `--system-prompt=S` |
 //! | cwd | the process's working directory |
+//! | `extra.program` | the CLI's absolute path, granted by that path (default: `claude` on PATH) |
 //! | allowed tools | `--tools=a,b` (only these exist) and `--allowedTools=a,b` (they run without asking), `--strict-mcp-config` (no MCP servers) |
 //! | disallowed tools | `--disallowedTools=…` |
 //!
@@ -71,13 +72,7 @@ pub fn forbidden(trust: TrustLevel) -> Vec<&'static str> {
 /// The command line for one run, or the refusal of an option Claude Code
 /// cannot honour.
 pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
-    if !options.extra_object()?.is_empty() {
-        return Err(unsupported(
-            "claude-code",
-            "options.extra",
-            "it takes no adapter-specific options",
-        ));
-    }
+    let program = moat_cli_support::program("claude-code", PROGRAM, options)?;
     let mut args: Vec<String> = [
         "-p",
         "--output-format=stream-json",
@@ -176,7 +171,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     args.push(prompt.to_owned());
 
     Ok(Invocation {
-        program: PROGRAM.to_owned(),
+        program,
         args,
         env: QUIET_ENV
             .iter()

@@ -1,6 +1,7 @@
 //! Building a CLI's command line, and refusing what it cannot do.
 
-use moat_guest::ErrorInfo;
+use moat_guest::json::Value;
+use moat_guest::{ErrorInfo, Options};
 
 /// Error code of a refused option.
 pub const UNSUPPORTED_OPTION: &str = "UNSUPPORTED_OPTION";
@@ -73,4 +74,29 @@ pub fn check_exact_names(cli: &str, option: &str, names: &[String]) -> Result<()
         }
     }
     Ok(())
+}
+
+/// The program to start: `default` (a bare name, found on PATH by the
+/// host's `--allow-run` grant), or the absolute path given as
+/// `options.extra.program` (a CLI installed off PATH; it must be granted by
+/// that path). Any other key of `extra` is refused: the CLI adapters take
+/// no other adapter-specific option.
+pub fn program(adapter: &str, default: &str, options: &Options) -> Result<String, ErrorInfo> {
+    let extra = options.extra_object()?;
+    if let Some(key) = extra.keys().find(|key| key.as_str() != "program") {
+        return Err(unsupported(
+            adapter,
+            &format!("options.extra.{}", crate::clip(key, 100)),
+            "the only adapter-specific option is `program`, the CLI's absolute path",
+        ));
+    }
+    match extra.get("program") {
+        None => Ok(default.to_owned()),
+        Some(Value::String(path)) if path.starts_with('/') => Ok(path.clone()),
+        Some(_) => Err(unsupported(
+            adapter,
+            "options.extra.program",
+            "it must be the CLI's absolute path",
+        )),
+    }
 }

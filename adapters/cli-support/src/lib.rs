@@ -22,7 +22,7 @@ mod tools;
 use moat_guest::json::{Map, Value};
 use moat_guest::{DoneEvent, DoneStatus, Event};
 
-pub use args::{Invocation, check_exact_names, unsupported};
+pub use args::{Invocation, check_exact_names, program, unsupported};
 pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, ReadError};
 pub use tools::ToolTracker;
 

@@ -1,6 +1,6 @@
 use super::*;
-use moat_guest::EventKind;
 use moat_guest::json::json;
+use moat_guest::{EventKind, Options};
 
 #[test]
 fn only_json_objects_parse() {
@@ -116,5 +116,37 @@ fn exact_names_refuse_patterns_and_separators() {
     for bad in ["Bash(git *)", "a,b", "a b", "", "Edit*"] {
         let error = check_exact_names("claude", "--allowed-tools", &[bad.to_owned()]).unwrap_err();
         assert_eq!(error.code.as_deref(), Some("UNSUPPORTED_OPTION"), "{bad}");
+    }
+}
+
+#[test]
+fn the_program_is_the_bare_name_or_an_absolute_path_from_extra() {
+    let with_extra = |extra: &str| Options {
+        extra: Some(extra.to_owned()),
+        ..Options::default()
+    };
+    assert_eq!(
+        program("codex", "codex", &Options::default()).unwrap(),
+        "codex"
+    );
+    assert_eq!(
+        program(
+            "codex",
+            "codex",
+            &with_extra(r#"{"program": "/opt/codex/bin/codex"}"#)
+        )
+        .unwrap(),
+        "/opt/codex/bin/codex"
+    );
+    for bad in [
+        r#"{"program": "codex"}"#,
+        r#"{"program": 1}"#,
+        r#"{"verbose": true}"#,
+        "[1]",
+    ] {
+        assert!(
+            program("codex", "codex", &with_extra(bad)).is_err(),
+            "{bad}"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | model | `--model=M` |
 //! | cwd | `--cd=DIR`, and the process's working directory |
+//! | `extra.program` | the CLI's absolute path, granted by that path (default: `codex` on PATH) |
 //! | resume | `codex exec … resume ID -- PROMPT` |
 //! | effort | `-c model_reasoning_effort=E` |
 //! | system prompt | `-c developer_instructions="…"` |
@@ -35,13 +36,7 @@ const MAX_THREAD_ID: usize = 128;
 /// The command line for one run, or the refusal of an option Codex cannot
 /// honour.
 pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
-    if !options.extra_object()?.is_empty() {
-        return Err(unsupported(
-            "codex",
-            "options.extra",
-            "it takes no adapter-specific options",
-        ));
-    }
+    let program = moat_cli_support::program("codex", PROGRAM, options)?;
     if options.max_turns.is_some() {
         return Err(unsupported(
             "codex",
@@ -134,7 +129,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     args.push("--".to_owned());
     args.push(prompt.to_owned());
     Ok(Invocation {
-        program: PROGRAM.to_owned(),
+        program,
         args,
         env: Vec::new(),
         cwd: options.cwd.clone(),

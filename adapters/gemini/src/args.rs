@@ -6,6 +6,7 @@
 //! | model | `--model=M` (given, Gemini makes no routing call) |
 //! | resume | `--resume=SESSION_ID` |
 //! | cwd | the process's working directory |
+//! | `extra.program` | the CLI's absolute path, granted by that path (default: `gemini` on PATH) |
 //! | max turns | refused: only a settings-file entry (`model.maxSessionTurns`) sets it |
 //! | max budget, effort, system prompt | refused: no command-line switch |
 //! | allowed / disallowed tools | refused: `--allowed-tools` only skips confirmation, it does not restrict |
@@ -31,13 +32,7 @@ pub const PROGRAM: &str = "gemini";
 /// The command line for one run, or the refusal of an option Gemini CLI
 /// cannot honour.
 pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
-    if !options.extra_object()?.is_empty() {
-        return Err(unsupported(
-            "gemini",
-            "options.extra",
-            "it takes no adapter-specific options",
-        ));
-    }
+    let program = moat_cli_support::program("gemini", PROGRAM, options)?;
     let refuse = |option: &str, hint: &str| Err(unsupported("gemini", option, hint));
     if options.max_turns.is_some() {
         return refuse(
@@ -86,7 +81,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
         args.push(format!("--resume={session}"));
     }
     Ok(Invocation {
-        program: PROGRAM.to_owned(),
+        program,
         args,
         env: Vec::new(),
         cwd: options.cwd.clone(),
