@@ -20,6 +20,9 @@ pub enum ReadError {
     Interrupted,
     /// Nothing arrived within the time asked for.
     TimedOut,
+    /// A line longer than the host's limit (this many bytes) was skipped;
+    /// the output goes on after it.
+    LineTooLong(u64),
     /// Anything else, described.
     Failed(String),
 }
@@ -93,6 +96,13 @@ impl<P: CliProcess, T: Translator> CliSession<P, T> {
                 }
                 Err(ReadError::Interrupted) => return Some(self.interrupt()),
                 Err(ReadError::TimedOut) => continue,
+                Err(ReadError::LineTooLong(bytes)) => {
+                    self.pending.push_back(Event::error(
+                        "OVERSIZE_LINE",
+                        format!("skipped a {bytes} byte line from {}: too long", self.cli),
+                        true,
+                    ));
+                }
                 Err(ReadError::Failed(message)) => {
                     self.process.terminate();
                     let stderr = self.process.stderr_tail();
@@ -287,6 +297,25 @@ mod tests {
         );
         assert!(session.process.terminated);
         assert_eq!(session.next_event(), None);
+    }
+
+    #[test]
+    fn an_oversize_line_is_a_recoverable_error_and_the_run_goes_on() {
+        let mut process = Scripted::new(&[], Exit::code(0));
+        process
+            .lines
+            .push_back(Err(ReadError::LineTooLong(99_000_000)));
+        process.lines.push_back(Ok(Some("text:after".into())));
+        process.lines.push_back(Ok(Some("end".into())));
+        let mut session = CliSession::new("fake", process, Lines::default());
+        let events = drain(&mut session);
+        assert!(
+            matches!(&events[0].kind, EventKind::Error(e) if e.recoverable && e.message.contains("99000000"))
+        );
+        assert_eq!(
+            &events[1..],
+            [Event::text("after"), Event::done(DoneStatus::Success)]
+        );
     }
 
     #[test]
