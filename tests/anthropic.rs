@@ -253,7 +253,7 @@ async fn overloaded_529_and_429_are_recoverable_with_retry_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connection_refused_and_a_host_not_granted_say_what_to_do() {
+async fn connection_refused_dns_failure_and_a_host_not_granted_say_what_to_do() {
     let port = closed_port();
     let events = run_at(
         &format!("http://127.0.0.1:{port}"),
@@ -263,6 +263,19 @@ async fn connection_refused_and_a_host_not_granted_say_what_to_do() {
     .await;
     let (message, _) = error(&events, "CONNECTION_FAILED");
     assert!(message.contains("refused"), "{message}");
+
+    let events = run_at(
+        "http://llm.moat-test.invalid",
+        grant(&["llm.moat-test.invalid:80".into()]),
+        |_| {},
+    )
+    .await;
+    let (message, recoverable) = error(&events, "CONNECTION_FAILED");
+    assert!(message.contains("resolve"), "{message}");
+    assert!(
+        !recoverable,
+        "a name that does not resolve will not on a retry"
+    );
 
     let server = LlmServer::start(Reply::sse(TEXT_USAGE));
     let events = run_at(&server.url(), Grants::none(), |_| {}).await;

@@ -427,3 +427,42 @@ async fn a_server_that_stalls_forever_is_ended_by_the_runs_timeout() {
     );
     assert!(server.wait_client_gone(Duration::from_secs(10)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_while_the_server_has_not_answered_yet_ends_the_run_at_once() {
+    // Accepts the connection and never answers: the adapter waits for the
+    // response head, not for the body.
+    let server = moat_e2e::http_server::TestServer::silent();
+    let abort = CancellationToken::new();
+    let trigger = abort.clone();
+    let started = Instant::now();
+    let events = run_at(
+        &format!("http://127.0.0.1:{}", server.port),
+        grant(&[format!("127.0.0.1:{}", server.port)]),
+        |request| {
+            request.abort = Some(abort);
+            request.drain = Duration::from_secs(20);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                trigger.cancel();
+            });
+        },
+    )
+    .await;
+    assert_eq!(single_done(&events).status, DoneStatus::Interrupted);
+    assert!(
+        error_codes(&events).is_empty(),
+        "{:?}",
+        error_codes(&events)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the adapter ended the run itself, long before the 20 s drain: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        server.connections(),
+        1,
+        "the request had reached the server"
+    );
+}

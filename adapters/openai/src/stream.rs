@@ -45,6 +45,10 @@ pub struct Translator {
     model: Option<String>,
     text: String,
     text_too_long: bool,
+    /// Reasoning streamed by OpenAI-compatible servers (vLLM, DeepSeek,
+    /// llama.cpp, OpenRouter) as `reasoning_content` or `reasoning`, until
+    /// it is emitted as one `thinking` event.
+    reasoning: String,
     tools: BTreeMap<u64, ToolCall>,
     dropped_tools: bool,
     finish_reason: Option<String>,
@@ -126,6 +130,25 @@ impl Translator {
             });
         if let Some(choice) = choice {
             if let Some(delta) = choice.get("delta") {
+                if let Some(reasoning) = ["reasoning_content", "reasoning"]
+                    .iter()
+                    .find_map(|key| delta.get(*key).and_then(Value::as_str))
+                    .filter(|r| !r.is_empty())
+                    && self.reasoning.len() + reasoning.len() <= MAX_ASSEMBLED_TEXT
+                {
+                    self.reasoning.push_str(reasoning);
+                }
+                let answering = delta
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| !c.is_empty())
+                    || delta
+                        .get("tool_calls")
+                        .is_some_and(|calls| !calls.is_null());
+                if answering {
+                    // The reasoning is over once the answer starts.
+                    events.extend(self.take_thinking());
+                }
                 if let Some(content) = delta.get("content").and_then(Value::as_str)
                     && !content.is_empty()
                 {
@@ -205,7 +228,7 @@ impl Translator {
     /// The answer is complete: the assembled text, the tool calls, done.
     fn finish(&mut self) -> Vec<Event> {
         self.ended = true;
-        let mut events = Vec::new();
+        let mut events: Vec<Event> = self.take_thinking().into_iter().collect();
         let keep_text = !self.text.is_empty() && !self.text_too_long;
         if keep_text {
             events.push(self.tag(Event::text(self.text.as_str())));
@@ -261,6 +284,15 @@ impl Translator {
         }
         events.push(self.tag(done.into()));
         events
+    }
+
+    /// The reasoning so far as a `thinking` event, once.
+    fn take_thinking(&mut self) -> Option<Event> {
+        if self.reasoning.is_empty() {
+            return None;
+        }
+        let summary = std::mem::take(&mut self.reasoning);
+        Some(self.tag(Event::thinking(summary)))
     }
 
     fn push_text(&mut self, content: &str) {

@@ -260,3 +260,38 @@ fn interruption_is_one_done_interrupted_and_then_nothing() {
     assert!(translator.ended());
     assert!(translator.end_of_body().is_empty());
 }
+
+#[test]
+fn reasoning_from_compatible_servers_becomes_one_thinking_event_before_the_answer() {
+    let body = sse(&[
+        json!({"id":"r","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"Two plus"}}]}),
+        json!({"id":"r","choices":[{"index":0,"delta":{"reasoning_content":" two is four."}}]}),
+        json!({"id":"r","choices":[{"index":0,"delta":{"content":"4"}}]}),
+        json!({"id":"r","choices":[{"index":0,"delta":{"reasoning":"late"},"finish_reason":"stop"}]}),
+        json!({"id":"r","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9,
+            "completion_tokens_details":{"reasoning_tokens":7}}}),
+    ]);
+    let events = translate(&body);
+    let kinds: Vec<_> = events
+        .iter()
+        .map(|e| match &e.kind {
+            EventKind::Thinking(t) => format!("thinking:{t}"),
+            EventKind::TextDelta(d) => format!("delta:{d}"),
+            EventKind::Text(t) => format!("text:{t}"),
+            EventKind::Done(_) => "done".into(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "thinking:Two plus two is four.",
+            "delta:4",
+            "thinking:late",
+            "text:4",
+            "done"
+        ]
+    );
+    let tokens = done(&events).usage.tokens.unwrap();
+    assert_eq!(tokens.output, OutputTokens::new(9).with_reasoning(7));
+}
