@@ -466,3 +466,25 @@ async fn abort_while_the_server_has_not_answered_yet_ends_the_run_at_once() {
         "the request had reached the server"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_the_run_does_not_allow_ends_the_run_fail_closed() {
+    // The server answers with `grep` although only `read_file` was
+    // offered: moat's own check stops the run, whatever the backend does.
+    let server = LlmServer::start(Reply::sse(TOOL_CALLS));
+    let events = run_on(&server, |request| {
+        request.options.extra = Some(json!({
+            "base_url": format!("{}/v1", server.url()),
+            "tools": [tool("read_file"), tool("grep")],
+        }));
+        request.options.allowed_tools = Some(vec!["read_file".into()]);
+    })
+    .await;
+    assert_eq!(
+        server.single_request().json()["tools"],
+        json!([tool("read_file")])
+    );
+    let (message, _) = error(&events, "TOOL_POLICY_VIOLATION");
+    assert!(message.contains("grep"), "{message}");
+    assert_eq!(single_done(&events).status, DoneStatus::Error);
+}

@@ -173,6 +173,17 @@ impl Config {
         })
     }
 
+    /// Whether the key would travel unencrypted beyond this machine: plain
+    /// `http://` to a host that is not loopback.
+    pub fn key_in_clear(&self) -> bool {
+        let host = self
+            .grant
+            .rsplit_once(':')
+            .map_or(self.grant.as_str(), |(host, _)| host);
+        let loopback = host == "localhost" || host == "[::1]" || host.starts_with("127.");
+        self.api_key.is_some() && self.url.to_ascii_lowercase().starts_with("http://") && !loopback
+    }
+
     /// The HTTP request.
     pub fn request(&self) -> Request {
         let mut request = Request::new("POST", &self.url)

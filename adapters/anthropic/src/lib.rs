@@ -69,6 +69,12 @@ impl Adapter for Anthropic {
 
     fn start(prompt: String, options: Options) -> Result<Self, ErrorInfo> {
         let config = Config::new(&prompt, &options, |name| std::env::var(name).ok())?;
+        if config.key_in_clear() {
+            moat_guest::log::warn(&format!(
+                "{KEY_VAR} is sent unencrypted to {} (plain http://, not loopback)",
+                config.grant
+            ));
+        }
         Ok(Anthropic {
             config,
             cwd: options.cwd,

@@ -163,6 +163,17 @@ impl Config {
         })
     }
 
+    /// Whether the key would travel unencrypted beyond this machine: plain
+    /// `http://` to a host that is not loopback.
+    pub fn key_in_clear(&self) -> bool {
+        let host = self
+            .grant
+            .rsplit_once(':')
+            .map_or(self.grant.as_str(), |(host, _)| host);
+        let loopback = host == "localhost" || host == "[::1]" || host.starts_with("127.");
+        self.api_key.is_some() && self.url.to_ascii_lowercase().starts_with("http://") && !loopback
+    }
+
     /// The HTTP request.
     pub fn request(&self) -> Request {
         let mut request = Request::new("POST", &self.url)
@@ -332,6 +343,29 @@ mod tests {
             config.body.get("base_url").is_none(),
             "not sent to the server"
         );
+    }
+
+    #[test]
+    fn a_key_over_plain_http_beyond_loopback_is_flagged() {
+        let config = |base: &str, key: Option<&str>| {
+            let (base, key) = (base.to_owned(), key.map(str::to_owned));
+            Config::new("hi", &options(Some("m"), None), move |name| match name {
+                BASE_URL_VAR => Some(base.clone()),
+                KEY_VAR => key.clone(),
+                _ => None,
+            })
+            .unwrap()
+        };
+        assert!(config("http://gpu-box.lan:8000/v1", Some("k")).key_in_clear());
+        assert!(!config("http://gpu-box.lan:8000/v1", None).key_in_clear());
+        assert!(!config("https://gpu-box.lan/v1", Some("k")).key_in_clear());
+        for local in [
+            "http://localhost:11434/v1",
+            "http://127.0.0.1:8080/v1",
+            "http://[::1]:1/v1",
+        ] {
+            assert!(!config(local, Some("k")).key_in_clear(), "{local}");
+        }
     }
 
     #[test]
