@@ -488,3 +488,21 @@ async fn a_tool_call_the_run_does_not_allow_ends_the_run_fail_closed() {
     assert!(message.contains("grep"), "{message}");
     assert_eq!(single_done(&events).status, DoneStatus::Error);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_over_the_size_limit_is_skipped_with_an_error_and_the_run_goes_on() {
+    // 2 MiB in one `data:` line, past the SSE parser's 1 MiB bound.
+    let huge = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n",
+        "x".repeat(2 * 1024 * 1024)
+    );
+    let mut body = huge.into_bytes();
+    body.extend_from_slice(TEXT_PLAIN);
+    let server = LlmServer::start(Reply::sse_split(&body, &[64 * 1024], Duration::ZERO));
+    let events = run_on(&server, |_| {}).await;
+    let (message, recoverable) = error(&events, "MALFORMED_EVENT");
+    assert!(message.contains("exceeds"), "{message}");
+    assert!(recoverable);
+    assert_eq!(deltas(&events), "Plain text.", "the oversize delta is gone");
+    assert_eq!(single_done(&events).status, DoneStatus::Success);
+}

@@ -49,10 +49,14 @@ pub fn status_failure(
         )
     };
     let retry_after = header(headers, "retry-after");
-    let retry = retry_after
-        .as_deref()
-        .map(|after| format!("; retry after {after}s"))
-        .unwrap_or_default();
+    // `retry-after` is seconds or an HTTP date.
+    let retry = match retry_after.as_deref() {
+        Some(after) if after.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("; retry after {after}s")
+        }
+        Some(after) => format!("; retry after {after}"),
+        None => String::new(),
+    };
     let (code, message, recoverable) = match status {
         401 => (
             "AUTH_FAILED",
@@ -259,6 +263,19 @@ mod tests {
         assert!(failure.error.recoverable);
         assert_eq!(failure.retry_after.as_deref(), Some("7"));
         assert!(failure.error.message.contains("retry after 7s"));
+        let date = [(
+            "retry-after".to_string(),
+            b"Wed, 21 Oct 2026 07:28:00 GMT".to_vec(),
+        )];
+        let failure = status_failure(&config(None), 429, &date, b"");
+        assert!(
+            failure
+                .error
+                .message
+                .ends_with("retry after Wed, 21 Oct 2026 07:28:00 GMT"),
+            "{}",
+            failure.error.message
+        );
         for (status, code) in [
             (500, "SERVER_ERROR"),
             (502, "SERVER_ERROR"),
