@@ -506,3 +506,16 @@ async fn an_event_over_the_size_limit_is_skipped_with_an_error_and_the_run_goes_
     assert_eq!(deltas(&events), "Plain text.", "the oversize delta is gone");
     assert_eq!(single_done(&events).status, DoneStatus::Success);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_ignores_stream_and_answers_with_one_json_is_understood() {
+    let server = LlmServer::start(Reply::error(
+        200,
+        r#"{"id":"chatcmpl-1","object":"chat.completion","model":"local","choices":[{"index":0,"message":{"role":"assistant","content":"Whole answer."},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}"#,
+    ));
+    let events = run_on(&server, |_| {}).await;
+    assert_eq!(texts(&events), ["Whole answer."]);
+    let done = single_done(&events);
+    assert_eq!(done.status, DoneStatus::Success);
+    assert_eq!(done.usage.tokens.map(|t| t.output.total), Some(2));
+}

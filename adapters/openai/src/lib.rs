@@ -29,6 +29,8 @@ use stream::{MALFORMED_EVENT, Translator};
 
 /// Most bytes of an error response read to quote its message.
 const MAX_ERROR_BODY: u64 = 64 * 1024;
+/// Most bytes of a whole (non-streamed) answer.
+const MAX_WHOLE_BODY: u64 = 16 * 1024 * 1024;
 
 type ChunkReader = Box<dyn FnMut() -> Result<Option<Vec<u8>>, http::Error>>;
 
@@ -110,6 +112,17 @@ impl Adapter for OpenAi {
                 }
                 Phase::Requesting => {
                     self.phase = match http::send(&self.config.request()) {
+                        Ok(response) if response.status == 200 && is_json(&response) => {
+                            match response.read_to_end(MAX_WHOLE_BODY) {
+                                Ok(body) => self.pending.extend(self.translator.on_complete(&body)),
+                                Err(http::Error::Interrupted) => continue,
+                                Err(error) => {
+                                    let failure = errors::transport_failure(&self.config, &error);
+                                    self.pending.extend(self.translator.fail(&failure));
+                                }
+                            }
+                            Phase::Over
+                        }
                         Ok(response) if response.status == 200 => {
                             Phase::Streaming(reader(response))
                         }
@@ -166,6 +179,13 @@ impl Adapter for OpenAi {
 }
 
 moat_guest::export_adapter!(OpenAi);
+
+/// Whether a successful response is one JSON answer rather than a stream
+/// (a server that ignored `stream: true`).
+fn is_json(response: &Response) -> bool {
+    errors::header(&response.headers, "content-type")
+        .is_some_and(|value| value.to_ascii_lowercase().starts_with("application/json"))
+}
 
 fn reader(mut response: Response) -> SseReader<ChunkReader> {
     let read: ChunkReader = Box::new(move || response.read_chunk());

@@ -170,6 +170,41 @@ impl Translator {
         events
     }
 
+    /// A whole, non-streamed completion (`chat.completion`): some
+    /// OpenAI-compatible servers ignore `stream: true`. Translated as one
+    /// chunk carrying the whole message, then the end of the answer.
+    pub fn on_complete(&mut self, body: &[u8]) -> Vec<Event> {
+        let completion: Value = match moat_guest::serde_json::from_slice(body) {
+            Ok(Value::Object(completion)) => Value::Object(completion),
+            _ => {
+                let text = String::from_utf8_lossy(body);
+                let mut events = vec![self.malformed("a JSON answer that is not an object", &text)];
+                events.extend(self.end_of_body());
+                return events;
+            }
+        };
+        let mut chunk = completion.clone();
+        if let Some(choices) = completion.get("choices").and_then(Value::as_array) {
+            let choices: Vec<Value> = choices
+                .iter()
+                .map(|choice| {
+                    json!({
+                        "index": choice.get("index").cloned().unwrap_or(json!(0)),
+                        "delta": choice.get("message").cloned().unwrap_or(Value::Null),
+                        "finish_reason": choice.get("finish_reason").cloned().unwrap_or(Value::Null),
+                    })
+                })
+                .collect();
+            chunk["choices"] = Value::Array(choices);
+        }
+        let mut events = self.on_event(&SseEvent {
+            data: chunk.to_string(),
+            ..SseEvent::default()
+        });
+        events.extend(self.end_of_body());
+        events
+    }
+
     /// The stream's body ended (without `[DONE]`, or after it).
     pub fn end_of_body(&mut self) -> Vec<Event> {
         if self.ended {

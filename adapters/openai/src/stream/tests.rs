@@ -295,3 +295,46 @@ fn reasoning_from_compatible_servers_becomes_one_thinking_event_before_the_answe
     let tokens = done(&events).usage.tokens.unwrap();
     assert_eq!(tokens.output, OutputTokens::new(9).with_reasoning(7));
 }
+
+#[test]
+fn a_server_that_ignores_stream_and_answers_whole_is_translated_too() {
+    let body = json!({
+        "id": "chatcmpl-whole", "object": "chat.completion", "model": "local",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": "Let me look.",
+            "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    });
+    let mut translator = Translator::new();
+    let events = translator.on_complete(body.to_string().as_bytes());
+    assert_eq!(deltas(&events), "Let me look.");
+    let call = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolUse(call) => Some(call),
+            _ => None,
+        })
+        .expect("the tool call");
+    assert_eq!(
+        (call.tool_name.as_str(), call.tool_use_id.as_str()),
+        ("read_file", "call_1")
+    );
+    let whole = done(&events);
+    assert_eq!(whole.status, DoneStatus::Success);
+    assert_eq!(whole.usage.tokens.unwrap().input, InputTokens::new(3));
+    assert!(
+        events
+            .iter()
+            .all(|e| e.session_id.as_deref() == Some("chatcmpl-whole"))
+    );
+
+    let mut translator = Translator::new();
+    let events = translator.on_complete(b"<html>not json</html>");
+    assert_eq!(
+        errors(&events).len(),
+        2,
+        "malformed, then the answer never came"
+    );
+    assert_eq!(done(&events).status, DoneStatus::Error);
+}
