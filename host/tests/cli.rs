@@ -946,3 +946,36 @@ fn moat_run_anthropic_with_a_bad_key_says_which_variable_to_fix_and_exits_1() {
     assert!(shown.contains("ANTHROPIC_API_KEY"), "{shown}");
     assert!(shown.contains("invalid x-api-key"), "{shown}");
 }
+
+#[test]
+fn inspect_shows_the_llm_adapters_declared_needs_granted_by_default_and_an_added_host() {
+    for (adapter, host, key, base) in [
+        (
+            "openai",
+            "api.openai.com:443",
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+        ),
+        (
+            "anthropic",
+            "api.anthropic.com:443",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+        ),
+    ] {
+        let output = run(&["inspect", adapter, "--json", "--allow-net=localhost:11434"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let value: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(
+            value["needs"]["hosts"],
+            serde_json::json!([host]),
+            "{value}"
+        );
+        assert_eq!(value["needs"]["env"], serde_json::json!([key, base]));
+        assert_eq!(
+            value["grants"]["net"],
+            serde_json::json!([host, "localhost:11434"])
+        );
+        assert_eq!(value["grants"]["env"], serde_json::json!([key, base]));
+    }
+}
