@@ -85,17 +85,25 @@ fn turn_usage_of_a_fresh_thread_is_reported_with_cache_and_reasoning_details() {
 }
 
 #[test]
-fn a_resumed_thread_leaves_tokens_out_and_keeps_the_counters_as_metadata() {
-    let fixture = Fixture::load("codex", "text");
+fn a_resumed_thread_leaves_tokens_out_and_keeps_the_cumulative_counters_as_metadata() {
+    // The recording continues the thread of the `text` recording: its
+    // counters cover both turns (2 × 2300 input, 2 × 6 output).
+    let fixture = Fixture::load("codex", "resume");
     let events = fixture.translate(&mut CodexTranslator::new(RunContext {
         resumed: true,
         ..context()
     }));
     let done = done_of(&events);
+    assert_eq!(done.status, DoneStatus::Success);
     assert!(done.usage.tokens.is_none());
     let metadata: Value =
         moat_guest::serde_json::from_str(done.metadata.as_deref().unwrap()).unwrap();
-    assert_eq!(metadata["threadUsage"]["input_tokens"], 2300);
+    assert_eq!(metadata["threadUsage"]["input_tokens"], 4600);
+    assert_eq!(metadata["threadUsage"]["output_tokens"], 12);
+    assert_eq!(
+        done.resume_token.as_deref(),
+        Some(recorded_thread("resume").as_str())
+    );
 }
 
 #[test]
