@@ -93,7 +93,7 @@ async fn a_component_of_an_incompatible_contract_version_is_refused_naming_both_
     );
     let message = error.to_string();
     assert!(
-        message.contains("0.9.0") && message.contains("0.1.0"),
+        message.contains("0.9.0") && message.contains(&moat::sandbox::HOST_CONTRACT.to_string()),
         "{message}"
     );
 }

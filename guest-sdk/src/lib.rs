@@ -38,6 +38,7 @@ mod host;
 pub mod http;
 pub mod json;
 pub mod log;
+pub mod process;
 pub mod sse;
 mod types;
 
@@ -71,7 +72,7 @@ pub use host::testing;
 pub use serde_json;
 
 /// The WIT package (and version) this SDK was built against.
-pub const CONTRACT_VERSION: &str = "moat:adapter@0.1.0";
+pub const CONTRACT_VERSION: &str = "moat:adapter@0.2.0";
 
 /// Exports an [`Adapter`] implementation as the component's
 /// `moat:adapter/adapter` interface.
@@ -96,7 +97,7 @@ pub const CONTRACT_VERSION: &str = "moat:adapter@0.1.0";
 macro_rules! export_adapter {
     ($adapter:ty) => {
         // Native builds (unit tests) export nothing: the export names
-        // (`moat:adapter/adapter@0.1.0#run`) are not valid native symbol
+        // (`moat:adapter/adapter@0.2.0#run`) are not valid native symbol
         // names, and there is no host to call them.
         #[cfg(target_arch = "wasm32")]
         const _: () = {

@@ -228,7 +228,7 @@ fn inspect_shows_contract_needs_and_cache_state() {
     let text = String::from_utf8_lossy(&output.stdout);
     for needle in [
         "name         echo",
-        "moat:adapter@0.1.0",
+        "moat:adapter@0.2.0",
         "origin       built-in",
         "needs hosts  none",
         "cache",
@@ -254,7 +254,7 @@ fn compile_fills_the_cache_so_the_next_load_does_not_compile() {
     let inspected = with_cache(&["inspect", FLOOD, "--json"]);
     let json: Value = serde_json::from_slice(&inspected.stdout).unwrap();
     assert_eq!(json["cache"]["hit"], Value::Bool(true), "{json}");
-    assert_eq!(json["contract"], "moat:adapter@0.1.0");
+    assert_eq!(json["contract"], "moat:adapter@0.2.0");
     assert!(Path::new(json["cache"]["path"].as_str().unwrap()).starts_with(cache.path()));
 
     let again = with_cache(&["compile", FLOOD]);
@@ -680,7 +680,7 @@ fn inspect_of_a_built_in_shows_its_needs_and_that_it_is_granted_nothing_else() {
         "grant write  none",
         "grant env    none",
         "grant run    none",
-        "refused      processes and raw sockets, always",
+        "refused      raw sockets and name lookups, always",
     ] {
         assert!(text.contains(needle), "{needle:?} in {text}");
     }
@@ -709,6 +709,16 @@ fn inspect_of_a_third_party_component_shows_declared_needs_and_effective_grants(
         assert!(text.contains(needle), "{needle:?} in {text}");
     }
 
+    // Granted programs are shown with where a run would find them.
+    let programs = run(&["inspect", ESCAPE, "--allow-run=true,moat-no-such-program"]);
+    let text = String::from_utf8_lossy(&programs.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("grant run"))
+        .unwrap_or_default();
+    assert!(line.contains("true (/"), "{text}");
+    assert!(line.contains("moat-no-such-program (not found)"), "{text}");
+
     let output = run(&["inspect", ESCAPE, "--policy", &path_arg(&policy)]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
@@ -717,7 +727,7 @@ fn inspect_of_a_third_party_component_shows_declared_needs_and_effective_grants(
         "grant net    api.example.com".to_string(),
         format!("grant read   {data}"),
         "grant env    SHARED".to_string(),
-        "refused      processes and raw sockets, always".to_string(),
+        "refused      raw sockets and name lookups, always".to_string(),
     ] {
         assert!(text.contains(&needle), "{needle:?} in {text}");
     }
@@ -746,7 +756,7 @@ fn inspect_of_a_third_party_component_shows_declared_needs_and_effective_grants(
         serde_json::json!(["probe.invalid:443", "api.example.com"])
     );
     assert_eq!(value["grants"]["read"], serde_json::json!([data]));
-    assert_eq!(value["alwaysRefused"], serde_json::json!(["run"]));
+    assert_eq!(value["alwaysRefused"], serde_json::json!(["sockets"]));
     assert_eq!(value["sha256"].as_str().map(str::len), Some(64));
 }
 

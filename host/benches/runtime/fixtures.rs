@@ -132,7 +132,7 @@ impl Adapter for NativeFlood {
                 });
                 Ok(session)
             }
-            Err(_) => Err(StartError::Refused(ErrorInfo {
+            Err(_) => Err(StartError::refused(ErrorInfo {
                 code: None,
                 message: format!("the prompt must be a number of events, not {prompt:?}"),
                 recoverable: false,

@@ -145,8 +145,8 @@ pub struct GrantFlags {
     /// Environment variables the adapter may see, comma-separated names.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_env_name)]
     pub allow_env: Vec<String>,
-    /// Programs the adapter may spawn, comma-separated. Recorded and
-    /// shown, but spawning is always refused in this version.
+    /// Programs the adapter may spawn, comma-separated: names (found on
+    /// PATH when the run starts) or absolute paths.
     #[arg(long, value_name = "PROGRAMS", value_delimiter = ',', value_parser = parse_program)]
     pub allow_run: Vec<String>,
     /// A policy file (TOML) with grants per adapter; they add to the flags.

@@ -211,12 +211,27 @@ pub enum SessionFailure {
 /// Why an adapter did not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StartError {
-    /// The adapter refused the run (its `run` returned an error).
-    #[error("the adapter refused the run: {}", .0.message)]
-    Refused(ErrorInfo),
+    /// The adapter refused the run (its `run` returned an error), maybe
+    /// after asking for something it was refused: those refusals are
+    /// reported to the user before the adapter's own error.
+    #[error("the adapter refused the run: {}", .refusal.message)]
+    Refused {
+        refusal: ErrorInfo,
+        denials: Vec<Denial>,
+    },
     /// The adapter failed while starting.
     #[error(transparent)]
     Failed(#[from] SessionFailure),
+}
+
+impl StartError {
+    /// The adapter's refusal, with nothing refused to it.
+    pub fn refused(refusal: ErrorInfo) -> Self {
+        Self::Refused {
+            refusal,
+            denials: Vec::new(),
+        }
+    }
 }
 
 /// Something the adapter asked for and the runtime refused because the run

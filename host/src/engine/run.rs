@@ -40,8 +40,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, warn};
 
 use super::adapter::{
-    Adapter, AdapterEvent, AdapterEventKind, AdapterSession, RunLimits, RunOptions, SessionControl,
-    SessionFailure, StartError,
+    Adapter, AdapterEvent, AdapterEventKind, AdapterSession, Denial, RunLimits, RunOptions,
+    SessionControl, SessionFailure, StartError,
 };
 use super::codes;
 use super::event::{
@@ -381,8 +381,14 @@ impl Driver {
                 }
                 self.phase = Phase::Running(live);
             }
-            Started::Result(Err(StartError::Refused(info))) => {
+            Started::Result(Err(StartError::Refused {
+                refusal: info,
+                denials,
+            })) => {
                 warn!(agent = %self.agent, message = %info.message, "the adapter refused the run");
+                for denial in denials {
+                    self.emit_denial(&denial);
+                }
                 let code = info
                     .code
                     .filter(|c| !c.is_empty())
@@ -545,13 +551,17 @@ impl Driver {
     /// session recorded.
     fn report_denials(&mut self, live: &mut Live) {
         for denial in live.session.take_denials() {
-            warn!(agent = %self.agent, capability = %denial.capability, target = %denial.target, "capability denied");
-            self.emit(EventPayload::error(
-                codes::CAPABILITY_DENIED,
-                denial.message(),
-                true,
-            ));
+            self.emit_denial(&denial);
         }
+    }
+
+    fn emit_denial(&mut self, denial: &Denial) {
+        warn!(agent = %self.agent, capability = %denial.capability, target = %denial.target, "capability denied");
+        self.emit(EventPayload::error(
+            codes::CAPABILITY_DENIED,
+            denial.message(),
+            true,
+        ));
     }
 
     /// Asks the adapter to wrap up; when it may take until, or `None` when

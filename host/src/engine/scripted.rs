@@ -273,7 +273,7 @@ impl Adapter for ScriptedAdapter {
                     });
                     Ok(session)
                 }
-                StartBehaviour::Refuse(info) => Err(StartError::Refused(info.clone())),
+                StartBehaviour::Refuse(info) => Err(StartError::refused(info.clone())),
                 StartBehaviour::Fail(failure) => Err(StartError::Failed(failure.clone())),
                 StartBehaviour::Hang => pending().await,
             }

@@ -13,6 +13,7 @@
 //! - [`address`]: which resolved addresses a granted request may reach.
 //! - [`names`]: environment variable and program names.
 //! - [`dirs`]: directories, canonicalized when granted.
+//! - [`programs`]: programs, found on `PATH` when a run starts.
 //! - [`policy`]: the policy file (TOML).
 //! - [`sources`]: how the grants of a run are decided.
 
@@ -22,6 +23,7 @@ mod error;
 pub mod names;
 pub mod net;
 pub mod policy;
+pub mod programs;
 pub mod sources;
 
 use std::path::{Path, PathBuf};
@@ -57,8 +59,8 @@ pub struct Grants {
     /// Environment variables the run sees, with the host's values; a name
     /// unset on the host is simply absent.
     pub env: Vec<String>,
-    /// Programs the process capability may spawn. Not provided by this
-    /// version of the sandbox: spawning is always refused.
+    /// Programs the process capability may spawn: bare names, found on the
+    /// host's `PATH` when the run starts ([`programs`]), or absolute paths.
     pub run: Vec<String>,
 }
 

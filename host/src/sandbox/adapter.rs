@@ -105,7 +105,12 @@ impl WasmAdapter {
                 session,
                 limits.fuel,
             ))),
-            Ok(Err(refusal)) => Err(StartError::Refused(convert::error_info(refusal))),
+            Ok(Err(refusal)) => Err(StartError::Refused {
+                refusal: convert::error_info(refusal),
+                // Lost with the store otherwise: a spawn refused in `run`
+                // must still show as CAPABILITY_DENIED.
+                denials: store.data().denials.take(),
+            }),
             Err(error) => Err(classify(&store, &error, limits.fuel).into()),
         }
     }
@@ -117,8 +122,8 @@ impl Adapter for WasmAdapter {
     }
 
     /// A run with its grants applied: files and environment in its WASI
-    /// context, network through its checked `wasi:http` (processes are
-    /// always refused).
+    /// context, network through its checked `wasi:http`, programs through
+    /// the process capability.
     fn start<'a>(
         &'a self,
         prompt: &'a str,

@@ -10,8 +10,8 @@
 //! - Network: only through `wasi:http`, checked per request against the
 //!   net grants (see [`http`](super::http)); raw sockets and name lookups
 //!   are off whatever is granted.
-//! - Processes: refused whatever the grants say (see [`ALWAYS_REFUSED`]):
-//!   no process capability is linked.
+//! - Processes: only through the process capability, as granted (see
+//!   [`process`](super::process)).
 //! - No arguments, no initial working directory, stdin closed, stdout and
 //!   stderr into the host's logs.
 
@@ -19,11 +19,6 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use super::output::GuestOutput;
 use crate::grants::Grants;
-
-/// Kinds of grant this sandbox cannot give yet: a run is refused them
-/// whatever it is granted. Grants of these kinds are accepted, validated
-/// and shown, so policies written today keep their meaning.
-pub const ALWAYS_REFUSED: &[&str] = &["run"];
 
 /// Why a run's capabilities could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -34,10 +29,29 @@ pub(crate) enum CapabilityError {
     Preopen { dir: String, reason: String },
 }
 
-/// The WASI context of one run of `adapter` with `grants`.
+/// The granted environment variables that are set on the host, with the
+/// host's values, read now: what the guest and its children see.
+pub(crate) fn granted_env(adapter: &str, grants: &Grants) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for name in &grants.env {
+        match std::env::var(name) {
+            Ok(value) => env.push((name.clone(), value)),
+            Err(std::env::VarError::NotPresent) => {
+                tracing::debug!(adapter, name, "granted variable is not set; left out");
+            }
+            Err(std::env::VarError::NotUnicode(_)) => {
+                tracing::warn!(adapter, name, "granted variable is not UTF-8; left out");
+            }
+        }
+    }
+    env
+}
+
+/// The WASI context of one run with `grants` and `env` (see
+/// [`granted_env`]).
 pub(crate) fn wasi_context(
-    adapter: &str,
     grants: &Grants,
+    env: &[(String, String)],
     stdout: GuestOutput,
     stderr: GuestOutput,
 ) -> Result<WasiCtx, CapabilityError> {
@@ -62,24 +76,8 @@ pub(crate) fn wasi_context(
                 reason: format!("{e:#}"),
             })?;
     }
-    for name in &grants.env {
-        match std::env::var(name) {
-            Ok(value) => {
-                builder.env(name, value);
-            }
-            Err(std::env::VarError::NotPresent) => {
-                tracing::debug!(adapter, name, "granted variable is not set; left out");
-            }
-            Err(std::env::VarError::NotUnicode(_)) => {
-                tracing::warn!(adapter, name, "granted variable is not UTF-8; left out");
-            }
-        }
-    }
-    if !grants.run.is_empty() {
-        tracing::info!(
-            adapter,
-            "process grants have no effect in this version: spawning is always refused"
-        );
+    for (name, value) in env {
+        builder.env(name, value);
     }
     Ok(builder.build())
 }

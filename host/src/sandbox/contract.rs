@@ -15,7 +15,7 @@ pub const ADAPTER_INTERFACE: &str = "moat:adapter/adapter";
 /// The contract version this host implements.
 pub const HOST_CONTRACT: ContractVersion = ContractVersion {
     major: 0,
-    minor: 1,
+    minor: 2,
     patch: 0,
 };
 

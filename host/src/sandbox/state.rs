@@ -14,6 +14,7 @@ use super::denials::DenialLog;
 use super::http::NetAccess;
 use super::limits::MemoryCap;
 use super::output::{GuestOutput, StreamName};
+use super::process::{ChildGroups, GroupSignal, ProcessTable};
 use crate::engine::SessionControl;
 use crate::grants::Grants;
 
@@ -25,7 +26,11 @@ const MAX_LOG_MESSAGE_BYTES: usize = 4 * 1024;
 pub(crate) struct RunControl {
     engine: Engine,
     interrupted: AtomicBool,
+    /// Wakes host calls that wait for a child, so they return at once.
+    interrupt_notify: tokio::sync::Notify,
     killed: AtomicBool,
+    /// The run's children, signalled at interrupt and killed at kill.
+    pub(crate) children: ChildGroups,
 }
 
 impl RunControl {
@@ -33,8 +38,16 @@ impl RunControl {
         Self {
             engine,
             interrupted: AtomicBool::new(false),
+            interrupt_notify: tokio::sync::Notify::new(),
             killed: AtomicBool::new(false),
+            children: ChildGroups::default(),
         }
+    }
+
+    /// Resolves once the run is interrupted (enable it, then check
+    /// [`is_interrupted`](Self::is_interrupted), to miss nothing).
+    pub(crate) fn interrupt_notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.interrupt_notify.notified()
     }
 
     pub(crate) fn is_interrupted(&self) -> bool {
@@ -49,6 +62,10 @@ impl RunControl {
 impl SessionControl for RunControl {
     fn interrupt(&self) {
         self.interrupted.store(true, Ordering::Release);
+        // Children are asked to stop now (ENG-005); the drain gives the
+        // adapter time to report, and the end of the run kills them.
+        self.children.signal_all(GroupSignal::Terminate);
+        self.interrupt_notify.notify_waiters();
         // A guest computing right now reaches its epoch check at once and
         // yields, so the task driving it can start the drain.
         self.engine.increment_epoch();
@@ -56,6 +73,7 @@ impl SessionControl for RunControl {
 
     fn kill(&self) {
         self.killed.store(true, Ordering::Release);
+        self.children.kill_all();
         self.engine.increment_epoch();
     }
 }
@@ -68,17 +86,20 @@ pub(crate) struct RunState {
     pub(crate) stderr: GuestOutput,
     /// What the run was refused, for the engine to report.
     pub(crate) denials: DenialLog,
+    /// What the run may start, and what it started.
+    pub(crate) processes: ProcessTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     net: NetAccess,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
 }
 
 impl RunState {
     /// A run with the capabilities `grants` allow and nothing else (see
-    /// [`capabilities`](super::capabilities)); with no grants: no files,
-    /// no environment, no network, no arguments, stdin closed, stdout and
-    /// stderr into the host's logs. Each HTTP request ends by `deadline`,
+    /// [`capabilities`](super::capabilities) and
+    /// [`process`](super::process)); with no grants: no files, no
+    /// environment, no network, no processes, no arguments, stdin closed,
+    /// stdout and stderr into the host's logs. Each HTTP request ends by `deadline`,
     /// the end of the run's time.
     pub(crate) fn new(
         adapter: Arc<str>,
@@ -88,14 +109,23 @@ impl RunState {
         deadline: Option<tokio::time::Instant>,
     ) -> Result<Self, CapabilityError> {
         let stderr = GuestOutput::new(adapter.clone(), StreamName::Stderr);
+        let env = capabilities::granted_env(&adapter, grants);
         let wasi = capabilities::wasi_context(
-            &adapter,
             grants,
+            &env,
             GuestOutput::new(adapter.clone(), StreamName::Stdout),
             stderr.clone(),
         )?;
         let denials = DenialLog::default();
+        let processes = ProcessTable::new(
+            adapter.clone(),
+            grants,
+            env,
+            control.children.clone(),
+            denials.clone(),
+        );
         Ok(Self {
+            processes,
             adapter,
             control,
             memory: MemoryCap::new(max_memory_bytes),

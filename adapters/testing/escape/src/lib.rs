@@ -15,7 +15,17 @@
 //! - `lookup NAME`: resolves a host name;
 //! - `http METHOD URL [BODY]`: an HTTP request through `wasi:http`, with
 //!   the rest of the line as its body, reported as `ok: <status> <body>`
-//!   (the response body's first bytes) or `denied: <error>`.
+//!   (the response body's first bytes) or `denied: <error>`;
+//! - `spawn PROGRAM [ARGS…]` (split at spaces): starts the program through
+//!   the process capability, reads its stdout to the end and waits, reported
+//!   as `ok: exit=<code> out=<line>|<line> err=<stderr tail>`;
+//! - `shell SCRIPT`: `spawn sh -c SCRIPT`; `shell-in DIR SCRIPT`: the same
+//!   with DIR as the working directory; `shell-env NAME=VALUE SCRIPT`: the
+//!   same with one variable set explicitly;
+//! - `cat TEXT`: starts `cat` with a piped stdin, writes TEXT and reads it
+//!   back;
+//! - `fork N`: starts `sleep 60` N times, keeping every child, reported as
+//!   `ok: started <n>` or `denied: started <n>, then <error>`.
 //!
 //! It declares needs (a host, a variable, a program) so tests can show
 //! that a component loaded from a path receives none of them until
@@ -23,6 +33,7 @@
 
 use std::collections::VecDeque;
 
+use moat_guest::process::{Command, Stdin};
 use moat_guest::{Adapter, AdapterInfo, DoneEvent, DoneStatus, ErrorInfo, Event, Needs, Options};
 
 /// What `write` puts in a file.
@@ -57,7 +68,7 @@ impl Adapter for Escape {
                 ErrorInfo::new(
                     "INVALID_PROMPT",
                     format!(
-                        "unknown probe {line:?}; use read, write, list, env, envs, connect, lookup or http"
+                        "unknown probe {line:?}; use read, write, list, env, envs, connect, lookup, http, spawn, shell, shell-in, shell-env, cat or fork"
                     ),
                     false,
                 )
@@ -119,6 +130,23 @@ fn probe(line: &str) -> Option<Result<String, String>> {
                 .map_err(|e| e.to_string())
         }
         "http" => http(argument),
+        "spawn" => {
+            let mut words = argument.split(' ').filter(|w| !w.is_empty());
+            let program = words.next().unwrap_or_default();
+            spawn(Command::new(program).args(words))
+        }
+        "shell" => spawn(Command::new("sh").args(["-c", argument])),
+        "shell-in" => {
+            let (dir, script) = argument.split_once(' ').unwrap_or((argument, "true"));
+            spawn(Command::new("sh").args(["-c", script]).cwd(dir))
+        }
+        "shell-env" => {
+            let (variable, script) = argument.split_once(' ').unwrap_or((argument, "env"));
+            let (name, value) = variable.split_once('=').unwrap_or((variable, ""));
+            spawn(Command::new("sh").args(["-c", script]).env(name, value))
+        }
+        "cat" => cat(argument),
+        "fork" => fork(argument.parse().unwrap_or(1)),
         _ => return None,
     };
     Some(outcome)
@@ -133,6 +161,59 @@ fn list(dir: &str) -> Result<String, String> {
     }
     names.sort();
     Ok(names.join(","))
+}
+
+/// Starts `command`, reads its stdout to the end, waits for it.
+fn spawn(command: Command) -> Result<String, String> {
+    let child = command.spawn().map_err(|e| e.to_string())?;
+    let mut lines = Vec::new();
+    loop {
+        match child.read_line() {
+            Ok(Some(line)) => lines.push(line),
+            Ok(None) => break,
+            Err(error) => lines.push(format!("<{error}>")),
+        }
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let code = status
+        .code
+        .map_or_else(|| "none".to_string(), |c| c.to_string());
+    Ok(format!(
+        "exit={code} out={} err={}",
+        lines.join("|"),
+        child.stderr_tail().trim_end()
+    ))
+}
+
+/// Writes `text` to `cat` and reads it back.
+fn cat(text: &str) -> Result<String, String> {
+    let child = Command::new("cat")
+        .stdin(Stdin::Piped)
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    child
+        .write_stdin(format!("{text}\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    child.close_stdin();
+    let line = child.read_line().map_err(|e| e.to_string())?;
+    let after_close = child.write_stdin(b"more");
+    Ok(format!(
+        "{} then {}",
+        line.unwrap_or_default(),
+        after_close.map_or_else(|e| e.to_string(), |()| "written".into())
+    ))
+}
+
+/// Starts `sleep 60` `count` times, keeping every child until the run ends.
+fn fork(count: usize) -> Result<String, String> {
+    let mut children = Vec::new();
+    for _ in 0..count {
+        match Command::new("sleep").arg("60").spawn() {
+            Ok(child) => children.push(child),
+            Err(error) => return Err(format!("started {}, then {error}", children.len())),
+        }
+    }
+    Ok(format!("started {}", children.len()))
 }
 
 /// `METHOD URL [BODY]`: the status and the body's first bytes.

@@ -7,15 +7,16 @@ use bytesize::ByteSize;
 use serde_json::json;
 
 use moat::engine::{Adapter, TrustLevel};
+use moat::grants::programs::GrantedPrograms;
 use moat::grants::{GrantSources, Grants, Provenance};
-use moat::sandbox::{ALWAYS_REFUSED, CacheOutcome, Sandbox};
+use moat::sandbox::{CacheOutcome, Sandbox};
 
 use crate::cli::args::InspectArgs;
 use crate::cli::resolve;
 
-/// What the `refused` line says: process grants are shown, never given, and
-/// the network is HTTP(S) only.
-const REFUSED_NOTE: &str = "processes and raw sockets, always: this version provides no process capability, and the network is HTTP(S) to granted hosts only";
+/// What the `refused` line says: what no grant gives.
+const REFUSED_NOTE: &str =
+    "raw sockets and name lookups, always: the network is HTTP(S) to granted hosts only";
 
 pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<ExitCode> {
     let resolved = resolve::adapter(sandbox, &args.adapter).await?;
@@ -50,7 +51,8 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
             "needs": info.needs,
             "grants": grants,
             "grantsFrom": origins,
-            "alwaysRefused": ALWAYS_REFUSED,
+            "programs": programs_json(&grants),
+            "alwaysRefused": ["sockets"],
             "toolPatterns": info.tool_patterns,
             "imports": details.imports,
             "cache": {
@@ -96,8 +98,33 @@ fn print_grants(grants: &Grants, origins: &[String]) {
     println!("grant read   {}", dirs(&grants.read));
     println!("grant write  {}", dirs(&grants.write));
     println!("grant env    {}", list(&grants.env));
-    println!("grant run    {}", list(&grants.run));
+    println!("grant run    {}", list(&programs_shown(grants)));
     println!("refused      {REFUSED_NOTE}");
+}
+
+/// Each granted program and where it would run from, found on PATH now as
+/// a run would find it.
+fn programs_json(grants: &Grants) -> serde_json::Value {
+    let path = std::env::var_os("PATH");
+    let programs = GrantedPrograms::resolve(&grants.run, path.as_deref());
+    programs
+        .resolved()
+        .map(|(grant, found)| json!({ "grant": grant, "path": found }))
+        .collect()
+}
+
+/// Each granted program, with where it was found or that it was not.
+fn programs_shown(grants: &Grants) -> Vec<String> {
+    let path = std::env::var_os("PATH");
+    let programs = GrantedPrograms::resolve(&grants.run, path.as_deref());
+    programs
+        .resolved()
+        .map(|(grant, found)| match found {
+            Some(path) if path.as_os_str() != grant => format!("{grant} ({})", path.display()),
+            Some(_) => grant.to_string(),
+            None => format!("{grant} (not found)"),
+        })
+        .collect()
 }
 
 /// Which sources contribute to the grants, in merge order, for people.

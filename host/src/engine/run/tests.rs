@@ -905,7 +905,7 @@ impl Adapter for GrantRecorder {
     ) -> futures::future::BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
         *self.seen.lock().unwrap() = Some(grants.clone());
         Box::pin(async {
-            Err(StartError::Refused(ErrorInfo {
+            Err(StartError::refused(ErrorInfo {
                 code: None,
                 message: "recorded".into(),
                 recoverable: false,

@@ -1,0 +1,77 @@
+//! Starts children from one long-lived thread, in their own process group,
+//! with the parent-death signal set.
+//!
+//! Linux delivers the parent-death signal when the *thread* that forked
+//! the child exits, not the process. Runs are driven on tokio worker
+//! threads, which come and go (blocking-pool threads, runtimes of a test):
+//! forking from them would kill children at random. A dedicated thread
+//! that lives as long as the process makes the signal mean what we want:
+//! if the host dies, even by `SIGKILL`, its direct children die with it.
+
+use std::io;
+use std::sync::OnceLock;
+use std::sync::mpsc::{Sender, channel};
+
+use tokio::process::{Child, Command};
+use tokio::runtime::Handle;
+
+struct Job {
+    command: Command,
+    /// The runtime of the run, whose reaper watches the child.
+    runtime: Handle,
+    reply: tokio::sync::oneshot::Sender<io::Result<Child>>,
+}
+
+/// Starts `command` (whose stdio the caller set up) in a new process group,
+/// killed when dropped and when the host dies.
+pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
+    let host_pid = std::process::id();
+    command.kill_on_drop(true).process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only async-signal-safe functions (prctl, getppid), allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            // The host may have died between fork and prctl.
+            if libc::getppid() as u32 != host_pid {
+                return Err(io::Error::other("the host exited"));
+            }
+            Ok(())
+        });
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let job = Job {
+        command,
+        runtime: Handle::current(),
+        reply,
+    };
+    spawner()
+        .send(job)
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    // Were this future dropped now (the run stopped), the spawner's reply
+    // fails and the child it started is dropped there: killed.
+    answer
+        .await
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?
+}
+
+fn spawner() -> &'static Sender<Job> {
+    static SPAWNER: OnceLock<Sender<Job>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (sender, jobs) = channel::<Job>();
+        std::thread::Builder::new()
+            .name("moat-spawner".into())
+            .spawn(move || {
+                for mut job in jobs {
+                    let _runtime = job.runtime.enter();
+                    let started = job.command.spawn();
+                    // A dropped receiver drops the child: kill_on_drop.
+                    let _ = job.reply.send(started);
+                }
+            })
+            .expect("start the moat-spawner thread");
+        sender
+    })
+}
