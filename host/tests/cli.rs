@@ -989,3 +989,50 @@ fn inspect_shows_the_llm_adapters_declared_needs_granted_by_default_and_an_added
         assert_eq!(value["grants"]["env"], serde_json::json!([key, base]));
     }
 }
+
+#[test]
+fn moat_run_extra_passes_adapter_options_such_as_openai_tools_filtered_by_allowed_tools() {
+    let server = LlmServer::start(Reply::sse(include_bytes!(
+        "../../adapters/openai/fixtures/text_usage.sse"
+    )));
+    let variables = [("OPENAI_BASE_URL", format!("{}/v1", server.url()))];
+    let tool = |name: &str| serde_json::json!({"type": "function", "function": {"name": name, "parameters": {"type": "object"}}});
+    let extra = serde_json::json!({"tools": [tool("search"), tool("shell")]});
+    let (_dir, root) = scratch();
+    let file = root.join("extra.json");
+    std::fs::write(&file, extra.to_string()).unwrap();
+    let grant = format!("--allow-net={}", server.grant());
+    for extra_flag in [extra.to_string(), format!("@{}", path_arg(&file))] {
+        let output = llm_run(
+            &variables,
+            &[
+                "run",
+                "openai",
+                "hi",
+                "--model",
+                "m",
+                &grant,
+                "--allowed-tools=search",
+                "--extra",
+                &extra_flag,
+            ],
+        );
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
+    for request in server.requests() {
+        let names: Vec<String> = request.json()["tools"]
+            .as_array()
+            .expect("tools sent")
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["search"]);
+    }
+    assert_eq!(server.requests().len(), 2);
+
+    for bad in ["[1, 2]", "{not json", "@/nonexistent/extra.json"] {
+        let output = run(&["run", "echo", "hi", "--extra", bad]);
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        assert!(stderr(&output).contains("--extra"), "{}", stderr(&output));
+    }
+}

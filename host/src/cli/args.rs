@@ -95,6 +95,10 @@ pub struct RunFlags {
     /// System prompt for the backend.
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
+    /// Adapter-specific options as a JSON object, inline or `@FILE`
+    /// (e.g. the openai adapter's tools: `{"tools":[…]}`).
+    #[arg(long, value_name = "JSON|@FILE", value_parser = parse_extra)]
+    pub extra: Option<serde_json::Value>,
     /// How much the backend may do on its own; also presets grants
     /// (docs/security.md).
     #[arg(long, value_enum, default_value_t = TrustArg::Sandbox)]
@@ -191,6 +195,7 @@ impl RunFlags {
                 .clone()
                 .map(|list| list.0)
                 .unwrap_or_default(),
+            extra: self.extra.clone(),
             ..RunOptions::default()
         }
     }
@@ -303,6 +308,35 @@ pub fn parse_net_rule(text: &str) -> Result<NetRule, String> {
 /// Resolves one directory of `--allow-read` or `--allow-write`.
 pub fn parse_dir(text: &str) -> Result<PathBuf, String> {
     canonical_dir(Path::new(text), None).map_err(|e| e.reason().to_string())
+}
+
+/// Largest `--extra` accepted, inline or from a file.
+const MAX_EXTRA_BYTES: u64 = 1024 * 1024;
+
+/// Parses `--extra`: a JSON object, inline or from `@FILE`.
+pub fn parse_extra(text: &str) -> Result<serde_json::Value, String> {
+    let json = match text.strip_prefix('@') {
+        Some(path) => {
+            let size = std::fs::metadata(path)
+                .map_err(|e| format!("cannot read {path}: {e}"))?
+                .len();
+            if size > MAX_EXTRA_BYTES {
+                return Err(format!("{path} is larger than 1 MiB"));
+            }
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?
+        }
+        None => text.to_string(),
+    };
+    extra_object(serde_json::from_str(&json).map_err(|e| format!("not JSON: {e}"))?)
+}
+
+/// Checks adapter-specific options are a JSON object.
+pub fn extra_object(value: serde_json::Value) -> Result<serde_json::Value, String> {
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err("must be a JSON object, e.g. {\"tools\": []}".into())
+    }
 }
 
 /// Resolves `--cwd` to an absolute path.

@@ -7,7 +7,8 @@
 //! `allowedTools`, `disallowedTools`, `timeout` ("30s"), `fuel`,
 //! `maxMemory` ("256MiB"), and grants: `allowNet`, `allowRead`,
 //! `allowWrite`, `allowEnv`, `allowRun` (lists, as the flags take them)
-//! and `grantDeclared`. A field left out takes the command-line flag; a
+//! and `grantDeclared`, and `extra` (adapter-specific options: a JSON object
+//! or TOML table). A field left out takes the command-line flag; a
 //! field given replaces it. Relative paths (`cwd`, `allowRead`,
 //! `allowWrite`) are relative to the tasks file's directory.
 
@@ -18,7 +19,7 @@ use serde::Deserialize;
 use moat::grants::{NetRule, canonical_dir, names};
 
 use super::UsageError;
-use super::args::{RunFlags, ToolList, TrustArg, parse_duration, parse_memory};
+use super::args::{RunFlags, ToolList, TrustArg, extra_object, parse_duration, parse_memory};
 
 /// One task, resolved against the shared flags.
 #[derive(Debug, Clone)]
@@ -54,6 +55,8 @@ struct TaskEntry {
     allow_env: Option<Vec<String>>,
     allow_run: Option<Vec<String>>,
     grant_declared: Option<bool>,
+    /// Adapter-specific options (a JSON object, or a TOML table).
+    extra: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -155,6 +158,9 @@ fn resolve(entry: TaskEntry, base: Option<&Path>, shared: &RunFlags) -> Result<T
     flags.system = or(entry.system, &shared.system);
     flags.max_turns = entry.max_turns.or(shared.max_turns);
     flags.fuel = entry.fuel.or(shared.fuel);
+    if let Some(extra) = entry.extra {
+        flags.extra = Some(extra_object(extra).map_err(|e| format!("extra: {e}"))?);
+    }
     if let Some(trust) = entry.trust {
         flags.trust = match trust {
             TrustName::Sandbox => TrustArg::Sandbox,
@@ -279,6 +285,31 @@ mod tests {
         let tasks = parse(text, true, None, &shared()).unwrap();
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].flags.trust, TrustArg::Controlled);
+    }
+
+    #[test]
+    fn extra_is_an_object_from_json_or_a_toml_table() {
+        let json = r#"[{"adapter":"openai","prompt":"a","extra":{"tools":[{"type":"function"}]}}]"#;
+        let tasks = parse(json, false, None, &shared()).unwrap();
+        let extra = tasks[0].flags.options().extra.unwrap();
+        assert_eq!(extra["tools"][0]["type"], "function");
+
+        let toml =
+            "[[task]]\nadapter = \"openai\"\nprompt = \"hi\"\n[task.extra]\ntemperature = 0.5\n";
+        let tasks = parse(toml, true, None, &shared()).unwrap();
+        assert_eq!(tasks[0].flags.options().extra.unwrap()["temperature"], 0.5);
+
+        let error = parse(
+            r#"[{"adapter":"echo","prompt":"a","extra":[1]}]"#,
+            false,
+            None,
+            &shared(),
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("task 1") && error.contains("extra"),
+            "{error}"
+        );
     }
 
     #[test]
