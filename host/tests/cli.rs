@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use moat::engine::{AgentEvent, DoneStatus, EventPayload};
-use moat_e2e::components::{ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
+use moat_e2e::components::{CHILDREN, ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
 use moat_e2e::http_server::{SERVED, TestServer};
 use moat_e2e::llm_server::{LlmServer, Reply};
 use serde_json::Value;
@@ -219,6 +219,88 @@ fn ctrl_c_interrupts_the_run_with_one_done_and_exit_130() {
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(130), "{}", stderr(&output));
     assert_eq!(last_done(&events(&output)), DoneStatus::Interrupted);
+}
+
+/// Starts `moat run` of the `children` adapter (a child and a grandchild,
+/// then a blocking read) and returns it with the two pids, once reported.
+/// The rest of its stdout is drained in the background, so moat never
+/// writes into a closed pipe.
+fn moat_with_children() -> (std::process::Child, [u32; 2]) {
+    use std::io::BufRead;
+    let mut moat = moat()
+        .args([
+            "run",
+            CHILDREN,
+            "block",
+            "--allow-run=sh",
+            "--output",
+            "ndjson",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(moat.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let event: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(pids) = event["payload"]["content"]
+            .as_str()
+            .and_then(|t| t.strip_prefix("pids "))
+        {
+            let pids: Vec<u32> = pids.split(' ').map(|p| p.parse().unwrap()).collect();
+            std::thread::spawn(move || lines.for_each(drop));
+            return (moat, [pids[0], pids[1]]);
+        }
+    }
+    panic!("moat ended before the children adapter reported its pids");
+}
+
+/// Whether `pid` still runs (a zombie does not).
+fn process_runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !matches!(state.and_then(|s| s.chars().next()), Some('Z' | 'X'))
+    })
+}
+
+fn wait_until_gone(pids: &[u32]) {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&pid| process_runs(pid)) {
+        assert!(
+            std::time::Instant::now() < until,
+            "still running: {:?}",
+            pids.iter()
+                .filter(|&&p| process_runs(p))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ctrl_c_leaves_no_child_or_grandchild_of_the_run_behind() {
+    let (mut moat, pids) = moat_with_children();
+    assert!(pids.iter().all(|&pid| process_runs(pid)));
+    let status = Command::new("kill")
+        .args(["-INT", &moat.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(moat.wait().unwrap().code(), Some(130));
+    wait_until_gone(&pids);
+}
+
+#[test]
+fn a_child_dies_with_moat_even_when_moat_is_killed() {
+    let (mut moat, [child, grandchild]) = moat_with_children();
+    moat.kill().unwrap();
+    moat.wait().unwrap();
+    // The parent-death signal reaches the direct child; a grandchild is
+    // beyond it (docs/security.md), so clean it up here.
+    wait_until_gone(&[child]);
+    let _ = Command::new("kill")
+        .args(["-KILL", &grandchild.to_string()])
+        .status();
 }
 
 #[test]
