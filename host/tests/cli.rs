@@ -252,7 +252,9 @@ fn moat_with_children() -> (std::process::Child, [u32; 2]) {
             return (moat, [pids[0], pids[1]]);
         }
     }
-    panic!("moat ended before the children adapter reported its pids");
+    let _ = moat.kill();
+    let status = moat.wait();
+    panic!("moat ended ({status:?}) before the children adapter reported its pids");
 }
 
 /// Whether `pid` still runs (a zombie does not).
