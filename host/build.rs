@@ -12,6 +12,9 @@ const BUILTINS: &[(&str, &str)] = &[
     ("echo", "moat-adapter-echo"),
     ("openai", "moat-adapter-openai"),
     ("anthropic", "moat-adapter-anthropic"),
+    ("claude-code", "moat-adapter-claude-code"),
+    ("codex", "moat-adapter-codex"),
+    ("gemini", "moat-adapter-gemini"),
 ];
 
 fn main() {

@@ -7,6 +7,7 @@ pub mod components {
     include!(concat!(env!("OUT_DIR"), "/testing_components.rs"));
 }
 
+pub mod fake_cli;
 mod harness;
 pub mod http_server;
 pub mod llm_server;

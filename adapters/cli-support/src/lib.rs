@@ -14,6 +14,7 @@
 //! and every string kept or forwarded is bounded.
 
 mod args;
+mod child;
 mod session;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
@@ -23,6 +24,7 @@ use moat_guest::json::{Map, Value};
 use moat_guest::{DoneEvent, DoneStatus, Event};
 
 pub use args::{Invocation, check_exact_names, program, unsupported};
+pub use child::{CLI_NOT_FOUND, ChildProcess, spawn};
 pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, ReadError};
 pub use tools::ToolTracker;
 

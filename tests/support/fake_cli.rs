@@ -1,0 +1,171 @@
+//! A fake agent CLI for the end-to-end tests of the CLI adapters: a copy of
+//! the fixture replayer (`moat_cli_fixture::fake`, built as this crate's
+//! `moat-e2e-fake-cli` binary) named like the CLI, in a directory of its
+//! own with its configuration beside it, granted by its absolute path.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use moat::engine::{AgentEvent, RunRequest};
+use moat::grants::Grants;
+use serde_json::{Value, json};
+
+/// One fake CLI installation.
+pub struct FakeCli {
+    dir: tempfile::TempDir,
+    /// The fake program (`…/claude`).
+    pub program: PathBuf,
+    record: PathBuf,
+}
+
+impl FakeCli {
+    /// A copy of `exe` (the replayer) named `name`, replaying the recorded
+    /// `tests/fixtures/cli/<cli>/<scenario>.jsonl`; `config` adds to or
+    /// overrides the replay's configuration (`speed`, `hang_after`,
+    /// `ignore_sigterm`, `spawn_grandchild`, `exit_code`).
+    pub fn new(exe: &str, name: &str, cli: &str, scenario: &str, config: Value) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical temp dir");
+        let program = root.join(name);
+        std::fs::copy(exe, &program).expect("copy the fake CLI");
+        let record = root.join("record.json");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/cli")
+            .join(cli)
+            .join(format!("{scenario}.jsonl"));
+        let mut full = json!({"fixture": fixture, "record": record});
+        if let (Some(full), Some(extra)) = (full.as_object_mut(), config.as_object()) {
+            full.extend(extra.clone());
+        }
+        std::fs::write(root.join("fake-cli.json"), full.to_string()).expect("write the config");
+        FakeCli {
+            dir,
+            program,
+            record,
+        }
+    }
+
+    /// The fake's directory (canonical): the run's working directory.
+    pub fn dir(&self) -> PathBuf {
+        std::fs::canonicalize(self.dir.path()).expect("canonical temp dir")
+    }
+
+    /// What the fake recorded when it started (arguments, pids, cwd,
+    /// environment); `None` if it never started.
+    pub fn recorded(&self) -> Option<Value> {
+        let text = std::fs::read_to_string(&self.record).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The arguments the adapter gave the CLI.
+    pub fn args(&self) -> Vec<String> {
+        let recorded = self.recorded().expect("the fake CLI started");
+        serde_json::from_value(recorded["args"].clone()).expect("args are strings")
+    }
+
+    /// Grants the fake by its absolute path, and its directory for reading.
+    pub fn grants(&self) -> Grants {
+        Grants {
+            run: vec![self.program.to_string_lossy().into_owned()],
+            read: vec![self.dir()],
+            ..Grants::none()
+        }
+    }
+
+    /// A request for `adapter` on `prompt` that starts this fake: granted,
+    /// named as `extra.program`, run in its directory.
+    pub fn request(&self, adapter: &str, prompt: &str) -> RunRequest {
+        let mut request = RunRequest::new(adapter, prompt);
+        request.grants = self.grants();
+        request.options.extra = Some(json!({"program": self.program}));
+        request.options.cwd = Some(self.dir().to_string_lossy().into_owned());
+        request
+    }
+
+    /// The pids of the fake and of its grandchild (if it started one).
+    pub fn pids(&self) -> Vec<u32> {
+        let recorded = self.recorded().expect("the fake CLI started");
+        ["pid", "grandchild_pid"]
+            .iter()
+            .filter_map(|key| recorded[*key].as_u64())
+            .map(|pid| pid as u32)
+            .collect()
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie nobody has reaped yet).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                == Some("Z")
+        }
+    }
+}
+
+/// Waits up to `within` for every pid to be gone; the ones still alive.
+pub fn survivors(pids: &[u32], within: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + within;
+    loop {
+        let alive: Vec<u32> = pids.iter().copied().filter(|p| !process_gone(*p)).collect();
+        if alive.is_empty() || Instant::now() > deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `request` on the built-in `adapter` and collects every event.
+pub async fn run(adapter: &str, request: RunRequest) -> Vec<AgentEvent> {
+    let registry = crate::registry_of([crate::llm_server::load_builtin(adapter).await]);
+    crate::collect(&registry, request).await
+}
+
+/// Runs `request` on the built-in `adapter`, aborting it as soon as an
+/// event matching `when` arrives; every event, and whether the abort fired.
+pub async fn run_aborting(
+    adapter: &str,
+    mut request: RunRequest,
+    when: impl Fn(&AgentEvent) -> bool,
+) -> (Vec<AgentEvent>, bool) {
+    let registry = crate::registry_of([crate::llm_server::load_builtin(adapter).await]);
+    let abort = tokio_util::sync::CancellationToken::new();
+    request.abort = Some(abort.clone());
+    let mut run = moat::engine::run_agent(&registry, request).expect("registered");
+    let mut events = Vec::new();
+    let all = async {
+        while let Some(event) = run.next().await {
+            if !abort.is_cancelled() && when(&event) {
+                abort.cancel();
+            }
+            events.push(event);
+        }
+    };
+    tokio::time::timeout(crate::TEST_DEADLINE, all)
+        .await
+        .expect("the run ended before the test deadline");
+    let fired = abort.is_cancelled();
+    (events, fired)
+}
+
+/// How many stdout lines of the recording come before and including the
+/// first one containing `marker`: where to make the fake hang.
+pub fn stdout_lines_through(cli: &str, scenario: &str, marker: &str) -> usize {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/cli")
+        .join(cli)
+        .join(format!("{scenario}.jsonl"));
+    let text = std::fs::read_to_string(&path).expect("the fixture");
+    let stdout: Vec<String> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|entry| entry["stdout"].as_str().map(str::to_owned))
+        .collect();
+    1 + stdout
+        .iter()
+        .position(|line| line.contains(marker))
+        .unwrap_or_else(|| panic!("no {marker} in {}", path.display()))
+}
