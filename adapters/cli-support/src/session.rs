@@ -3,7 +3,7 @@
 //! user aborts.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use moat_guest::{DoneStatus, Event};
 
@@ -53,6 +53,7 @@ pub struct CliSession<P: CliProcess, T: Translator> {
     process: P,
     translator: T,
     pending: VecDeque<Event>,
+    grace: Duration,
 }
 
 impl<P: CliProcess, T: Translator> CliSession<P, T> {
@@ -63,7 +64,15 @@ impl<P: CliProcess, T: Translator> CliSession<P, T> {
             process,
             translator,
             pending: VecDeque::new(),
+            grace: AFTER_RESULT_GRACE,
         }
+    }
+
+    /// Sets how long the CLI may go on after its result line (default
+    /// [`AFTER_RESULT_GRACE`]).
+    pub fn with_after_result_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
     }
 
     /// The next event, or `None` once `done` was handed out.
@@ -137,10 +146,15 @@ impl<P: CliProcess, T: Translator> CliSession<P, T> {
     }
 
     /// After the result line: let the CLI write its last lines and exit on
-    /// its own (it saves its session then), for a short while.
+    /// its own (it saves its session then), for the grace period in all.
     fn let_it_finish(&mut self) {
+        let deadline = Instant::now() + self.grace;
         loop {
-            match self.process.read_line_timeout(AFTER_RESULT_GRACE) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            match self.process.read_line_timeout(left) {
                 Ok(Some(_)) => continue,
                 Ok(None) => {
                     self.process.wait();
@@ -168,6 +182,8 @@ mod tests {
         exit: Exit,
         terminated: bool,
         waited: bool,
+        /// Once the lines are used up, chatter forever instead of ending.
+        endless: bool,
     }
 
     impl Scripted {
@@ -177,13 +193,18 @@ mod tests {
                 exit,
                 terminated: false,
                 waited: false,
+                endless: false,
             }
         }
     }
 
     impl CliProcess for Scripted {
         fn read_line(&mut self) -> Result<Option<String>, ReadError> {
-            self.lines.pop_front().unwrap_or(Ok(None))
+            match self.lines.pop_front() {
+                Some(line) => line,
+                None if self.endless => Ok(Some("chatter".into())),
+                None => Ok(None),
+            }
         }
         fn read_line_timeout(&mut self, _: Duration) -> Result<Option<String>, ReadError> {
             self.read_line()
@@ -253,6 +274,21 @@ mod tests {
         assert!(
             session.process.waited,
             "it read to the end and reaped the CLI"
+        );
+        assert_eq!(session.next_event(), None);
+    }
+
+    #[test]
+    fn a_cli_that_keeps_talking_after_its_result_is_not_waited_for_forever() {
+        // Every read answers at once: only the grace deadline ends the wait.
+        let mut process = Scripted::new(&["end"], Exit::code(0));
+        process.endless = true;
+        let mut session = CliSession::new("fake", process, Lines::default())
+            .with_after_result_grace(Duration::from_millis(50));
+        assert_eq!(session.next_event(), Some(Event::done(DoneStatus::Success)));
+        assert!(
+            !session.process.waited,
+            "it stopped listening, still running"
         );
         assert_eq!(session.next_event(), None);
     }
