@@ -114,12 +114,13 @@ fn offline(cli: &Cli, base_url: &str, home: &Path) -> Vec<String> {
     names
 }
 
-/// Runs `cli` on `scenario` against a fresh stub; the events and the
-/// stub's request log.
+/// Runs `cli` on `scenario` against a fresh stub at `trust`; the events
+/// and the stub's request log.
 fn run_real(
     cli: &Cli,
     program: &Path,
     scenario: Scenario,
+    trust: TrustLevel,
     scratch: &Path,
 ) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
     let stub =
@@ -144,8 +145,8 @@ fn run_real(
     request.options.extra = Some(json!({"program": program}));
     request.options.cwd = Some(work.to_string_lossy().into_owned());
     request.options.model = Some(cli.model.to_owned());
-    request.options.trust = TrustLevel::Unrestricted;
-    if cli.program == "claude" {
+    request.options.trust = trust;
+    if cli.program == "claude" && trust == TrustLevel::Unrestricted {
         request.options.allowed_tools = Some(vec!["Bash".into()]);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -178,7 +179,13 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             bin.display()
         );
 
-        let (events, requests) = run_real(cli, &program, Scenario::Text, scratch.path());
+        let (events, requests) = run_real(
+            cli,
+            &program,
+            Scenario::Text,
+            TrustLevel::Unrestricted,
+            scratch.path(),
+        );
         let done = single_done(&events);
         assert_eq!(
             done.status,
@@ -196,7 +203,13 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             cli.adapter
         );
 
-        let (events, _) = run_real(cli, &program, Scenario::ToolUse, scratch.path());
+        let (events, _) = run_real(
+            cli,
+            &program,
+            Scenario::ToolUse,
+            TrustLevel::Unrestricted,
+            scratch.path(),
+        );
         let done = single_done(&events);
         assert_eq!(
             done.status,
@@ -219,6 +232,61 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             "{}",
             cli.adapter
         );
-        eprintln!("{}: ok ({} events)", cli.adapter, events.len());
+        check_trust_levels(cli, &program, scratch.path());
+        eprintln!("{}: ok", cli.adapter);
+    }
+}
+
+/// The tools each trust level leaves the model, as the stub saw them
+/// offered: the mapping of docs/cli-adapters.md, checked on the real CLI.
+fn check_trust_levels(cli: &Cli, program: &Path, scratch: &Path) {
+    let offered = |trust| {
+        let (events, requests) = run_real(cli, program, Scenario::Text, trust, scratch);
+        assert_eq!(
+            single_done(&events).status,
+            DoneStatus::Success,
+            "{} at {trust:?}: {}",
+            cli.adapter,
+            describe(&events)
+        );
+        let call = requests
+            .iter()
+            .find(|r| r.api == cli.api)
+            .expect("a model call");
+        call.tools.clone()
+    };
+    let has = |tools: &[String], name: &str| tools.iter().any(|tool| tool == name);
+    match cli.program {
+        "claude" => {
+            let sandbox = offered(TrustLevel::Sandbox);
+            assert!(sandbox.is_empty(), "claude sandbox offers {sandbox:?}");
+            let controlled = offered(TrustLevel::Controlled);
+            assert!(!has(&controlled, "Bash"), "{controlled:?}");
+            assert!(
+                has(&controlled, "Edit") && has(&controlled, "WebFetch"),
+                "{controlled:?}"
+            );
+        }
+        "codex" => {
+            let sandbox = offered(TrustLevel::Sandbox);
+            for tool in ["exec_command", "web_search", "view_image"] {
+                assert!(
+                    !has(&sandbox, tool),
+                    "codex sandbox offers {tool}: {sandbox:?}"
+                );
+            }
+            let controlled = offered(TrustLevel::Controlled);
+            assert!(!has(&controlled, "exec_command"), "{controlled:?}");
+            assert!(has(&offered(TrustLevel::Unrestricted), "exec_command"));
+        }
+        _ => {
+            let controlled = offered(TrustLevel::Controlled);
+            assert!(!has(&controlled, "run_shell_command"), "{controlled:?}");
+            assert!(
+                has(&controlled, "read_file") && has(&controlled, "write_file"),
+                "{controlled:?}"
+            );
+            assert!(has(&offered(TrustLevel::Unrestricted), "run_shell_command"));
+        }
     }
 }

@@ -7,19 +7,14 @@
 
 use std::collections::BTreeMap;
 
-use moat_guest::json::{Map, Value, json};
+use moat_guest::json::{Map, Value};
 use moat_guest::sse::SseEvent;
 use moat_guest::{
-    DoneEvent, DoneStatus, ErrorInfo, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
+    DoneEvent, DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
     ToolUseEvent,
 };
-
-use crate::errors::{Failure, cut};
-
-/// The code of an event from the server that could not be understood.
-pub const MALFORMED_EVENT: &str = "MALFORMED_EVENT";
-/// The code of a stream that ended before the answer was complete.
-pub const STREAM_CUT: &str = "STREAM_CUT";
+use moat_llm_support::stream::MAX_QUOTED_EVENT;
+use moat_llm_support::{Failure, STREAM_CUT, StreamState, Translate, cut};
 /// Most content blocks kept from one answer.
 const MAX_BLOCKS: usize = 256;
 /// Longest text of one block (text, thinking, or a tool's input JSON).
@@ -27,8 +22,6 @@ const MAX_BLOCK_TEXT: usize = 512 * 1024;
 /// Longest text kept for the done's result; the host refuses events past
 /// 1 MiB, and the deltas carried it all anyway.
 const MAX_RESULT: usize = 512 * 1024;
-/// Longest part of a bad event quoted in an error.
-const MAX_QUOTED: usize = 200;
 
 #[derive(Debug)]
 enum Kind {
@@ -66,36 +59,29 @@ struct Counts {
 /// The state of one streamed answer.
 #[derive(Debug, Default)]
 pub struct Translator {
-    session_id: Option<String>,
-    model: Option<String>,
+    /// The session id, model, stop reason, and whether the run ended.
+    state: StreamState,
     blocks: BTreeMap<u64, Block>,
     dropped_blocks: bool,
     result: String,
     result_too_long: bool,
     tool_uses: u32,
     counts: Counts,
-    stop_reason: Option<String>,
     started: bool,
-    ended: bool,
 }
 
-impl Translator {
-    /// A translator for a fresh answer.
-    pub fn new() -> Self {
-        Self::default()
+impl Translate for Translator {
+    const STOP_REASON: &'static str = "stopReason";
+
+    fn state(&self) -> &StreamState {
+        &self.state
     }
 
-    /// Whether the done event was produced.
-    pub fn ended(&self) -> bool {
-        self.ended
+    fn state_mut(&mut self) -> &mut StreamState {
+        &mut self.state
     }
 
-    /// The events one SSE event of the stream makes; the last one is the
-    /// run's `done` when the stream ended with it.
-    pub fn on_event(&mut self, event: &SseEvent) -> Vec<Event> {
-        if self.ended {
-            return Vec::new();
-        }
+    fn translate(&mut self, event: &SseEvent) -> Vec<Event> {
         let data: Value = match moat_guest::serde_json::from_str(&event.data) {
             Ok(Value::Object(data)) => Value::Object(data),
             _ => return vec![self.malformed("an event that is not a JSON object", &event.data)],
@@ -113,7 +99,7 @@ impl Translator {
             "content_block_stop" => self.block_stop(&data, &event.data),
             "message_delta" => {
                 if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.stop_reason = Some(cut(reason, 100));
+                    self.state.set_stop_reason(reason);
                 }
                 if let Some(usage) = data.get("usage") {
                     self.read_usage(usage);
@@ -131,72 +117,30 @@ impl Translator {
         }
     }
 
-    /// The stream's body ended.
-    pub fn end_of_body(&mut self) -> Vec<Event> {
-        if self.ended {
-            return Vec::new();
-        }
-        let failure = Failure {
-            error: ErrorInfo::new(
-                STREAM_CUT,
-                "the response ended before the answer was complete (no message_stop)",
-                true,
-            ),
-            status: None,
-            retry_after: None,
-        };
+    /// The body ended before `message_stop`: the answer is cut.
+    fn body_ended(&mut self) -> Vec<Event> {
+        let failure = Failure::new(
+            STREAM_CUT,
+            "the response ended before the answer was complete (no message_stop)",
+            true,
+        );
         self.fail(&failure)
     }
 
-    /// An error ends the run: the error, then `done` error with no token
-    /// report (a broken stream's usage is unknown, never zero).
-    pub fn fail(&mut self, failure: &Failure) -> Vec<Event> {
-        if self.ended {
-            return Vec::new();
-        }
-        self.ended = true;
-        let mut metadata = Map::new();
-        if let Some(status) = failure.status {
-            metadata.insert("httpStatus".into(), json!(status));
-        }
-        if let Some(after) = &failure.retry_after {
-            metadata.insert("retryAfter".into(), json!(after));
-        }
-        if let Some(reason) = &self.stop_reason {
-            metadata.insert("stopReason".into(), json!(reason));
-        }
-        let mut done = DoneEvent::new(DoneStatus::Error).with_tool_uses(self.tool_uses);
-        if !metadata.is_empty() {
-            done = done.with_metadata(&Value::Object(metadata));
-        }
-        vec![
-            self.tag(Event::from(failure.error.clone())),
-            self.tag(done.into()),
-        ]
+    fn tool_uses(&self) -> u32 {
+        self.tool_uses
     }
+}
 
-    /// The run was interrupted: `done` interrupted, nothing else.
-    pub fn interrupted(&mut self) -> Event {
-        self.ended = true;
-        self.tag(
-            DoneEvent::new(DoneStatus::Interrupted)
-                .with_tool_uses(self.tool_uses)
-                .into(),
-        )
-    }
-
+impl Translator {
     fn message_start(&mut self, data: &Value) -> Vec<Event> {
         self.started = true;
         if let Some(message) = data.get("message") {
-            if let Some(id) = message.get("id").and_then(Value::as_str)
-                && !id.is_empty()
-            {
-                self.session_id = Some(cut(id, 200));
+            if let Some(id) = message.get("id").and_then(Value::as_str) {
+                self.state.set_session(id);
             }
-            self.model = message
-                .get("model")
-                .and_then(Value::as_str)
-                .map(|m| cut(m, 200));
+            self.state
+                .set_model(message.get("model").and_then(Value::as_str));
             if let Some(usage) = message.get("usage") {
                 self.read_usage(usage);
             }
@@ -345,7 +289,7 @@ impl Translator {
                         vec![self.tag(ToolUseEvent::new(name, id, &input).into())]
                     }
                     Err(reason) => {
-                        let quoted = cut(&block.content, MAX_QUOTED);
+                        let quoted = cut(&block.content, MAX_QUOTED_EVENT);
                         vec![self.malformed_text(&format!(
                             "tool call `{name}` dropped: {reason}: {quoted}"
                         ))]
@@ -358,19 +302,11 @@ impl Translator {
 
     /// `message_stop`: the answer is complete.
     fn finish(&mut self) -> Vec<Event> {
-        self.ended = true;
         let mut events = Vec::new();
         if self.dropped_blocks {
             events.push(self.malformed_text(&format!(
                 "the answer had more than {MAX_BLOCKS} content blocks; the rest were dropped"
             )));
-        }
-        let mut metadata = Map::new();
-        if let Some(reason) = &self.stop_reason {
-            metadata.insert("stopReason".into(), json!(reason));
-        }
-        if let Some(model) = &self.model {
-            metadata.insert("model".into(), json!(model));
         }
         let mut done = DoneEvent::new(DoneStatus::Success).with_tool_uses(self.tool_uses);
         if let Some(tokens) = self.token_report() {
@@ -379,10 +315,7 @@ impl Translator {
         if !self.result.is_empty() && !self.result_too_long {
             done = done.with_result(self.result.as_str());
         }
-        if !metadata.is_empty() {
-            done = done.with_metadata(&Value::Object(metadata));
-        }
-        events.push(self.tag(done.into()));
+        events.push(self.state.finish(done, Self::STOP_REASON));
         events
     }
 
@@ -412,21 +345,15 @@ impl Translator {
     }
 
     fn malformed(&self, what: &str, raw: &str) -> Event {
-        self.malformed_text(&format!(
-            "the server sent {what}; skipped: {}",
-            cut(raw, MAX_QUOTED)
-        ))
+        self.state.malformed(what, raw)
     }
 
     fn malformed_text(&self, message: &str) -> Event {
-        self.tag(Event::error(MALFORMED_EVENT, message, true))
+        self.state.malformed_text(message)
     }
 
     fn tag(&self, event: Event) -> Event {
-        match &self.session_id {
-            Some(id) => event.with_session(id.as_str()),
-            None => event,
-        }
+        self.state.tag(event)
     }
 }
 
@@ -474,19 +401,15 @@ fn stream_error(data: &Value) -> Failure {
         "invalid_request_error" | "request_too_large" => ("REQUEST_REJECTED", false),
         _ => ("SERVER_ERROR", true),
     };
-    Failure {
-        error: ErrorInfo::new(
-            code,
-            format!(
-                "the server failed mid-stream ({}): {}",
-                cut(kind, 100),
-                cut(message, 500)
-            ),
-            recoverable,
+    Failure::new(
+        code,
+        format!(
+            "the server failed mid-stream ({}): {}",
+            cut(kind, 100),
+            cut(message, 500)
         ),
-        status: None,
-        retry_after: None,
-    }
+        recoverable,
+    )
 }
 
 #[cfg(test)]

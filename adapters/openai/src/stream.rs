@@ -9,16 +9,11 @@ use std::collections::BTreeMap;
 use moat_guest::json::{Map, Value, json};
 use moat_guest::sse::SseEvent;
 use moat_guest::{
-    DoneEvent, DoneStatus, ErrorInfo, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
+    DoneEvent, DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
     ToolUseEvent, Usage,
 };
-
-use crate::errors::{Failure, cut};
-
-/// The code of an event from the server that could not be understood.
-pub const MALFORMED_EVENT: &str = "MALFORMED_EVENT";
-/// The code of a stream that ended before the answer was complete.
-pub const STREAM_CUT: &str = "STREAM_CUT";
+use moat_llm_support::stream::MAX_QUOTED_EVENT;
+use moat_llm_support::{Failure, STREAM_CUT, StreamState, Translate, cut};
 /// Most tool calls kept from one answer.
 const MAX_TOOL_CALLS: usize = 128;
 /// Longest arguments text of one tool call.
@@ -26,8 +21,6 @@ const MAX_ARGUMENTS: usize = 1024 * 1024;
 /// Longest text repeated in the `text` event and the done's result; the
 /// host refuses events past 1 MiB, and the deltas carried it all anyway.
 const MAX_ASSEMBLED_TEXT: usize = 512 * 1024;
-/// Longest part of a bad chunk quoted in an error.
-const MAX_QUOTED: usize = 200;
 
 /// A tool call being streamed.
 #[derive(Debug, Default)]
@@ -41,8 +34,8 @@ struct ToolCall {
 /// The state of one streamed answer.
 #[derive(Debug, Default)]
 pub struct Translator {
-    session_id: Option<String>,
-    model: Option<String>,
+    /// The session id, model, finish reason, and whether the run ended.
+    state: StreamState,
     text: String,
     text_too_long: bool,
     /// Reasoning streamed by OpenAI-compatible servers (vLLM, DeepSeek,
@@ -51,28 +44,21 @@ pub struct Translator {
     reasoning: String,
     tools: BTreeMap<u64, ToolCall>,
     dropped_tools: bool,
-    finish_reason: Option<String>,
     usage: Option<TokenReport>,
-    ended: bool,
 }
 
-impl Translator {
-    /// A translator for a fresh answer.
-    pub fn new() -> Self {
-        Self::default()
+impl Translate for Translator {
+    const STOP_REASON: &'static str = "finishReason";
+
+    fn state(&self) -> &StreamState {
+        &self.state
     }
 
-    /// Whether the done event was produced.
-    pub fn ended(&self) -> bool {
-        self.ended
+    fn state_mut(&mut self) -> &mut StreamState {
+        &mut self.state
     }
 
-    /// The events one SSE event of the stream makes; the last one is the
-    /// run's `done` when the stream ended with it.
-    pub fn on_event(&mut self, event: &SseEvent) -> Vec<Event> {
-        if self.ended {
-            return Vec::new();
-        }
+    fn translate(&mut self, event: &SseEvent) -> Vec<Event> {
         let data = event.data.trim();
         if data == "[DONE]" {
             return self.finish();
@@ -89,29 +75,22 @@ impl Translator {
                 .and_then(Value::as_str)
                 .or_else(|| error.as_str())
                 .unwrap_or("no message");
-            let failure = Failure {
-                error: ErrorInfo::new(
-                    "SERVER_ERROR",
-                    format!("the server failed mid-stream: {}", cut(message, 500)),
-                    true,
-                ),
-                status: None,
-                retry_after: None,
-            };
+            let failure = Failure::new(
+                "SERVER_ERROR",
+                format!("the server failed mid-stream: {}", cut(message, 500)),
+                true,
+            );
             return self.fail(&failure);
         }
         let mut events = Vec::new();
-        if self.session_id.is_none()
+        if !self.state.has_session()
             && let Some(id) = chunk.get("id").and_then(Value::as_str)
-            && !id.is_empty()
         {
-            self.session_id = Some(cut(id, 200));
+            self.state.set_session(id);
         }
-        if self.model.is_none() {
-            self.model = chunk
-                .get("model")
-                .and_then(Value::as_str)
-                .map(|m| cut(m, 200));
+        if !self.state.has_model() {
+            self.state
+                .set_model(chunk.get("model").and_then(Value::as_str));
         }
         if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
             match token_report(usage) {
@@ -164,16 +143,21 @@ impl Translator {
                 }
             }
             if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.finish_reason = Some(cut(reason, 100));
+                self.state.set_stop_reason(reason);
             }
         }
         events
     }
 
-    /// A whole, non-streamed completion (`chat.completion`): some
-    /// OpenAI-compatible servers ignore `stream: true`. Translated as one
-    /// chunk carrying the whole message, then the end of the answer.
-    pub fn on_complete(&mut self, body: &[u8]) -> Vec<Event> {
+    /// OpenAI-compatible servers (Ollama, llama.cpp) may ignore
+    /// `stream: true` and answer with one `chat.completion`.
+    fn takes_whole_answers(&self) -> bool {
+        true
+    }
+
+    /// A whole, non-streamed completion (`chat.completion`), translated as
+    /// one chunk carrying the whole message, then the end of the answer.
+    fn on_complete(&mut self, body: &[u8]) -> Vec<Event> {
         let completion: Value = match moat_guest::serde_json::from_slice(body) {
             Ok(Value::Object(completion)) => Value::Object(completion),
             _ => {
@@ -205,64 +189,25 @@ impl Translator {
         events
     }
 
-    /// The stream's body ended (without `[DONE]`, or after it).
-    pub fn end_of_body(&mut self) -> Vec<Event> {
-        if self.ended {
-            return Vec::new();
-        }
+    /// The stream's body ended without `[DONE]`.
+    fn body_ended(&mut self) -> Vec<Event> {
         // Some servers end the body without `[DONE]`; a finish reason says
         // the answer was complete all the same.
-        if self.finish_reason.is_some() {
+        if self.state.stop_reason().is_some() {
             return self.finish();
         }
-        let failure = Failure {
-            error: ErrorInfo::new(
-                STREAM_CUT,
-                "the response ended before the answer was complete (no finish_reason, no [DONE])",
-                true,
-            ),
-            status: None,
-            retry_after: None,
-        };
+        let failure = Failure::new(
+            STREAM_CUT,
+            "the response ended before the answer was complete (no finish_reason, no [DONE])",
+            true,
+        );
         self.fail(&failure)
     }
+}
 
-    /// An error ends the run: the error, then `done` error with no token
-    /// report (a cut stream's usage is unknown, never zero).
-    pub fn fail(&mut self, failure: &Failure) -> Vec<Event> {
-        if self.ended {
-            return Vec::new();
-        }
-        self.ended = true;
-        let mut metadata = Map::new();
-        if let Some(status) = failure.status {
-            metadata.insert("httpStatus".into(), json!(status));
-        }
-        if let Some(after) = &failure.retry_after {
-            metadata.insert("retryAfter".into(), json!(after));
-        }
-        if let Some(reason) = &self.finish_reason {
-            metadata.insert("finishReason".into(), json!(reason));
-        }
-        let mut done = DoneEvent::new(DoneStatus::Error).with_usage(Usage::new(0));
-        if !metadata.is_empty() {
-            done = done.with_metadata(&Value::Object(metadata));
-        }
-        vec![
-            self.tag(Event::from(failure.error.clone())),
-            self.tag(done.into()),
-        ]
-    }
-
-    /// The run was interrupted: `done` interrupted, nothing else.
-    pub fn interrupted(&mut self) -> Event {
-        self.ended = true;
-        self.tag(Event::done(DoneStatus::Interrupted))
-    }
-
+impl Translator {
     /// The answer is complete: the assembled text, the tool calls, done.
     fn finish(&mut self) -> Vec<Event> {
-        self.ended = true;
         let mut events: Vec<Event> = self.take_thinking().into_iter().collect();
         let keep_text = !self.text.is_empty() && !self.text_too_long;
         if keep_text {
@@ -281,30 +226,18 @@ impl Translator {
                     events.push(self.tag(ToolUseEvent::new(call.name, id, &input).into()));
                 }
                 Err(reason) => {
-                    let quoted = cut(&call.arguments, MAX_QUOTED);
-                    events.push(self.tag(Event::error(
-                        MALFORMED_EVENT,
-                        format!("tool call `{}` dropped: {reason}: {quoted}", call.name),
-                        true,
+                    let quoted = cut(&call.arguments, MAX_QUOTED_EVENT);
+                    events.push(self.state.malformed_text(&format!(
+                        "tool call `{}` dropped: {reason}: {quoted}",
+                        call.name
                     )));
                 }
             }
         }
         if self.dropped_tools {
-            events.push(self.tag(Event::error(
-                MALFORMED_EVENT,
-                format!(
-                    "the answer had more than {MAX_TOOL_CALLS} tool calls; the rest were dropped"
-                ),
-                true,
+            events.push(self.state.malformed_text(&format!(
+                "the answer had more than {MAX_TOOL_CALLS} tool calls; the rest were dropped"
             )));
-        }
-        let mut metadata = Map::new();
-        if let Some(reason) = &self.finish_reason {
-            metadata.insert("finishReason".into(), json!(reason));
-        }
-        if let Some(model) = &self.model {
-            metadata.insert("model".into(), json!(model));
         }
         let mut usage = Usage::new(tool_uses);
         if let Some(tokens) = self.usage {
@@ -314,10 +247,7 @@ impl Translator {
         if keep_text {
             done = done.with_result(self.text.as_str());
         }
-        if !metadata.is_empty() {
-            done = done.with_metadata(&Value::Object(metadata));
-        }
-        events.push(self.tag(done.into()));
+        events.push(self.state.finish(done, Self::STOP_REASON));
         events
     }
 
@@ -383,18 +313,11 @@ impl Translator {
     }
 
     fn malformed(&self, what: &str, data: &str) -> Event {
-        self.tag(Event::error(
-            MALFORMED_EVENT,
-            format!("the server sent {what}; skipped: {}", cut(data, MAX_QUOTED)),
-            true,
-        ))
+        self.state.malformed(what, data)
     }
 
     fn tag(&self, event: Event) -> Event {
-        match &self.session_id {
-            Some(id) => event.with_session(id.as_str()),
-            None => event,
-        }
+        self.state.tag(event)
     }
 }
 

@@ -3,7 +3,9 @@
 //! every chunk size that matters: the events must not depend on the split.
 
 use moat_guest::EventKind;
-use moat_guest::sse::SseParser;
+use moat_guest::json::json;
+use moat_llm_support::MALFORMED_EVENT;
+use moat_llm_support::testing::{self, done, errors, metadata};
 
 use super::*;
 
@@ -12,40 +14,8 @@ const THINKING_TEXT: &[u8] = include_bytes!("../../fixtures/thinking_text.sse");
 const TOOL_USE: &[u8] = include_bytes!("../../fixtures/tool_use.sse");
 const ERROR_MID_STREAM: &[u8] = include_bytes!("../../fixtures/error_mid_stream.sse");
 
-fn translate_in(body: &[u8], size: usize) -> Vec<Event> {
-    let mut parser = SseParser::new();
-    let mut translator = Translator::new();
-    let mut events = Vec::new();
-    for chunk in body.chunks(size) {
-        for item in parser.feed(chunk) {
-            events.extend(translator.on_event(&item.expect("events are small")));
-        }
-    }
-    if let Some(last) = parser.finish() {
-        events.extend(translator.on_event(&last));
-    }
-    events.extend(translator.end_of_body());
-    events
-}
-
 fn translate(body: &[u8]) -> Vec<Event> {
-    let whole = translate_in(body, body.len().max(1));
-    for size in [1, 2, 5, 13, 100] {
-        assert_eq!(translate_in(body, size), whole, "chunks of {size} bytes");
-    }
-    whole
-}
-
-fn done(events: &[Event]) -> &DoneEvent {
-    assert_eq!(
-        events.iter().filter(|e| e.is_done()).count(),
-        1,
-        "{events:?}"
-    );
-    match &events.last().unwrap().kind {
-        EventKind::Done(done) => done,
-        other => panic!("the last event is {other:?}"),
-    }
+    testing::translate(Translator::default, body, &[1, 2, 5, 13, 100])
 }
 
 fn kinds(events: &[Event]) -> Vec<&'static str> {
@@ -61,20 +31,6 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             _ => "other",
         })
         .collect()
-}
-
-fn errors(events: &[Event]) -> Vec<&ErrorInfo> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Error(error) => Some(error),
-            _ => None,
-        })
-        .collect()
-}
-
-fn metadata(done: &DoneEvent) -> Value {
-    moat_guest::serde_json::from_str(done.metadata.as_deref().unwrap_or("null")).unwrap()
 }
 
 #[test]
@@ -242,7 +198,7 @@ fn a_tool_input_that_is_not_an_object_drops_the_call_with_an_error() {
 
 #[test]
 fn interruption_is_one_done_interrupted_and_then_nothing() {
-    let mut translator = Translator::new();
+    let mut translator = Translator::default();
     assert_eq!(
         translator.interrupted(),
         Event::done(DoneStatus::Interrupted)

@@ -2,8 +2,9 @@
 //! as OpenAI sends them) through the SDK's SSE parser, split at every
 //! chunk size that matters: the events must not depend on the split.
 
-use moat_guest::sse::SseParser;
 use moat_guest::{EventKind, ToolUseEvent};
+use moat_llm_support::MALFORMED_EVENT;
+use moat_llm_support::testing::{self, deltas, done, errors, metadata};
 
 use super::*;
 
@@ -12,64 +13,9 @@ const TEXT_PLAIN: &[u8] = include_bytes!("../../fixtures/text_plain.sse");
 const TOOL_CALLS: &[u8] = include_bytes!("../../fixtures/tool_calls.sse");
 const LENGTH: &[u8] = include_bytes!("../../fixtures/length.sse");
 
-/// The events of `body` fed in chunks of `size` bytes, then the end of the
-/// body.
-fn translate_in(body: &[u8], size: usize) -> Vec<Event> {
-    let mut parser = SseParser::new();
-    let mut translator = Translator::new();
-    let mut events = Vec::new();
-    for chunk in body.chunks(size) {
-        for item in parser.feed(chunk) {
-            events.extend(translator.on_event(&item.expect("events are small")));
-        }
-    }
-    if let Some(last) = parser.finish() {
-        events.extend(translator.on_event(&last));
-    }
-    events.extend(translator.end_of_body());
-    events
-}
-
 /// The events of `body`, checked to be the same for every chunking.
 fn translate(body: &[u8]) -> Vec<Event> {
-    let whole = translate_in(body, body.len().max(1));
-    for size in [1, 2, 3, 7, 64, 1000] {
-        assert_eq!(translate_in(body, size), whole, "chunks of {size} bytes");
-    }
-    whole
-}
-
-fn done(events: &[Event]) -> &DoneEvent {
-    let dones: Vec<_> = events.iter().filter(|e| e.is_done()).collect();
-    assert_eq!(dones.len(), 1, "one done in {events:?}");
-    match &events.last().unwrap().kind {
-        EventKind::Done(done) => done,
-        other => panic!("the last event is {other:?}"),
-    }
-}
-
-fn deltas(events: &[Event]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::TextDelta(d) => Some(d.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn metadata(done: &DoneEvent) -> Value {
-    moat_guest::serde_json::from_str(done.metadata.as_deref().unwrap_or("null")).unwrap()
-}
-
-fn errors(events: &[Event]) -> Vec<&ErrorInfo> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Error(error) => Some(error),
-            _ => None,
-        })
-        .collect()
+    testing::translate(Translator::default, body, &[1, 2, 3, 7, 64, 1000])
 }
 
 fn sse(chunks: &[Value]) -> Vec<u8> {
@@ -254,7 +200,7 @@ fn inconsistent_usage_details_are_left_out_not_corrected() {
 
 #[test]
 fn interruption_is_one_done_interrupted_and_then_nothing() {
-    let mut translator = Translator::new();
+    let mut translator = Translator::default();
     let event = translator.interrupted();
     assert_eq!(event, Event::done(DoneStatus::Interrupted));
     assert!(translator.ended());
@@ -306,7 +252,7 @@ fn a_server_that_ignores_stream_and_answers_whole_is_translated_too() {
                 "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]}}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
     });
-    let mut translator = Translator::new();
+    let mut translator = Translator::default();
     let events = translator.on_complete(body.to_string().as_bytes());
     assert_eq!(deltas(&events), "Let me look.");
     let call = events
@@ -329,7 +275,7 @@ fn a_server_that_ignores_stream_and_answers_whole_is_translated_too() {
             .all(|e| e.session_id.as_deref() == Some("chatcmpl-whole"))
     );
 
-    let mut translator = Translator::new();
+    let mut translator = Translator::default();
     let events = translator.on_complete(b"<html>not json</html>");
     assert_eq!(
         errors(&events).len(),

@@ -1,0 +1,35 @@
+//! Shared parts of moat's LLM API adapters (`openai`, `anthropic`).
+//!
+//! Both adapters send one streamed HTTP request to a vendor's API over
+//! `wasi:http` and translate the server-sent events into Unified Event
+//! Stream events. What differs is the vendor's wire format (the request
+//! body and the stream's events), kept in each adapter; what is the same
+//! lives here, with the vendor's names passed in as a [`Vendor`]:
+//!
+//! - [`config`]: the checks every run passes and the request's parts;
+//! - [`endpoint`]: the base URL (options, then the vendor's variable, then
+//!   the public API), the `--allow-net` grant it needs, the key, and the
+//!   option checks both make before anything is sent;
+//! - [`failure`]: HTTP error statuses and connection failures as error
+//!   events a user can act on;
+//! - [`stream`]: the bookkeeping every translator shares (the session id,
+//!   the events that end a run) and the [`Translate`] trait;
+//! - [`session`]: one run's phases: `init`, the request, the stream, the
+//!   end; interruption and failures handled the same for every vendor.
+//!
+//! Everything a server sends is untrusted: nothing here panics on its
+//! input, and every string kept or quoted is bounded.
+
+pub mod config;
+pub mod endpoint;
+pub mod failure;
+pub mod session;
+pub mod stream;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
+pub use config::{Config, Prepared, Rules, prepare};
+pub use endpoint::{BaseSource, Endpoint, UNSUPPORTED_OPTION, Vendor, grant_of};
+pub use failure::{Failure, cut, header, server_message, status_failure, transport_failure};
+pub use session::Session;
+pub use stream::{MALFORMED_EVENT, STREAM_CUT, StreamState, Translate};
