@@ -144,7 +144,7 @@ pub fn clip(text: &str, max: usize) -> &str {
 }
 
 /// The last lines of a CLI's stderr worth quoting in an error message:
-/// blank lines dropped, at most [`MAX_STDERR_QUOTE`] bytes from the end.
+/// blank lines dropped, at most 2000 bytes from the end.
 pub fn stderr_quote(stderr: &str) -> String {
     let lines: Vec<&str> = stderr
         .lines()

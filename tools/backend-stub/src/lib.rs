@@ -197,7 +197,7 @@ impl StubServer {
         format!("http://{}", self.addr)
     }
 
-    /// The requests received so far (the most recent [`MAX_LOGGED`]).
+    /// The requests received so far (the most recent 512).
     pub fn requests(&self) -> Vec<LoggedRequest> {
         self.shared
             .log
