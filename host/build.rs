@@ -17,7 +17,16 @@ const BUILTINS: &[(&str, &str)] = &[
     ("gemini", "moat-adapter-gemini"),
 ];
 
+/// Libraries the built-in adapters share, relative to the workspace root:
+/// a change in one must rebuild the components that use it.
+const SHARED: &[&str] = &["adapters/cli-support"];
+
 fn main() {
+    let root = moat_wasm_build::workspace_root();
+    for dir in SHARED {
+        // Build-script protocol output, read by cargo.
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
     let packages: Vec<&str> = BUILTINS.iter().map(|(_, package)| *package).collect();
     let components = moat_wasm_build::build_components(&packages);
 

@@ -96,6 +96,18 @@ impl CliProcess for ChildProcess {
         }
     }
 
+    fn wait_timeout(&mut self, timeout: Duration) -> Option<Exit> {
+        match self.child.wait_timeout(timeout) {
+            Ok(Some(status)) => Some(Exit {
+                code: status.code,
+                signal: status.signal,
+            }),
+            Ok(None) => None,
+            // Interrupted or failed: no status will come.
+            Err(_) => Some(Exit::default()),
+        }
+    }
+
     fn stderr_tail(&mut self) -> String {
         self.child.stderr_tail()
     }

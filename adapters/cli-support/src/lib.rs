@@ -25,7 +25,7 @@ use moat_guest::{DoneEvent, DoneStatus, Event};
 
 pub use args::{Invocation, check_exact_names, program, unsupported};
 pub use child::{CLI_NOT_FOUND, ChildProcess, spawn};
-pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, ReadError};
+pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, EXIT_GRACE, ReadError};
 pub use tools::ToolTracker;
 
 /// The longest stdout line translated; a longer one is skipped with an

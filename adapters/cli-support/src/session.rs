@@ -13,6 +13,10 @@ use crate::{Exit, Translator};
 /// session stops reading (it is then stopped when the session is dropped).
 pub const AFTER_RESULT_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a CLI that closed its stdout may take to exit before it is
+/// asked to stop, and then again before the run ends without its status.
+pub const EXIT_GRACE: Duration = Duration::from_secs(5);
+
 /// Why reading the CLI's output failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadError {
@@ -42,6 +46,10 @@ pub trait CliProcess {
 
     /// Waits for the process to end, once stdout has ended.
     fn wait(&mut self) -> Exit;
+
+    /// Waits at most `timeout` for the process to end; `None` if it is
+    /// still running then.
+    fn wait_timeout(&mut self, timeout: Duration) -> Option<Exit>;
 
     /// The tail of what the process wrote on stderr so far.
     fn stderr_tail(&mut self) -> String;
@@ -99,7 +107,11 @@ impl<P: CliProcess, T: Translator> CliSession<P, T> {
                     self.pending.extend(events);
                 }
                 Ok(None) => {
-                    let exit = self.process.wait();
+                    let exit = self.exit_status();
+                    // An abort while waiting for the exit is still an abort.
+                    if moat_guest::interrupted() {
+                        return Some(self.interrupt());
+                    }
                     let stderr = self.process.stderr_tail();
                     self.pending.extend(self.translator.finish(exit, &stderr));
                 }
@@ -136,6 +148,18 @@ impl<P: CliProcess, T: Translator> CliSession<P, T> {
                 }
             }
         }
+    }
+
+    /// The CLI's exit status once its stdout has closed. A CLI that lingers
+    /// is asked to stop after [`EXIT_GRACE`]; one that still does not exit
+    /// is left to the host, which kills it when the run ends, and its
+    /// status is unknown.
+    fn exit_status(&mut self) -> Exit {
+        if let Some(exit) = self.process.wait_timeout(EXIT_GRACE) {
+            return exit;
+        }
+        self.process.terminate();
+        self.process.wait_timeout(EXIT_GRACE).unwrap_or_default()
     }
 
     /// Stops the CLI and ends the run as interrupted.
@@ -184,6 +208,8 @@ mod tests {
         waited: bool,
         /// Once the lines are used up, chatter forever instead of ending.
         endless: bool,
+        /// Keeps running after closing stdout, until terminated.
+        lingers: bool,
     }
 
     impl Scripted {
@@ -194,6 +220,7 @@ mod tests {
                 terminated: false,
                 waited: false,
                 endless: false,
+                lingers: false,
             }
         }
     }
@@ -215,6 +242,10 @@ mod tests {
         fn wait(&mut self) -> Exit {
             self.waited = true;
             self.exit
+        }
+        fn wait_timeout(&mut self, _: Duration) -> Option<Exit> {
+            // A lingering process exits only once terminated.
+            (!self.lingers || self.terminated).then(|| self.wait())
         }
         fn stderr_tail(&mut self) -> String {
             "the tail".into()
@@ -304,6 +335,16 @@ mod tests {
         };
         assert!(error.message.contains("code 3") && error.message.contains("the tail"));
         assert!(events[2].is_done());
+    }
+
+    #[test]
+    fn a_cli_lingering_after_closing_stdout_is_asked_to_stop() {
+        let mut process = Scripted::new(&["text:a"], Exit::code(0));
+        process.lingers = true;
+        let mut session = CliSession::new("fake", process, Lines::default());
+        let events = drain(&mut session);
+        assert!(session.process.terminated);
+        assert!(events.last().unwrap().is_done());
     }
 
     #[test]
