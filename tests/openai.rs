@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use moat::engine::{AgentEvent, DoneStatus, EventPayload, InputTokens, OutputTokens};
-use moat::grants::{Grants, NetRule};
-use moat_e2e::llm_server::{LlmServer, Reply, Step, closed_port, run_builtin};
+use moat::engine::{DoneStatus, EventPayload, InputTokens, OutputTokens};
+use moat_e2e::llm::{LlmAdapter, deltas, error, grant, metadata, tool_uses};
+use moat_e2e::llm_server::{LlmServer, Reply};
 use moat_e2e::{describe, error_codes, single_done, texts};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -18,64 +18,20 @@ const TEXT_PLAIN: &[u8] = include_bytes!("../adapters/openai/fixtures/text_plain
 const TOOL_CALLS: &[u8] = include_bytes!("../adapters/openai/fixtures/tool_calls.sse");
 const LENGTH: &[u8] = include_bytes!("../adapters/openai/fixtures/length.sse");
 
-fn grant(rules: &[String]) -> Grants {
-    Grants {
-        net: rules.iter().map(|r| NetRule::parse(r).unwrap()).collect(),
-        ..Grants::none()
-    }
-}
-
-/// Runs `openai` against `base_url` (granted `grants`) with `model`.
-async fn run_at(
-    base_url: &str,
-    grants: Grants,
-    configure: impl FnOnce(&mut moat::engine::RunRequest),
-) -> Vec<AgentEvent> {
-    run_builtin("openai", "Say hello", |request| {
-        request.options.model = Some("gpt-4o-mini".into());
-        request.options.extra = Some(json!({"base_url": format!("{base_url}/v1")}));
-        request.grants = grants;
-        configure(request);
-    })
-    .await
-}
-
-/// Runs `openai` against `server`, its address granted.
-async fn run_on(
-    server: &LlmServer,
-    configure: impl FnOnce(&mut moat::engine::RunRequest),
-) -> Vec<AgentEvent> {
-    run_at(&server.url(), grant(&[server.grant()]), configure).await
-}
-
-fn deltas(events: &[AgentEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match &e.payload {
-            EventPayload::TextDelta(d) => Some(d.delta.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The first error with `code`: its message and recoverability.
-fn error(events: &[AgentEvent], code: &str) -> (String, bool) {
-    events
-        .iter()
-        .filter_map(AgentEvent::as_error)
-        .find(|e| e.code.as_deref() == Some(code))
-        .map(|e| (e.message.clone(), e.recoverable))
-        .unwrap_or_else(|| panic!("no {code} error in {:?}", error_codes(events)))
-}
-
-fn metadata(events: &[AgentEvent]) -> Value {
-    Value::Object(single_done(events).metadata.clone().unwrap_or_default())
-}
+/// The adapter under test.
+const OPENAI: LlmAdapter = LlmAdapter {
+    name: "openai",
+    model: "gpt-4o-mini",
+    api_root: "/v1",
+    path: "/v1/chat/completions",
+    key_var: "OPENAI_API_KEY",
+    key_header: "authorization",
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_text_streams_deltas_then_the_text_then_done_without_usage() {
     let server = LlmServer::start(Reply::sse(TEXT_PLAIN));
-    let events = run_on(&server, |_| {}).await;
+    let events = OPENAI.run_on(&server, |_| {}).await;
     assert!(
         matches!(events[0].payload, EventPayload::Init(_)),
         "{}",
@@ -97,7 +53,7 @@ async fn plain_text_streams_deltas_then_the_text_then_done_without_usage() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_and_usage_reach_the_done_exactly_with_the_session_id() {
     let server = LlmServer::start(Reply::sse(TEXT_USAGE));
-    let events = run_on(&server, |_| {}).await;
+    let events = OPENAI.run_on(&server, |_| {}).await;
     assert_eq!(deltas(&events), "Hello! How can I helpé ü today?");
     let done = single_done(&events);
     assert_eq!(done.status, DoneStatus::Success);
@@ -124,24 +80,7 @@ async fn text_and_usage_reach_the_done_exactly_with_the_session_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_request_has_the_path_model_stream_flags_system_prompt_and_no_key_unless_granted() {
-    let server = LlmServer::start(Reply::sse(TEXT_PLAIN));
-    run_on(&server, |request| {
-        request.options.system_prompt = Some("You are terse.".into());
-    })
-    .await;
-    let request = server.single_request();
-    assert_eq!(request.method, "POST");
-    assert_eq!(request.path, "/v1/chat/completions");
-    assert_eq!(request.header("content-type"), Some("application/json"));
-    assert_eq!(request.header("accept"), Some("text/event-stream"));
-    assert_eq!(
-        request.header("authorization"),
-        None,
-        "OPENAI_API_KEY is not granted to this run, so no key is sent"
-    );
-    let body = request.json();
-    assert_eq!(body["model"], "gpt-4o-mini");
-    assert_eq!(body["stream"], true);
+    let body = OPENAI.check_request(TEXT_PLAIN).await;
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
     assert_eq!(
         body["messages"],
@@ -150,7 +89,6 @@ async fn the_request_has_the_path_model_stream_flags_system_prompt_and_no_key_un
             {"role": "user", "content": "Say hello"}
         ])
     );
-    assert!(body.get("base_url").is_none());
 }
 
 fn tool(name: &str) -> Value {
@@ -161,15 +99,16 @@ fn tool(name: &str) -> Value {
 async fn two_tool_calls_interleaved_by_index_become_tool_use_events_and_only_allowed_tools_are_sent()
  {
     let server = LlmServer::start(Reply::sse(TOOL_CALLS));
-    let events = run_on(&server, |request| {
-        request.options.extra = Some(json!({
-            "base_url": format!("{}/v1", server.url()),
-            "tools": [tool("read_file"), tool("shell"), tool("grep")],
-            "tool_choice": "auto",
-        }));
-        request.options.allowed_tools = Some(vec!["read_file".into(), "grep".into()]);
-    })
-    .await;
+    let events = OPENAI
+        .run_on(&server, |request| {
+            request.options.extra = Some(json!({
+                "base_url": OPENAI.base_url(&server.url()),
+                "tools": [tool("read_file"), tool("shell"), tool("grep")],
+                "tool_choice": "auto",
+            }));
+            request.options.allowed_tools = Some(vec!["read_file".into(), "grep".into()]);
+        })
+        .await;
     let body = server.single_request().json();
     assert_eq!(body["tools"], json!([tool("read_file"), tool("grep")]));
     let EventPayload::Init(init) = &events[0].payload else {
@@ -177,13 +116,7 @@ async fn two_tool_calls_interleaved_by_index_become_tool_use_events_and_only_all
     };
     assert_eq!(init.tools, ["read_file", "grep"]);
 
-    let calls: Vec<_> = events
-        .iter()
-        .filter_map(|e| match &e.payload {
-            EventPayload::ToolUse(call) => Some(call),
-            _ => None,
-        })
-        .collect();
+    let calls = tool_uses(&events);
     assert_eq!(calls.len(), 2, "{}", describe(&events));
     assert_eq!(calls[0].tool_name, "read_file");
     assert_eq!(calls[0].tool_use_id, "call_read_1");
@@ -214,7 +147,7 @@ async fn two_tool_calls_interleaved_by_index_become_tool_use_events_and_only_all
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finish_reason_length_is_no_error_but_is_in_the_done_metadata() {
     let server = LlmServer::start(Reply::sse(LENGTH));
-    let events = run_on(&server, |_| {}).await;
+    let events = OPENAI.run_on(&server, |_| {}).await;
     assert!(error_codes(&events).is_empty());
     assert_eq!(single_done(&events).status, DoneStatus::Success);
     assert_eq!(metadata(&events)["finishReason"], "length");
@@ -225,34 +158,24 @@ async fn finish_reason_length_is_no_error_but_is_in_the_done_metadata() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_401_and_403_name_the_key_variable() {
     for status in [401, 403] {
-        let server = LlmServer::start(Reply::error(
-            status,
-            r#"{"error":{"message":"Incorrect API key provided: sk-bad.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
-        ));
-        let events = run_on(&server, |_| {}).await;
-        let (message, recoverable) = error(&events, "AUTH_FAILED");
-        assert!(message.contains("OPENAI_API_KEY"), "{message}");
-        assert!(message.contains("Incorrect API key provided"), "{message}");
-        assert!(!recoverable);
-        assert_eq!(single_done(&events).status, DoneStatus::Error);
-        assert_eq!(metadata(&events)["httpStatus"], status);
+        OPENAI
+            .check_auth_failure(
+                status,
+                r#"{"error":{"message":"Incorrect API key provided: sk-bad.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#,
+                "Incorrect API key provided",
+            )
+            .await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_404_says_the_model_or_base_url_is_wrong() {
-    let server = LlmServer::start(Reply::error(
-        404,
-        r#"{"error":{"message":"The model `gpt-nope` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
-    ));
-    let events = run_on(&server, |_| {}).await;
-    let (message, recoverable) = error(&events, "MODEL_NOT_FOUND");
-    assert!(
-        message.contains("gpt-4o-mini") && message.contains("gpt-nope"),
-        "{message}"
-    );
-    assert!(!recoverable);
-    assert_eq!(single_done(&events).status, DoneStatus::Error);
+    OPENAI
+        .check_model_not_found(
+            r#"{"error":{"message":"The model `gpt-nope` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
+            "gpt-nope",
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -268,7 +191,7 @@ async fn http_429_and_5xx_are_recoverable_and_carry_retry_after() {
             reply = reply.with_header("retry-after", after);
         }
         let server = LlmServer::start(reply);
-        let events = run_on(&server, |_| {}).await;
+        let events = OPENAI.run_on(&server, |_| {}).await;
         let (message, recoverable) = error(&events, code);
         assert!(recoverable, "{status}");
         assert!(message.contains("try later"), "{message}");
@@ -285,55 +208,24 @@ async fn http_429_and_5xx_are_recoverable_and_carry_retry_after() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_connection_says_the_server_is_not_running() {
-    let port = closed_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let events = run_at(&url, grant(&[format!("127.0.0.1:{port}")]), |_| {}).await;
-    let (message, recoverable) = error(&events, "CONNECTION_FAILED");
-    assert!(message.contains("refused"), "{message}");
-    assert!(recoverable);
-    assert_eq!(single_done(&events).status, DoneStatus::Error);
-    assert_eq!(single_done(&events).usage.tokens, None);
+    OPENAI.check_connection_refused().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_that_does_not_resolve_is_a_dns_failure() {
-    // `.invalid` never resolves (RFC 2606); granted, so the host looks it up.
-    let events = run_at(
-        "http://llm.moat-test.invalid:8080",
-        grant(&["llm.moat-test.invalid:8080".into()]),
-        |_| {},
-    )
-    .await;
-    let (message, _) = error(&events, "CONNECTION_FAILED");
-    assert!(message.contains("resolve"), "{message}");
-    assert_eq!(single_done(&events).status, DoneStatus::Error);
+    OPENAI.check_unresolvable_host().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_base_url_whose_host_is_not_granted_names_the_flag() {
-    let server = LlmServer::start(Reply::sse(TEXT_PLAIN));
-    let events = run_at(&server.url(), Grants::none(), |_| {}).await;
-    let flag = format!("--allow-net={}", server.grant());
-    let (message, recoverable) = error(&events, "HOST_NOT_GRANTED");
-    assert!(message.contains(&flag), "{message}");
-    assert!(!recoverable);
-    let (host_message, _) = error(&events, "CAPABILITY_DENIED");
-    assert!(host_message.contains(&flag), "{host_message}");
-    assert_eq!(single_done(&events).status, DoneStatus::Error);
-    assert!(server.requests().is_empty(), "nothing reached the server");
+    OPENAI.check_host_not_granted().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_cut_mid_stream_is_an_error_and_done_error_with_usage_absent() {
-    let half = TEXT_USAGE.len() / 2;
-    let server = LlmServer::start(Reply::sse(&TEXT_USAGE[..half]).then_cut());
-    let events = run_on(&server, |_| {}).await;
-    assert!(!deltas(&events).is_empty(), "the first deltas came through");
-    let codes = error_codes(&events);
-    assert!(codes.contains(&"STREAM_CUT".to_string()), "{codes:?}");
-    let done = single_done(&events);
-    assert_eq!(done.status, DoneStatus::Error);
-    assert_eq!(done.usage.tokens, None, "never zero");
+    OPENAI
+        .check_cut_mid_stream(&TEXT_USAGE[..TEXT_USAGE.len() / 2])
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -345,87 +237,18 @@ async fn a_malformed_sse_event_is_reported_and_the_run_goes_on() {
     body.extend_from_slice(
         b"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"two\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
     );
-    let server = LlmServer::start(Reply::sse(&body));
-    let events = run_on(&server, |_| {}).await;
-    let (message, recoverable) = error(&events, "MALFORMED_EVENT");
-    assert!(message.contains("[oops"), "{message}");
-    assert!(recoverable);
+    let events = OPENAI.check_malformed_event(&body, "[oops").await;
     assert_eq!(deltas(&events), "one two");
-    assert_eq!(single_done(&events).status, DoneStatus::Success);
-}
-
-/// The first half of the answer, then silence with the connection open.
-fn first_half_then_stall() -> Reply {
-    let at = TEXT_USAGE.len() / 2;
-    Reply::sse(&TEXT_USAGE[..at]).then_stall()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_mid_stream_ends_with_done_interrupted_at_once_and_drops_the_request() {
-    let server = LlmServer::start(first_half_then_stall());
-    let registry = moat_e2e::registry_of([moat_e2e::llm_server::load_builtin("openai").await]);
-    let abort = CancellationToken::new();
-    let mut request = moat::engine::RunRequest::new("openai", "Say hello");
-    request.options.model = Some("m".into());
-    request.options.extra = Some(json!({"base_url": format!("{}/v1", server.url())}));
-    request.grants = grant(&[server.grant()]);
-    request.abort = Some(abort.clone());
-    // A drain far longer than the test allows: the adapter itself must
-    // notice the abort while it waits on the stalled body, not the engine
-    // cut it off at the end of the drain.
-    request.drain = Duration::from_secs(20);
-    let mut run = moat::engine::run_agent(&registry, request).unwrap();
-    let mut events = Vec::new();
-    let mut aborted_at = None;
-    let all = async {
-        while let Some(event) = run.next().await {
-            if aborted_at.is_none() && matches!(event.payload, EventPayload::TextDelta(_)) {
-                abort.cancel();
-                aborted_at = Some(Instant::now());
-            }
-            events.push(event);
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), all)
-        .await
-        .expect("the run ends");
-    let took = aborted_at.expect("a delta arrived").elapsed();
-    assert_eq!(single_done(&events).status, DoneStatus::Interrupted);
-    assert!(
-        error_codes(&events).is_empty(),
-        "{:?}",
-        error_codes(&events)
-    );
-    // The SDK looks at the abort flag every 20 ms while it waits; the
-    // margin is for a loaded machine.
-    assert!(took < Duration::from_secs(3), "took {took:?}");
-    assert!(
-        server.wait_client_gone(Duration::from_secs(10)),
-        "the request was dropped: the server saw the connection close"
-    );
+    OPENAI.check_abort_mid_stream(TEXT_USAGE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_stalls_forever_is_ended_by_the_runs_timeout() {
-    let server = LlmServer::start(Reply::stream(vec![Step::Stall]));
-    let started = Instant::now();
-    let events = run_on(&server, |request| {
-        request.limits.timeout = Some(Duration::from_millis(800));
-    })
-    .await;
-    assert!(
-        error_codes(&events).contains(&"TIMEOUT".to_string()),
-        "{:?}",
-        error_codes(&events)
-    );
-    assert_eq!(single_done(&events).status, DoneStatus::Error);
-    assert_eq!(single_done(&events).usage.tokens, None);
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(server.wait_client_gone(Duration::from_secs(10)));
+    OPENAI.check_stall_ends_by_timeout().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -436,19 +259,20 @@ async fn abort_while_the_server_has_not_answered_yet_ends_the_run_at_once() {
     let abort = CancellationToken::new();
     let trigger = abort.clone();
     let started = Instant::now();
-    let events = run_at(
-        &format!("http://127.0.0.1:{}", server.port),
-        grant(&[format!("127.0.0.1:{}", server.port)]),
-        |request| {
-            request.abort = Some(abort);
-            request.drain = Duration::from_secs(20);
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                trigger.cancel();
-            });
-        },
-    )
-    .await;
+    let events = OPENAI
+        .run_at(
+            &format!("http://127.0.0.1:{}", server.port),
+            grant(&[format!("127.0.0.1:{}", server.port)]),
+            |request| {
+                request.abort = Some(abort);
+                request.drain = Duration::from_secs(20);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    trigger.cancel();
+                });
+            },
+        )
+        .await;
     assert_eq!(single_done(&events).status, DoneStatus::Interrupted);
     assert!(
         error_codes(&events).is_empty(),
@@ -472,14 +296,15 @@ async fn a_tool_call_the_run_does_not_allow_ends_the_run_fail_closed() {
     // The server answers with `grep` although only `read_file` was
     // offered: moat's own check stops the run, whatever the backend does.
     let server = LlmServer::start(Reply::sse(TOOL_CALLS));
-    let events = run_on(&server, |request| {
-        request.options.extra = Some(json!({
-            "base_url": format!("{}/v1", server.url()),
-            "tools": [tool("read_file"), tool("grep")],
-        }));
-        request.options.allowed_tools = Some(vec!["read_file".into()]);
-    })
-    .await;
+    let events = OPENAI
+        .run_on(&server, |request| {
+            request.options.extra = Some(json!({
+                "base_url": OPENAI.base_url(&server.url()),
+                "tools": [tool("read_file"), tool("grep")],
+            }));
+            request.options.allowed_tools = Some(vec!["read_file".into()]);
+        })
+        .await;
     assert_eq!(
         server.single_request().json()["tools"],
         json!([tool("read_file")])
@@ -499,7 +324,7 @@ async fn an_event_over_the_size_limit_is_skipped_with_an_error_and_the_run_goes_
     let mut body = huge.into_bytes();
     body.extend_from_slice(TEXT_PLAIN);
     let server = LlmServer::start(Reply::sse_split(&body, &[64 * 1024], Duration::ZERO));
-    let events = run_on(&server, |_| {}).await;
+    let events = OPENAI.run_on(&server, |_| {}).await;
     let (message, recoverable) = error(&events, "MALFORMED_EVENT");
     assert!(message.contains("exceeds"), "{message}");
     assert!(recoverable);
@@ -513,7 +338,7 @@ async fn a_server_that_ignores_stream_and_answers_with_one_json_is_understood() 
         200,
         r#"{"id":"chatcmpl-1","object":"chat.completion","model":"local","choices":[{"index":0,"message":{"role":"assistant","content":"Whole answer."},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}"#,
     ));
-    let events = run_on(&server, |_| {}).await;
+    let events = OPENAI.run_on(&server, |_| {}).await;
     assert_eq!(texts(&events), ["Whole answer."]);
     let done = single_done(&events);
     assert_eq!(done.status, DoneStatus::Success);

@@ -10,6 +10,7 @@ pub mod components {
 pub mod fake_cli;
 mod harness;
 pub mod http_server;
+pub mod llm;
 pub mod llm_server;
 
 pub use harness::*;
