@@ -402,3 +402,27 @@ fn model_usage_sums_models_and_is_absent_when_none_is_listed() {
         TokenCoverage::Partial
     );
 }
+
+#[test]
+fn a_failing_command_is_an_error_result_with_its_output() {
+    let events = replay("tool-error");
+    let result = events
+        .iter()
+        .find_map(|event| match &event.kind {
+            EventKind::ToolResult(result) => Some(result),
+            _ => None,
+        })
+        .expect("the failed call's result");
+    assert_eq!(
+        (result.tool_name.as_str(), result.status),
+        ("Bash", ToolStatus::Error)
+    );
+    assert!(result.output.contains("No such file"), "{}", result.output);
+    assert!(
+        !errors(&events)
+            .iter()
+            .any(|e| e.code.as_deref() == Some(PERMISSION_DENIED)),
+        "a failed command is not a denial"
+    );
+    assert_eq!(done_of(&events).status, DoneStatus::Success);
+}

@@ -306,3 +306,38 @@ fn interruption_mid_tool_is_resumable() {
     assert!(translator.is_done());
     assert_eq!(translator.line(&fixture.stdout[0]), []);
 }
+
+#[test]
+fn a_failing_command_is_an_error_result_with_its_output() {
+    let events = replay("tool-error");
+    let result = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult(result) => Some(result),
+            _ => None,
+        })
+        .expect("the failed command's result");
+    assert_eq!(
+        (result.tool_name.as_str(), result.status),
+        (SHELL_TOOL, ToolStatus::Error)
+    );
+    assert!(result.output.contains("No such file"), "{}", result.output);
+    let done = done_of(&events);
+    assert_eq!(
+        (done.status, done.usage.tool_uses),
+        (DoneStatus::Success, 1)
+    );
+}
+
+#[test]
+fn a_command_the_read_only_sandbox_refuses_leaves_no_item_and_none_is_invented() {
+    // Codex 0.169.0 in --sandbox=read-only prints no item at all for the
+    // write it refused (the recording has only the agent's reply).
+    let events = replay("permission-denial");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::ToolUse(_) | EventKind::ToolResult(_)))
+    );
+    assert_eq!(done_of(&events).usage.tool_uses, 0);
+}

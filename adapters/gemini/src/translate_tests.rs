@@ -296,3 +296,20 @@ fn interruption_mid_text_is_resumable() {
     );
     assert!(translator.is_done());
 }
+
+#[test]
+fn a_failing_shell_command_is_what_gemini_says_a_successful_call_with_its_output() {
+    // Gemini CLI 0.61.0 reports the shell tool call itself as a success
+    // whatever the command's exit code; the adapter passes that on.
+    let events = replay("tool-error");
+    let result = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult(result) => Some(result),
+            _ => None,
+        })
+        .expect("the call's result");
+    assert_eq!(result.status, ToolStatus::Success);
+    assert!(result.output.contains("No such file"), "{}", result.output);
+    assert_eq!(texts(&events), ["The file does not exist."]);
+}

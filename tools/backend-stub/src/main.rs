@@ -17,7 +17,7 @@ use moat_backend_stub::{Scenario, StubConfig, StubServer};
 #[command(version)]
 struct Cli {
     /// What every model call gets: text, tool-use, thinking,
-    /// permission-denial, api-error, mid-turn-failure.
+    /// permission-denial, tool-error, api-error, mid-turn-failure.
     #[arg(long)]
     scenario: Scenario,
     /// Address to listen on (port 0: any free port).

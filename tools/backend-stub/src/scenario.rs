@@ -16,6 +16,9 @@ pub enum Scenario {
     /// A shell tool call that writes a file — which a CLI in its default
     /// headless permission mode denies — then a text reply.
     PermissionDenial,
+    /// A shell tool call that fails (`cat` of a missing file), then a text
+    /// reply.
+    ToolError,
     /// Every model call fails with HTTP 400 (not retried by the CLIs).
     ApiError,
     /// The reply starts streaming text, then the connection is cut.
@@ -23,11 +26,12 @@ pub enum Scenario {
 }
 
 /// Every scenario, in the order the recorder runs them.
-pub const ALL: [Scenario; 6] = [
+pub const ALL: [Scenario; 7] = [
     Scenario::Text,
     Scenario::ToolUse,
     Scenario::Thinking,
     Scenario::PermissionDenial,
+    Scenario::ToolError,
     Scenario::ApiError,
     Scenario::MidTurnFailure,
 ];
@@ -40,6 +44,7 @@ impl Scenario {
             Scenario::ToolUse => "tool-use",
             Scenario::Thinking => "thinking",
             Scenario::PermissionDenial => "permission-denial",
+            Scenario::ToolError => "tool-error",
             Scenario::ApiError => "api-error",
             Scenario::MidTurnFailure => "mid-turn-failure",
         }
@@ -66,6 +71,10 @@ impl Scenario {
                 Plan::Reply(vec![Block::Text(DENIAL_FOLLOW_UP.into())])
             }
             Scenario::PermissionDenial => Plan::Reply(vec![Block::Shell(DENIED_COMMAND.into())]),
+            Scenario::ToolError if after_tool_result => {
+                Plan::Reply(vec![Block::Text(FAILED_FOLLOW_UP.into())])
+            }
+            Scenario::ToolError => Plan::Reply(vec![Block::Shell(FAILING_COMMAND.into())]),
             Scenario::ApiError => Plan::Fail {
                 status: 400,
                 message: API_ERROR_MESSAGE.into(),
@@ -87,6 +96,10 @@ pub const THINKING: &str = "The user wants a short greeting, so I will answer br
 pub const DENIED_COMMAND: &str = "touch moat-permission-probe.txt";
 /// The reply after the denial in the `permission-denial` scenario.
 pub const DENIAL_FOLLOW_UP: &str = "I was not allowed to run that command.";
+/// The command of the `tool-error` scenario: it fails.
+pub const FAILING_COMMAND: &str = "cat moat-missing-file.txt";
+/// The reply after the failed command in the `tool-error` scenario.
+pub const FAILED_FOLLOW_UP: &str = "The file does not exist.";
 /// The error message of the `api-error` scenario.
 pub const API_ERROR_MESSAGE: &str = "moat backend stub: scenario api-error rejects every request";
 /// The text the `mid-turn-failure` scenario starts before the cut; only
@@ -190,7 +203,11 @@ mod tests {
 
     #[test]
     fn tool_scenarios_answer_the_tool_result_with_text() {
-        for scenario in [Scenario::ToolUse, Scenario::PermissionDenial] {
+        for scenario in [
+            Scenario::ToolUse,
+            Scenario::PermissionDenial,
+            Scenario::ToolError,
+        ] {
             let Plan::Reply(first) = scenario.plan(false) else {
                 panic!("{scenario}: first call fails")
             };
