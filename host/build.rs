@@ -19,7 +19,7 @@ const BUILTINS: &[(&str, &str)] = &[
 
 /// Libraries the built-in adapters share, relative to the workspace root:
 /// a change in one must rebuild the components that use it.
-const SHARED: &[&str] = &["adapters/cli-support"];
+const SHARED: &[&str] = &["adapters/cli-support", "adapters/llm-support"];
 
 fn main() {
     let root = moat_wasm_build::workspace_root();

@@ -34,6 +34,7 @@ use moat::sandbox::{Sandbox, SandboxConfig};
 use moat_e2e::llm_server::{LlmServer, Reply, Step};
 use moat_guest::sse::SseParser;
 use moat_guest::{EventKind, Options};
+use moat_llm_support::Translate;
 use serde_json::json;
 
 /// The vendors measured.
@@ -187,16 +188,16 @@ fn native_run(vendor: Vendor, server: &LlmServer, deltas: usize) -> Sample {
     let options = vendor.options(server);
     let (path, headers, body) = match vendor {
         Vendor::OpenAi => {
-            let config = moat_adapter_openai::config::Config::new("bench", &options, |_| None)
+            let config = moat_adapter_openai::config::configure("bench", &options, |_| None)
                 .expect("a valid config");
-            let request = config.request();
-            (path_of(&config.url), request.headers, request.body)
+            let request = moat_adapter_openai::config::request(&config);
+            (path_of(&config.endpoint.url), request.headers, request.body)
         }
         Vendor::Anthropic => {
-            let config = moat_adapter_anthropic::config::Config::new("bench", &options, |_| None)
+            let config = moat_adapter_anthropic::config::configure("bench", &options, |_| None)
                 .expect("a valid config");
-            let request = config.request();
-            (path_of(&config.url), request.headers, request.body)
+            let request = moat_adapter_anthropic::config::request(&config);
+            (path_of(&config.endpoint.url), request.headers, request.body)
         }
     };
     let started = Instant::now();
@@ -220,8 +221,8 @@ fn native_run(vendor: Vendor, server: &LlmServer, deltas: usize) -> Sample {
         }
     }
     let mut parser = SseParser::new();
-    let mut openai = moat_adapter_openai::stream::Translator::new();
-    let mut anthropic = moat_adapter_anthropic::stream::Translator::new();
+    let mut openai = moat_adapter_openai::stream::Translator::default();
+    let mut anthropic = moat_adapter_anthropic::stream::Translator::default();
     let (mut first_delta, mut count, mut ended) = (None, 0usize, false);
     let mut chunk = Vec::new();
     while !ended {
