@@ -2,7 +2,9 @@
 //! (`tests/fixtures/cli/claude/`), and on edge cases of untrusted output.
 
 use super::*;
-use moat_cli_support::testing::Fixture;
+use moat_cli_support::testing::{
+    Fixture, deltas, done_of, errors, interrupt, texts, tool_calls, tool_results,
+};
 use moat_cli_support::translate_all;
 use moat_guest::EventKind;
 
@@ -10,45 +12,9 @@ fn replay(scenario: &str) -> Vec<Event> {
     Fixture::load("claude", scenario).translate(&mut ClaudeTranslator::new())
 }
 
-fn done_of(events: &[Event]) -> &DoneEvent {
-    let last = events.last().expect("events");
-    let EventKind::Done(done) = &last.kind else {
-        panic!("the last event is not done: {last:?}")
-    };
-    assert_eq!(
-        events.iter().filter(|event| event.is_done()).count(),
-        1,
-        "exactly one done"
-    );
-    done
-}
-
-fn texts(events: &[Event]) -> Vec<&str> {
-    events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::Text(text) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn errors(events: &[Event]) -> Vec<&moat_guest::ErrorInfo> {
-    events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::Error(error) => Some(error),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The session id of the recording's init line.
+/// The session id the recording announced on its first line.
 fn recorded_session(scenario: &str) -> String {
-    Fixture::load("claude", scenario).parsed()[0]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    Fixture::load("claude", scenario).first_line_field("session_id")
 }
 
 #[test]
@@ -66,14 +32,7 @@ fn text_run_is_init_deltas_text_then_done_with_usage_cost_and_resume_token() {
             .count(),
         1
     );
-    let deltas: String = events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::TextDelta(delta) => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(deltas, "Hello from the moat backend stub.");
+    assert_eq!(deltas(&events), "Hello from the moat backend stub.");
     assert_eq!(texts(&events), ["Hello from the moat backend stub."]);
 
     let done = done_of(&events);
@@ -105,25 +64,16 @@ fn text_run_is_init_deltas_text_then_done_with_usage_cost_and_resume_token() {
 #[test]
 fn tool_use_turn_pairs_the_bash_call_with_its_result() {
     let events = replay("tool-use");
-    let calls: Vec<_> = events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::ToolUse(call) => Some(call),
-            _ => None,
-        })
-        .collect();
+    let calls: Vec<_> = tool_calls(&events);
     let [call] = calls.as_slice() else {
         panic!("one tool call: {calls:?}")
     };
     assert_eq!(call.tool_name, "Bash");
     let input: Value = moat_guest::serde_json::from_str(&call.input).unwrap();
     assert_eq!(input["command"], "echo moat-tool-use");
-    let result = events
-        .iter()
-        .find_map(|event| match &event.kind {
-            EventKind::ToolResult(result) => Some(result),
-            _ => None,
-        })
+    let result = tool_results(&events)
+        .into_iter()
+        .next()
         .expect("a tool result");
     assert_eq!(result.tool_use_id, call.tool_use_id);
     assert_eq!(result.tool_name, "Bash");
@@ -169,12 +119,9 @@ fn thinking_blocks_become_thinking_events_before_the_text() {
 #[test]
 fn permission_denial_is_reported_as_a_visible_error_with_the_denied_tool() {
     let events = replay("permission-denial");
-    let result = events
-        .iter()
-        .find_map(|event| match &event.kind {
-            EventKind::ToolResult(result) => Some(result),
-            _ => None,
-        })
+    let result = tool_results(&events)
+        .into_iter()
+        .next()
         .expect("the denied call's result");
     // 2.1.197 answers the call with an error result and lists the denial
     // only in the final result line.
@@ -202,13 +149,7 @@ fn a_permission_denied_line_makes_the_result_denied() {
         r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s","permission_denials":[{"tool_name":"Write","tool_use_id":"t1"}]}"#,
     ];
     let events = translate_all(&mut translator, lines, Exit::code(0), "");
-    let results: Vec<_> = events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::ToolResult(result) => Some(result),
-            _ => None,
-        })
-        .collect();
+    let results: Vec<_> = tool_results(&events);
     let [result] = results.as_slice() else {
         panic!("one result per call: {results:?}")
     };
@@ -341,9 +282,7 @@ fn nothing_follows_done() {
 #[test]
 fn interruption_is_done_interrupted_resumable_once_a_session_started() {
     let mut translator = ClaudeTranslator::new();
-    let EventKind::Done(done) = translator.interrupted().kind else {
-        panic!("done")
-    };
+    let done = interrupt(&mut translator);
     assert_eq!(
         (done.status, done.resume_token),
         (DoneStatus::Interrupted, None)
@@ -352,16 +291,8 @@ fn interruption_is_done_interrupted_resumable_once_a_session_started() {
     let fixture = Fixture::load("claude", "tool-use");
     let mut translator = ClaudeTranslator::new();
     // Up to the tool call: the session has started, a tool is running.
-    for line in fixture
-        .stdout
-        .iter()
-        .take_while(|line| !line.contains("\"tool_result\""))
-    {
-        translator.line(line);
-    }
-    let EventKind::Done(done) = translator.interrupted().kind else {
-        panic!("done")
-    };
+    fixture.feed_until(&mut translator, |line| line.contains("\"tool_result\""));
+    let done = interrupt(&mut translator);
     assert_eq!(done.status, DoneStatus::Interrupted);
     assert_eq!(
         done.resume_token.as_deref(),
@@ -406,12 +337,9 @@ fn model_usage_sums_models_and_is_absent_when_none_is_listed() {
 #[test]
 fn a_failing_command_is_an_error_result_with_its_output() {
     let events = replay("tool-error");
-    let result = events
-        .iter()
-        .find_map(|event| match &event.kind {
-            EventKind::ToolResult(result) => Some(result),
-            _ => None,
-        })
+    let result = tool_results(&events)
+        .into_iter()
+        .next()
         .expect("the failed call's result");
     assert_eq!(
         (result.tool_name.as_str(), result.status),

@@ -1,11 +1,12 @@
 //! Replaying recorded fixtures (`tests/fixtures/cli/<cli>/<scenario>.jsonl`,
 //! written by `scripts/record-cli-fixtures`) through a translator, for the
-//! adapters' native unit tests.
+//! adapters' native unit tests, and picking the events they check out of
+//! the result.
 
 use std::path::{Path, PathBuf};
 
-use moat_guest::Event;
 use moat_guest::json::Value;
+use moat_guest::{DoneEvent, ErrorInfo, Event, EventKind, ToolResultEvent, ToolUseEvent};
 
 use crate::{Exit, Translator, translate_all};
 
@@ -73,6 +74,24 @@ impl Fixture {
             .collect()
     }
 
+    /// The string `field` of the recording's first stdout line: the session
+    /// (or thread) id the CLI announced, which the events must carry.
+    pub fn first_line_field(&self, field: &str) -> String {
+        self.parsed()[0][field]
+            .as_str()
+            .unwrap_or_else(|| panic!("the first line has no string {field:?}"))
+            .to_owned()
+    }
+
+    /// Feeds `translator` the stdout lines before the first one `stop`
+    /// accepts (all of them when none does), dropping the events: the state
+    /// of a run cut off at that point.
+    pub fn feed_until(&self, translator: &mut impl Translator, stop: impl Fn(&str) -> bool) {
+        for line in self.stdout.iter().take_while(|line| !stop(line)) {
+            translator.line(line);
+        }
+    }
+
     /// Runs every line and the exit through `translator`.
     pub fn translate(&self, translator: &mut impl Translator) -> Vec<Event> {
         translate_all(
@@ -82,4 +101,84 @@ impl Fixture {
             &self.stderr,
         )
     }
+}
+
+/// The run's `done` event, checking that it is the last event and the only
+/// `done` (every translated run must end that way).
+pub fn done_of(events: &[Event]) -> &DoneEvent {
+    let last = events.last().expect("events");
+    let EventKind::Done(done) = &last.kind else {
+        panic!("the last event is not done: {last:?}")
+    };
+    assert_eq!(
+        events.iter().filter(|event| event.is_done()).count(),
+        1,
+        "exactly one done"
+    );
+    done
+}
+
+/// The complete texts, in order.
+pub fn texts(events: &[Event]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text deltas joined: what a client streaming the run would show.
+pub fn deltas(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::TextDelta(delta) => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The error events' details, in order.
+pub fn errors(events: &[Event]) -> Vec<&ErrorInfo> {
+    events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::Error(error) => Some(error),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tool calls, in order.
+pub fn tool_calls(events: &[Event]) -> Vec<&ToolUseEvent> {
+    events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::ToolUse(call) => Some(call),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tool results, in order.
+pub fn tool_results(events: &[Event]) -> Vec<&ToolResultEvent> {
+    events
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::ToolResult(result) => Some(result),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Aborts the run: the `done` event `translator` answers with, checking
+/// that it is one.
+pub fn interrupt(translator: &mut impl Translator) -> DoneEvent {
+    let event = translator.interrupted();
+    let EventKind::Done(done) = event.kind else {
+        panic!("an abort is answered with done: {event:?}")
+    };
+    done
 }

@@ -150,3 +150,23 @@ fn the_program_is_the_bare_name_or_an_absolute_path_from_extra() {
         );
     }
 }
+
+#[test]
+fn testing_helpers_pick_events_by_kind_and_require_one_final_done() {
+    use crate::testing::{deltas, done_of, errors, texts, tool_calls, tool_results};
+    let events = [
+        Event::text_delta("He"),
+        Event::text_delta("llo"),
+        Event::text("Hello"),
+        Event::tool_use("Bash", "t1", &json!({})),
+        Event::tool_result("t1", "Bash", moat_guest::ToolStatus::Success, &json!("ok")),
+        Event::error("failed", "boom", true),
+        Event::done(DoneStatus::Success),
+    ];
+    assert_eq!(deltas(&events), "Hello");
+    assert_eq!(texts(&events), ["Hello"]);
+    assert_eq!(tool_calls(&events)[0].tool_name, "Bash");
+    assert_eq!(tool_results(&events)[0].output, "\"ok\"");
+    assert_eq!(errors(&events)[0].message, "boom");
+    assert_eq!(done_of(&events).status, DoneStatus::Success);
+}

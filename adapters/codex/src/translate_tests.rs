@@ -2,7 +2,7 @@
 //! (`tests/fixtures/cli/codex/`), and on edge cases of untrusted output.
 
 use super::*;
-use moat_cli_support::testing::Fixture;
+use moat_cli_support::testing::{Fixture, done_of, errors, interrupt, tool_results};
 use moat_cli_support::translate_all;
 use moat_guest::EventKind;
 
@@ -18,30 +18,9 @@ fn replay(scenario: &str) -> Vec<Event> {
     Fixture::load("codex", scenario).translate(&mut CodexTranslator::new(context()))
 }
 
-fn done_of(events: &[Event]) -> &DoneEvent {
-    let last = events.last().expect("events");
-    let EventKind::Done(done) = &last.kind else {
-        panic!("the last event is not done: {last:?}")
-    };
-    assert_eq!(events.iter().filter(|e| e.is_done()).count(), 1);
-    done
-}
-
-fn errors(events: &[Event]) -> Vec<&moat_guest::ErrorInfo> {
-    events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::Error(error) => Some(error),
-            _ => None,
-        })
-        .collect()
-}
-
+/// The thread id the recording announced on its first line.
 fn recorded_thread(scenario: &str) -> String {
-    Fixture::load("codex", scenario).parsed()[0]["thread_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    Fixture::load("codex", scenario).first_line_field("thread_id")
 }
 
 #[test]
@@ -287,16 +266,10 @@ fn a_partial_last_line_is_dropped_and_the_exit_ends_the_run() {
 fn interruption_mid_tool_is_resumable() {
     let fixture = Fixture::load("codex", "tool-use");
     let mut translator = CodexTranslator::new(context());
-    for line in fixture
-        .stdout
-        .iter()
-        .take_while(|l| !l.contains("item.completed\",\"item\":{\"id\":\"item_2\""))
-    {
-        translator.line(line);
-    }
-    let EventKind::Done(done) = translator.interrupted().kind else {
-        panic!("done")
-    };
+    fixture.feed_until(&mut translator, |l| {
+        l.contains("item.completed\",\"item\":{\"id\":\"item_2\"")
+    });
+    let done = interrupt(&mut translator);
     assert_eq!(done.status, DoneStatus::Interrupted);
     assert_eq!(
         done.resume_token.as_deref(),
@@ -310,12 +283,9 @@ fn interruption_mid_tool_is_resumable() {
 #[test]
 fn a_failing_command_is_an_error_result_with_its_output() {
     let events = replay("tool-error");
-    let result = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ToolResult(result) => Some(result),
-            _ => None,
-        })
+    let result = tool_results(&events)
+        .into_iter()
+        .next()
         .expect("the failed command's result");
     assert_eq!(
         (result.tool_name.as_str(), result.status),

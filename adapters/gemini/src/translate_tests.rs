@@ -2,7 +2,9 @@
 //! (`tests/fixtures/cli/gemini/`), and on edge cases of untrusted output.
 
 use super::*;
-use moat_cli_support::testing::Fixture;
+use moat_cli_support::testing::{
+    Fixture, deltas, done_of, errors, interrupt, texts, tool_calls, tool_results,
+};
 use moat_cli_support::translate_all;
 use moat_guest::EventKind;
 
@@ -16,50 +18,9 @@ fn replay(scenario: &str) -> Vec<Event> {
     Fixture::load("gemini", scenario).translate(&mut GeminiTranslator::new(context()))
 }
 
-fn done_of(events: &[Event]) -> &DoneEvent {
-    let last = events.last().expect("events");
-    let EventKind::Done(done) = &last.kind else {
-        panic!("the last event is not done: {last:?}")
-    };
-    assert_eq!(events.iter().filter(|e| e.is_done()).count(), 1);
-    done
-}
-
-fn texts(events: &[Event]) -> Vec<&str> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Text(text) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn deltas(events: &[Event]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::TextDelta(delta) => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn errors(events: &[Event]) -> Vec<&moat_guest::ErrorInfo> {
-    events
-        .iter()
-        .filter_map(|event| match &event.kind {
-            EventKind::Error(error) => Some(error),
-            _ => None,
-        })
-        .collect()
-}
-
+/// The session id the recording announced on its first line.
 fn recorded_session(scenario: &str) -> String {
-    Fixture::load("gemini", scenario).parsed()[0]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    Fixture::load("gemini", scenario).first_line_field("session_id")
 }
 
 #[test]
@@ -114,21 +75,9 @@ fn tool_turn_flushes_the_text_before_the_call_and_pairs_the_result() {
         .filter(|kind| !kind.is_empty())
         .collect();
     assert_eq!(kinds, ["text", "tool_use", "tool_result", "text", "done"]);
-    let call = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ToolUse(call) => Some(call),
-            _ => None,
-        })
-        .unwrap();
+    let call = tool_calls(&events).into_iter().next().unwrap();
     assert_eq!(call.tool_name, "run_shell_command");
-    let result = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ToolResult(result) => Some(result),
-            _ => None,
-        })
-        .unwrap();
+    let result = tool_results(&events).into_iter().next().unwrap();
     assert_eq!(
         (
             result.tool_use_id.as_str(),
@@ -233,13 +182,7 @@ fn error_lines_are_recoverable_and_failed_tools_are_errors() {
     );
     assert!(errors(&events).iter().all(|e| e.recoverable));
     assert_eq!(texts(&events), ["Trying", "Whole message."]);
-    let result = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ToolResult(result) => Some(result),
-            _ => None,
-        })
-        .unwrap();
+    let result = tool_results(&events).into_iter().next().unwrap();
     assert_eq!(result.status, ToolStatus::Error);
     assert!(result.output.contains("no x"));
     assert_eq!(
@@ -286,9 +229,7 @@ fn interruption_mid_text_is_resumable() {
     for line in fixture.stdout.iter().take(4) {
         translator.line(line);
     }
-    let EventKind::Done(done) = translator.interrupted().kind else {
-        panic!("done")
-    };
+    let done = interrupt(&mut translator);
     assert_eq!(done.status, DoneStatus::Interrupted);
     assert_eq!(
         done.resume_token.as_deref(),
@@ -302,12 +243,9 @@ fn a_failing_shell_command_is_what_gemini_says_a_successful_call_with_its_output
     // Gemini CLI 0.61.0 reports the shell tool call itself as a success
     // whatever the command's exit code; the adapter passes that on.
     let events = replay("tool-error");
-    let result = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::ToolResult(result) => Some(result),
-            _ => None,
-        })
+    let result = tool_results(&events)
+        .into_iter()
+        .next()
         .expect("the call's result");
     assert_eq!(result.status, ToolStatus::Success);
     assert!(result.output.contains("No such file"), "{}", result.output);
