@@ -11,8 +11,8 @@
 pub mod args;
 pub mod translate;
 
-use moat_cli_support::{ChildProcess, CliSession, spawn};
-use moat_guest::{Adapter, AdapterInfo, ErrorInfo, Event, Needs, Options};
+use moat_cli_support::{Cli, CliAdapter, Invocation};
+use moat_guest::{ErrorInfo, Options};
 
 use translate::ClaudeTranslator;
 
@@ -31,36 +31,30 @@ pub const ENV: &[&str] = &[
     "TMPDIR",
 ];
 
+/// What sets Claude Code apart from the other CLIs.
+pub struct ClaudeCodeCli;
+
+impl Cli for ClaudeCodeCli {
+    const NAME: &'static str = "claude-code";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str =
+        "Runs Claude Code headless (claude -p, stream-json); needs the claude CLI";
+    const PROGRAM: &'static str = args::PROGRAM;
+    const INSTALL: &'static str = INSTALL;
+    const ENV: &'static [&'static str] = ENV;
+
+    type Translator = ClaudeTranslator;
+
+    fn prepare(
+        prompt: &str,
+        options: &Options,
+    ) -> Result<(Invocation, ClaudeTranslator), ErrorInfo> {
+        let invocation = args::invocation(prompt, options)?;
+        Ok((invocation, ClaudeTranslator::new()))
+    }
+}
+
 /// One Claude Code run.
-pub struct ClaudeCode {
-    session: CliSession<ChildProcess, ClaudeTranslator>,
-}
-
-impl Adapter for ClaudeCode {
-    fn info() -> AdapterInfo {
-        AdapterInfo::new(
-            "claude-code",
-            env!("CARGO_PKG_VERSION"),
-            "Runs Claude Code headless (claude -p, stream-json); needs the claude CLI",
-        )
-        .with_needs(
-            Needs::default()
-                .with_programs([args::PROGRAM])
-                .with_env(ENV.iter().copied()),
-        )
-    }
-
-    fn start(prompt: String, options: Options) -> Result<Self, ErrorInfo> {
-        let invocation = args::invocation(&prompt, &options)?;
-        let child = spawn(&invocation, INSTALL)?;
-        Ok(ClaudeCode {
-            session: CliSession::new(args::PROGRAM, child, ClaudeTranslator::new()),
-        })
-    }
-
-    fn next(&mut self) -> Option<Event> {
-        self.session.next_event()
-    }
-}
+pub type ClaudeCode = CliAdapter<ClaudeCodeCli>;
 
 moat_guest::export_adapter!(ClaudeCode);

@@ -24,13 +24,13 @@
 use std::collections::HashSet;
 
 use moat_cli_support::{
-    Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line, session_id,
-    tool_input, tool_output, with_session,
+    Exit, MAX_MESSAGE, RunState, Translator, clip, session_id, token_report, tool_input,
+    tool_output,
 };
 use moat_guest::json::{Value, json};
 use moat_guest::{
-    Cost, CostSource, DoneEvent, DoneStatus, Event, InitEvent, InputTokens, OutputTokens,
-    TokenCoverage, TokenReport, ToolStatus, Usage,
+    Cost, CostSource, DoneEvent, DoneStatus, Event, InitEvent, InputTokens, TokenReport,
+    ToolStatus, Usage,
 };
 
 /// The CLI's name in messages.
@@ -46,16 +46,11 @@ pub const API_ERROR: &str = "API_ERROR";
 /// errors).
 const SYNTHETIC_MODEL: &str = "<synthetic>";
 
-/// The longest error message forwarded.
-const MAX_MESSAGE: usize = 4000;
-
 /// The state of one Claude Code run's translation.
 #[derive(Debug, Default)]
 pub struct ClaudeTranslator {
-    session: Option<String>,
+    run: RunState,
     init_sent: bool,
-    done: bool,
-    tools: ToolTracker,
     /// Tool calls already answered with a `tool_result`.
     answered: HashSet<String>,
     /// Tool calls reported denied (and shown as an error).
@@ -68,14 +63,6 @@ impl ClaudeTranslator {
     /// A translator for a new run.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    fn session(&self) -> Option<&str> {
-        self.session.as_deref()
-    }
-
-    fn tag(&self, event: Event) -> Event {
-        with_session(event, self.session())
     }
 
     fn system(&mut self, line: &Value, out: &mut Vec<Event>) {
@@ -99,20 +86,20 @@ impl ClaudeTranslator {
                 });
                 let init = InitEvent::new(line["model"].as_str(), line["cwd"].as_str(), tools)
                     .with_capabilities(&capabilities);
-                out.push(self.tag(init.into()));
+                out.push(self.run.tag(init.into()));
             }
             Some("permission_denied") => {
                 let id = line["tool_use_id"].as_str().unwrap_or_default().to_owned();
                 let name = line["tool_name"]
                     .as_str()
-                    .unwrap_or_else(|| self.tools.name(&id))
+                    .unwrap_or_else(|| self.run.tools.name(&id))
                     .to_owned();
                 let message = line["message"]
                     .as_str()
                     .unwrap_or("permission denied")
                     .to_owned();
                 if !id.is_empty() && self.answered.insert(id.clone()) {
-                    out.push(self.tag(Event::tool_result(
+                    out.push(self.run.tag(Event::tool_result(
                         id.as_str(),
                         name.as_str(),
                         ToolStatus::Denied,
@@ -138,7 +125,7 @@ impl ClaudeTranslator {
             message.push_str(": ");
             message.push_str(clip(reason, MAX_MESSAGE));
         }
-        out.push(self.tag(Event::error(PERMISSION_DENIED, message, true)));
+        out.push(self.run.tag(Event::error(PERMISSION_DENIED, message, true)));
     }
 
     fn stream_event(&mut self, line: &Value, out: &mut Vec<Event>) {
@@ -151,7 +138,7 @@ impl ClaudeTranslator {
             && event["delta"]["type"] == "text_delta"
             && let Some(text) = event["delta"]["text"].as_str().filter(|t| !t.is_empty())
         {
-            out.push(self.tag(Event::text_delta(text)));
+            out.push(self.run.tag(Event::text_delta(text)));
         }
     }
 
@@ -170,14 +157,18 @@ impl ClaudeTranslator {
                     if synthetic {
                         // Claude Code's own report of a failed API call.
                         self.error_shown = true;
-                        out.push(self.tag(Event::error(API_ERROR, clip(text, MAX_MESSAGE), false)));
+                        out.push(self.run.tag(Event::error(
+                            API_ERROR,
+                            clip(text, MAX_MESSAGE),
+                            false,
+                        )));
                     } else if !text.is_empty() {
-                        out.push(self.tag(Event::text(text)));
+                        out.push(self.run.tag(Event::text(text)));
                     }
                 }
                 Some("thinking") => {
                     if let Some(thinking) = block["thinking"].as_str().filter(|t| !t.is_empty()) {
-                        out.push(self.tag(Event::thinking(thinking)));
+                        out.push(self.run.tag(Event::thinking(thinking)));
                     }
                 }
                 Some("tool_use") => {
@@ -185,10 +176,13 @@ impl ClaudeTranslator {
                     else {
                         continue;
                     };
-                    if id.is_empty() || !self.tools.record(id, name) {
+                    if id.is_empty() || !self.run.tools.record(id, name) {
                         continue;
                     }
-                    out.push(self.tag(Event::tool_use(name, id, &tool_input(&block["input"]))));
+                    out.push(
+                        self.run
+                            .tag(Event::tool_use(name, id, &tool_input(&block["input"]))),
+                    );
                 }
                 _ => {}
             }
@@ -213,8 +207,8 @@ impl ClaudeTranslator {
             } else {
                 ToolStatus::Success
             };
-            let name = self.tools.name(id).to_owned();
-            out.push(self.tag(Event::tool_result(
+            let name = self.run.tools.name(id).to_owned();
+            out.push(self.run.tag(Event::tool_result(
                 id,
                 name,
                 status,
@@ -247,7 +241,7 @@ impl ClaudeTranslator {
                 })
                 .filter(|message| !message.is_empty())
                 .unwrap_or_else(|| format!("Claude Code ended with {subtype}"));
-            out.push(self.tag(Event::error(
+            out.push(self.run.tag(Event::error(
                 "CLI_ERROR",
                 clip(&message, MAX_MESSAGE),
                 false,
@@ -263,7 +257,7 @@ impl ClaudeTranslator {
             }
         }
 
-        let mut usage = Usage::new(self.tools.count());
+        let mut usage = Usage::new(self.run.tools.count());
         if let Some(tokens) = model_usage(&line["modelUsage"], status) {
             usage = usage.with_tokens(tokens);
         }
@@ -279,8 +273,8 @@ impl ClaudeTranslator {
         {
             done = done.with_result(result);
         }
-        if let Some(session) = session_id(&line["session_id"]).or(self.session.clone()) {
-            self.session = Some(session.clone());
+        if let Some(session) = session_id(&line["session_id"]).or(self.run.session.clone()) {
+            self.run.session = Some(session.clone());
             done = done.with_resume_token(session);
         }
         let metadata = json!({
@@ -292,8 +286,8 @@ impl ClaudeTranslator {
             "cliDurationMs": line["duration_ms"],
         });
         done = done.with_metadata(&metadata);
-        self.done = true;
-        out.push(self.tag(done.into()));
+        self.run.done = true;
+        out.push(self.run.tag(done.into()));
     }
 }
 
@@ -311,37 +305,23 @@ fn model_usage(models: &Value, status: DoneStatus) -> Option<TokenReport> {
         output = output.saturating_add(count("outputTokens"));
     }
     let total = input.saturating_add(cache_read).saturating_add(cache_write);
-    // A failed run may have lost the call that failed.
-    let coverage = if status == DoneStatus::Error {
-        TokenCoverage::Partial
-    } else {
-        TokenCoverage::Complete
-    };
-    Some(TokenReport::new(
-        coverage,
+    Some(token_report(
+        status == DoneStatus::Error,
         InputTokens::new(total)
             .with_cache_read(cache_read)
             .with_cache_write(cache_write),
-        OutputTokens::new(output),
+        output,
     ))
 }
 
 impl Translator for ClaudeTranslator {
     fn line(&mut self, line: &str) -> Vec<Event> {
         let mut out = Vec::new();
-        if self.done {
-            return out;
-        }
-        if oversize(line) {
-            out.push(self.tag(oversize_error(CLI, line)));
-            return out;
-        }
-        let Some(object) = parse_line(line) else {
+        let Some(line) = self.run.accept(CLI, line, &mut out) else {
             return out;
         };
-        let line = Value::Object(object);
         if let Some(session) = session_id(&line["session_id"]) {
-            self.session = Some(session);
+            self.run.session = Some(session);
         }
         match line["type"].as_str() {
             Some("system") => self.system(&line, &mut out),
@@ -355,27 +335,15 @@ impl Translator for ClaudeTranslator {
     }
 
     fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
-        if self.done {
-            return Vec::new();
-        }
-        self.done = true;
-        moat_cli_support::failure(
-            CLI,
-            exit,
-            stderr,
-            DoneStatus::Error,
-            self.session(),
-            self.tools.count(),
-        )
+        self.run.fail(CLI, exit, stderr, DoneStatus::Error)
     }
 
     fn interrupted(&mut self) -> Event {
-        self.done = true;
-        moat_cli_support::interrupted(self.session(), self.tools.count())
+        self.run.interrupt()
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.run.done
     }
 }
 

@@ -6,7 +6,7 @@ use moat_cli_support::testing::{
     Fixture, deltas, done_of, errors, interrupt, texts, tool_calls, tool_results,
 };
 use moat_cli_support::translate_all;
-use moat_guest::EventKind;
+use moat_guest::{EventKind, TokenCoverage};
 
 fn replay(scenario: &str) -> Vec<Event> {
     Fixture::load("claude", scenario).translate(&mut ClaudeTranslator::new())

@@ -13,8 +13,10 @@
 //! Everything a CLI prints is untrusted: nothing here panics on bad input,
 //! and every string kept or forwarded is bounded.
 
+mod adapter;
 mod args;
 mod child;
+mod run;
 mod session;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
@@ -23,8 +25,10 @@ mod tools;
 use moat_guest::json::{Map, Value};
 use moat_guest::{DoneEvent, DoneStatus, Event};
 
+pub use adapter::{Cli, CliAdapter};
 pub use args::{Invocation, check_exact_names, program, unsupported};
 pub use child::{CLI_NOT_FOUND, ChildProcess, spawn};
+pub use run::{MAX_MESSAGE, RunState, token_report};
 pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, EXIT_GRACE, ReadError};
 pub use tools::ToolTracker;
 

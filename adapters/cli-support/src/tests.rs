@@ -170,3 +170,44 @@ fn testing_helpers_pick_events_by_kind_and_require_one_final_done() {
     assert_eq!(errors(&events)[0].message, "boom");
     assert_eq!(done_of(&events).status, DoneStatus::Success);
 }
+
+#[test]
+fn run_state_accepts_objects_until_done_and_ends_the_run_once() {
+    let mut run = RunState::default();
+    let mut out = Vec::new();
+    assert!(run.accept("fake", "not json", &mut out).is_none());
+    assert!(out.is_empty());
+    assert_eq!(
+        run.accept("fake", r#"{"type":"x"}"#, &mut out).unwrap()["type"],
+        "x"
+    );
+    run.session = Some("s".into());
+    let warning = run.reported_error("W", None, "it failed", true);
+    assert_eq!(warning.session_id.as_deref(), Some("s"));
+    let EventKind::Error(error) = warning.kind else {
+        panic!("error")
+    };
+    assert_eq!(
+        (error.message.as_str(), error.recoverable),
+        ("it failed", true)
+    );
+    let events = run.fail("fake", Exit::code(2), "", DoneStatus::Error);
+    assert_eq!(events.len(), 2);
+    assert!(run.done && events[1].is_done());
+    assert_eq!(run.fail("fake", Exit::code(2), "", DoneStatus::Error), []);
+    assert!(run.accept("fake", r#"{"type":"x"}"#, &mut out).is_none());
+    assert!(run.interrupt().is_done());
+}
+
+#[test]
+fn token_reports_of_failed_runs_are_partial() {
+    use moat_guest::{InputTokens, TokenCoverage};
+    assert_eq!(
+        token_report(true, InputTokens::new(1), 2).coverage,
+        TokenCoverage::Partial
+    );
+    assert_eq!(
+        token_report(false, InputTokens::new(1), 2).coverage,
+        TokenCoverage::Complete
+    );
+}

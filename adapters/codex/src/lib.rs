@@ -9,8 +9,8 @@
 pub mod args;
 pub mod translate;
 
-use moat_cli_support::{ChildProcess, CliSession, spawn};
-use moat_guest::{Adapter, AdapterInfo, ErrorInfo, Event, Needs, Options};
+use moat_cli_support::{Cli, CliAdapter, Invocation};
+use moat_guest::{ErrorInfo, Options};
 
 use translate::{CodexTranslator, RunContext};
 
@@ -29,41 +29,35 @@ pub const ENV: &[&str] = &[
     "TMPDIR",
 ];
 
-/// One Codex run.
-pub struct Codex {
-    session: CliSession<ChildProcess, CodexTranslator>,
-}
+/// What sets Codex apart from the other CLIs.
+pub struct CodexCli;
 
-impl Adapter for Codex {
-    fn info() -> AdapterInfo {
-        AdapterInfo::new(
-            "codex",
-            env!("CARGO_PKG_VERSION"),
-            "Runs Codex headless (codex exec --json); needs the codex CLI",
-        )
-        .with_needs(
-            Needs::default()
-                .with_programs([args::PROGRAM])
-                .with_env(ENV.iter().copied()),
-        )
-    }
+impl Cli for CodexCli {
+    const NAME: &'static str = "codex";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str =
+        "Runs Codex headless (codex exec --json); needs the codex CLI";
+    const PROGRAM: &'static str = args::PROGRAM;
+    const INSTALL: &'static str = INSTALL;
+    const ENV: &'static [&'static str] = ENV;
 
-    fn start(prompt: String, options: Options) -> Result<Self, ErrorInfo> {
-        let invocation = args::invocation(&prompt, &options)?;
+    type Translator = CodexTranslator;
+
+    fn prepare(
+        prompt: &str,
+        options: &Options,
+    ) -> Result<(Invocation, CodexTranslator), ErrorInfo> {
+        let invocation = args::invocation(prompt, options)?;
         let context = RunContext {
             model: options.model.clone(),
             cwd: options.cwd.clone(),
             resumed: options.resume.is_some(),
         };
-        let child = spawn(&invocation, INSTALL)?;
-        Ok(Codex {
-            session: CliSession::new(args::PROGRAM, child, CodexTranslator::new(context)),
-        })
-    }
-
-    fn next(&mut self) -> Option<Event> {
-        self.session.next_event()
+        Ok((invocation, CodexTranslator::new(context)))
     }
 }
+
+/// One Codex run.
+pub type Codex = CliAdapter<CodexCli>;
 
 moat_guest::export_adapter!(Codex);

@@ -20,10 +20,7 @@
 //!
 //! `turn.started`, `item.updated` and unknown types are ignored.
 
-use moat_cli_support::{
-    Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line, session_id,
-    tool_input, with_session,
-};
+use moat_cli_support::{Exit, RunState, Translator, session_id, tool_input};
 use moat_guest::json::{Value, json};
 use moat_guest::{
     DoneEvent, DoneStatus, Event, InitEvent, InputTokens, OutputTokens, TokenCoverage, TokenReport,
@@ -42,9 +39,6 @@ pub const CODEX_WARNING: &str = "CODEX_WARNING";
 /// Error code of a failed turn.
 pub const TURN_FAILED: &str = "TURN_FAILED";
 
-/// The longest message or output forwarded.
-const MAX_MESSAGE: usize = 4000;
-
 /// What the translator knows of the run from its options (Codex's output
 /// does not repeat them).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,10 +55,8 @@ pub struct RunContext {
 #[derive(Debug, Default)]
 pub struct CodexTranslator {
     context: RunContext,
-    thread: Option<String>,
+    run: RunState,
     init_sent: bool,
-    done: bool,
-    tools: ToolTracker,
     /// The last agent message: the run's result.
     last_message: Option<String>,
 }
@@ -78,17 +70,9 @@ impl CodexTranslator {
         }
     }
 
-    fn session(&self) -> Option<&str> {
-        self.thread.as_deref()
-    }
-
-    fn tag(&self, event: Event) -> Event {
-        with_session(event, self.session())
-    }
-
     fn thread_started(&mut self, line: &Value, out: &mut Vec<Event>) {
         if let Some(thread) = session_id(&line["thread_id"]) {
-            self.thread = Some(thread);
+            self.run.session = Some(thread);
         }
         if self.init_sent {
             return;
@@ -99,7 +83,7 @@ impl CodexTranslator {
             self.context.cwd.as_deref(),
             Vec::new(),
         );
-        out.push(self.tag(init.into()));
+        out.push(self.run.tag(init.into()));
     }
 
     /// A tool call's name and input, for the item types that are tool
@@ -128,12 +112,12 @@ impl CodexTranslator {
             return;
         };
         if let Some((name, input)) = Self::tool_call(item) {
-            if self.tools.record(id, &name) {
-                out.push(self.tag(Event::tool_use(name.as_str(), id, &input)));
+            if self.run.tools.record(id, &name) {
+                out.push(self.run.tag(Event::tool_use(name.as_str(), id, &input)));
             }
             if completed {
                 let (status, output) = tool_outcome(item);
-                out.push(self.tag(Event::tool_result(id, name, status, &output)));
+                out.push(self.run.tag(Event::tool_result(id, name, status, &output)));
             }
             return;
         }
@@ -144,26 +128,27 @@ impl CodexTranslator {
             Some("agent_message") => {
                 if let Some(text) = item["text"].as_str() {
                     self.last_message = Some(text.to_owned());
-                    out.push(self.tag(Event::text(text)));
+                    out.push(self.run.tag(Event::text(text)));
                 }
             }
             Some("reasoning") => {
                 if let Some(text) = item["text"].as_str().filter(|text| !text.is_empty()) {
-                    out.push(self.tag(Event::thinking(text)));
+                    out.push(self.run.tag(Event::thinking(text)));
                 }
             }
             Some("error") => {
-                let message = item["message"]
-                    .as_str()
-                    .unwrap_or("Codex reported an error");
-                out.push(self.tag(Event::error(
+                out.push(self.run.reported_error(
                     CODEX_WARNING,
-                    clip(message, MAX_MESSAGE),
+                    item["message"].as_str(),
+                    "Codex reported an error",
                     true,
-                )));
+                ));
             }
             Some(kind @ ("file_change" | "web_search" | "todo_list")) => {
-                out.push(self.tag(Event::extension(format!("codex:{kind}"), item)));
+                out.push(
+                    self.run
+                        .tag(Event::extension(format!("codex:{kind}"), item)),
+                );
             }
             _ => {}
         }
@@ -172,7 +157,7 @@ impl CodexTranslator {
     fn turn_completed(&mut self, line: &Value, out: &mut Vec<Event>) {
         let usage = &line["usage"];
         let mut done =
-            DoneEvent::new(DoneStatus::Success).with_usage(Usage::new(self.tools.count()));
+            DoneEvent::new(DoneStatus::Success).with_usage(Usage::new(self.run.tools.count()));
         if let Some(result) = &self.last_message {
             done = done.with_result(result.as_str());
         }
@@ -183,24 +168,26 @@ impl CodexTranslator {
         } else if let Some(tokens) = turn_tokens(usage) {
             done = done.with_tokens(tokens);
         }
-        if let Some(thread) = &self.thread {
+        if let Some(thread) = &self.run.session {
             done = done.with_resume_token(thread.as_str());
         }
-        self.done = true;
-        out.push(self.tag(done.into()));
+        self.run.done = true;
+        out.push(self.run.tag(done.into()));
     }
 
     fn turn_failed(&mut self, line: &Value, out: &mut Vec<Event>) {
-        let message = line["error"]["message"]
-            .as_str()
-            .unwrap_or("the turn failed");
-        out.push(self.tag(Event::error(TURN_FAILED, clip(message, MAX_MESSAGE), false)));
-        let mut done = DoneEvent::new(DoneStatus::Error).with_tool_uses(self.tools.count());
-        if let Some(thread) = &self.thread {
+        out.push(self.run.reported_error(
+            TURN_FAILED,
+            line["error"]["message"].as_str(),
+            "the turn failed",
+            false,
+        ));
+        let mut done = DoneEvent::new(DoneStatus::Error).with_tool_uses(self.run.tools.count());
+        if let Some(thread) = &self.run.session {
             done = done.with_resume_token(thread.as_str());
         }
-        self.done = true;
-        out.push(self.tag(done.into()));
+        self.run.done = true;
+        out.push(self.run.tag(done.into()));
     }
 }
 
@@ -256,17 +243,9 @@ fn turn_tokens(usage: &Value) -> Option<TokenReport> {
 impl Translator for CodexTranslator {
     fn line(&mut self, line: &str) -> Vec<Event> {
         let mut out = Vec::new();
-        if self.done {
-            return out;
-        }
-        if oversize(line) {
-            out.push(self.tag(oversize_error(CLI, line)));
-            return out;
-        }
-        let Some(object) = parse_line(line) else {
+        let Some(line) = self.run.accept(CLI, line, &mut out) else {
             return out;
         };
-        let line = Value::Object(object);
         match line["type"].as_str() {
             Some("thread.started") => self.thread_started(&line, &mut out),
             Some("item.started") => self.item(&line, false, &mut out),
@@ -274,14 +253,12 @@ impl Translator for CodexTranslator {
             Some("turn.completed") => self.turn_completed(&line, &mut out),
             Some("turn.failed") => self.turn_failed(&line, &mut out),
             Some("error") => {
-                let message = line["message"]
-                    .as_str()
-                    .unwrap_or("Codex reported an error");
-                out.push(self.tag(Event::error(
+                out.push(self.run.reported_error(
                     CODEX_WARNING,
-                    clip(message, MAX_MESSAGE),
+                    line["message"].as_str(),
+                    "Codex reported an error",
                     true,
-                )));
+                ));
             }
             _ => {}
         }
@@ -289,27 +266,15 @@ impl Translator for CodexTranslator {
     }
 
     fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
-        if self.done {
-            return Vec::new();
-        }
-        self.done = true;
-        moat_cli_support::failure(
-            CLI,
-            exit,
-            stderr,
-            DoneStatus::Error,
-            self.session(),
-            self.tools.count(),
-        )
+        self.run.fail(CLI, exit, stderr, DoneStatus::Error)
     }
 
     fn interrupted(&mut self) -> Event {
-        self.done = true;
-        moat_cli_support::interrupted(self.session(), self.tools.count())
+        self.run.interrupt()
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.run.done
     }
 }
 

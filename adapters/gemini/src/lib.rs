@@ -10,8 +10,8 @@
 pub mod args;
 pub mod translate;
 
-use moat_cli_support::{ChildProcess, CliSession, spawn};
-use moat_guest::{Adapter, AdapterInfo, ErrorInfo, Event, Needs, Options};
+use moat_cli_support::{Cli, CliAdapter, Invocation};
+use moat_guest::{ErrorInfo, Options};
 
 use translate::{GeminiTranslator, RunContext};
 
@@ -29,39 +29,33 @@ pub const ENV: &[&str] = &[
     "TMPDIR",
 ];
 
-/// One Gemini CLI run.
-pub struct Gemini {
-    session: CliSession<ChildProcess, GeminiTranslator>,
-}
+/// What sets Gemini CLI apart from the other CLIs.
+pub struct GeminiCli;
 
-impl Adapter for Gemini {
-    fn info() -> AdapterInfo {
-        AdapterInfo::new(
-            "gemini",
-            env!("CARGO_PKG_VERSION"),
-            "Runs Gemini CLI headless (gemini --prompt, stream-json); needs the gemini CLI",
-        )
-        .with_needs(
-            Needs::default()
-                .with_programs([args::PROGRAM])
-                .with_env(ENV.iter().copied()),
-        )
-    }
+impl Cli for GeminiCli {
+    const NAME: &'static str = "gemini";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str =
+        "Runs Gemini CLI headless (gemini --prompt, stream-json); needs the gemini CLI";
+    const PROGRAM: &'static str = args::PROGRAM;
+    const INSTALL: &'static str = INSTALL;
+    const ENV: &'static [&'static str] = ENV;
 
-    fn start(prompt: String, options: Options) -> Result<Self, ErrorInfo> {
-        let invocation = args::invocation(&prompt, &options)?;
+    type Translator = GeminiTranslator;
+
+    fn prepare(
+        prompt: &str,
+        options: &Options,
+    ) -> Result<(Invocation, GeminiTranslator), ErrorInfo> {
+        let invocation = args::invocation(prompt, options)?;
         let context = RunContext {
             cwd: options.cwd.clone(),
         };
-        let child = spawn(&invocation, INSTALL)?;
-        Ok(Gemini {
-            session: CliSession::new(args::PROGRAM, child, GeminiTranslator::new(context)),
-        })
-    }
-
-    fn next(&mut self) -> Option<Event> {
-        self.session.next_event()
+        Ok((invocation, GeminiTranslator::new(context)))
     }
 }
+
+/// One Gemini CLI run.
+pub type Gemini = CliAdapter<GeminiCli>;
 
 moat_guest::export_adapter!(Gemini);

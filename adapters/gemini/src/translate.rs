@@ -22,14 +22,10 @@
 //! Without a `result` line the exit code decides: 53 → max_turns (Gemini's
 //! turn-limit code), anything else → error.
 
-use moat_cli_support::{
-    Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line, session_id,
-    tool_input, with_session,
-};
+use moat_cli_support::{Exit, RunState, Translator, session_id, token_report, tool_input};
 use moat_guest::json::{Value, json};
 use moat_guest::{
-    DoneEvent, DoneStatus, Event, InitEvent, InputTokens, OutputTokens, TokenCoverage, TokenReport,
-    ToolStatus, Usage,
+    DoneEvent, DoneStatus, Event, InitEvent, InputTokens, TokenReport, ToolStatus, Usage,
 };
 
 /// The CLI's name in messages.
@@ -47,9 +43,6 @@ pub const GEMINI_ERROR: &str = "GEMINI_ERROR";
 /// The error type of a result that hit the turn limit.
 const TURN_LIMIT_ERROR: &str = "FatalTurnLimitedError";
 
-/// The longest message forwarded.
-const MAX_MESSAGE: usize = 4000;
-
 /// The most assistant text assembled into one `text` event; past it the
 /// deltas still stream and the assembled text is sent in pieces.
 const MAX_ASSEMBLED: usize = 4 * 1024 * 1024;
@@ -65,10 +58,8 @@ pub struct RunContext {
 #[derive(Debug, Default)]
 pub struct GeminiTranslator {
     context: RunContext,
-    session: Option<String>,
+    run: RunState,
     init_sent: bool,
-    done: bool,
-    tools: ToolTracker,
     /// Assistant text streamed since the last flush.
     text: String,
     /// All assistant text of the run: the result.
@@ -84,21 +75,13 @@ impl GeminiTranslator {
         }
     }
 
-    fn session(&self) -> Option<&str> {
-        self.session.as_deref()
-    }
-
-    fn tag(&self, event: Event) -> Event {
-        with_session(event, self.session())
-    }
-
     /// Sends the assembled assistant text, if any.
     fn flush_text(&mut self, out: &mut Vec<Event>) {
         if self.text.is_empty() {
             return;
         }
         let text = std::mem::take(&mut self.text);
-        out.push(self.tag(Event::text(text)));
+        out.push(self.run.tag(Event::text(text)));
     }
 
     fn message(&mut self, line: &Value, out: &mut Vec<Event>) {
@@ -114,7 +97,7 @@ impl GeminiTranslator {
             if content.is_empty() {
                 return;
             }
-            out.push(self.tag(Event::text_delta(content)));
+            out.push(self.run.tag(Event::text_delta(content)));
             if self.text.len() + content.len() > MAX_ASSEMBLED {
                 self.flush_text(out);
             }
@@ -128,7 +111,7 @@ impl GeminiTranslator {
                 if self.answer.len() + content.len() <= MAX_ASSEMBLED {
                     self.answer.push_str(content);
                 }
-                out.push(self.tag(Event::text(content)));
+                out.push(self.run.tag(Event::text(content)));
             }
         }
     }
@@ -138,10 +121,13 @@ impl GeminiTranslator {
         let (Some(id), Some(name)) = (line["tool_id"].as_str(), line["tool_name"].as_str()) else {
             return;
         };
-        if id.is_empty() || !self.tools.record(id, name) {
+        if id.is_empty() || !self.run.tools.record(id, name) {
             return;
         }
-        out.push(self.tag(Event::tool_use(name, id, &tool_input(&line["parameters"]))));
+        out.push(
+            self.run
+                .tag(Event::tool_use(name, id, &tool_input(&line["parameters"]))),
+        );
     }
 
     fn tool_result(&mut self, line: &Value, out: &mut Vec<Event>) {
@@ -158,8 +144,8 @@ impl GeminiTranslator {
         } else {
             line["error"].clone()
         };
-        let name = self.tools.name(id).to_owned();
-        out.push(self.tag(Event::tool_result(id, name, status, &output)));
+        let name = self.run.tools.name(id).to_owned();
+        out.push(self.run.tag(Event::tool_result(id, name, status, &output)));
     }
 
     fn result(&mut self, line: &Value, out: &mut Vec<Event>) {
@@ -172,16 +158,14 @@ impl GeminiTranslator {
             (true, _) => DoneStatus::Error,
         };
         if status == DoneStatus::Error {
-            let message = line["error"]["message"]
-                .as_str()
-                .unwrap_or("Gemini CLI reported an error");
-            out.push(self.tag(Event::error(
+            out.push(self.run.reported_error(
                 GEMINI_ERROR,
-                clip(message, MAX_MESSAGE),
+                line["error"]["message"].as_str(),
+                "Gemini CLI reported an error",
                 false,
-            )));
+            ));
         }
-        let mut usage = Usage::new(self.tools.count());
+        let mut usage = Usage::new(self.run.tools.count());
         if let Some(tokens) = stats_tokens(&line["stats"], failed) {
             usage = usage.with_tokens(tokens);
         }
@@ -189,7 +173,7 @@ impl GeminiTranslator {
         if status == DoneStatus::Success {
             done = done.with_result(self.answer.as_str());
         }
-        if let Some(session) = &self.session {
+        if let Some(session) = &self.run.session {
             done = done.with_resume_token(session.as_str());
         }
         let metadata = json!({
@@ -199,8 +183,8 @@ impl GeminiTranslator {
             "cliDurationMs": line["stats"]["duration_ms"],
         });
         done = done.with_metadata(&metadata);
-        self.done = true;
-        out.push(self.tag(done.into()));
+        self.run.done = true;
+        out.push(self.run.tag(done.into()));
     }
 }
 
@@ -218,35 +202,17 @@ fn stats_tokens(stats: &Value, failed: bool) -> Option<TokenReport> {
     if let Some(cached) = stats["cached"].as_u64().filter(|cached| *cached <= input) {
         input_tokens = input_tokens.with_cache_read(cached);
     }
-    // A failed run may have lost the call that failed.
-    let coverage = if failed {
-        TokenCoverage::Partial
-    } else {
-        TokenCoverage::Complete
-    };
-    Some(TokenReport::new(
-        coverage,
-        input_tokens,
-        OutputTokens::new(output),
-    ))
+    Some(token_report(failed, input_tokens, output))
 }
 
 impl Translator for GeminiTranslator {
     fn line(&mut self, line: &str) -> Vec<Event> {
         let mut out = Vec::new();
-        if self.done {
-            return out;
-        }
-        if oversize(line) {
-            out.push(self.tag(oversize_error(CLI, line)));
-            return out;
-        }
-        let Some(object) = parse_line(line) else {
+        let Some(line) = self.run.accept(CLI, line, &mut out) else {
             return out;
         };
-        let line = Value::Object(object);
         if let Some(session) = session_id(&line["session_id"]) {
-            self.session = Some(session);
+            self.run.session = Some(session);
         }
         match line["type"].as_str() {
             Some("init") if !self.init_sent => {
@@ -256,21 +222,19 @@ impl Translator for GeminiTranslator {
                     self.context.cwd.as_deref(),
                     Vec::new(),
                 );
-                out.push(self.tag(init.into()));
+                out.push(self.run.tag(init.into()));
             }
             Some("message") => self.message(&line, &mut out),
             Some("tool_use") => self.tool_use(&line, &mut out),
             Some("tool_result") => self.tool_result(&line, &mut out),
             Some("error") => {
                 self.flush_text(&mut out);
-                let message = line["message"]
-                    .as_str()
-                    .unwrap_or("Gemini CLI reported an error");
-                out.push(self.tag(Event::error(
+                out.push(self.run.reported_error(
                     GEMINI_WARNING,
-                    clip(message, MAX_MESSAGE),
+                    line["message"].as_str(),
+                    "Gemini CLI reported an error",
                     true,
-                )));
+                ));
             }
             Some("result") => self.result(&line, &mut out),
             _ => {}
@@ -279,7 +243,7 @@ impl Translator for GeminiTranslator {
     }
 
     fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
-        if self.done {
+        if self.run.done {
             return Vec::new();
         }
         let mut out = Vec::new();
@@ -289,25 +253,16 @@ impl Translator for GeminiTranslator {
         } else {
             DoneStatus::Error
         };
-        self.done = true;
-        out.extend(moat_cli_support::failure(
-            CLI,
-            exit,
-            stderr,
-            status,
-            self.session(),
-            self.tools.count(),
-        ));
+        out.extend(self.run.fail(CLI, exit, stderr, status));
         out
     }
 
     fn interrupted(&mut self) -> Event {
-        self.done = true;
-        moat_cli_support::interrupted(self.session(), self.tools.count())
+        self.run.interrupt()
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.run.done
     }
 }
 

@@ -1,0 +1,100 @@
+//! The state every CLI translator keeps (session, whether `done` was sent,
+//! the tool calls) and the steps built on it that do not depend on the
+//! CLI's line format: taking a line in, ending a run the CLI did not end,
+//! aborting, and the events most lines turn into.
+
+use moat_guest::json::Value;
+use moat_guest::{DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport};
+
+use crate::{Exit, ToolTracker, clip, oversize, oversize_error, parse_line, with_session};
+
+/// The longest CLI message forwarded in an error event.
+pub const MAX_MESSAGE: usize = 4000;
+
+/// What a translator knows of any run, whatever the CLI.
+#[derive(Debug, Default)]
+pub struct RunState {
+    /// The CLI's session (Codex: thread) id once announced: the resume
+    /// token, and the session every event carries.
+    pub session: Option<String>,
+    /// Whether `done` was produced: nothing follows it.
+    pub done: bool,
+    /// The tool calls seen.
+    pub tools: ToolTracker,
+}
+
+impl RunState {
+    /// The session id, once known.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// `event` with the run's session id, when known.
+    pub fn tag(&self, event: Event) -> Event {
+        with_session(event, self.session())
+    }
+
+    /// The start of [`Translator::line`](crate::Translator::line): the
+    /// JSON object on `line`, or `None` when there is nothing to translate
+    /// — the run is done, the line is not an object, or it is oversize
+    /// (then with the error saying so, naming `cli`, pushed to `out`).
+    pub fn accept(&self, cli: &str, line: &str, out: &mut Vec<Event>) -> Option<Value> {
+        if self.done {
+            return None;
+        }
+        if oversize(line) {
+            out.push(self.tag(oversize_error(cli, line)));
+            return None;
+        }
+        parse_line(line).map(Value::Object)
+    }
+
+    /// The events ending a run the CLI ended without a result line
+    /// ([`failure`](crate::failure) with `status`), or none when `done` was
+    /// already sent; the run is done afterwards.
+    pub fn fail(&mut self, cli: &str, exit: Exit, stderr: &str, status: DoneStatus) -> Vec<Event> {
+        if self.done {
+            return Vec::new();
+        }
+        self.done = true;
+        crate::failure(
+            cli,
+            exit,
+            stderr,
+            status,
+            self.session(),
+            self.tools.count(),
+        )
+    }
+
+    /// The aborted run's `done` ([`interrupted`](crate::interrupted)); the
+    /// run is done afterwards.
+    pub fn interrupt(&mut self) -> Event {
+        self.done = true;
+        crate::interrupted(self.session(), self.tools.count())
+    }
+
+    /// An error event with `code` for a message the CLI reported
+    /// (`fallback` when it gave none), clipped to [`MAX_MESSAGE`].
+    pub fn reported_error(
+        &self,
+        code: &str,
+        message: Option<&str>,
+        fallback: &str,
+        recoverable: bool,
+    ) -> Event {
+        let message = message.unwrap_or(fallback);
+        self.tag(Event::error(code, clip(message, MAX_MESSAGE), recoverable))
+    }
+}
+
+/// A token report of `input` and `output` tokens: partial for a failed run,
+/// which may have lost the call that failed, complete otherwise.
+pub fn token_report(failed: bool, input: InputTokens, output: u64) -> TokenReport {
+    let coverage = if failed {
+        TokenCoverage::Partial
+    } else {
+        TokenCoverage::Complete
+    };
+    TokenReport::new(coverage, input, OutputTokens::new(output))
+}
