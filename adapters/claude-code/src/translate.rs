@@ -24,8 +24,7 @@
 use std::collections::HashSet;
 
 use moat_cli_support::{
-    Exit, MAX_MESSAGE, RunState, Translator, clip, session_id, token_report, tool_input,
-    tool_output,
+    LineTranslator, MAX_MESSAGE, RunState, clip, session_id, token_report, tool_input, tool_output,
 };
 use moat_guest::json::{Value, json};
 use moat_guest::{
@@ -314,36 +313,20 @@ fn model_usage(models: &Value, status: DoneStatus) -> Option<TokenReport> {
     ))
 }
 
-impl Translator for ClaudeTranslator {
-    fn line(&mut self, line: &str) -> Vec<Event> {
-        let mut out = Vec::new();
-        let Some(line) = self.run.accept(CLI, line, &mut out) else {
-            return out;
-        };
-        if let Some(session) = session_id(&line["session_id"]) {
-            self.run.session = Some(session);
-        }
+impl LineTranslator for ClaudeTranslator {
+    const CLI: &'static str = CLI;
+    const SESSION_FIELD: Option<&'static str> = Some("session_id");
+    moat_cli_support::run_state_in!(run);
+
+    fn object(&mut self, line: &Value, out: &mut Vec<Event>) {
         match line["type"].as_str() {
-            Some("system") => self.system(&line, &mut out),
-            Some("stream_event") => self.stream_event(&line, &mut out),
-            Some("assistant") => self.assistant(&line, &mut out),
-            Some("user") => self.user(&line, &mut out),
-            Some("result") => self.result(&line, &mut out),
+            Some("system") => self.system(line, out),
+            Some("stream_event") => self.stream_event(line, out),
+            Some("assistant") => self.assistant(line, out),
+            Some("user") => self.user(line, out),
+            Some("result") => self.result(line, out),
             _ => {}
         }
-        out
-    }
-
-    fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
-        self.run.fail(CLI, exit, stderr, DoneStatus::Error)
-    }
-
-    fn interrupted(&mut self) -> Event {
-        self.run.interrupt()
-    }
-
-    fn is_done(&self) -> bool {
-        self.run.done
     }
 }
 

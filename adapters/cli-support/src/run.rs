@@ -6,7 +6,10 @@
 use moat_guest::json::Value;
 use moat_guest::{DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport};
 
-use crate::{Exit, ToolTracker, clip, oversize, oversize_error, parse_line, with_session};
+use crate::{
+    Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line, session_id,
+    with_session,
+};
 
 /// The longest CLI message forwarded in an error event.
 pub const MAX_MESSAGE: usize = 4000;
@@ -86,6 +89,83 @@ impl RunState {
         let message = message.unwrap_or(fallback);
         self.tag(Event::error(code, clip(message, MAX_MESSAGE), recoverable))
     }
+}
+
+/// A translator keeping its state in a [`RunState`]: it handles the CLI's
+/// line objects; taking lines in, ending and aborting the run — the rest of
+/// [`Translator`] — are the same for every CLI and come with it.
+pub trait LineTranslator {
+    /// The CLI's name in messages.
+    const CLI: &'static str;
+
+    /// The field of any line that carries the session id, for CLIs that
+    /// repeat it on every line (Codex announces its thread only once, in a
+    /// line its translator handles).
+    const SESSION_FIELD: Option<&'static str> = None;
+
+    /// The run's state.
+    fn run(&self) -> &RunState;
+
+    /// The run's state, to change.
+    fn run_mut(&mut self) -> &mut RunState;
+
+    /// Translates the JSON object of one stdout line of a run not yet done.
+    fn object(&mut self, line: &Value, out: &mut Vec<Event>);
+
+    /// The CLI ended (with `exit`) without a result line: pushes what must
+    /// come before the failure events (such as text still being assembled)
+    /// and returns the `done` status. An error unless the CLI says more.
+    fn ended(&mut self, exit: Exit, out: &mut Vec<Event>) -> DoneStatus {
+        let _ = (exit, out);
+        DoneStatus::Error
+    }
+}
+
+impl<T: LineTranslator> Translator for T {
+    fn line(&mut self, line: &str) -> Vec<Event> {
+        let mut out = Vec::new();
+        if let Some(object) = self.run().accept(T::CLI, line, &mut out) {
+            if let Some(session) = T::SESSION_FIELD.and_then(|field| session_id(&object[field])) {
+                self.run_mut().session = Some(session);
+            }
+            self.object(&object, &mut out);
+        }
+        out
+    }
+
+    fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
+        if self.run().done {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let status = self.ended(exit, &mut out);
+        out.extend(self.run_mut().fail(T::CLI, exit, stderr, status));
+        out
+    }
+
+    fn interrupted(&mut self) -> Event {
+        self.run_mut().interrupt()
+    }
+
+    fn is_done(&self) -> bool {
+        self.run().done
+    }
+}
+
+/// Implements [`LineTranslator::run`] and [`LineTranslator::run_mut`]
+/// inside the `impl LineTranslator` of a translator that keeps its
+/// [`RunState`] in the field named `$field`.
+#[macro_export]
+macro_rules! run_state_in {
+    ($field:ident) => {
+        fn run(&self) -> &$crate::RunState {
+            &self.$field
+        }
+
+        fn run_mut(&mut self) -> &mut $crate::RunState {
+            &mut self.$field
+        }
+    };
 }
 
 /// A token report of `input` and `output` tokens: partial for a failed run,

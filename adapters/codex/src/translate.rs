@@ -20,7 +20,7 @@
 //!
 //! `turn.started`, `item.updated` and unknown types are ignored.
 
-use moat_cli_support::{Exit, RunState, Translator, session_id, tool_input};
+use moat_cli_support::{LineTranslator, RunState, session_id, tool_input};
 use moat_guest::json::{Value, json};
 use moat_guest::{
     DoneEvent, DoneStatus, Event, InitEvent, InputTokens, OutputTokens, TokenCoverage, TokenReport,
@@ -240,18 +240,17 @@ fn turn_tokens(usage: &Value) -> Option<TokenReport> {
     ))
 }
 
-impl Translator for CodexTranslator {
-    fn line(&mut self, line: &str) -> Vec<Event> {
-        let mut out = Vec::new();
-        let Some(line) = self.run.accept(CLI, line, &mut out) else {
-            return out;
-        };
+impl LineTranslator for CodexTranslator {
+    const CLI: &'static str = CLI;
+    moat_cli_support::run_state_in!(run);
+
+    fn object(&mut self, line: &Value, out: &mut Vec<Event>) {
         match line["type"].as_str() {
-            Some("thread.started") => self.thread_started(&line, &mut out),
-            Some("item.started") => self.item(&line, false, &mut out),
-            Some("item.completed") => self.item(&line, true, &mut out),
-            Some("turn.completed") => self.turn_completed(&line, &mut out),
-            Some("turn.failed") => self.turn_failed(&line, &mut out),
+            Some("thread.started") => self.thread_started(line, out),
+            Some("item.started") => self.item(line, false, out),
+            Some("item.completed") => self.item(line, true, out),
+            Some("turn.completed") => self.turn_completed(line, out),
+            Some("turn.failed") => self.turn_failed(line, out),
             Some("error") => {
                 out.push(self.run.reported_error(
                     CODEX_WARNING,
@@ -262,19 +261,6 @@ impl Translator for CodexTranslator {
             }
             _ => {}
         }
-        out
-    }
-
-    fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
-        self.run.fail(CLI, exit, stderr, DoneStatus::Error)
-    }
-
-    fn interrupted(&mut self) -> Event {
-        self.run.interrupt()
-    }
-
-    fn is_done(&self) -> bool {
-        self.run.done
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::*;
 use moat_cli_support::testing::{Fixture, done_of, errors, interrupt, tool_results};
-use moat_cli_support::translate_all;
+use moat_cli_support::{Exit, Translator, translate_all};
 use moat_guest::EventKind;
 
 fn context() -> RunContext {

@@ -22,7 +22,7 @@
 //! Without a `result` line the exit code decides: 53 → max_turns (Gemini's
 //! turn-limit code), anything else → error.
 
-use moat_cli_support::{Exit, RunState, Translator, session_id, token_report, tool_input};
+use moat_cli_support::{Exit, LineTranslator, RunState, token_report, tool_input};
 use moat_guest::json::{Value, json};
 use moat_guest::{
     DoneEvent, DoneStatus, Event, InitEvent, InputTokens, TokenReport, ToolStatus, Usage,
@@ -205,15 +205,12 @@ fn stats_tokens(stats: &Value, failed: bool) -> Option<TokenReport> {
     Some(token_report(failed, input_tokens, output))
 }
 
-impl Translator for GeminiTranslator {
-    fn line(&mut self, line: &str) -> Vec<Event> {
-        let mut out = Vec::new();
-        let Some(line) = self.run.accept(CLI, line, &mut out) else {
-            return out;
-        };
-        if let Some(session) = session_id(&line["session_id"]) {
-            self.run.session = Some(session);
-        }
+impl LineTranslator for GeminiTranslator {
+    const CLI: &'static str = CLI;
+    const SESSION_FIELD: Option<&'static str> = Some("session_id");
+    moat_cli_support::run_state_in!(run);
+
+    fn object(&mut self, line: &Value, out: &mut Vec<Event>) {
         match line["type"].as_str() {
             Some("init") if !self.init_sent => {
                 self.init_sent = true;
@@ -224,11 +221,11 @@ impl Translator for GeminiTranslator {
                 );
                 out.push(self.run.tag(init.into()));
             }
-            Some("message") => self.message(&line, &mut out),
-            Some("tool_use") => self.tool_use(&line, &mut out),
-            Some("tool_result") => self.tool_result(&line, &mut out),
+            Some("message") => self.message(line, out),
+            Some("tool_use") => self.tool_use(line, out),
+            Some("tool_result") => self.tool_result(line, out),
             Some("error") => {
-                self.flush_text(&mut out);
+                self.flush_text(out);
                 out.push(self.run.reported_error(
                     GEMINI_WARNING,
                     line["message"].as_str(),
@@ -236,33 +233,18 @@ impl Translator for GeminiTranslator {
                     true,
                 ));
             }
-            Some("result") => self.result(&line, &mut out),
+            Some("result") => self.result(line, out),
             _ => {}
         }
-        out
     }
 
-    fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
-        if self.run.done {
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        self.flush_text(&mut out);
-        let status = if exit.code == Some(EXIT_TURN_LIMIT) {
+    fn ended(&mut self, exit: Exit, out: &mut Vec<Event>) -> DoneStatus {
+        self.flush_text(out);
+        if exit.code == Some(EXIT_TURN_LIMIT) {
             DoneStatus::MaxTurns
         } else {
             DoneStatus::Error
-        };
-        out.extend(self.run.fail(CLI, exit, stderr, status));
-        out
-    }
-
-    fn interrupted(&mut self) -> Event {
-        self.run.interrupt()
-    }
-
-    fn is_done(&self) -> bool {
-        self.run.done
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use super::*;
 use moat_cli_support::testing::{
     Fixture, deltas, done_of, errors, interrupt, texts, tool_calls, tool_results,
 };
-use moat_cli_support::translate_all;
+use moat_cli_support::{Translator, translate_all};
 use moat_guest::{EventKind, TokenCoverage};
 
 fn context() -> RunContext {
