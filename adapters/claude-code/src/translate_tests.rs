@@ -3,7 +3,8 @@
 
 use super::*;
 use moat_cli_support::testing::{
-    Fixture, deltas, done_of, errors, interrupt, texts, tool_calls, tool_results,
+    Fixture, assert_all_in_session, assert_ended, deltas, done_of, errors, interrupt, texts,
+    tool_calls, tool_results,
 };
 use moat_cli_support::{Exit, Translator, translate_all};
 use moat_guest::{EventKind, TokenCoverage};
@@ -37,12 +38,11 @@ fn text_run_is_init_deltas_text_then_done_with_usage_cost_and_resume_token() {
 
     let done = done_of(&events);
     let session = recorded_session("text");
-    assert_eq!(done.status, DoneStatus::Success);
+    assert_ended(done, DoneStatus::Success, &session);
     assert_eq!(
         done.result.as_deref(),
         Some("Hello from the moat backend stub.")
     );
-    assert_eq!(done.resume_token.as_deref(), Some(session.as_str()));
     // The stub reported 12 uncached + 2048 cache-read + 256 cache-write
     // input tokens and 6 output tokens; modelUsage carries them.
     let tokens = done.usage.tokens.expect("tokens");
@@ -54,11 +54,7 @@ fn text_run_is_init_deltas_text_then_done_with_usage_cost_and_resume_token() {
     let cost = done.usage.cost.expect("cost");
     assert_eq!(cost.source, CostSource::AgentEstimate);
     assert!(cost.usd > 0.0);
-    assert!(
-        events
-            .iter()
-            .all(|e| e.session_id.as_deref() == Some(session.as_str()))
-    );
+    assert_all_in_session(&events, &session);
 }
 
 #[test]
@@ -178,13 +174,9 @@ fn api_error_is_an_error_event_then_done_error_without_tokens() {
         "the synthetic message is not assistant text"
     );
     let done = done_of(&events);
-    assert_eq!(done.status, DoneStatus::Error);
+    assert_ended(done, DoneStatus::Error, &recorded_session("api-error"));
     assert_eq!(done.result, None);
     assert!(done.usage.tokens.is_none(), "no model call was counted");
-    assert_eq!(
-        done.resume_token.as_deref(),
-        Some(recorded_session("api-error").as_str())
-    );
 }
 
 #[test]
@@ -260,11 +252,7 @@ fn a_partial_last_line_is_dropped_and_the_exit_ends_the_run() {
     assert!(error.message.contains("exited with code 1"));
     assert!(error.message.contains("out of memory"));
     let done = done_of(&events);
-    assert_eq!(done.status, DoneStatus::Error);
-    assert_eq!(
-        done.resume_token.as_deref(),
-        Some(recorded_session("text").as_str())
-    );
+    assert_ended(done, DoneStatus::Error, &recorded_session("text"));
 }
 
 #[test]
@@ -293,10 +281,10 @@ fn interruption_is_done_interrupted_resumable_once_a_session_started() {
     // Up to the tool call: the session has started, a tool is running.
     fixture.feed_until(&mut translator, |line| line.contains("\"tool_result\""));
     let done = interrupt(&mut translator);
-    assert_eq!(done.status, DoneStatus::Interrupted);
-    assert_eq!(
-        done.resume_token.as_deref(),
-        Some(recorded_session("tool-use").as_str())
+    assert_ended(
+        &done,
+        DoneStatus::Interrupted,
+        &recorded_session("tool-use"),
     );
     assert_eq!(done.usage.tool_uses, 1);
     assert!(translator.is_done());

@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use moat_guest::json::Value;
-use moat_guest::{DoneEvent, ErrorInfo, Event, EventKind, ToolResultEvent, ToolUseEvent};
+use moat_guest::{
+    DoneEvent, DoneStatus, ErrorInfo, Event, EventKind, ToolResultEvent, ToolUseEvent,
+};
 
 use crate::{Exit, Translator, translate_all};
 
@@ -181,4 +183,17 @@ pub fn interrupt(translator: &mut impl Translator) -> DoneEvent {
         panic!("an abort is answered with done: {event:?}")
     };
     done
+}
+
+/// Checks that the run ended with `status`, resumable in `session`.
+pub fn assert_ended(done: &DoneEvent, status: DoneStatus, session: &str) {
+    assert_eq!(done.status, status);
+    assert_eq!(done.resume_token.as_deref(), Some(session));
+}
+
+/// Checks that every event carries `session`.
+pub fn assert_all_in_session(events: &[Event], session: &str) {
+    for event in events {
+        assert_eq!(event.session_id.as_deref(), Some(session), "{event:?}");
+    }
 }

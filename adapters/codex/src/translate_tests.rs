@@ -2,7 +2,9 @@
 //! (`tests/fixtures/cli/codex/`), and on edge cases of untrusted output.
 
 use super::*;
-use moat_cli_support::testing::{Fixture, done_of, errors, interrupt, tool_results};
+use moat_cli_support::testing::{
+    Fixture, assert_all_in_session, assert_ended, done_of, errors, interrupt, tool_results,
+};
 use moat_cli_support::{Exit, Translator, translate_all};
 use moat_guest::EventKind;
 
@@ -32,14 +34,9 @@ fn thread_started_is_init_and_the_thread_id_is_session_and_resume_token() {
     };
     assert_eq!(init.model.as_deref(), Some("gpt-5-codex"));
     assert_eq!(init.cwd.as_deref(), Some("/work"));
-    assert!(
-        events
-            .iter()
-            .all(|e| e.session_id.as_deref() == Some(thread.as_str()))
-    );
+    assert_all_in_session(&events, &thread);
     let done = done_of(&events);
-    assert_eq!(done.status, DoneStatus::Success);
-    assert_eq!(done.resume_token.as_deref(), Some(thread.as_str()));
+    assert_ended(done, DoneStatus::Success, &thread);
     assert_eq!(
         done.result.as_deref(),
         Some("Hello from the moat backend stub.")
@@ -73,16 +70,12 @@ fn a_resumed_thread_leaves_tokens_out_and_keeps_the_cumulative_counters_as_metad
         ..context()
     }));
     let done = done_of(&events);
-    assert_eq!(done.status, DoneStatus::Success);
+    assert_ended(done, DoneStatus::Success, &recorded_thread("resume"));
     assert!(done.usage.tokens.is_none());
     let metadata: Value =
         moat_guest::serde_json::from_str(done.metadata.as_deref().unwrap()).unwrap();
     assert_eq!(metadata["threadUsage"]["input_tokens"], 4600);
     assert_eq!(metadata["threadUsage"]["output_tokens"], 12);
-    assert_eq!(
-        done.resume_token.as_deref(),
-        Some(recorded_thread("resume").as_str())
-    );
 }
 
 #[test]
@@ -255,11 +248,7 @@ fn a_partial_last_line_is_dropped_and_the_exit_ends_the_run() {
         fatal.message
     );
     let done = done_of(&events);
-    assert_eq!(done.status, DoneStatus::Error);
-    assert_eq!(
-        done.resume_token.as_deref(),
-        Some(recorded_thread("text").as_str())
-    );
+    assert_ended(done, DoneStatus::Error, &recorded_thread("text"));
 }
 
 #[test]
@@ -270,11 +259,7 @@ fn interruption_mid_tool_is_resumable() {
         l.contains("item.completed\",\"item\":{\"id\":\"item_2\"")
     });
     let done = interrupt(&mut translator);
-    assert_eq!(done.status, DoneStatus::Interrupted);
-    assert_eq!(
-        done.resume_token.as_deref(),
-        Some(recorded_thread("tool-use").as_str())
-    );
+    assert_ended(&done, DoneStatus::Interrupted, &recorded_thread("tool-use"));
     assert_eq!(done.usage.tool_uses, 1);
     assert!(translator.is_done());
     assert_eq!(translator.line(&fixture.stdout[0]), []);

@@ -3,7 +3,7 @@
 
 use super::*;
 use moat_cli_support::testing::{
-    Fixture, deltas, done_of, errors, interrupt, texts, tool_calls, tool_results,
+    Fixture, assert_ended, deltas, done_of, errors, interrupt, texts, tool_calls, tool_results,
 };
 use moat_cli_support::{Translator, translate_all};
 use moat_guest::{EventKind, TokenCoverage};
@@ -39,12 +39,11 @@ fn text_run_streams_deltas_assembles_the_text_and_skips_the_echoed_prompt() {
     );
     let done = done_of(&events);
     let session = recorded_session("text");
-    assert_eq!(done.status, DoneStatus::Success);
+    assert_ended(done, DoneStatus::Success, &session);
     assert_eq!(
         done.result.as_deref(),
         Some("Hello from the moat backend stub.")
     );
-    assert_eq!(done.resume_token.as_deref(), Some(session.as_str()));
     // The stub: 5100 prompt tokens of which 4096 cached, 6 output.
     let tokens = done.usage.tokens.expect("tokens");
     assert_eq!(tokens.input.total, 5100);
@@ -104,14 +103,10 @@ fn api_error_result_is_an_error_then_done_error_without_made_up_tokens() {
     assert_eq!(error.code.as_deref(), Some(GEMINI_ERROR));
     assert!(error.message.contains("scenario api-error"));
     let done = done_of(&events);
-    assert_eq!(done.status, DoneStatus::Error);
+    assert_ended(done, DoneStatus::Error, &recorded_session("api-error"));
     assert!(
         done.usage.tokens.is_none(),
         "all-zero stats of a failed run are not a measurement"
-    );
-    assert_eq!(
-        done.resume_token.as_deref(),
-        Some(recorded_session("api-error").as_str())
     );
 }
 
@@ -230,11 +225,7 @@ fn interruption_mid_text_is_resumable() {
         translator.line(line);
     }
     let done = interrupt(&mut translator);
-    assert_eq!(done.status, DoneStatus::Interrupted);
-    assert_eq!(
-        done.resume_token.as_deref(),
-        Some(recorded_session("text").as_str())
-    );
+    assert_ended(&done, DoneStatus::Interrupted, &recorded_session("text"));
     assert!(translator.is_done());
 }
 
