@@ -170,15 +170,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     args.push("--".to_owned());
     args.push(prompt.to_owned());
 
-    Ok(Invocation {
-        program,
-        args,
-        env: QUIET_ENV
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-            .collect(),
-        cwd: options.cwd.clone(),
-    })
+    Ok(Invocation::new(program, args, options).with_env(QUIET_ENV))
 }
 
 /// The trust level as the user writes it.

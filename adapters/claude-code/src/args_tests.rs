@@ -187,13 +187,5 @@ fn patterns_mcp_tools_bad_budgets_and_extra_options_are_refused() {
             ..options()
         },
     ];
-    for options in refused {
-        let error = invocation("x", &options).unwrap_err();
-        assert_eq!(
-            error.code.as_deref(),
-            Some("UNSUPPORTED_OPTION"),
-            "{options:?}"
-        );
-        assert!(!error.recoverable);
-    }
+    moat_cli_support::testing::assert_refused(invocation, &refused);
 }

@@ -23,6 +23,26 @@ pub struct Invocation {
 }
 
 impl Invocation {
+    /// `program` with `args`, in the run's working directory, with no
+    /// variables of its own.
+    pub fn new(program: String, args: Vec<String>, options: &Options) -> Self {
+        Invocation {
+            program,
+            args,
+            env: Vec::new(),
+            cwd: options.cwd.clone(),
+        }
+    }
+
+    /// Adds the variables `vars` to what the CLI is given.
+    pub fn with_env(mut self, vars: &[(&str, &str)]) -> Self {
+        self.env.extend(
+            vars.iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned())),
+        );
+        self
+    }
+
     /// Whether `flag` is among the arguments.
     pub fn has(&self, flag: &str) -> bool {
         self.args.iter().any(|arg| arg == flag)

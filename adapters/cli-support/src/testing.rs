@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use moat_guest::json::Value;
 use moat_guest::{
-    DoneEvent, DoneStatus, ErrorInfo, Event, EventKind, ToolResultEvent, ToolUseEvent,
+    DoneEvent, DoneStatus, ErrorInfo, Event, EventKind, Options, ToolResultEvent, ToolUseEvent,
 };
 
-use crate::{Exit, Translator, translate_all};
+use crate::{Exit, Invocation, Translator, translate_all};
 
 /// A recorded CLI run.
 #[derive(Debug, Clone)]
@@ -195,5 +195,22 @@ pub fn assert_ended(done: &DoneEvent, status: DoneStatus, session: &str) {
 pub fn assert_all_in_session(events: &[Event], session: &str) {
     for event in events {
         assert_eq!(event.session_id.as_deref(), Some(session), "{event:?}");
+    }
+}
+
+/// Checks that `invocation` refuses each of `refused` as an unsupported
+/// option, and not as something a retry could fix.
+pub fn assert_refused(
+    invocation: impl Fn(&str, &Options) -> Result<Invocation, ErrorInfo>,
+    refused: &[Options],
+) {
+    for options in refused {
+        let error = invocation("x", options).unwrap_err();
+        assert_eq!(
+            error.code.as_deref(),
+            Some(crate::args::UNSUPPORTED_OPTION),
+            "{options:?}"
+        );
+        assert!(!error.recoverable, "{options:?}");
     }
 }

@@ -211,3 +211,15 @@ fn token_reports_of_failed_runs_are_partial() {
         TokenCoverage::Complete
     );
 }
+
+#[test]
+fn an_invocation_runs_in_the_run_cwd_with_only_the_variables_added() {
+    let options = Options {
+        cwd: Some("/work".into()),
+        ..Options::default()
+    };
+    let call = Invocation::new("cli".into(), vec!["-p".into()], &options).with_env(&[("A", "1")]);
+    assert_eq!(call.cwd.as_deref(), Some("/work"));
+    assert_eq!(call.env, [("A".to_owned(), "1".to_owned())]);
+    assert!(call.has("-p"));
+}

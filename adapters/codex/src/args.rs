@@ -128,12 +128,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     }
     args.push("--".to_owned());
     args.push(prompt.to_owned());
-    Ok(Invocation {
-        program,
-        args,
-        env: Vec::new(),
-        cwd: options.cwd.clone(),
-    })
+    Ok(Invocation::new(program, args, options))
 }
 
 #[cfg(test)]
@@ -239,13 +234,6 @@ mod tests {
                 ..Options::default()
             },
         ];
-        for options in refused {
-            let error = invocation("x", &options).unwrap_err();
-            assert_eq!(
-                error.code.as_deref(),
-                Some("UNSUPPORTED_OPTION"),
-                "{options:?}"
-            );
-        }
+        moat_cli_support::testing::assert_refused(invocation, &refused);
     }
 }

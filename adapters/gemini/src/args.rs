@@ -80,12 +80,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     if let Some(session) = &options.resume {
         args.push(format!("--resume={session}"));
     }
-    Ok(Invocation {
-        program,
-        args,
-        env: Vec::new(),
-        cwd: options.cwd.clone(),
-    })
+    Ok(Invocation::new(program, args, options))
 }
 
 #[cfg(test)]
@@ -167,13 +162,6 @@ mod tests {
                 ..controlled()
             },
         ];
-        for options in refused {
-            let error = invocation("x", &options).unwrap_err();
-            assert_eq!(
-                error.code.as_deref(),
-                Some("UNSUPPORTED_OPTION"),
-                "{options:?}"
-            );
-        }
+        moat_cli_support::testing::assert_refused(invocation, &refused);
     }
 }
