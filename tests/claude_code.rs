@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use moat::engine::{AgentEvent, DoneStatus, EventPayload, ToolStatus, TrustLevel};
 use moat_e2e::fake_cli::{FakeCli, run, run_aborting, stdout_lines_through, survivors};
-use moat_e2e::{error_codes, error_message, single_done, texts};
+use moat_e2e::{error_codes, error_message, single_done, texts, tool_call, tool_result};
 use serde_json::json;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_moat-e2e-fake-cli");
@@ -66,25 +66,12 @@ async fn a_text_reply_streams_and_ends_with_usage_cost_and_the_session_to_resume
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_turn_reports_the_call_and_its_result_with_allowed_tools_mapped() {
     let cli = fake("tool-use", json!({}));
-    let mut request = cli.request("claude-code", "Run echo.");
-    request.options.trust = TrustLevel::Unrestricted;
+    let mut request = cli.request_at("claude-code", "Run echo.", TrustLevel::Unrestricted);
     request.options.allowed_tools = Some(vec!["Bash".into()]);
     let events = run("claude-code", request).await;
-    let call = events
-        .iter()
-        .find_map(|e| match &e.payload {
-            EventPayload::ToolUse(call) => Some(call),
-            _ => None,
-        })
-        .expect("a tool call");
+    let call = tool_call(&events);
     assert_eq!(call.tool_name, "Bash");
-    let result = events
-        .iter()
-        .find_map(|e| match &e.payload {
-            EventPayload::ToolResult(result) => Some(result),
-            _ => None,
-        })
-        .expect("a tool result");
+    let result = tool_result(&events);
     assert_eq!(
         (result.tool_use_id.as_str(), result.status),
         (call.tool_use_id.as_str(), ToolStatus::Success)
@@ -157,8 +144,7 @@ async fn aborting_mid_tool_kills_a_cli_that_ignores_sigterm_and_its_grandchild()
         "tool-use",
         json!({"hang_after": hang, "ignore_sigterm": true, "spawn_grandchild": true}),
     );
-    let mut request = cli.request("claude-code", "x");
-    request.options.trust = TrustLevel::Unrestricted;
+    let mut request = cli.request_at("claude-code", "x", TrustLevel::Unrestricted);
     request.drain = Duration::from_millis(300);
     let (events, fired) = run_aborting("claude-code", request, |e| {
         matches!(e.payload, EventPayload::ToolUse(_))

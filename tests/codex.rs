@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use moat::engine::{DoneStatus, EventPayload, ToolStatus, TrustLevel};
 use moat_e2e::fake_cli::{FakeCli, run, run_aborting, stdout_lines_through, survivors};
-use moat_e2e::{error_codes, error_message, single_done, texts};
+use moat_e2e::{error_codes, error_message, single_done, texts, tool_result};
 use serde_json::json;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_moat-e2e-fake-cli");
@@ -29,17 +29,10 @@ fn thread_of(scenario: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_turn_is_tool_use_then_result_then_text_and_done_with_usage() {
     let cli = fake("tool-use", json!({}));
-    let mut request = cli.request("codex", "Run echo.");
-    request.options.trust = TrustLevel::Unrestricted;
+    let mut request = cli.request_at("codex", "Run echo.", TrustLevel::Unrestricted);
     request.options.model = Some("gpt-5-codex".into());
     let events = run("codex", request).await;
-    let result = events
-        .iter()
-        .find_map(|e| match &e.payload {
-            EventPayload::ToolResult(result) => Some(result),
-            _ => None,
-        })
-        .expect("a tool result");
+    let result = tool_result(&events);
     assert_eq!(
         (result.tool_name.as_str(), result.status),
         ("shell", ToolStatus::Success)
@@ -104,8 +97,7 @@ async fn aborting_mid_command_ends_interrupted_resumable_and_leaves_no_process()
         "tool-use",
         json!({"hang_after": hang, "spawn_grandchild": true}),
     );
-    let mut request = cli.request("codex", "x");
-    request.options.trust = TrustLevel::Unrestricted;
+    let request = cli.request_at("codex", "x", TrustLevel::Unrestricted);
     let (events, fired) = run_aborting("codex", request, |e| {
         matches!(e.payload, EventPayload::ToolUse(_))
     })

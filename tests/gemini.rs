@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use moat::engine::{DoneStatus, EventPayload, ToolStatus, TrustLevel};
 use moat_e2e::fake_cli::{FakeCli, run, run_aborting, stdout_lines_through, survivors};
-use moat_e2e::{error_message, single_done, texts};
+use moat_e2e::{error_message, single_done, texts, tool_result};
 use serde_json::json;
 
 const FAKE: &str = env!("CARGO_BIN_EXE_moat-e2e-fake-cli");
@@ -16,16 +16,13 @@ fn fake(scenario: &str, config: serde_json::Value) -> FakeCli {
 }
 
 fn controlled(cli: &FakeCli, prompt: &str) -> moat::engine::RunRequest {
-    let mut request = cli.request("gemini", prompt);
-    request.options.trust = TrustLevel::Controlled;
-    request
+    cli.request_at("gemini", prompt, TrustLevel::Controlled)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_turn_streams_text_around_the_call_and_skips_the_echoed_prompt() {
     let cli = fake("tool-use", json!({}));
-    let mut request = cli.request("gemini", "Run echo.");
-    request.options.trust = TrustLevel::Unrestricted;
+    let request = cli.request_at("gemini", "Run echo.", TrustLevel::Unrestricted);
     let events = run("gemini", request).await;
     assert_eq!(
         texts(&events),
@@ -34,13 +31,7 @@ async fn a_tool_turn_streams_text_around_the_call_and_skips_the_echoed_prompt() 
             "The command printed moat-tool-use."
         ]
     );
-    let result = events
-        .iter()
-        .find_map(|e| match &e.payload {
-            EventPayload::ToolResult(result) => Some(result),
-            _ => None,
-        })
-        .expect("a tool result");
+    let result = tool_result(&events);
     assert_eq!(
         (result.tool_name.as_str(), result.status),
         ("run_shell_command", ToolStatus::Success)

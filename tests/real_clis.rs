@@ -16,11 +16,11 @@
 
 use std::path::{Path, PathBuf};
 
-use moat::engine::{AgentEvent, DoneStatus, EventPayload, RunRequest, ToolStatus, TrustLevel};
+use moat::engine::{AgentEvent, DoneStatus, RunRequest, ToolStatus, TrustLevel};
 use moat::grants::Grants;
 use moat_backend_stub::scenario::{TEXT_REPLY, TOOL_FOLLOW_UP};
 use moat_backend_stub::{Scenario, StubConfig, StubServer};
-use moat_e2e::{describe, single_done, texts};
+use moat_e2e::{describe, single_done, texts, tool_result};
 use serde_json::json;
 
 /// One CLI and how to run it offline.
@@ -118,6 +118,25 @@ fn offline(cli: &Cli, base_url: &str, home: &Path) -> Vec<String> {
 
 /// Runs `cli` on `scenario` against a fresh stub at `trust`; the events
 /// and the stub's request log.
+/// [`run_real`] of `scenario` at trust level unrestricted, checking that
+/// the run succeeded.
+fn run_successful(
+    cli: &Cli,
+    program: &Path,
+    scenario: Scenario,
+    scratch: &Path,
+) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
+    let (events, requests) = run_real(cli, program, scenario, TrustLevel::Unrestricted, scratch);
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{}: {}",
+        cli.adapter,
+        describe(&events)
+    );
+    (events, requests)
+}
+
 fn run_real(
     cli: &Cli,
     program: &Path,
@@ -181,21 +200,8 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             bin.display()
         );
 
-        let (events, requests) = run_real(
-            cli,
-            &program,
-            Scenario::Text,
-            TrustLevel::Unrestricted,
-            scratch.path(),
-        );
+        let (events, requests) = run_successful(cli, &program, Scenario::Text, scratch.path());
         let done = single_done(&events);
-        assert_eq!(
-            done.status,
-            DoneStatus::Success,
-            "{}: {}",
-            cli.adapter,
-            describe(&events)
-        );
         assert_eq!(texts(&events).concat(), TEXT_REPLY, "{}", cli.adapter);
         assert!(done.resume_token.is_some(), "{}", cli.adapter);
         let model_calls: Vec<_> = requests.iter().filter(|r| r.api == cli.api).collect();
@@ -205,28 +211,8 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             cli.adapter
         );
 
-        let (events, _) = run_real(
-            cli,
-            &program,
-            Scenario::ToolUse,
-            TrustLevel::Unrestricted,
-            scratch.path(),
-        );
-        let done = single_done(&events);
-        assert_eq!(
-            done.status,
-            DoneStatus::Success,
-            "{}: {}",
-            cli.adapter,
-            describe(&events)
-        );
-        let result = events
-            .iter()
-            .find_map(|e| match &e.payload {
-                EventPayload::ToolResult(result) => Some(result),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("{}: no tool result in {}", cli.adapter, describe(&events)));
+        let (events, _) = run_successful(cli, &program, Scenario::ToolUse, scratch.path());
+        let result = tool_result(&events);
         assert_eq!(result.status, ToolStatus::Success, "{}", cli.adapter);
         assert_eq!(
             texts(&events).last().copied(),

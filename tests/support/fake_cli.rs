@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use moat::engine::{AgentEvent, RunRequest};
+use moat::engine::{AgentEvent, RunRequest, TrustLevel};
 use moat::grants::Grants;
 use serde_json::{Value, json};
 
@@ -79,6 +79,13 @@ impl FakeCli {
         request.grants = self.grants();
         request.options.extra = Some(json!({"program": self.program}));
         request.options.cwd = Some(self.dir().to_string_lossy().into_owned());
+        request
+    }
+
+    /// [`request`](Self::request) at trust level `trust`.
+    pub fn request_at(&self, adapter: &str, prompt: &str, trust: TrustLevel) -> RunRequest {
+        let mut request = self.request(adapter, prompt);
+        request.options.trust = trust;
         request
     }
 

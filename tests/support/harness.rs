@@ -2,7 +2,10 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use moat::engine::{AgentEvent, DonePayload, EventPayload, Registry, RunRequest, run_agent};
+use moat::engine::{
+    AgentEvent, DonePayload, EventPayload, Registry, RunRequest, ToolResultPayload, ToolUsePayload,
+    run_agent,
+};
 use moat::sandbox::{Sandbox, SandboxConfig, WasmAdapter};
 
 /// No end-to-end run may take longer than this; a hang fails the test.
@@ -127,6 +130,28 @@ pub fn texts(events: &[AgentEvent]) -> Vec<&str> {
             _ => None,
         })
         .collect()
+}
+
+/// The first tool call; fails the test when there is none.
+pub fn tool_call(events: &[AgentEvent]) -> &ToolUsePayload {
+    events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::ToolUse(call) => Some(call),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no tool call in {}", describe(events)))
+}
+
+/// The first tool result; fails the test when there is none.
+pub fn tool_result(events: &[AgentEvent]) -> &ToolResultPayload {
+    events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::ToolResult(result) => Some(result),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no tool result in {}", describe(events)))
 }
 
 /// The event types in order, for failure messages.
