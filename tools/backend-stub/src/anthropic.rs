@@ -5,7 +5,7 @@ use std::net::TcpStream;
 
 use serde_json::{Value, json};
 
-use crate::http::{Request, write_json};
+use crate::http::{Request, last_of, write_json};
 use crate::scenario::{Block, Plan, Scenario, deltas, deltas_before_cut};
 use crate::sse::{EventStream, Framing};
 use crate::{Ids, StubConfig};
@@ -18,9 +18,7 @@ const CACHE_CREATION_TOKENS: u64 = 256;
 
 /// Whether the conversation's last message carries a tool result.
 pub fn after_tool_result(body: &Value) -> bool {
-    body["messages"]
-        .as_array()
-        .and_then(|messages| messages.last())
+    last_of(body, "messages")
         .and_then(|message| message["content"].as_array())
         .is_some_and(|blocks| blocks.iter().any(|block| block["type"] == "tool_result"))
 }
@@ -55,17 +53,16 @@ pub fn handle(
     let model = body["model"].as_str().unwrap_or("claude-stub").to_owned();
     let plan = config.scenario.plan(after_tool_result(&body));
     let request_id = ids.next("req_stub");
-    let (blocks, cut) = match plan {
-        Plan::Fail { status, message } => {
-            let error = json!({
-                "type": "error",
-                "error": {"type": "invalid_request_error", "message": message},
-                "request_id": request_id,
-            });
-            return write_json(stream, status, &[("request-id", &request_id)], &error);
-        }
-        Plan::Reply(blocks) => (blocks, false),
-        Plan::Cut(blocks) => (blocks, true),
+    let Some((blocks, cut)) = plan.blocks_or_error(stream, |_, message| {
+        let error = json!({
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+            "request_id": request_id,
+        });
+        (Some(("request-id", request_id.clone())), error)
+    })?
+    else {
+        return Ok(());
     };
     let content: Vec<Value> = blocks
         .iter()

@@ -6,8 +6,8 @@ use std::net::TcpStream;
 
 use serde_json::{Value, json};
 
-use crate::http::{Request, write_json};
-use crate::scenario::{Block, Plan, deltas, deltas_before_cut};
+use crate::http::{Request, last_of, write_json};
+use crate::scenario::{Block, deltas, deltas_before_cut};
 use crate::sse::{EventStream, Framing};
 use crate::{Ids, StubConfig};
 
@@ -17,9 +17,7 @@ const CACHED_TOKENS: u64 = 4096;
 
 /// Whether the last content carries a function response.
 pub fn after_tool_result(body: &Value) -> bool {
-    body["contents"]
-        .as_array()
-        .and_then(|contents| contents.last())
+    last_of(body, "contents")
         .and_then(|content| content["parts"].as_array())
         .is_some_and(|parts| {
             parts
@@ -57,13 +55,14 @@ pub fn handle(
         .and_then(|last| last.split(':').next())
         .unwrap_or("gemini-stub")
         .to_owned();
-    let (blocks, cut) = match config.scenario.plan(after_tool_result(&body)) {
-        Plan::Fail { status, message } => {
-            let error = json!({"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}});
-            return write_json(stream, status, &[], &error);
-        }
-        Plan::Reply(blocks) => (blocks, false),
-        Plan::Cut(blocks) => (blocks, true),
+    let plan = config.scenario.plan(after_tool_result(&body));
+    let Some((blocks, cut)) = plan.blocks_or_error(stream, |status, message| {
+        let error =
+            json!({"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}});
+        (None, error)
+    })?
+    else {
+        return Ok(());
     };
     // Each streamed chunk carries a list of parts.
     let mut chunks: Vec<Vec<Value>> = Vec::new();

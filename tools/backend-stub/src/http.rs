@@ -178,6 +178,13 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// The last element of the array `field` of a request body: the newest
+/// message (or input item, or content) of the conversation a client sent,
+/// which says whether it is answering a tool call.
+pub fn last_of<'a>(body: &'a Value, field: &str) -> Option<&'a Value> {
+    body[field].as_array().and_then(|items| items.last())
+}
+
 /// Writes a complete JSON response.
 pub fn write_json(
     stream: &mut TcpStream,

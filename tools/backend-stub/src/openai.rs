@@ -5,8 +5,8 @@ use std::net::TcpStream;
 
 use serde_json::{Value, json};
 
-use crate::http::{Request, write_json};
-use crate::scenario::{Block, Plan, deltas, deltas_before_cut};
+use crate::http::{Request, last_of, write_json};
+use crate::scenario::{Block, deltas, deltas_before_cut};
 use crate::sse::{EventStream, Framing};
 use crate::{Ids, StubConfig};
 
@@ -16,9 +16,7 @@ const CACHED_TOKENS: u64 = 2048;
 
 /// Whether the input's last item is a tool call's output.
 pub fn after_tool_result(body: &Value) -> bool {
-    body["input"]
-        .as_array()
-        .and_then(|items| items.last())
+    last_of(body, "input")
         .and_then(|item| item["type"].as_str())
         .is_some_and(|kind| kind.ends_with("call_output"))
 }
@@ -54,17 +52,16 @@ pub fn handle(
 ) -> io::Result<()> {
     let body = request.json();
     let model = body["model"].as_str().unwrap_or("gpt-stub").to_owned();
-    let (blocks, cut) = match config.scenario.plan(after_tool_result(&body)) {
-        Plan::Fail { status, message } => {
-            let error = json!({"error": {
-                "message": message, "type": "invalid_request_error", "param": null,
-                "code": "invalid_request",
-            }});
-            let request_id = ids.next("req_stub");
-            return write_json(stream, status, &[("x-request-id", &request_id)], &error);
-        }
-        Plan::Reply(blocks) => (blocks, false),
-        Plan::Cut(blocks) => (blocks, true),
+    let plan = config.scenario.plan(after_tool_result(&body));
+    let Some((blocks, cut)) = plan.blocks_or_error(stream, |_, message| {
+        let error = json!({"error": {
+            "message": message, "type": "invalid_request_error", "param": null,
+            "code": "invalid_request",
+        }});
+        (Some(("x-request-id", ids.next("req_stub"))), error)
+    })?
+    else {
+        return Ok(());
     };
     let response_id = ids.next("resp_stub");
     let items: Vec<Value> = blocks

@@ -1,7 +1,13 @@
 //! What the stub answers, independent of the vendor's wire format.
 
 use std::fmt;
+use std::io;
+use std::net::TcpStream;
 use std::str::FromStr;
+
+use serde_json::Value;
+
+use crate::http::write_json;
 
 /// A named behaviour of the stub; every request of a run gets the same one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +161,32 @@ pub enum Plan {
     /// Start streaming these blocks, then cut the connection half-way
     /// through the first one.
     Cut(Vec<Block>),
+}
+
+impl Plan {
+    /// What a vendor handler streams: the blocks, and whether to cut the
+    /// connection in the first one. For a failing plan, writes the vendor's
+    /// error response instead — `error` gives its extra header, if any, and
+    /// body from the status and message — and returns `None`.
+    pub fn blocks_or_error(
+        self,
+        stream: &mut TcpStream,
+        error: impl FnOnce(u16, &str) -> (Option<(&'static str, String)>, Value),
+    ) -> io::Result<Option<(Vec<Block>, bool)>> {
+        match self {
+            Plan::Reply(blocks) => Ok(Some((blocks, false))),
+            Plan::Cut(blocks) => Ok(Some((blocks, true))),
+            Plan::Fail { status, message } => {
+                let (header, body) = error(status, &message);
+                let headers: Vec<(&str, &str)> = header
+                    .iter()
+                    .map(|(name, value)| (*name, value.as_str()))
+                    .collect();
+                write_json(stream, status, &headers, &body)?;
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// Splits text into word-sized deltas (each keeps its trailing space), the
