@@ -3,8 +3,8 @@
 
 use super::*;
 use moat_cli_support::testing::{
-    Fixture, assert_all_in_session, assert_ended, deltas, done_of, errors, interrupt, texts,
-    tool_calls, tool_results,
+    Fixture, assert_all_in_session, assert_ended, assert_succeeded, deltas, done_of, errors,
+    interrupt, texts, tool_calls, tool_result, tool_results,
 };
 use moat_cli_support::{Exit, Translator, translate_all};
 use moat_guest::{EventKind, TokenCoverage};
@@ -36,13 +36,8 @@ fn text_run_is_init_deltas_text_then_done_with_usage_cost_and_resume_token() {
     assert_eq!(deltas(&events), "Hello from the moat backend stub.");
     assert_eq!(texts(&events), ["Hello from the moat backend stub."]);
 
-    let done = done_of(&events);
     let session = recorded_session("text");
-    assert_ended(done, DoneStatus::Success, &session);
-    assert_eq!(
-        done.result.as_deref(),
-        Some("Hello from the moat backend stub.")
-    );
+    let done = assert_succeeded(&events, "Hello from the moat backend stub.", &session);
     // The stub reported 12 uncached + 2048 cache-read + 256 cache-write
     // input tokens and 6 output tokens; modelUsage carries them.
     let tokens = done.usage.tokens.expect("tokens");
@@ -67,10 +62,7 @@ fn tool_use_turn_pairs_the_bash_call_with_its_result() {
     assert_eq!(call.tool_name, "Bash");
     let input: Value = moat_guest::serde_json::from_str(&call.input).unwrap();
     assert_eq!(input["command"], "echo moat-tool-use");
-    let result = tool_results(&events)
-        .into_iter()
-        .next()
-        .expect("a tool result");
+    let result = tool_result(&events);
     assert_eq!(result.tool_use_id, call.tool_use_id);
     assert_eq!(result.tool_name, "Bash");
     assert_eq!(result.status, ToolStatus::Success);
@@ -115,10 +107,7 @@ fn thinking_blocks_become_thinking_events_before_the_text() {
 #[test]
 fn permission_denial_is_reported_as_a_visible_error_with_the_denied_tool() {
     let events = replay("permission-denial");
-    let result = tool_results(&events)
-        .into_iter()
-        .next()
-        .expect("the denied call's result");
+    let result = tool_result(&events);
     // 2.1.197 answers the call with an error result and lists the denial
     // only in the final result line.
     assert_eq!(result.status, ToolStatus::Error);
@@ -325,10 +314,7 @@ fn model_usage_sums_models_and_is_absent_when_none_is_listed() {
 #[test]
 fn a_failing_command_is_an_error_result_with_its_output() {
     let events = replay("tool-error");
-    let result = tool_results(&events)
-        .into_iter()
-        .next()
-        .expect("the failed call's result");
+    let result = tool_result(&events);
     assert_eq!(
         (result.tool_name.as_str(), result.status),
         ("Bash", ToolStatus::Error)

@@ -214,3 +214,28 @@ pub fn assert_refused(
         assert!(!error.recoverable, "{options:?}");
     }
 }
+
+/// The first tool call; fails the test when there is none.
+pub fn tool_call(events: &[Event]) -> &ToolUseEvent {
+    tool_calls(events)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no tool call in {events:?}"))
+}
+
+/// The first tool result; fails the test when there is none.
+pub fn tool_result(events: &[Event]) -> &ToolResultEvent {
+    tool_results(events)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no tool result in {events:?}"))
+}
+
+/// Checks that the run succeeded with `result` as its result, resumable in
+/// `session`; its `done` event.
+pub fn assert_succeeded<'a>(events: &'a [Event], result: &str, session: &str) -> &'a DoneEvent {
+    let done = done_of(events);
+    assert_ended(done, DoneStatus::Success, session);
+    assert_eq!(done.result.as_deref(), Some(result));
+    done
+}

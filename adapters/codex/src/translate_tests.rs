@@ -3,7 +3,7 @@
 
 use super::*;
 use moat_cli_support::testing::{
-    Fixture, assert_all_in_session, assert_ended, done_of, errors, interrupt, tool_results,
+    Fixture, assert_all_in_session, assert_ended, done_of, errors, interrupt, tool_result,
 };
 use moat_cli_support::{Exit, Translator, translate_all};
 use moat_guest::EventKind;
@@ -268,10 +268,7 @@ fn interruption_mid_tool_is_resumable() {
 #[test]
 fn a_failing_command_is_an_error_result_with_its_output() {
     let events = replay("tool-error");
-    let result = tool_results(&events)
-        .into_iter()
-        .next()
-        .expect("the failed command's result");
+    let result = tool_result(&events);
     assert_eq!(
         (result.tool_name.as_str(), result.status),
         (SHELL_TOOL, ToolStatus::Error)

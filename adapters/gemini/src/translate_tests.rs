@@ -3,7 +3,8 @@
 
 use super::*;
 use moat_cli_support::testing::{
-    Fixture, assert_ended, deltas, done_of, errors, interrupt, texts, tool_calls, tool_results,
+    Fixture, assert_ended, assert_succeeded, deltas, done_of, errors, interrupt, texts, tool_call,
+    tool_result,
 };
 use moat_cli_support::{Translator, translate_all};
 use moat_guest::{EventKind, TokenCoverage};
@@ -37,13 +38,8 @@ fn text_run_streams_deltas_assembles_the_text_and_skips_the_echoed_prompt() {
         !events.iter().any(|e| matches!(&e.kind, EventKind::Text(t) | EventKind::TextDelta(t) if t.contains("Say hello"))),
         "the user's prompt is not assistant output"
     );
-    let done = done_of(&events);
     let session = recorded_session("text");
-    assert_ended(done, DoneStatus::Success, &session);
-    assert_eq!(
-        done.result.as_deref(),
-        Some("Hello from the moat backend stub.")
-    );
+    let done = assert_succeeded(&events, "Hello from the moat backend stub.", &session);
     // The stub: 5100 prompt tokens of which 4096 cached, 6 output.
     let tokens = done.usage.tokens.expect("tokens");
     assert_eq!(tokens.input.total, 5100);
@@ -74,9 +70,9 @@ fn tool_turn_flushes_the_text_before_the_call_and_pairs_the_result() {
         .filter(|kind| !kind.is_empty())
         .collect();
     assert_eq!(kinds, ["text", "tool_use", "tool_result", "text", "done"]);
-    let call = tool_calls(&events).into_iter().next().unwrap();
+    let call = tool_call(&events);
     assert_eq!(call.tool_name, "run_shell_command");
-    let result = tool_results(&events).into_iter().next().unwrap();
+    let result = tool_result(&events);
     assert_eq!(
         (
             result.tool_use_id.as_str(),
@@ -177,7 +173,7 @@ fn error_lines_are_recoverable_and_failed_tools_are_errors() {
     );
     assert!(errors(&events).iter().all(|e| e.recoverable));
     assert_eq!(texts(&events), ["Trying", "Whole message."]);
-    let result = tool_results(&events).into_iter().next().unwrap();
+    let result = tool_result(&events);
     assert_eq!(result.status, ToolStatus::Error);
     assert!(result.output.contains("no x"));
     assert_eq!(
@@ -234,10 +230,7 @@ fn a_failing_shell_command_is_what_gemini_says_a_successful_call_with_its_output
     // Gemini CLI 0.61.0 reports the shell tool call itself as a success
     // whatever the command's exit code; the adapter passes that on.
     let events = replay("tool-error");
-    let result = tool_results(&events)
-        .into_iter()
-        .next()
-        .expect("the call's result");
+    let result = tool_result(&events);
     assert_eq!(result.status, ToolStatus::Success);
     assert!(result.output.contains("No such file"), "{}", result.output);
     assert_eq!(texts(&events), ["The file does not exist."]);
