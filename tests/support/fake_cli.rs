@@ -100,18 +100,7 @@ impl FakeCli {
     }
 }
 
-/// Whether process `pid` is gone (or a zombie nobody has reaped yet).
-pub fn process_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            stat.rsplit(')')
-                .next()
-                .and_then(|rest| rest.split_whitespace().next())
-                == Some("Z")
-        }
-    }
-}
+pub use moat_cli_fixture::fake::process_gone;
 
 /// Waits up to `within` for every pid to be gone; the ones still alive.
 pub fn survivors(pids: &[u32], within: Duration) -> Vec<u32> {

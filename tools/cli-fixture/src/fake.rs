@@ -62,6 +62,21 @@ fn real_time() -> f64 {
     1.0
 }
 
+/// Whether process `pid` is gone (or a zombie nobody has reaped yet): how
+/// tests check that the fake and the grandchild it may start (both in its
+/// record) were not left behind.
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                == Some("Z")
+        }
+    }
+}
+
 /// Runs the fake CLI with the process's arguments: replays, then exits the
 /// process with the recorded code.
 pub fn main() -> anyhow::Result<()> {

@@ -6,6 +6,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use moat_cli_fixture::fake::process_gone;
 use moat_cli_fixture::{Stream, read_lines, read_meta};
 use serde_json::{Value, json};
 
@@ -34,19 +35,6 @@ fn fake(config: &Path) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     command
-}
-
-/// Whether `pid` is gone (or a zombie nobody reaped yet).
-fn gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => {
-            stat.rsplit(')')
-                .next()
-                .and_then(|rest| rest.split_whitespace().next())
-                == Some("Z")
-        }
-    }
 }
 
 fn wait_until(mut condition: impl FnMut() -> bool) -> bool {
@@ -124,7 +112,7 @@ fn ignoring_sigterm_needs_sigkill_and_the_grandchild_dies_with_the_group() {
     let recorded: Value =
         serde_json::from_str(&std::fs::read_to_string(record.path()).unwrap()).unwrap();
     let grandchild = recorded["grandchild_pid"].as_u64().unwrap() as u32;
-    assert!(!gone(grandchild));
+    assert!(!process_gone(grandchild));
 
     // SAFETY: signalling the process group we created.
     unsafe { libc::kill(-group, libc::SIGTERM) };
@@ -133,7 +121,10 @@ fn ignoring_sigterm_needs_sigkill_and_the_grandchild_dies_with_the_group() {
     // SAFETY: as above.
     unsafe { libc::kill(-group, libc::SIGKILL) };
     assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
-    assert!(wait_until(|| gone(grandchild)), "no orphan left behind");
+    assert!(
+        wait_until(|| process_gone(grandchild)),
+        "no orphan left behind"
+    );
 }
 
 #[test]
