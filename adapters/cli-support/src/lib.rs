@@ -6,9 +6,11 @@
 //! translation is a [`Translator`]: a state machine fed one stdout line at a
 //! time, then the exit status, with no dependency on how the process is run,
 //! so it is unit-tested natively on recorded fixtures. This crate holds what
-//! the three have in common: bounded JSON line parsing, tool bookkeeping,
-//! the events that end a run the CLI did not end itself, and argument
-//! checks.
+//! the three have in common: the adapter itself ([`CliAdapter`], given a
+//! [`Cli`]), the translator plumbing ([`LineTranslator`] on a
+//! [`RunState`]), bounded JSON line parsing, tool bookkeeping, the events
+//! that end a run the CLI did not end itself, argument checks, and — for
+//! native builds — the helpers of the adapters' unit tests ([`testing`]).
 //!
 //! Everything a CLI prints is untrusted: nothing here panics on bad input,
 //! and every string kept or forwarded is bounded.
