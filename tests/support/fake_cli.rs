@@ -27,7 +27,11 @@ impl FakeCli {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let root = std::fs::canonicalize(dir.path()).expect("canonical temp dir");
         let program = root.join(name);
-        std::fs::copy(exe, &program).expect("copy the fake CLI");
+        // A hard link, not a copy: a file just written can fail to exec with
+        // "text file busy" while another test thread forks.
+        if std::fs::hard_link(exe, &program).is_err() {
+            std::fs::copy(exe, &program).expect("copy the fake CLI");
+        }
         let record = root.join("record.json");
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("fixtures/cli")

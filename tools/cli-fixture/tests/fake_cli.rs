@@ -131,7 +131,11 @@ fn ignoring_sigterm_needs_sigkill_and_the_grandchild_dies_with_the_group() {
 fn a_copy_named_like_the_cli_reads_the_configuration_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let claude = dir.path().join("claude");
-    std::fs::copy(FAKE, &claude).unwrap();
+    // A hard link, not a copy: a file just written can fail to exec with
+    // "text file busy" while another test thread forks.
+    if std::fs::hard_link(FAKE, &claude).is_err() {
+        std::fs::copy(FAKE, &claude).unwrap();
+    }
     let config = json!({"fixture": fixture("gemini", "max-turns"), "speed": 0});
     std::fs::write(dir.path().join("fake-cli.json"), config.to_string()).unwrap();
     let output = Command::new(&claude)

@@ -88,13 +88,30 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 }
 
 /// The last bytes a child wrote to stderr, filled by a task of its own.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StderrTail(Arc<Mutex<VecDeque<u8>>>);
+#[derive(Debug, Clone)]
+pub(crate) struct StderrTail {
+    bytes: Arc<Mutex<VecDeque<u8>>>,
+    /// Turns true once stderr has ended.
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        Self {
+            bytes: Arc::default(),
+            ended: tokio::sync::watch::channel(true).1,
+        }
+    }
+}
 
 impl StderrTail {
     /// Reads `stderr` to its end in the background, keeping the tail.
     pub(crate) fn collect(stderr: impl AsyncRead + Unpin + Send + 'static) -> Self {
-        let tail = Self::default();
+        let (end, ended) = tokio::sync::watch::channel(false);
+        let tail = Self {
+            bytes: Arc::default(),
+            ended,
+        };
         let kept = tail.clone();
         tokio::spawn(async move {
             let mut stderr = stderr;
@@ -102,19 +119,27 @@ impl StderrTail {
             while let Ok(n @ 1..) = stderr.read(&mut buffer).await {
                 kept.push(&buffer[..n]);
             }
+            let _ = end.send(true);
         });
         tail
     }
 
+    /// Waits, at most `within`, for stderr to end: once a child has
+    /// exited, what it wrote last is usually still in the pipe.
+    pub(crate) async fn settle(&self, within: std::time::Duration) {
+        let mut ended = self.ended.clone();
+        let _ = tokio::time::timeout(within, ended.wait_for(|ended| *ended)).await;
+    }
+
     fn push(&self, bytes: &[u8]) {
-        let mut tail = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tail = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
         tail.extend(bytes);
         let excess = tail.len().saturating_sub(STDERR_TAIL_BYTES);
         tail.drain(..excess);
     }
 
     pub(crate) fn text(&self) -> String {
-        let tail = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let tail = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
         let (a, b) = tail.as_slices();
         let mut bytes = Vec::with_capacity(tail.len());
         bytes.extend_from_slice(a);

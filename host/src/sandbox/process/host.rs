@@ -12,6 +12,9 @@ use super::groups::GroupSignal;
 use crate::sandbox::bindings::process_api::{self, ExitStatus, ProcessError, Signal, SpawnRequest};
 use crate::sandbox::state::{RunControl, RunState};
 
+/// How long `wait` lets a child's stderr drain after it exited.
+const STDERR_SETTLE: Duration = Duration::from_millis(200);
+
 impl process_api::Host for RunState {
     async fn spawn(
         &mut self,
@@ -97,6 +100,11 @@ impl process_api::HostChild for RunState {
         let control = self.control.clone();
         let child = self.table.get_mut(&child)?;
         let waited = interruptible(&control, timeout_ms, child.process.wait()).await;
+        if matches!(waited, Ok(Ok(_))) {
+            // So `stderr-tail` after `wait` has the child's last words; a
+            // grandchild holding stderr open must not hold up the guest.
+            child.stderr.settle(STDERR_SETTLE).await;
+        }
         Ok(waited.and_then(|status| match status {
             Ok(status) => Ok(ExitStatus {
                 code: status.code(),

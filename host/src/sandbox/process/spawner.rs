@@ -57,6 +57,24 @@ pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
         .map_err(|_| io::Error::other("the spawner thread is gone"))?
 }
 
+/// Tries a few times while exec fails with "text file busy": a program
+/// written a moment ago (just installed, or copied by a test) stays busy
+/// while any process forked meanwhile still holds the writer's descriptor,
+/// until that process execs in turn, which takes microseconds.
+fn spawn_retrying_busy_text(command: &mut Command) -> io::Result<Child> {
+    const TRIES: u32 = 20;
+    let mut tries = 1;
+    loop {
+        match command.spawn() {
+            Err(error) if error.raw_os_error() == Some(libc::ETXTBSY) && tries < TRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            started => return started,
+        }
+    }
+}
+
 fn spawner() -> &'static Sender<Job> {
     static SPAWNER: OnceLock<Sender<Job>> = OnceLock::new();
     SPAWNER.get_or_init(|| {
@@ -66,7 +84,7 @@ fn spawner() -> &'static Sender<Job> {
             .spawn(move || {
                 for mut job in jobs {
                     let _runtime = job.runtime.enter();
-                    let started = job.command.spawn();
+                    let started = spawn_retrying_busy_text(&mut job.command);
                     // A dropped receiver drops the child: kill_on_drop.
                     let _ = job.reply.send(started);
                 }
