@@ -316,7 +316,13 @@ fn model_usage(models: &Value, status: DoneStatus) -> Option<TokenReport> {
 impl LineTranslator for ClaudeTranslator {
     const CLI: &'static str = CLI;
     const SESSION_FIELD: Option<&'static str> = Some("session_id");
-    moat_cli_support::run_state_in!(run);
+    fn run(&self) -> &RunState {
+        &self.run
+    }
+
+    fn run_mut(&mut self) -> &mut RunState {
+        &mut self.run
+    }
 
     fn object(&mut self, line: &Value, out: &mut Vec<Event>) {
         match line["type"].as_str() {

@@ -36,7 +36,10 @@ pub use tools::ToolTracker;
 
 /// The longest stdout line translated; a longer one is skipped with an
 /// error event (the CLIs' lines are a few KiB; a tool result can be large).
-pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// The same as the host's limit (`moat::sandbox::MAX_LINE_BYTES`), which
+/// skips longer lines before they reach the adapter; this check is what
+/// applies natively, where there is no host.
+pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 
 /// The longest session id kept.
 const MAX_SESSION_ID: usize = 256;

@@ -152,22 +152,6 @@ impl<T: LineTranslator> Translator for T {
     }
 }
 
-/// Implements [`LineTranslator::run`] and [`LineTranslator::run_mut`]
-/// inside the `impl LineTranslator` of a translator that keeps its
-/// [`RunState`] in the field named `$field`.
-#[macro_export]
-macro_rules! run_state_in {
-    ($field:ident) => {
-        fn run(&self) -> &$crate::RunState {
-            &self.$field
-        }
-
-        fn run_mut(&mut self) -> &mut $crate::RunState {
-            &mut self.$field
-        }
-    };
-}
-
 /// A token report of `input` and `output` tokens: partial for a failed run,
 /// which may have lost the call that failed, complete otherwise.
 pub fn token_report(failed: bool, input: InputTokens, output: u64) -> TokenReport {

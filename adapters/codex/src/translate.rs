@@ -242,7 +242,13 @@ fn turn_tokens(usage: &Value) -> Option<TokenReport> {
 
 impl LineTranslator for CodexTranslator {
     const CLI: &'static str = CLI;
-    moat_cli_support::run_state_in!(run);
+    fn run(&self) -> &RunState {
+        &self.run
+    }
+
+    fn run_mut(&mut self) -> &mut RunState {
+        &mut self.run
+    }
 
     fn object(&mut self, line: &Value, out: &mut Vec<Event>) {
         match line["type"].as_str() {

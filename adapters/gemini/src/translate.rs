@@ -208,7 +208,13 @@ fn stats_tokens(stats: &Value, failed: bool) -> Option<TokenReport> {
 impl LineTranslator for GeminiTranslator {
     const CLI: &'static str = CLI;
     const SESSION_FIELD: Option<&'static str> = Some("session_id");
-    moat_cli_support::run_state_in!(run);
+    fn run(&self) -> &RunState {
+        &self.run
+    }
+
+    fn run_mut(&mut self) -> &mut RunState {
+        &mut self.run
+    }
 
     fn object(&mut self, line: &Value, out: &mut Vec<Event>) {
         match line["type"].as_str() {
