@@ -12,15 +12,8 @@ use moat_e2e::http_server::{SERVED, TestServer};
 use moat_e2e::llm_server::{LlmServer, Reply};
 use serde_json::Value;
 
-/// `moat` with the tests' shared cache and quiet logs.
-fn moat() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_moat"));
-    command
-        .env("MOAT_CACHE_DIR", moat_e2e::shared_cache_dir())
-        .env_remove("MOAT_LOG")
-        .stdin(Stdio::null());
-    command
-}
+mod common;
+use common::{events, moat};
 
 fn run(args: &[&str]) -> Output {
     moat().args(args).output().expect("moat runs")
@@ -28,16 +21,6 @@ fn run(args: &[&str]) -> Output {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn events(output: &Output) -> Vec<AgentEvent> {
-    String::from_utf8(output.stdout.clone())
-        .expect("utf-8 output")
-        .lines()
-        .map(|line| {
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("not an event ({e}): {line}"))
-        })
-        .collect()
 }
 
 fn last_done(events: &[AgentEvent]) -> DoneStatus {

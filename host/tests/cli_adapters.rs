@@ -5,27 +5,13 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use moat::engine::{AgentEvent, DoneStatus, EventPayload};
 
-fn moat() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_moat"));
-    command
-        .env("MOAT_CACHE_DIR", moat_e2e::shared_cache_dir())
-        .env_remove("MOAT_LOG")
-        .stdin(Stdio::null());
-    command
-}
-
-fn events(output: &Output) -> Vec<AgentEvent> {
-    String::from_utf8(output.stdout.clone())
-        .expect("utf-8 output")
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
-        .collect()
-}
+mod common;
+use common::{events, moat};
 
 fn done(events: &[AgentEvent]) -> &moat::engine::DonePayload {
     match &events.last().expect("events").payload {

@@ -24,10 +24,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "../common/mod.rs"]
+mod common;
+
+use common::{bench_dir, load_average};
 use moat::engine::{DoneStatus, EventPayload, Registry, RunRequest, run_agent};
 use moat::grants::{Grants, NetRule};
 use moat::sandbox::{Sandbox, SandboxConfig};
@@ -400,26 +403,4 @@ fn main() {
             Err(error) => eprintln!("cannot write the summary: {error}"),
         }
     }
-}
-
-/// `target/moat-bench` in the workspace.
-fn bench_dir() -> PathBuf {
-    let host = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    host.parent()
-        .expect("the host crate sits in the workspace")
-        .join("target/moat-bench")
-}
-
-/// The 1, 5 and 15 minute load averages.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "unknown".into(),
-        |loads| {
-            loads
-                .split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        },
-    )
 }

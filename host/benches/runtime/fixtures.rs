@@ -1,7 +1,7 @@
 //! What every figure shares: the tokio runtime, the sandbox, the adapters
 //! under test and the native baselines set beside them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -13,15 +13,9 @@ use moat::engine::{
 };
 use moat::grants::Grants;
 use moat::sandbox::{Sandbox, SandboxConfig, WasmAdapter};
-use tokio::runtime::Runtime;
 
-/// Where the summary and the compiled-component cache go: under the
-/// workspace's target directory.
-pub fn bench_dir() -> PathBuf {
-    let host = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let workspace = host.parent().expect("the host crate sits in the workspace");
-    workspace.join("target/moat-bench")
-}
+use crate::common::bench_dir;
+use tokio::runtime::Runtime;
 
 /// The runtime every figure runs on: multi-threaded with two workers, as a
 /// host on this 2-core machine would be. Figures drive their runs from
@@ -36,7 +30,7 @@ pub fn runtime() -> Runtime {
 }
 
 /// A sandbox whose instance pool holds `pool_sessions` live sessions, with
-/// its compiled-component cache under [`bench_dir`] so reruns skip compiling.
+/// its compiled-component cache under [`bench_dir`](crate::common::bench_dir) so reruns skip compiling.
 pub fn sandbox(pool_sessions: u32) -> Sandbox {
     let config = SandboxConfig {
         cache_dir: Some(bench_dir().join("cache")),

@@ -21,6 +21,8 @@
 //! summary is written.
 
 mod abort;
+#[path = "../common/mod.rs"]
+mod common;
 mod fixtures;
 mod parallel;
 mod report;
@@ -106,7 +108,7 @@ fn main() {
     // beside it.
     let mut notes = vec![format!(
         "load average (1, 5, 15 min) at the abort figure: {}",
-        report::load_average()
+        common::load_average()
     )];
     rows.extend(abort::figure(&rt, &spinning, &hanging, scale.abort_samples));
 

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use super::fixtures::bench_dir;
+use crate::common::bench_dir;
 
 /// One line of the table.
 pub struct Row {
@@ -89,20 +89,6 @@ fn machine() -> String {
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
     format!("{cpu}, {cores} cores, {}", std::env::consts::OS)
-}
-
-/// The 1, 5 and 15 minute load averages, from /proc/loadavg.
-pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map_or_else(
-        |_| "unknown".into(),
-        |loads| {
-            loads
-                .split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        },
-    )
 }
 
 /// A duration given in nanoseconds, in the unit that reads best.
