@@ -362,6 +362,7 @@ mod imp {
 
     use std::io::{BufRead, BufReader, Read, Write};
     use std::os::unix::process::ExitStatusExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::{Duration, Instant};
@@ -374,8 +375,14 @@ mod imp {
         process: Mutex<std::process::Child>,
         lines: Mutex<Receiver<String>>,
         stderr: Arc<Mutex<Vec<u8>>>,
+        /// Set once stderr has ended, so `wait` can let it drain.
+        stderr_ended: Arc<AtomicBool>,
         stdin: Mutex<Option<std::process::ChildStdin>>,
     }
+
+    /// How long `wait` lets stderr drain after the child exited, as the
+    /// host does.
+    const STDERR_SETTLE: Duration = Duration::from_millis(200);
 
     pub(super) fn spawn(command: &Command) -> Result<super::Child, ProcessError> {
         let mut std_command = std::process::Command::new(&command.program);
@@ -412,7 +419,9 @@ mod imp {
             }
         });
         let stderr = Arc::new(Mutex::new(Vec::new()));
+        let stderr_ended = Arc::new(AtomicBool::new(false));
         let tail = stderr.clone();
+        let ended = stderr_ended.clone();
         let mut stderr_pipe = process.stderr.take().expect("stderr is piped");
         std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
@@ -422,6 +431,7 @@ mod imp {
                 let excess = tail.len().saturating_sub(STDERR_TAIL);
                 tail.drain(..excess);
             }
+            ended.store(true, Ordering::Release);
         });
         let stdin = process.stdin.take();
         Ok(super::Child {
@@ -429,6 +439,7 @@ mod imp {
                 process: Mutex::new(process),
                 lines: Mutex::new(lines),
                 stderr,
+                stderr_ended,
                 stdin: Mutex::new(stdin),
             },
         })
@@ -503,6 +514,12 @@ mod imp {
                     .try_wait()
                     .map_err(|e| ProcessError::Io(e.to_string()))?;
                 if let Some(status) = status {
+                    let settle_until = Instant::now() + STDERR_SETTLE;
+                    while !self.stderr_ended.load(Ordering::Acquire)
+                        && Instant::now() < settle_until
+                    {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                     return Ok(ExitStatus {
                         code: status.code(),
                         signal: status.signal(),
