@@ -29,6 +29,7 @@ pub struct Request {
     pub url: String,
     /// Header names and values, in order.
     pub headers: Vec<(String, Vec<u8>)>,
+    /// The body to send.
     pub body: Vec<u8>,
 }
 

@@ -28,9 +28,10 @@
 //! moat_guest::export_adapter!(Hello);
 //! ```
 //!
-//! The WIT contract lives in the workspace's `wit/` directory (package
-//! `moat:adapter`, world `adapter-world`); the generated types are
-//! re-exported at the crate root.
+//! The WIT contract lives in the workspace's `wit/` directory, one folder
+//! per version (package `moat:adapter`, world `adapter-world`); this SDK
+//! builds against the newest, [`CONTRACT_VERSION`]. The generated types
+//! are re-exported at the crate root.
 
 mod adapter;
 mod events;
@@ -46,10 +47,12 @@ mod types;
 ///
 /// Authors normally use the re-exports at the crate root; the module is
 /// public because [`export_adapter!`] expands to code that refers to it.
+// The items are generated from the WIT, whose comments document them.
+#[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
         world: "adapter-world",
-        path: "../wit",
+        path: "../wit/v0.2.0",
         // The export macro is used from the adapter crates, so it must be
         // `#[macro_export]`ed and name its paths from outside this crate.
         pub_export_macro: true,
@@ -71,8 +74,48 @@ pub use host::interrupted;
 pub use host::testing;
 pub use serde_json;
 
-/// The WIT package (and version) this SDK was built against.
-pub const CONTRACT_VERSION: &str = "moat:adapter@0.2.0";
+/// The WIT package (and version) this SDK was built against, read from the
+/// package line of the WIT it is generated from.
+pub const CONTRACT_VERSION: &str = wit_package(include_str!("../../wit/v0.2.0/adapter.wit"));
+
+/// The `moat:adapter@x.y.z` of the `package …;` line of a WIT source, at
+/// compile time: the version is written only in the WIT.
+const fn wit_package(wit: &str) -> &str {
+    const PREFIX: &[u8] = b"\npackage ";
+    let bytes = wit.as_bytes();
+    let mut start = 0;
+    while start + PREFIX.len() <= bytes.len() {
+        let (_, rest) = bytes.split_at(start);
+        let (head, tail) = rest.split_at(PREFIX.len());
+        if eq(head, PREFIX) {
+            let mut end = 0;
+            while end < tail.len() && tail[end] != b';' {
+                end += 1;
+            }
+            let (package, _) = tail.split_at(end);
+            return match std::str::from_utf8(package) {
+                Ok(package) => package,
+                Err(_) => panic!("the WIT package line is not UTF-8"),
+            };
+        }
+        start += 1;
+    }
+    panic!("the WIT has no package line")
+}
+
+const fn eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// Exports an [`Adapter`] implementation as the component's
 /// `moat:adapter/adapter` interface.
@@ -122,7 +165,8 @@ pub const fn assert_adapter<A: Adapter>() {}
 mod tests {
     #[test]
     fn contract_version_matches_the_wit_package() {
-        let wit = include_str!("../../wit/adapter.wit");
+        assert!(super::CONTRACT_VERSION.starts_with("moat:adapter@"));
+        let wit = include_str!("../../wit/v0.2.0/adapter.wit");
         let package = format!("package {};", super::CONTRACT_VERSION);
         assert!(wit.lines().any(|line| line.trim() == package), "{package}");
     }

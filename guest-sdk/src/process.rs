@@ -6,8 +6,8 @@
 //! here, runs it in a directory inside the run's granted directories, and
 //! kills it (with its process group) when the run ends, whatever the
 //! reason. A refused spawn fails with [`ProcessError::Denied`], whose
-//! message names the flag that would allow it; the user sees the refusal as
-//! a `CAPABILITY_DENIED` event too.
+//! message says what was refused; the user sees the refusal as a
+//! `CAPABILITY_DENIED` event too, with how to grant it.
 //!
 //! ```no_run
 //! use moat_guest::process::{Command, ProcessError};
@@ -37,90 +37,7 @@
 use std::fmt;
 use std::time::Duration;
 
-/// What the child reads on its standard input.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Stdin {
-    /// Nothing: stdin is `/dev/null` (what most headless CLIs want).
-    #[default]
-    Null,
-    /// A pipe written with [`Child::write_stdin`].
-    Piped,
-}
-
-/// A signal for a child (and its process group).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    /// `SIGINT`, as Ctrl-C would send.
-    Interrupt,
-    /// `SIGTERM`: please stop.
-    Terminate,
-    /// `SIGKILL`: stop now.
-    Kill,
-}
-
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExitStatus {
-    /// The exit code, when it exited.
-    pub code: Option<i32>,
-    /// The signal that ended it, when one did.
-    pub signal: Option<i32>,
-}
-
-impl ExitStatus {
-    /// Whether it exited with code 0.
-    pub fn success(&self) -> bool {
-        self.code == Some(0)
-    }
-}
-
-impl fmt::Display for ExitStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.code, self.signal) {
-            (Some(code), _) => write!(f, "exit code {code}"),
-            (None, Some(signal)) => write!(f, "signal {signal}"),
-            (None, None) => f.write_str("unknown exit status"),
-        }
-    }
-}
-
-/// Why a process call failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcessError {
-    /// The run was not granted this; the message names the flag.
-    Denied(String),
-    /// The program is not installed.
-    NotFound(String),
-    /// A per-run limit (live children) was reached.
-    LimitReached(String),
-    /// The run was aborted: stop and end with `done` interrupted.
-    Interrupted,
-    /// The timeout given to the call passed.
-    TimedOut,
-    /// A stdout line longer than the host's limit (its length) was skipped.
-    LineTooLong(u64),
-    /// Stdin is closed, or was never piped.
-    StdinClosed,
-    /// Any other failure.
-    Io(String),
-}
-
-impl fmt::Display for ProcessError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Denied(message) => write!(f, "refused: {message}"),
-            Self::NotFound(message) => write!(f, "not found: {message}"),
-            Self::LimitReached(message) => write!(f, "limit reached: {message}"),
-            Self::Interrupted => f.write_str("the run was interrupted"),
-            Self::TimedOut => f.write_str("timed out"),
-            Self::LineTooLong(bytes) => write!(f, "an output line of {bytes} bytes was skipped"),
-            Self::StdinClosed => f.write_str("stdin is closed"),
-            Self::Io(message) => f.write_str(message),
-        }
-    }
-}
-
-impl std::error::Error for ProcessError {}
+pub use moat_process_model::{ExitStatus, ProcessError, Signal, Stdin};
 
 /// A program to start: a builder, [`Command::spawn`] starts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -360,29 +277,56 @@ mod imp {
 mod imp {
     //! The native stand-in: `std::process`, no grants, for unit tests.
 
+    //!
+    //! What the adapter observes (line framing, the overlong-line skip, the
+    //! stderr tail, how long `wait` lets stderr drain) comes from
+    //! `moat-process-model`, the same rules the host's process capability
+    //! follows.
+
     use std::io::{BufRead, BufReader, Read, Write};
     use std::os::unix::process::ExitStatusExt;
     use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+    use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
     use std::sync::{Arc, Mutex, PoisonError};
     use std::time::{Duration, Instant};
 
-    use super::{Command, ExitStatus, ProcessError, Signal, Stdin};
+    use moat_process_model::{Line, LineSplitter, MAX_LINE_BYTES, STDERR_SETTLE, StderrTail};
 
-    const STDERR_TAIL: usize = 64 * 1024;
+    use super::{Command, ExitStatus, ProcessError, Signal, Stdin};
 
     pub(super) struct Child {
         process: Mutex<std::process::Child>,
-        lines: Mutex<Receiver<String>>,
-        stderr: Arc<Mutex<Vec<u8>>>,
+        lines: Mutex<Receiver<Line>>,
+        stderr: Arc<Mutex<StderrTail>>,
         /// Set once stderr has ended, so `wait` can let it drain.
         stderr_ended: Arc<AtomicBool>,
         stdin: Mutex<Option<std::process::ChildStdin>>,
     }
 
-    /// How long `wait` lets stderr drain after the child exited, as the
-    /// host does.
-    const STDERR_SETTLE: Duration = Duration::from_millis(200);
+    /// Reads `stdout` line by line into `lines`, cut as the host cuts
+    /// them. (Unlike the host, it reads ahead of the adapter: a unit test
+    /// may wait for a chatty child before reading it.)
+    fn read_lines(stdout: impl Read, lines: Sender<Line>) {
+        let mut reader = BufReader::new(stdout);
+        let mut splitter = LineSplitter::new(MAX_LINE_BYTES);
+        loop {
+            let line = match reader.fill_buf() {
+                Ok([]) | Err(_) => splitter.finish(),
+                Ok(buffer) => {
+                    let (used, line) = splitter.feed(buffer);
+                    reader.consume(used);
+                    match line {
+                        Some(line) => line,
+                        None => continue,
+                    }
+                }
+            };
+            let end = line == Line::End;
+            if lines.send(line).is_err() || end {
+                return;
+            }
+        }
+    }
 
     pub(super) fn spawn(command: &Command) -> Result<super::Child, ProcessError> {
         let mut std_command = std::process::Command::new(&command.program);
@@ -404,21 +348,8 @@ mod imp {
         })?;
         let (sender, lines) = channel();
         let stdout = process.stdout.take().expect("stdout is piped");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).split(b'\n') {
-                let Ok(mut line) = line else { return };
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-                if sender
-                    .send(String::from_utf8_lossy(&line).into_owned())
-                    .is_err()
-                {
-                    return;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(Vec::new()));
+        std::thread::spawn(move || read_lines(stdout, sender));
+        let stderr = Arc::new(Mutex::new(StderrTail::default()));
         let stderr_ended = Arc::new(AtomicBool::new(false));
         let tail = stderr.clone();
         let ended = stderr_ended.clone();
@@ -426,10 +357,9 @@ mod imp {
         std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
             while let Ok(n @ 1..) = stderr_pipe.read(&mut buffer) {
-                let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
-                tail.extend_from_slice(&buffer[..n]);
-                let excess = tail.len().saturating_sub(STDERR_TAIL);
-                tail.drain(..excess);
+                tail.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(&buffer[..n]);
             }
             ended.store(true, Ordering::Release);
         });
@@ -458,19 +388,26 @@ mod imp {
             timeout: Option<u32>,
         ) -> Result<Option<String>, ProcessError> {
             let lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
-            match timeout {
-                None => Ok(lines.recv().ok()),
+            let line = match timeout {
+                None => lines.recv().unwrap_or(Line::End),
                 Some(ms) => match lines.recv_timeout(Duration::from_millis(ms.into())) {
-                    Ok(line) => Ok(Some(line)),
-                    Err(RecvTimeoutError::Disconnected) => Ok(None),
-                    Err(RecvTimeoutError::Timeout) => Err(ProcessError::TimedOut),
+                    Ok(line) => line,
+                    Err(RecvTimeoutError::Disconnected) => Line::End,
+                    Err(RecvTimeoutError::Timeout) => return Err(ProcessError::TimedOut),
                 },
+            };
+            match line {
+                Line::Text(text) => Ok(Some(text)),
+                Line::TooLong(bytes) => Err(ProcessError::LineTooLong(bytes)),
+                Line::End => Ok(None),
             }
         }
 
         pub(super) fn stderr_tail(&self) -> String {
-            let tail = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
-            String::from_utf8_lossy(&tail).into_owned()
+            self.stderr
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .text()
         }
 
         pub(super) fn write_stdin(&self, data: &[u8]) -> Result<(), ProcessError> {

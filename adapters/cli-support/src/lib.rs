@@ -142,14 +142,7 @@ pub fn session_id(value: &Value) -> Option<String> {
 
 /// `text` cut to at most `max` bytes, on a character boundary.
 pub fn clip(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 /// The last lines of a CLI's stderr worth quoting in an error message:
@@ -169,10 +162,7 @@ pub fn stderr_quote(stderr: &str) -> String {
     }
     if let (true, Some(last)) = (quote.is_empty(), lines.last()) {
         // One huge line: its end is the informative part.
-        let mut start = last.len().saturating_sub(MAX_STDERR_QUOTE);
-        while !last.is_char_boundary(start) {
-            start += 1;
-        }
+        let start = last.ceil_char_boundary(last.len().saturating_sub(MAX_STDERR_QUOTE));
         quote = last[start..].to_owned();
     }
     quote.trim_end().to_owned()

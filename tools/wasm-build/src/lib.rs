@@ -19,7 +19,7 @@ mod workspace;
 
 use std::path::PathBuf;
 
-pub use workspace::{Package, packages_in, workspace_root};
+pub use workspace::{Package, builtin_adapters, packages_in, workspace_root};
 
 /// The Rust target adapters are built for; it emits components directly.
 pub const TARGET: &str = "wasm32-wasip2";
@@ -31,7 +31,8 @@ pub const TARGET_DIR: &str = "target/wasm-components";
 /// and returns the path of each one's component, in the order given.
 ///
 /// Meant for build scripts: it prints `cargo:rerun-if-changed` lines for
-/// the contract (`wit/`), the guest SDK (`guest-sdk/`), the workspace
+/// the contract (`wit/`), the guest SDK (`guest-sdk/` and the process
+/// model it shares with the host, `host/process-model/`), the workspace
 /// manifest and lock file, and each package's directory; and it panics,
 /// failing the build with cargo's output, when the nested build fails or
 /// the target is not installed.
@@ -52,7 +53,13 @@ pub fn build_components(packages: &[&str]) -> Vec<PathBuf> {
         })
         .collect();
 
-    for path in ["wit", "guest-sdk", "Cargo.toml", "Cargo.lock"] {
+    for path in [
+        "wit",
+        "guest-sdk",
+        "host/process-model",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
         rerun_if_changed(&root.join(path));
     }
     for package in &selected {

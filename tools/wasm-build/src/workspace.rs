@@ -108,15 +108,36 @@ fn package_at(dir: PathBuf) -> Package {
 
 /// The `name = "..."` of the `[package]` table.
 fn package_name(manifest: &str) -> Option<String> {
-    let mut in_package = false;
+    string_key(manifest, "[package]", "name")
+}
+
+/// The workspace members that are built-in adapters, each with the name
+/// users run it by: the packages whose manifest says so in
+/// `[package.metadata.moat]` (`builtin = "echo"`), in the order of the
+/// workspace's `members`. The manifests are the one place that lists the
+/// built-in adapters.
+pub fn builtin_adapters(root: &Path) -> Vec<(String, Package)> {
+    members(root)
+        .into_iter()
+        .filter_map(|package| {
+            let manifest = read(&package.dir.join("Cargo.toml"));
+            let name = string_key(&manifest, "[package.metadata.moat]", "builtin")?;
+            Some((name, package))
+        })
+        .collect()
+}
+
+/// The string value of `key` in the table headed `table`.
+fn string_key(manifest: &str, table: &str, key: &str) -> Option<String> {
+    let mut in_table = false;
     for line in manifest.lines().map(str::trim) {
         if line.starts_with('[') {
-            in_package = line == "[package]";
-        } else if in_package {
-            let Some((key, value)) = line.split_once('=') else {
+            in_table = line == table;
+        } else if in_table {
+            let Some((name, value)) = line.split_once('=') else {
                 continue;
             };
-            if key.trim() == "name" {
+            if name.trim() == key {
                 return Some(value.trim().trim_matches('"').to_owned());
             }
         }
@@ -157,5 +178,22 @@ members = [
             "[lib]\nname = \"lib_name\"\n\n[package]\nversion = \"1\"\nname = \"pkg-name\"\n";
         assert_eq!(package_name(manifest).as_deref(), Some("pkg-name"));
         assert_eq!(package_name("[workspace]\nmembers = []\n"), None);
+    }
+
+    #[test]
+    fn a_builtin_adapter_is_named_in_its_manifest_metadata() {
+        let manifest = "[package]\nname = \"moat-adapter-echo\"\n\n[package.metadata.moat]\nbuiltin = \"echo\"\n\n[dependencies]\nbuiltin = \"1\"\n";
+        assert_eq!(
+            string_key(manifest, "[package.metadata.moat]", "builtin").as_deref(),
+            Some("echo")
+        );
+        assert_eq!(
+            string_key(
+                "[package]\nname = \"x\"\n",
+                "[package.metadata.moat]",
+                "builtin"
+            ),
+            None
+        );
     }
 }

@@ -1,0 +1,410 @@
+//! Command-line arguments.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use moat_engine::{RunLimits, RunOptions};
+use moat_grants::{Grants, NetRule, Policy, TrustLevel, canonical_dir, names};
+use moat_sandbox::MAX_MEMORY_CEILING;
+
+/// Run AI-agent adapters as sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "moat", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More logs on stderr (-v: info, -vv: debug, -vvv: trace). MOAT_LOG
+    /// takes a tracing filter instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Where compiled components are cached [default: ~/.cache/moat].
+    #[arg(long, global = true, env = "MOAT_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not read or write the compiled-component cache.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an adapter on a prompt and stream its events.
+    Run(RunArgs),
+    /// Run several tasks at once and merge their events.
+    Parallel(ParallelArgs),
+    /// Show what an adapter is and what it asks for.
+    Inspect(InspectArgs),
+    /// Compile a component into the cache without running it.
+    Compile(CompileArgs),
+    /// List the built-in adapters.
+    Adapters,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A built-in adapter name (see `moat adapters`) or a path to a .wasm
+    /// component.
+    pub adapter: String,
+    /// The prompt; `-` or nothing reads it from stdin.
+    pub prompt: Option<String>,
+    #[command(flatten)]
+    pub run: RunFlags,
+    /// Output format [default: pretty on a terminal, ndjson otherwise].
+    #[arg(long, short, value_enum)]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Debug, Args)]
+pub struct ParallelArgs {
+    /// A task as `[ROLE:]ADAPTER=PROMPT`; repeat for more tasks.
+    #[arg(
+        long = "task",
+        value_name = "[ROLE:]ADAPTER=PROMPT",
+        required_unless_present = "tasks_file"
+    )]
+    pub tasks: Vec<String>,
+    /// A JSON or TOML file listing the tasks, with per-task options.
+    #[arg(long = "tasks", value_name = "FILE", conflicts_with = "tasks")]
+    pub tasks_file: Option<PathBuf>,
+    /// Options every task gets unless its entry in --tasks says otherwise.
+    #[command(flatten)]
+    pub run: RunFlags,
+    /// Output format [default: pretty on a terminal, ndjson otherwise].
+    #[arg(long, short, value_enum)]
+    pub output: Option<OutputFormat>,
+}
+
+/// Options and limits of a run, shared by `run` and `parallel`.
+#[derive(Debug, Clone, Args)]
+pub struct RunFlags {
+    /// Model for the backend.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Working directory for the backend (an existing directory; the
+    /// adapter receives its absolute path). Trust `controlled` and
+    /// `unrestricted` grant it read-write.
+    #[arg(long, value_name = "DIR", value_parser = parse_cwd)]
+    pub cwd: Option<String>,
+    /// Resume token of an earlier session.
+    #[arg(long, value_name = "TOKEN")]
+    pub resume: Option<String>,
+    /// Maximum number of agent turns.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// System prompt for the backend.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Adapter-specific options as a JSON object, inline or `@FILE`
+    /// (e.g. the openai adapter's tools: `{"tools":[…]}`).
+    #[arg(long, value_name = "JSON|@FILE", value_parser = parse_extra)]
+    pub extra: Option<serde_json::Value>,
+    /// How much the backend may do on its own; also presets grants
+    /// (docs/security.md).
+    #[arg(long, value_name = "LEVEL", value_parser = trust_parser(), default_value = "sandbox")]
+    pub trust: TrustLevel,
+    /// The only tools the agent may use, comma-separated; an empty value
+    /// allows none. A tool call outside them ends the run.
+    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list)]
+    pub allowed_tools: Option<ToolList>,
+    /// Tools the agent must not use, comma-separated.
+    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list)]
+    pub disallowed_tools: Option<ToolList>,
+    /// Wall-clock limit for the run, e.g. 30s, 5m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// CPU budget in fuel units (about one per guest instruction).
+    #[arg(long, value_name = "N")]
+    pub fuel: Option<u64>,
+    /// Memory cap for the adapter, e.g. 256MiB (at most 1GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, default_value = "256MiB")]
+    pub max_memory: u64,
+    /// Largest event accepted from the adapter, e.g. 1MiB; larger ones are
+    /// dropped with an INVALID_EVENT error.
+    #[arg(long, value_name = "SIZE", value_parser = parse_event_size, default_value = "1MiB")]
+    pub max_event_size: usize,
+    /// How long an interrupted adapter may take to wind down, e.g. 500ms.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
+    pub drain: Duration,
+    #[command(flatten)]
+    pub grants: GrantFlags,
+}
+
+/// What the user grants an adapter on the command line (docs/security.md).
+/// Everything not granted is refused.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GrantFlags {
+    /// Hosts the adapter may reach over HTTP(S), comma-separated: host,
+    /// host:port, *.example.com or https://host:port. Loopback and private
+    /// addresses only when named exactly (localhost:11434, 127.0.0.1).
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', value_parser = parse_net_rule)]
+    pub allow_net: Vec<NetRule>,
+    /// Directories the adapter may read, comma-separated. It sees each
+    /// under its absolute path.
+    #[arg(long, value_name = "DIRS", value_delimiter = ',', value_parser = parse_dir)]
+    pub allow_read: Vec<PathBuf>,
+    /// Directories the adapter may read and write, comma-separated.
+    #[arg(long, value_name = "DIRS", value_delimiter = ',', value_parser = parse_dir)]
+    pub allow_write: Vec<PathBuf>,
+    /// Environment variables the adapter may see, comma-separated names.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_env_name)]
+    pub allow_env: Vec<String>,
+    /// Programs the adapter may spawn, comma-separated: names (found on
+    /// PATH when the run starts) or absolute paths.
+    #[arg(long, value_name = "PROGRAMS", value_delimiter = ',', value_parser = parse_program)]
+    pub allow_run: Vec<String>,
+    /// A policy file (TOML) with grants per adapter; they add to the flags.
+    #[arg(long, value_name = "FILE", value_parser = parse_policy)]
+    pub policy: Option<Policy>,
+    /// Grant a component loaded from a path what it declares (see
+    /// `moat inspect`). Built-in adapters always get their declared needs.
+    #[arg(long)]
+    pub grant_declared: bool,
+}
+
+impl GrantFlags {
+    /// The grants the `--allow-*` flags give.
+    pub fn grants(&self) -> Grants {
+        Grants {
+            net: self.allow_net.clone(),
+            read: self.allow_read.clone(),
+            write: self.allow_write.clone(),
+            env: self.allow_env.clone(),
+            run: self.allow_run.clone(),
+        }
+    }
+}
+
+/// A comma-separated list of tool names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolList(pub Vec<String>);
+
+impl RunFlags {
+    /// The options the adapter receives.
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            cwd: self.cwd.clone(),
+            model: self.model.clone(),
+            max_turns: self.max_turns,
+            resume: self.resume.clone(),
+            system_prompt: self.system.clone(),
+            allowed_tools: self.allowed_tools.clone().map(|list| list.0),
+            disallowed_tools: self
+                .disallowed_tools
+                .clone()
+                .map(|list| list.0)
+                .unwrap_or_default(),
+            extra: self.extra.clone(),
+            ..RunOptions::default()
+        }
+    }
+
+    /// The limits the runtime enforces.
+    pub fn limits(&self) -> RunLimits {
+        RunLimits {
+            timeout: self.timeout,
+            fuel: self.fuel,
+            max_memory_bytes: self.max_memory,
+            max_event_bytes: self.max_event_size,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// A built-in adapter name or a path to a .wasm component.
+    pub adapter: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The trust level to show the grants of.
+    #[arg(long, value_name = "LEVEL", value_parser = trust_parser(), default_value = "sandbox")]
+    pub trust: TrustLevel,
+    /// The working directory to show the grants of.
+    #[arg(long, value_name = "DIR", value_parser = parse_cwd)]
+    pub cwd: Option<String>,
+    /// Grants to show the effect of, as `moat run` takes them.
+    #[command(flatten)]
+    pub grants: GrantFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// The component to compile.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Streamed text, tool calls and a summary line, for people.
+    Pretty,
+    /// One JSON event per line, for programs.
+    Ndjson,
+    /// Only the assistant's text.
+    Text,
+}
+
+/// `--trust`: one of the trust levels, by name.
+fn trust_parser() -> impl clap::builder::TypedValueParser<Value = TrustLevel> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(TrustLevel::ALL.map(TrustLevel::as_str)).map(|name| {
+        TrustLevel::ALL
+            .into_iter()
+            .find(|level| level.as_str() == name)
+            .expect("clap accepts only the possible values")
+    })
+}
+
+/// Parses a duration such as `30s`, `5m` or `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration =
+        humantime::parse_duration(text).map_err(|e| format!("{e}; use e.g. 30s, 5m or 500ms"))?;
+    if duration.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    Ok(duration)
+}
+
+/// Parses a memory cap such as `256MiB`, within what the sandbox allows.
+pub fn parse_memory(text: &str) -> Result<u64, String> {
+    let size: bytesize::ByteSize = text
+        .parse()
+        .map_err(|_| "not a size; use e.g. 64MiB, 256MiB or 1GiB".to_string())?;
+    let bytes = size.as_u64();
+    if bytes < 1024 * 1024 {
+        return Err("too small: an adapter needs at least 1MiB".into());
+    }
+    if bytes > MAX_MEMORY_CEILING {
+        return Err(format!(
+            "over the ceiling of {}",
+            bytesize::ByteSize::b(MAX_MEMORY_CEILING).display().iec()
+        ));
+    }
+    Ok(bytes)
+}
+
+fn parse_event_size(text: &str) -> Result<usize, String> {
+    let size: bytesize::ByteSize = text
+        .parse()
+        .map_err(|_| "not a size; use e.g. 256KiB or 1MiB".to_string())?;
+    usize::try_from(size.as_u64())
+        .ok()
+        .filter(|&bytes| bytes >= 1024)
+        .ok_or_else(|| "must be at least 1KiB".to_string())
+}
+
+/// Parses one network rule of `--allow-net`.
+pub fn parse_net_rule(text: &str) -> Result<NetRule, String> {
+    NetRule::parse(text).map_err(|e| e.reason().to_string())
+}
+
+/// Resolves one directory of `--allow-read` or `--allow-write`.
+pub fn parse_dir(text: &str) -> Result<PathBuf, String> {
+    canonical_dir(Path::new(text), None).map_err(|e| e.reason().to_string())
+}
+
+/// Largest `--extra` accepted, inline or from a file.
+const MAX_EXTRA_BYTES: u64 = 1024 * 1024;
+
+/// Parses `--extra`: a JSON object, inline or from `@FILE`.
+pub fn parse_extra(text: &str) -> Result<serde_json::Value, String> {
+    let json = match text.strip_prefix('@') {
+        Some(path) => {
+            let size = std::fs::metadata(path)
+                .map_err(|e| format!("cannot read {path}: {e}"))?
+                .len();
+            if size > MAX_EXTRA_BYTES {
+                return Err(format!("{path} is larger than 1 MiB"));
+            }
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?
+        }
+        None => text.to_string(),
+    };
+    extra_object(serde_json::from_str(&json).map_err(|e| format!("not JSON: {e}"))?)
+}
+
+/// Checks adapter-specific options are a JSON object.
+pub fn extra_object(value: serde_json::Value) -> Result<serde_json::Value, String> {
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err("must be a JSON object, e.g. {\"tools\": []}".into())
+    }
+}
+
+/// Resolves `--cwd` to an absolute path.
+pub fn parse_cwd(text: &str) -> Result<String, String> {
+    let dir = parse_dir(text)?;
+    Ok(dir.to_string_lossy().into_owned())
+}
+
+fn parse_env_name(text: &str) -> Result<String, String> {
+    names::env_name(text).map_err(|e| e.reason().to_string())
+}
+
+fn parse_program(text: &str) -> Result<String, String> {
+    names::program(text).map_err(|e| e.reason().to_string())
+}
+
+fn parse_policy(text: &str) -> Result<Policy, String> {
+    Policy::load(Path::new(text)).map_err(|e| e.to_string())
+}
+
+/// Parses `a,b,c`; an empty value is an empty list.
+pub fn parse_tool_list(text: &str) -> Result<ToolList, String> {
+    let tools: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|tool| !tool.is_empty())
+        .map(str::to_string)
+        .collect();
+    if let Some(bad) = tools
+        .iter()
+        .find(|tool| tool.chars().any(char::is_whitespace))
+    {
+        return Err(format!("tool name {bad:?} contains whitespace"));
+    }
+    Ok(ToolList(tools))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_sizes_parse_with_units_and_respect_the_ceiling() {
+        assert_eq!(parse_memory("256MiB"), Ok(256 * 1024 * 1024));
+        assert!(parse_memory("lots").unwrap_err().contains("not a size"));
+        assert!(parse_memory("2GiB").unwrap_err().contains("ceiling"));
+        assert!(parse_memory("10KiB").unwrap_err().contains("too small"));
+    }
+
+    #[test]
+    fn durations_parse_with_units_and_must_be_positive() {
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn tool_lists_split_on_commas_and_an_empty_value_allows_none() {
+        assert_eq!(
+            parse_tool_list("Read, Grep"),
+            Ok(ToolList(vec!["Read".into(), "Grep".into()]))
+        );
+        assert_eq!(parse_tool_list(""), Ok(ToolList(vec![])));
+        assert!(parse_tool_list("Read,Web Fetch").is_err());
+    }
+
+    #[test]
+    fn event_sizes_parse_with_units() {
+        assert_eq!(parse_event_size("1MiB"), Ok(1024 * 1024));
+        assert!(parse_event_size("12").is_err());
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,168 @@
+//! `moat inspect`: what a component is, what it asks for, and what a run
+//! of it would be granted.
+
+use std::process::ExitCode;
+
+use bytesize::ByteSize;
+use serde_json::json;
+
+use moat_engine::Adapter;
+use moat_grants::programs::GrantedPrograms;
+use moat_grants::{GrantSources, Grants, Provenance};
+use moat_sandbox::{CacheOutcome, Sandbox};
+
+use crate::args::InspectArgs;
+use crate::resolve;
+
+/// What the `refused` line says: what no grant gives.
+const REFUSED_NOTE: &str =
+    "raw sockets and name lookups, always: the network is HTTP(S) to granted hosts only";
+
+pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let resolved = resolve::adapter(sandbox, &args.adapter).await?;
+    let sources = resolve::grant_sources(&resolved, args.trust, args.cwd.as_deref(), &args.grants)?;
+    let needs = resolved.adapter.needs();
+    let grants = sources.effective(needs)?;
+    let declares_needs = !Grants::from_needs(needs)?.is_empty();
+    let origins = grant_origins(
+        &sources,
+        declares_needs,
+        args.grants.policy.as_ref().map(|p| p.path()),
+    );
+    let adapter = &resolved.adapter;
+    let info = adapter.info();
+    let details = adapter.details();
+    let cache = match &details.cache {
+        CacheOutcome::Hit => "hit".to_string(),
+        CacheOutcome::Miss => "miss (compiled and stored)".to_string(),
+        CacheOutcome::Replaced(reason) => format!("replaced ({reason})"),
+        CacheOutcome::Uncached(reason) => format!("not cached ({reason})"),
+    };
+    if args.json {
+        let value = json!({
+            "name": info.name,
+            "version": info.version,
+            "description": info.description,
+            "origin": details.origin,
+            "builtIn": resolved.provenance == Provenance::BuiltIn,
+            "contract": format!("moat:adapter@{}", details.contract),
+            "sizeBytes": details.size_bytes,
+            "sha256": details.sha256,
+            "needs": needs,
+            "grants": grants,
+            "grantsFrom": origins,
+            "programs": programs_json(&grants),
+            "alwaysRefused": ["sockets"],
+            "toolPatterns": info.tool_patterns,
+            "imports": details.imports,
+            "cache": {
+                "hit": details.cache == CacheOutcome::Hit,
+                "state": cache,
+                "path": details.cache_path,
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("name         {}", info.name);
+    println!("version      {}", info.version);
+    println!("description  {}", info.description);
+    println!("origin       {}", details.origin);
+    println!("contract     moat:adapter@{}", details.contract);
+    println!(
+        "size         {}",
+        ByteSize::b(details.size_bytes).display().iec()
+    );
+    println!("sha256       {}", details.sha256);
+    println!("needs hosts  {}", list(&needs.hosts));
+    println!("needs env    {}", list(&needs.env));
+    println!("needs run    {}", list(&needs.programs));
+    print_grants(&grants, &origins);
+    println!("imports      {}", list(&details.imports));
+    match &details.cache_path {
+        Some(path) => println!("cache        {cache} ({})", path.display()),
+        None => println!("cache        {cache}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_grants(grants: &Grants, origins: &[String]) {
+    let shown = |items: Vec<String>| list(&items);
+    let dirs =
+        |dirs: &[std::path::PathBuf]| shown(dirs.iter().map(|d| d.display().to_string()).collect());
+    println!("grants from  {}", list(origins));
+    println!(
+        "grant net    {}",
+        shown(grants.net.iter().map(ToString::to_string).collect())
+    );
+    println!("grant read   {}", dirs(&grants.read));
+    println!("grant write  {}", dirs(&grants.write));
+    println!("grant env    {}", list(&grants.env));
+    println!("grant run    {}", list(&programs_shown(grants)));
+    println!("refused      {REFUSED_NOTE}");
+}
+
+/// Each granted program and where it would run from, found on PATH now as
+/// a run would find it.
+fn programs_json(grants: &Grants) -> serde_json::Value {
+    let path = std::env::var_os("PATH");
+    let programs = GrantedPrograms::resolve(&grants.run, path.as_deref());
+    programs
+        .resolved()
+        .map(|(grant, found)| json!({ "grant": grant, "path": found }))
+        .collect()
+}
+
+/// Each granted program, with where it was found or that it was not.
+fn programs_shown(grants: &Grants) -> Vec<String> {
+    let path = std::env::var_os("PATH");
+    let programs = GrantedPrograms::resolve(&grants.run, path.as_deref());
+    programs
+        .resolved()
+        .map(|(grant, found)| match found {
+            Some(path) if path.as_os_str() != grant => format!("{grant} ({})", path.display()),
+            Some(_) => grant.to_string(),
+            None => format!("{grant} (not found)"),
+        })
+        .collect()
+}
+
+/// Which sources contribute to the grants, in merge order, for people.
+fn grant_origins(
+    sources: &GrantSources,
+    declares_needs: bool,
+    policy: Option<&std::path::Path>,
+) -> Vec<String> {
+    let mut origins = Vec::new();
+    if declares_needs && sources.grants_declared_needs() {
+        let why = if sources.provenance == Provenance::BuiltIn {
+            "built-in"
+        } else if sources.grant_declared {
+            "grant-declared"
+        } else {
+            "trust unrestricted"
+        };
+        origins.push(format!("declared needs ({why})"));
+    }
+    if !sources.trust_preset().is_empty() {
+        origins.push(format!("trust {} (--cwd)", sources.trust));
+    }
+    if let Some(path) = policy {
+        origins.push(format!("policy {}", path.display()));
+    }
+    if !sources.flags.is_empty() {
+        origins.push("--allow-* flags".into());
+    }
+    if origins.is_empty() {
+        origins.push("nothing: deny by default".into());
+    }
+    origins
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(", ")
+    }
+}

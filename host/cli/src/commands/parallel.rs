@@ -1,0 +1,128 @@
+//! `moat parallel`: several tasks at once, their events merged as they
+//! arrive; Ctrl-C interrupts them all.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use moat_engine::{Adapter, ParallelTask, Registry, RunRequest, run_parallel};
+use moat_sandbox::{RunScope, Sandbox};
+
+use super::drive::render_until_done;
+use crate::args::{OutputFormat, ParallelArgs};
+use crate::names::FlagNames;
+use crate::resolve::Resolved;
+use crate::tasks::{self, Task};
+use crate::{UsageError, render, resolve};
+
+pub async fn parallel(sandbox: &Sandbox, args: ParallelArgs) -> anyhow::Result<ExitCode> {
+    let tasks = match &args.tasks_file {
+        Some(file) => tasks::from_file(file, &args.run)?,
+        None => args
+            .tasks
+            .iter()
+            .map(|spec| tasks::from_flag(spec, &args.run))
+            .collect::<Result<_, _>>()?,
+    };
+    if tasks.is_empty() {
+        return Err(UsageError(
+            "no tasks: give --task [ROLE:]ADAPTER=PROMPT or --tasks FILE".into(),
+        )
+        .into());
+    }
+    let (registry, loaded) = load_adapters(sandbox, &tasks).await?;
+    let agents: HashMap<String, String> = loaded
+        .iter()
+        .map(|(arg, resolved)| (arg.clone(), resolved.adapter.info().name.clone()))
+        .collect();
+    let format = render::default_format(args.output);
+    let labels = labels(&tasks, &agents);
+
+    let abort = CancellationToken::new();
+    let mut parallel_tasks = Vec::with_capacity(tasks.len());
+    for (task, label) in tasks.into_iter().zip(&labels) {
+        // Each task gets its own grants: its adapter, trust, cwd and flags.
+        let scope = resolve::scope(
+            &loaded[&task.adapter],
+            task.flags.trust,
+            task.flags.cwd.as_deref(),
+            &task.flags.grants,
+        )?;
+        // Pretty output tells tasks apart by role, so every task gets one
+        // there; ndjson carries only the roles the user gave.
+        let role = match format {
+            OutputFormat::Pretty => Some(label.clone()),
+            _ => task.role.clone(),
+        };
+        parallel_tasks.push(ParallelTask {
+            request: RunRequest {
+                options: task.flags.options(),
+                limits: task.flags.limits(),
+                drain: task.flags.drain,
+                names: Arc::new(FlagNames),
+                ..RunRequest::new(agents[&task.adapter].clone(), task.prompt).with_scope(scope)
+            },
+            role,
+        });
+    }
+    let run = run_parallel(&registry, parallel_tasks, Some(abort.clone()))?;
+    let mut renderer = render::for_parallel(format, &labels);
+    render_until_done(run.into_stream(), renderer.as_mut(), abort).await
+}
+
+/// Loads each distinct adapter once; returns the registry and, per adapter
+/// argument, the adapter loaded for it.
+async fn load_adapters(
+    sandbox: &Sandbox,
+    tasks: &[Task],
+) -> anyhow::Result<(Registry<RunScope>, HashMap<String, Resolved>)> {
+    let mut registry = Registry::scoped();
+    let mut loaded: HashMap<String, Resolved> = HashMap::new();
+    for task in tasks {
+        if loaded.contains_key(&task.adapter) {
+            continue;
+        }
+        let resolved = resolve::adapter(sandbox, &task.adapter).await?;
+        let name = resolved.adapter.info().name.clone();
+        if let Some((other, _)) = loaded
+            .iter()
+            .find(|(_, other)| other.adapter.info().name == name)
+        {
+            return Err(UsageError(format!(
+                "{} and {other} are both adapters named `{name}`; run them separately",
+                task.adapter
+            ))
+            .into());
+        }
+        registry.register(Arc::new(resolved.adapter.clone()))?;
+        loaded.insert(task.adapter.clone(), resolved);
+    }
+    Ok((registry, loaded))
+}
+
+/// A label per task: its role, else its adapter's name, numbered when
+/// several tasks would share it.
+fn labels(tasks: &[Task], agents: &HashMap<String, String>) -> Vec<String> {
+    let base: Vec<String> = tasks
+        .iter()
+        .map(|task| {
+            task.role
+                .clone()
+                .unwrap_or_else(|| agents[&task.adapter].clone())
+        })
+        .collect();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    base.iter()
+        .map(|label| {
+            let count = base.iter().filter(|other| *other == label).count();
+            if count == 1 {
+                return label.clone();
+            }
+            let n = seen.entry(label).or_default();
+            *n += 1;
+            format!("{label}#{n}")
+        })
+        .collect()
+}

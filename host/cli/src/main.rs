@@ -1,0 +1,115 @@
+//! The `moat` command: parses arguments, turns flags into the library's
+//! types (`args`, `tasks`), calls the library crates (`moat-engine`,
+//! `moat-sandbox`, `moat-grants`, `moat-builtins`) and renders events
+//! (`render`). No engine or sandbox logic lives here.
+
+mod args;
+mod commands;
+mod names;
+mod render;
+mod resolve;
+mod tasks;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+use tracing_subscriber::EnvFilter;
+
+use args::{Cli, Command};
+
+/// Exit code of a usage error: bad flags, an unknown adapter, a file that
+/// is not an adapter.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code of a run ended by Ctrl-C.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// A problem with what the user asked for, reported in one line with
+/// exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error)
+            if matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+            ) =>
+        {
+            let _ = error.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            // clap's first paragraph says what is wrong and with which
+            // flag; the usage and hint after it are replaced by a shorter one.
+            let message = error.to_string();
+            let problem: Vec<&str> = message
+                .lines()
+                .take_while(|line| !line.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!(
+                "moat: {} (see --help)",
+                problem.join(" ").trim_start_matches("error: ")
+            );
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("moat: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(dispatch(cli));
+    // Do not wait for lingering blocking tasks (e.g. an abandoned compile).
+    runtime.shutdown_background();
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("moat: {error:#}");
+            if error.is::<UsageError>() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let sandbox = resolve::sandbox(&cli)?;
+    match cli.command {
+        Command::Run(args) => commands::run(&sandbox, args).await,
+        Command::Parallel(args) => commands::parallel(&sandbox, args).await,
+        Command::Inspect(args) => commands::inspect(&sandbox, args).await,
+        Command::Compile(args) => commands::compile(&sandbox, args).await,
+        Command::Adapters => commands::adapters(&sandbox).await,
+    }
+}
+
+/// Logs go to stderr so stdout carries only events. Default: warnings.
+fn init_logging(verbose: u8) {
+    let filter = match std::env::var("MOAT_LOG") {
+        Ok(filter) => EnvFilter::new(filter),
+        Err(_) => EnvFilter::new(match verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        }),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

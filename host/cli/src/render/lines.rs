@@ -1,0 +1,86 @@
+//! One line of human-readable text per non-text event, shared by the
+//! single-run and parallel renderers.
+
+use std::time::Duration;
+
+use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload};
+use serde_json::Value;
+
+use super::style::{Style, clip, status_word, tool_status_word, usage_summary};
+
+/// Longest tool input or output shown.
+const CLIP: usize = 200;
+
+/// The line for an event, or `None` for assistant text (which streams) and
+/// `done` (see [`done_line`]).
+pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
+    let line = match &event.payload {
+        EventPayload::Init(init) => {
+            let model = init.model.as_deref().unwrap_or("default model");
+            s.dim(&format!(
+                "● {} · {model} · session {}",
+                event.agent, event.session_id
+            ))
+        }
+        EventPayload::Thinking(thinking) => s.dim(&format!("… {}", clip(&thinking.summary, CLIP))),
+        EventPayload::ToolUse(tool) => {
+            let input = clip(&Value::Object(tool.input.clone()).to_string(), CLIP);
+            format!(
+                "{} {} {}",
+                s.cyan("→"),
+                s.cyan(&tool.tool_name),
+                s.dim(&input)
+            )
+        }
+        EventPayload::ToolResult(result) => {
+            let output = match &result.output {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            format!(
+                "{} {} {} {}",
+                s.cyan("←"),
+                result.tool_name,
+                s.dim(tool_status_word(result.status)),
+                s.dim(&clip(output.trim(), CLIP))
+            )
+        }
+        EventPayload::Error(error) => {
+            let code = error
+                .code
+                .as_deref()
+                .map(|c| format!(" [{c}]"))
+                .unwrap_or_default();
+            s.red(&format!("✗ error{code}: {}", error.message))
+        }
+        EventPayload::PermissionRequest(request) => {
+            let reason = request.reason.as_deref().unwrap_or("");
+            s.yellow(&format!(
+                "? {} asks to use {} {reason}",
+                event.agent, request.tool_name
+            ))
+        }
+        EventPayload::Extension(extension) => s.dim(&format!(
+            "· {} {}",
+            extension.name,
+            clip(&extension.payload.to_string(), CLIP)
+        )),
+        EventPayload::Text(_) | EventPayload::TextDelta(_) | EventPayload::Done(_) => return None,
+    };
+    Some(line)
+}
+
+/// "✓ success · 1.20s · 0 tool uses", coloured by status.
+pub fn done_line(s: Style, done: &DonePayload) -> String {
+    let seconds = Duration::from_millis(done.duration_ms).as_secs_f64();
+    let summary = format!(
+        "{} · {seconds:.2}s · {}",
+        status_word(done.status),
+        usage_summary(&done.usage)
+    );
+    match done.status {
+        DoneStatus::Success => s.green(&format!("✓ {summary}")),
+        DoneStatus::Interrupted => s.yellow(&format!("■ {summary}")),
+        _ => s.red(&format!("✗ {summary}")),
+    }
+}

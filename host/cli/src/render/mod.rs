@@ -1,0 +1,54 @@
+//! Rendering events for the terminal or for programs.
+
+mod lines;
+mod ndjson;
+mod parallel;
+mod pretty;
+mod style;
+mod text;
+mod text_flow;
+
+use std::io::{self, IsTerminal};
+
+use moat_engine::AgentEvent;
+
+use super::args::OutputFormat;
+
+/// Turns a run's events into output.
+pub trait Renderer {
+    /// One event arrived.
+    fn event(&mut self, event: &AgentEvent) -> io::Result<()>;
+    /// Nothing has arrived for a while.
+    fn waiting(&mut self) {}
+    /// The stream is over.
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The renderer for a format, writing to stdout.
+pub fn for_format(format: OutputFormat) -> Box<dyn Renderer> {
+    match format {
+        OutputFormat::Pretty => Box::new(pretty::Pretty::new(io::stdout())),
+        OutputFormat::Ndjson => Box::new(ndjson::Ndjson::new(io::stdout())),
+        OutputFormat::Text => Box::new(text::Text::new(io::stdout())),
+    }
+}
+
+/// The format asked for, else pretty on a terminal and ndjson otherwise.
+pub fn default_format(asked: Option<OutputFormat>) -> OutputFormat {
+    asked.unwrap_or(if io::stdout().is_terminal() {
+        OutputFormat::Pretty
+    } else {
+        OutputFormat::Ndjson
+    })
+}
+
+/// The renderer for several tasks at once; `labels` name the tasks as
+/// their events' roles do.
+pub fn for_parallel(format: OutputFormat, labels: &[String]) -> Box<dyn Renderer> {
+    match format {
+        OutputFormat::Pretty => Box::new(parallel::Parallel::new(io::stdout(), labels)),
+        other => for_format(other),
+    }
+}

@@ -1,0 +1,120 @@
+//! From what the user typed to a loaded adapter and its grants.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use moat_builtins as builtin;
+use moat_engine::Adapter;
+use moat_grants::{GrantSources, Grants, Provenance, TrustLevel};
+use moat_sandbox::{RunScope, Sandbox, SandboxConfig, WasmAdapter};
+
+use super::UsageError;
+use super::args::{Cli, GrantFlags};
+
+/// A loaded adapter and where it came from.
+#[derive(Clone)]
+pub struct Resolved {
+    pub adapter: WasmAdapter,
+    pub provenance: Provenance,
+}
+
+/// The process's sandbox, with the cache settings from the flags.
+pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
+    let mut config = SandboxConfig::default();
+    if cli.no_cache {
+        config.cache_dir = None;
+    } else if let Some(dir) = &cli.cache_dir {
+        config.cache_dir = Some(dir.clone());
+    }
+    // One command runs a handful of sessions at most.
+    config.pool_sessions = 64;
+    Sandbox::new(config).context("cannot start the sandbox")
+}
+
+/// Loads a built-in adapter by name, or a component by path. A name that
+/// is neither gets a message listing what exists.
+pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Resolved> {
+    if let Some(bytes) = builtin::component(name_or_path) {
+        let adapter = sandbox
+            .load_bytes("built-in".into(), bytes.to_vec())
+            .await
+            .with_context(|| format!("the built-in adapter `{name_or_path}` failed to load"))?;
+        return Ok(Resolved {
+            adapter,
+            provenance: Provenance::BuiltIn,
+        });
+    }
+    let path = Path::new(name_or_path);
+    let looks_like_path =
+        name_or_path.contains('/') || name_or_path.ends_with(".wasm") || path.exists();
+    if !looks_like_path {
+        let known: Vec<_> = builtin::names().collect();
+        return Err(UsageError(format!(
+            "unknown adapter `{name_or_path}`: not a built-in ({}) and not a file; pass a path to a .wasm component",
+            known.join(", ")
+        ))
+        .into());
+    }
+    let adapter = sandbox
+        .load_file(path)
+        .await
+        .map_err(|error| UsageError(format!("cannot load {name_or_path}: {error}")))?;
+    Ok(Resolved {
+        adapter,
+        provenance: Provenance::Loaded,
+    })
+}
+
+/// Where a run's grants come from, for `resolved` under `trust` with the
+/// working directory `cwd` (already canonical) and the grant flags.
+pub fn grant_sources(
+    resolved: &Resolved,
+    trust: TrustLevel,
+    cwd: Option<&str>,
+    flags: &GrantFlags,
+) -> anyhow::Result<GrantSources> {
+    let info = resolved.adapter.info();
+    let policy = match &flags.policy {
+        Some(policy) => policy
+            .for_adapter(&info.name, &resolved.adapter.details().sha256)
+            .map_err(|e| UsageError(e.to_string()))?,
+        None => Default::default(),
+    };
+    Ok(GrantSources {
+        provenance: resolved.provenance,
+        trust,
+        cwd: cwd.map(PathBuf::from),
+        grant_declared: flags.grant_declared || policy.grant_declared,
+        policy: policy.grants,
+        flags: flags.grants(),
+    })
+}
+
+/// The grants of a run (see [`grant_sources`]).
+pub fn grants(
+    resolved: &Resolved,
+    trust: TrustLevel,
+    cwd: Option<&str>,
+    flags: &GrantFlags,
+) -> anyhow::Result<Grants> {
+    let sources = grant_sources(resolved, trust, cwd, flags)?;
+    let grants = sources
+        .effective(resolved.adapter.needs())
+        .map_err(|e| UsageError(format!("the adapter's declared needs: {e}")))?;
+    Ok(grants)
+}
+
+/// The scope of a run of `resolved`: its grants (see [`grants`]) and its
+/// trust level.
+pub fn scope(
+    resolved: &Resolved,
+    trust: TrustLevel,
+    cwd: Option<&str>,
+    flags: &GrantFlags,
+) -> anyhow::Result<RunScope> {
+    Ok(RunScope {
+        grants: grants(resolved, trust, cwd, flags)?,
+        trust,
+    })
+}

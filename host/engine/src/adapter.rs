@@ -1,0 +1,452 @@
+//! The seam between the engine and whatever runs an adapter.
+//!
+//! The engine drives any [`Adapter`] through these traits: the Wasm sandbox
+//! implements them for components, tests implement them with native doubles.
+//! Nothing here knows about wasmtime.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use super::event::{DoneStatus, ToolStatus, Usage};
+use super::names::{Setting, SettingNames};
+
+/// Options for one run, as the adapter receives them.
+///
+/// What a run may reach, and how far its backend may go on its own (the
+/// trust level), are not options: the layer that runs the adapter takes
+/// them as the run's scope (see [`Adapter`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RunOptions {
+    /// The working directory the backend should use.
+    pub cwd: Option<String>,
+    /// The model the backend should use.
+    pub model: Option<String>,
+    /// Most agent turns the backend may take.
+    pub max_turns: Option<u32>,
+    /// Most the backend may spend, in US dollars.
+    pub max_budget_usd: Option<f64>,
+    /// How hard the model should think (backend-specific words).
+    pub effort: Option<String>,
+    /// Resume token of an earlier session.
+    pub resume: Option<String>,
+    /// `None`: no restriction from the caller; `Some(vec![])`: no tools.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Tools removed from the allowed set.
+    pub disallowed_tools: Vec<String>,
+    /// A system prompt for the backend.
+    pub system_prompt: Option<String>,
+    /// Adapter-specific options (a JSON object).
+    pub extra: Option<serde_json::Value>,
+}
+
+/// Resource limits the runtime enforces on one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLimits {
+    /// Wall-clock limit for the whole run, including time blocked in host
+    /// calls. `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// CPU budget in fuel units. `None`: unlimited.
+    pub fuel: Option<u64>,
+    /// Cap on the adapter's linear memory, in bytes.
+    pub max_memory_bytes: u64,
+    /// Largest event (its text and JSON fields together) the engine
+    /// accepts; larger ones are dropped with an INVALID_EVENT error.
+    pub max_event_bytes: usize,
+}
+
+impl RunLimits {
+    /// Default memory cap for one run.
+    pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
+    /// Default largest accepted event.
+    pub const DEFAULT_MAX_EVENT_BYTES: usize = 1024 * 1024;
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        Self {
+            timeout: None,
+            fuel: None,
+            max_memory_bytes: Self::DEFAULT_MAX_MEMORY_BYTES,
+            max_event_bytes: Self::DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
+}
+
+/// An adapter's description of itself, as far as the engine cares: what
+/// it declares it needs from the host is the runtime's business (the
+/// sandbox reads it with the rest of the component's `info()`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdapterInfo {
+    /// The name runs ask for it by (the registry key).
+    pub name: String,
+    /// Its own version.
+    pub version: String,
+    /// One line on what it runs.
+    pub description: String,
+    /// Whether tool lists may hold patterns the adapter understands.
+    pub tool_patterns: bool,
+}
+
+/// An error reported by an adapter: a refusal to start or an error event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// A machine-readable code, e.g. `AUTH_FAILED`.
+    pub code: Option<String>,
+    /// What went wrong, for people.
+    pub message: String,
+    /// Whether the run can go on after it.
+    pub recoverable: bool,
+}
+
+/// The payload of an adapter's own `done`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoneInfo {
+    /// How the run ended.
+    pub status: DoneStatus,
+    /// The final answer, when there is one.
+    pub result: Option<String>,
+    /// What resumes the backend's session, when it can be resumed.
+    pub resume_token: Option<String>,
+    /// What the run used, authentic or absent.
+    pub usage: Usage,
+    /// The adapter's own measurement; the engine fills it in when absent.
+    pub duration_ms: Option<u64>,
+    /// Backend-specific details, as JSON text (an object).
+    pub metadata: Option<String>,
+}
+
+/// One event as an adapter emitted it, before the engine validated it.
+/// JSON-carrying fields are raw text, exactly as they crossed the boundary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdapterEvent {
+    /// The backend's session id, when the adapter knows it.
+    pub session_id: Option<String>,
+    /// What happened.
+    pub kind: AdapterEventKind,
+}
+
+/// The kinds of event an adapter can emit: the Unified Event Stream's
+/// (docs/architecture.md), as raw values from the adapter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AdapterEventKind {
+    /// The session started.
+    Init {
+        /// The model the backend uses.
+        model: Option<String>,
+        /// The backend's working directory.
+        cwd: Option<String>,
+        /// The tools the backend offers the model.
+        tools: Vec<String>,
+        /// JSON object text.
+        capabilities: Option<String>,
+    },
+    /// A whole piece of the assistant's text.
+    Text(String),
+    /// A streamed fragment of the assistant's text.
+    TextDelta(String),
+    /// A summary of the model's reasoning.
+    Thinking(String),
+    /// The agent calls a tool.
+    ToolUse {
+        /// The tool's name.
+        tool_name: String,
+        /// The call's id, which its result refers to.
+        tool_use_id: String,
+        /// JSON object text.
+        input: String,
+        /// A short description of the call for people.
+        description: Option<String>,
+    },
+    /// A tool call's result.
+    ToolResult {
+        /// The id of the call it answers.
+        tool_use_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// Whether the call succeeded, failed or was denied.
+        status: ToolStatus,
+        /// Any JSON value, as text.
+        output: String,
+        /// How long the call took, in milliseconds.
+        duration_ms: Option<u64>,
+    },
+    /// Something went wrong.
+    Error(ErrorInfo),
+    /// The backend asks whether it may use a tool.
+    PermissionRequest {
+        /// The tool's name.
+        tool_name: String,
+        /// The call's id.
+        tool_use_id: String,
+        /// JSON object text.
+        input: String,
+        /// Why the backend asks.
+        reason: Option<String>,
+    },
+    /// The run ended.
+    Done(DoneInfo),
+    /// A vendor's own event (`vendor:name`), which consumers may ignore.
+    Extension {
+        /// "vendor:name".
+        name: String,
+        /// Any JSON value, as text.
+        payload: String,
+    },
+}
+
+impl AdapterEvent {
+    /// An event without a session id.
+    pub fn new(kind: AdapterEventKind) -> Self {
+        Self {
+            session_id: None,
+            kind,
+        }
+    }
+}
+
+/// Why an adapter stopped abnormally. Each maps to an error code.
+///
+/// The messages state what happened; the engine adds how to change the
+/// limit in the caller's words ([`SettingNames`]) when it reports one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionFailure {
+    /// The adapter crashed: a trap, a panic, a host-side error.
+    /// Maps to ADAPTER_ERROR.
+    #[error("{message}")]
+    Crashed {
+        /// What happened, with the adapter's last words when there are any.
+        message: String,
+    },
+    /// The run's CPU budget ran out. Maps to FUEL_EXHAUSTED.
+    #[error("the adapter used up its CPU budget of {budget} fuel")]
+    FuelExhausted {
+        /// The budget, in fuel units.
+        budget: u64,
+    },
+    /// The adapter tried to grow its memory past the cap. Maps to MEMORY_LIMIT.
+    #[error("the adapter tried to use more than its memory cap of {limit_bytes} bytes")]
+    MemoryLimit {
+        /// The cap, in bytes.
+        limit_bytes: u64,
+    },
+    /// The runtime stopped the adapter on the engine's request
+    /// ([`SessionControl::kill`]).
+    #[error("the adapter was stopped")]
+    Killed,
+}
+
+impl SessionFailure {
+    /// The setting that would have let the run go on, when raising one
+    /// would.
+    pub fn limit(&self) -> Option<Setting> {
+        match self {
+            Self::FuelExhausted { .. } => Some(Setting::Fuel),
+            Self::MemoryLimit { .. } => Some(Setting::MaxMemory),
+            Self::Crashed { .. } | Self::Killed => None,
+        }
+    }
+}
+
+/// Why an adapter did not start.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StartError {
+    /// The adapter refused the run (its `run` returned an error), maybe
+    /// after asking for something it was refused: those refusals are
+    /// reported to the user before the adapter's own error.
+    #[error("the adapter refused the run: {}", .refusal.message)]
+    Refused {
+        /// The adapter's own error.
+        refusal: ErrorInfo,
+        /// What it asked for and was refused before it gave up.
+        denials: Vec<Denial>,
+    },
+    /// The adapter failed while starting.
+    #[error(transparent)]
+    Failed(#[from] SessionFailure),
+}
+
+impl StartError {
+    /// The adapter's refusal, with nothing refused to it.
+    pub fn refused(refusal: ErrorInfo) -> Self {
+        Self::Refused {
+            refusal,
+            denials: Vec::new(),
+        }
+    }
+}
+
+/// Something the adapter asked for and the runtime refused because the run
+/// was not granted it, reported so the user sees it (as a recoverable
+/// `CAPABILITY_DENIED` error event) and not only the adapter.
+///
+/// Plain data: what was asked, why it was refused, and which grant would
+/// allow it. How the user gives that grant (a flag, a request field) is
+/// the caller's to say ([`SettingNames::grant`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denial {
+    /// What the adapter asked for.
+    pub request: DeniedRequest,
+    /// Why it was refused, e.g. "not granted" or "it resolves to 10.0.0.1,
+    /// a private address".
+    pub reason: String,
+    /// The grant that would allow it; `None` when no grant would.
+    pub remedy: Option<Grant>,
+}
+
+/// What an adapter asked for and was refused. Strings that came from the
+/// adapter are already cut to a length fit for a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeniedRequest {
+    /// An outgoing HTTP(S) request.
+    Net {
+        /// `http` or `https`.
+        scheme: String,
+        /// The host as the URL names it (a name, an IPv4 address or a
+        /// bracketed IPv6 one).
+        host: String,
+        /// The port, explicit or the scheme's default.
+        port: u16,
+    },
+    /// A program to start.
+    Program {
+        /// The program as the adapter named it.
+        program: String,
+    },
+    /// A working directory for a program.
+    ProgramDir {
+        /// The program as the adapter named it.
+        program: String,
+        /// The directory it was to run in.
+        dir: String,
+    },
+}
+
+/// A grant that would allow a refused request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Grant {
+    /// Outgoing HTTP(S) to `host` on `port`.
+    Net {
+        /// A name, an IPv4 address or a bracketed IPv6 address.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+    /// Reading a directory (a program's working directory must lie inside
+    /// a granted one).
+    Read {
+        /// The directory.
+        dir: String,
+    },
+    /// Starting a program.
+    Run {
+        /// A bare name or an absolute path.
+        program: String,
+    },
+    /// Starting a program named by a bare name or an absolute path: the
+    /// adapter named it by a relative path, which no grant matches.
+    RunByNameOrPath,
+}
+
+impl DeniedRequest {
+    /// The kind of capability asked for: "net" or "run".
+    pub fn capability(&self) -> &'static str {
+        match self {
+            Self::Net { .. } => "net",
+            Self::Program { .. } | Self::ProgramDir { .. } => "run",
+        }
+    }
+}
+
+impl fmt::Display for DeniedRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Net { scheme, host, port } => write!(f, "{scheme}://{host}:{port}"),
+            Self::Program { program } => write!(f, "{program:?}"),
+            Self::ProgramDir { program, dir } => write!(f, "{program:?} in {dir:?}"),
+        }
+    }
+}
+
+impl fmt::Display for Denial {
+    /// What was refused and why, without the remedy (the message the
+    /// adapter itself gets back).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} access to {} refused: {}",
+            self.request.capability(),
+            self.request,
+            self.reason
+        )
+    }
+}
+
+impl Denial {
+    /// The text of the error event that reports it: what was refused, why,
+    /// and how to allow it in the caller's words.
+    pub fn message(&self, names: &dyn SettingNames) -> String {
+        match &self.remedy {
+            Some(grant) => format!("{self}; to allow it, {}", names.grant(grant)),
+            None => self.to_string(),
+        }
+    }
+}
+
+/// A way to reach a running session from outside the task that drives it.
+pub trait SessionControl: Send + Sync {
+    /// Ask the adapter to wrap up: its `interrupted()` turns true and it is
+    /// woken if it is computing or blocked, so the driver can drain it.
+    fn interrupt(&self);
+    /// Stop the adapter now: its pending and later calls fail with
+    /// [`SessionFailure::Killed`].
+    fn kill(&self);
+}
+
+/// A started run of an adapter: the engine pulls events until `None`.
+pub trait AdapterSession: Send {
+    /// The next event, `Ok(None)` when the stream is over.
+    ///
+    /// Dropping the returned future before it completes abandons the
+    /// session: the engine then only drops it.
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>>;
+    /// A handle that interrupts or kills this session from anywhere.
+    fn control(&self) -> Arc<dyn SessionControl>;
+    /// The refusals recorded since the last call, oldest first. The engine
+    /// asks after every [`next`](AdapterSession::next) and reports each
+    /// before the event `next` returned. The default: none (a session that
+    /// refuses nothing, such as a native adapter).
+    fn take_denials(&mut self) -> Vec<Denial> {
+        Vec::new()
+    }
+    /// Release the session after its stream ended: the adapter's own cleanup
+    /// runs (bounded by the runtime) and its failures are ignored.
+    fn close(self: Box<Self>) -> BoxFuture<'static, ()>;
+}
+
+/// Something that can run: a Wasm component or a native test double.
+///
+/// `S` is the run's scope: what the layer that runs the adapter needs for
+/// each run beside its prompt, options and limits. For a sandboxed
+/// component it is what the run may reach and how far its backend may go
+/// (`moat_sandbox::RunScope`); a native adapter, trusted code of the host
+/// process, takes `()` or ignores it. The engine carries it, untouched,
+/// from the [`RunRequest`](crate::RunRequest) to [`start`](Adapter::start).
+pub trait Adapter<S = ()>: Send + Sync {
+    /// Describe the adapter.
+    fn info(&self) -> &AdapterInfo;
+    /// Start a run within `scope`. The returned future may be dropped to
+    /// abandon the start.
+    fn start<'a>(
+        &'a self,
+        prompt: &'a str,
+        options: &'a RunOptions,
+        limits: &'a RunLimits,
+        scope: &'a S,
+    ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>>;
+}

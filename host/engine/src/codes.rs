@@ -1,0 +1,20 @@
+//! The error codes the engine puts in `error` events (docs/engine-rules.md).
+
+/// The adapter crashed (trap, panic, host error) or was stopped.
+pub const ADAPTER_ERROR: &str = "ADAPTER_ERROR";
+/// The adapter refused the run without a code of its own.
+pub const RUN_REFUSED: &str = "RUN_REFUSED";
+/// The stream ended without a `done`.
+pub const MISSING_DONE: &str = "MISSING_DONE";
+/// The run's wall-clock limit passed.
+pub const TIMEOUT: &str = "TIMEOUT";
+/// The run's CPU budget ran out.
+pub const FUEL_EXHAUSTED: &str = "FUEL_EXHAUSTED";
+/// The adapter tried to grow past its memory cap.
+pub const MEMORY_LIMIT: &str = "MEMORY_LIMIT";
+/// An event broke the contract; it was dropped and the run went on.
+pub const INVALID_EVENT: &str = "INVALID_EVENT";
+/// The adapter asked for something it was not granted.
+pub const CAPABILITY_DENIED: &str = "CAPABILITY_DENIED";
+/// The adapter used a tool outside the run's effective tool set.
+pub const TOOL_POLICY_VIOLATION: &str = "TOOL_POLICY_VIOLATION";

@@ -1,0 +1,936 @@
+//! The Unified Event Stream as consumers see it (docs/architecture.md).
+//!
+//! One [`AgentEvent`] serializes to one JSON object with the field names of
+//! the reference TypeScript implementation, so its consumers read moat
+//! output unchanged:
+//!
+//! ```text
+//! {"type":"text","agent":"echo","timestamp":1763769600123,
+//!  "sessionId":"…","payload":{"content":"Hello"}}
+//! ```
+//!
+//! Optional fields are left out when absent, never written as `null`.
+//! Token usage is authentic or absent: nothing here fills in a number an
+//! adapter did not report.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// A JSON object, as carried by tool inputs, capabilities and metadata.
+pub type JsonObject = Map<String, Value>;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DoneStatus {
+    /// The run did what was asked.
+    Success,
+    /// The run failed.
+    Error,
+    /// The run was stopped by an abort.
+    Interrupted,
+    /// The run stopped at its turn limit.
+    MaxTurns,
+    /// The run stopped at its budget.
+    MaxBudget,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// The call succeeded.
+    Success,
+    /// The call failed.
+    Error,
+    /// The call was not allowed.
+    Denied,
+}
+
+/// Whether a token report covers the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenCoverage {
+    /// Every model call of the run is counted.
+    Complete,
+    /// Some model calls are missing (e.g. the stream was cut).
+    Partial,
+}
+
+/// Input token counts; `total` includes the cache details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputTokens {
+    /// All input tokens, cache reads and writes included.
+    pub total: u64,
+    /// Tokens read from the prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<u64>,
+    /// Tokens written to the prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<u64>,
+}
+
+/// Output token counts; `total` includes the reasoning detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputTokens {
+    /// All output tokens, reasoning included.
+    pub total: u64,
+    /// Tokens spent on reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<u64>,
+}
+
+/// Token usage exactly as the backend reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenReport {
+    /// Whether every model call is counted.
+    pub coverage: TokenCoverage,
+    /// Input tokens.
+    pub input: InputTokens,
+    /// Output tokens.
+    pub output: OutputTokens,
+}
+
+/// Where a cost figure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostSource {
+    /// The vendor billed or reported this amount.
+    Vendor,
+    /// The agent (CLI) estimated it.
+    AgentEstimate,
+    /// The adapter computed it from a price table.
+    AdapterEstimate,
+}
+
+/// The money a run cost.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    /// The amount, in US dollars.
+    pub usd: f64,
+    /// Where the figure comes from.
+    pub source: CostSource,
+}
+
+/// What a run used. `tokens` and `cost` are absent when unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Distinct tool calls in the run.
+    pub tool_uses: u32,
+    /// Tokens as the backend reported them; absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenReport>,
+    /// What the run cost; absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+}
+
+/// `init`: the session has started.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitPayload {
+    /// The model the backend uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The backend's working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Tools the backend offers in this session.
+    pub tools: Vec<String>,
+    /// What the backend can do, as it describes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<JsonObject>,
+}
+
+/// `text`: a complete piece of assistant text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextPayload {
+    /// The text.
+    pub content: String,
+}
+
+/// `text_delta`: a streamed fragment of assistant text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextDeltaPayload {
+    /// The fragment.
+    pub delta: String,
+}
+
+/// `thinking`: a summary of the agent's reasoning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThinkingPayload {
+    /// The summary.
+    pub summary: String,
+}
+
+/// `tool_use`: the agent calls a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolUsePayload {
+    /// The tool's name.
+    pub tool_name: String,
+    /// The call's id, which its result refers to.
+    pub tool_use_id: String,
+    /// The call's arguments.
+    pub input: JsonObject,
+    /// A short description of the call for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `tool_result`: a tool call finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultPayload {
+    /// The id of the call it answers.
+    pub tool_use_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// Whether the call succeeded, failed or was denied.
+    pub status: ToolStatus,
+    /// Any JSON value (a string for plain text).
+    #[serde(default)]
+    pub output: Value,
+    /// How long the call took, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// `error`: something went wrong; `recoverable` says whether the run goes on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorPayload {
+    /// A machine-readable code, e.g. `TIMEOUT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// What went wrong, for people.
+    pub message: String,
+    /// Whether the run goes on after it.
+    pub recoverable: bool,
+}
+
+/// `permission_request`: the agent asks to use a tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionRequestPayload {
+    /// The tool's name.
+    pub tool_name: String,
+    /// The call's id.
+    pub tool_use_id: String,
+    /// The call's arguments.
+    pub input: JsonObject,
+    /// Why the agent asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `done`: the run is over. Exactly one per run; nothing follows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DonePayload {
+    /// How the run ended.
+    pub status: DoneStatus,
+    /// The final answer, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// Token to continue this session later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_token: Option<String>,
+    /// What the run used, authentic or absent.
+    pub usage: Usage,
+    /// How long the run took, in milliseconds.
+    pub duration_ms: u64,
+    /// Backend-specific details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<JsonObject>,
+}
+
+/// A namespaced `vendor:name` event; its type is its name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtensionPayload {
+    /// `"vendor:name"`, e.g. `"codex:file_change"`.
+    pub name: String,
+    /// Any JSON value.
+    pub payload: Value,
+}
+
+/// The typed content of an event; the variant decides the `type` field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventPayload {
+    /// `init`.
+    Init(InitPayload),
+    /// `text`.
+    Text(TextPayload),
+    /// `text_delta`.
+    TextDelta(TextDeltaPayload),
+    /// `thinking`.
+    Thinking(ThinkingPayload),
+    /// `tool_use`.
+    ToolUse(ToolUsePayload),
+    /// `tool_result`.
+    ToolResult(ToolResultPayload),
+    /// `error`.
+    Error(ErrorPayload),
+    /// `permission_request`.
+    PermissionRequest(PermissionRequestPayload),
+    /// `done`.
+    Done(DonePayload),
+    /// A `vendor:name` extension event.
+    Extension(ExtensionPayload),
+}
+
+/// The `type` strings of the built-in events, which no extension may take.
+pub const BUILT_IN_TYPES: [&str; 9] = [
+    "init",
+    "text",
+    "text_delta",
+    "thinking",
+    "tool_use",
+    "tool_result",
+    "error",
+    "permission_request",
+    "done",
+];
+
+/// Whether `name` is a valid extension event type: `vendor:name`, both parts
+/// non-empty, no whitespace or control characters, not a built-in type.
+pub fn is_extension_name(name: &str) -> bool {
+    let Some((vendor, rest)) = name.split_once(':') else {
+        return false;
+    };
+    !vendor.is_empty()
+        && !rest.is_empty()
+        && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+        && !BUILT_IN_TYPES.contains(&name)
+}
+
+impl EventPayload {
+    /// The event's `type` string.
+    pub fn type_name(&self) -> &str {
+        match self {
+            EventPayload::Init(_) => "init",
+            EventPayload::Text(_) => "text",
+            EventPayload::TextDelta(_) => "text_delta",
+            EventPayload::Thinking(_) => "thinking",
+            EventPayload::ToolUse(_) => "tool_use",
+            EventPayload::ToolResult(_) => "tool_result",
+            EventPayload::Error(_) => "error",
+            EventPayload::PermissionRequest(_) => "permission_request",
+            EventPayload::Done(_) => "done",
+            EventPayload::Extension(ext) => &ext.name,
+        }
+    }
+
+    /// A `text` payload.
+    pub fn text(content: impl Into<String>) -> Self {
+        EventPayload::Text(TextPayload {
+            content: content.into(),
+        })
+    }
+
+    /// A `text_delta` payload.
+    pub fn text_delta(delta: impl Into<String>) -> Self {
+        EventPayload::TextDelta(TextDeltaPayload {
+            delta: delta.into(),
+        })
+    }
+
+    /// An `error` payload with a code.
+    pub fn error(code: impl Into<String>, message: impl Into<String>, recoverable: bool) -> Self {
+        EventPayload::Error(ErrorPayload {
+            code: Some(code.into()),
+            message: message.into(),
+            recoverable,
+        })
+    }
+
+    /// Rebuilds a payload from its `type` string and its JSON body, checking
+    /// what the types alone do not (non-empty ids, extension names).
+    fn from_parts(kind: &str, body: Value) -> Result<Self, String> {
+        fn body_of<T: serde::de::DeserializeOwned>(kind: &str, body: Value) -> Result<T, String> {
+            serde_json::from_value(body).map_err(|e| format!("invalid `{kind}` payload: {e}"))
+        }
+        fn non_empty(kind: &str, field: &str, value: &str) -> Result<(), String> {
+            if value.is_empty() {
+                Err(format!("invalid `{kind}` payload: `{field}` is empty"))
+            } else {
+                Ok(())
+            }
+        }
+        Ok(match kind {
+            "init" => EventPayload::Init(body_of(kind, body)?),
+            "text" => EventPayload::Text(body_of(kind, body)?),
+            "text_delta" => EventPayload::TextDelta(body_of(kind, body)?),
+            "thinking" => EventPayload::Thinking(body_of(kind, body)?),
+            "tool_use" => {
+                let p: ToolUsePayload = body_of(kind, body)?;
+                non_empty(kind, "toolUseId", &p.tool_use_id)?;
+                EventPayload::ToolUse(p)
+            }
+            "tool_result" => {
+                let p: ToolResultPayload = body_of(kind, body)?;
+                non_empty(kind, "toolUseId", &p.tool_use_id)?;
+                EventPayload::ToolResult(p)
+            }
+            "error" => EventPayload::Error(body_of(kind, body)?),
+            "permission_request" => {
+                let p: PermissionRequestPayload = body_of(kind, body)?;
+                non_empty(kind, "toolUseId", &p.tool_use_id)?;
+                EventPayload::PermissionRequest(p)
+            }
+            "done" => EventPayload::Done(body_of(kind, body)?),
+            name if is_extension_name(name) => EventPayload::Extension(ExtensionPayload {
+                name: name.to_owned(),
+                payload: body,
+            }),
+            other => return Err(format!("unknown event type `{other}`")),
+        })
+    }
+}
+
+/// Serializes only the body that goes under `"payload"`.
+struct PayloadBody<'a>(&'a EventPayload);
+
+impl Serialize for PayloadBody<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            EventPayload::Init(p) => p.serialize(s),
+            EventPayload::Text(p) => p.serialize(s),
+            EventPayload::TextDelta(p) => p.serialize(s),
+            EventPayload::Thinking(p) => p.serialize(s),
+            EventPayload::ToolUse(p) => p.serialize(s),
+            EventPayload::ToolResult(p) => p.serialize(s),
+            EventPayload::Error(p) => p.serialize(s),
+            EventPayload::PermissionRequest(p) => p.serialize(s),
+            EventPayload::Done(p) => p.serialize(s),
+            EventPayload::Extension(p) => p.payload.serialize(s),
+        }
+    }
+}
+
+/// One event of the Unified Event Stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentEvent {
+    /// The adapter's registered name.
+    pub agent: String,
+    /// Milliseconds since the Unix epoch.
+    pub timestamp: u64,
+    /// The session id: the backend's, or a fresh one the engine made.
+    pub session_id: String,
+    /// The task's role in a parallel run; absent for a single run.
+    pub role: Option<String>,
+    /// What happened.
+    pub payload: EventPayload,
+}
+
+/// The wire shape, borrowed, for serializing.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    agent: &'a str,
+    timestamp: u64,
+    session_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'a str>,
+    payload: PayloadBody<'a>,
+}
+
+/// The wire shape, owned, for parsing; the payload is typed afterwards by
+/// `type`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireIn {
+    #[serde(rename = "type")]
+    kind: String,
+    agent: String,
+    timestamp: u64,
+    session_id: String,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    payload: Value,
+}
+
+impl Serialize for AgentEvent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WireOut {
+            kind: self.payload.type_name(),
+            agent: &self.agent,
+            timestamp: self.timestamp,
+            session_id: &self.session_id,
+            role: self.role.as_deref(),
+            payload: PayloadBody(&self.payload),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentEvent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = WireIn::deserialize(d)?;
+        let payload =
+            EventPayload::from_parts(&wire.kind, wire.payload).map_err(D::Error::custom)?;
+        Ok(AgentEvent {
+            agent: wire.agent,
+            timestamp: wire.timestamp,
+            session_id: wire.session_id,
+            role: wire.role,
+            payload,
+        })
+    }
+}
+
+impl AgentEvent {
+    /// The event's `type` string.
+    pub fn type_name(&self) -> &str {
+        self.payload.type_name()
+    }
+
+    /// Whether this is the terminal `done`.
+    pub fn is_done(&self) -> bool {
+        matches!(self.payload, EventPayload::Done(_))
+    }
+
+    /// Whether this is an `error`.
+    pub fn is_error(&self) -> bool {
+        matches!(self.payload, EventPayload::Error(_))
+    }
+
+    /// The `done` payload, if this is a `done`.
+    pub fn as_done(&self) -> Option<&DonePayload> {
+        match &self.payload {
+            EventPayload::Done(done) => Some(done),
+            _ => None,
+        }
+    }
+
+    /// The `error` payload, if this is an `error`.
+    pub fn as_error(&self) -> Option<&ErrorPayload> {
+        match &self.payload {
+            EventPayload::Error(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    // A clock before 1970 is a broken clock; 0 is as good an answer as any.
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A fresh, unique session id (a UUID v4).
+pub fn new_session_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// An event stamped now, with `session_id` or a fresh one (ENG-002).
+pub fn create_event(agent: &str, payload: EventPayload, session_id: Option<&str>) -> AgentEvent {
+    AgentEvent {
+        agent: agent.to_owned(),
+        timestamp: now_ms(),
+        session_id: session_id.map_or_else(new_session_id, str::to_owned),
+        role: None,
+        payload,
+    }
+}
+
+/// Parses and validates a JSON value as an event (ENG-002).
+pub fn parse_event(value: &Value) -> Result<AgentEvent, serde_json::Error> {
+    AgentEvent::deserialize(value)
+}
+
+/// Whether a JSON value is a well-formed event (ENG-002).
+pub fn is_agent_event(value: &Value) -> bool {
+    parse_event(value).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const SID: &str = "s-1";
+
+    fn event(payload: EventPayload) -> AgentEvent {
+        AgentEvent {
+            agent: "echo".into(),
+            timestamp: 1_763_769_600_123,
+            session_id: SID.into(),
+            role: None,
+            payload,
+        }
+    }
+
+    /// The exact JSON text of an event with the fixed envelope above.
+    fn wire(kind: &str, payload: &str) -> String {
+        format!(
+            r#"{{"type":"{kind}","agent":"echo","timestamp":1763769600123,"sessionId":"s-1","payload":{payload}}}"#
+        )
+    }
+
+    fn object(value: Value) -> JsonObject {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    fn full_done() -> DonePayload {
+        DonePayload {
+            status: DoneStatus::MaxTurns,
+            result: Some("ok".into()),
+            resume_token: Some("r-1".into()),
+            usage: Usage {
+                tool_uses: 2,
+                tokens: Some(TokenReport {
+                    coverage: TokenCoverage::Partial,
+                    input: InputTokens {
+                        total: 100,
+                        cache_read: Some(40),
+                        cache_write: Some(10),
+                    },
+                    output: OutputTokens {
+                        total: 50,
+                        reasoning: Some(20),
+                    },
+                }),
+                cost: Some(Cost {
+                    usd: 0.25,
+                    source: CostSource::AgentEstimate,
+                }),
+            },
+            duration_ms: 1234,
+            metadata: Some(object(json!({"stopReason": "end_turn"}))),
+        }
+    }
+
+    /// Every kind of event, with and without its optional fields, beside
+    /// its exact JSON.
+    fn catalogue() -> Vec<(AgentEvent, String)> {
+        vec![
+            (
+                event(EventPayload::Init(InitPayload {
+                    model: None,
+                    cwd: None,
+                    tools: vec![],
+                    capabilities: None,
+                })),
+                wire("init", r#"{"tools":[]}"#),
+            ),
+            (
+                event(EventPayload::Init(InitPayload {
+                    model: Some("m".into()),
+                    cwd: Some("/w".into()),
+                    tools: vec!["read".into(), "write".into()],
+                    capabilities: Some(object(json!({"streaming": true}))),
+                })),
+                wire(
+                    "init",
+                    r#"{"model":"m","cwd":"/w","tools":["read","write"],"capabilities":{"streaming":true}}"#,
+                ),
+            ),
+            (
+                event(EventPayload::text("Hello")),
+                wire("text", r#"{"content":"Hello"}"#),
+            ),
+            (
+                event(EventPayload::text_delta("Hel")),
+                wire("text_delta", r#"{"delta":"Hel"}"#),
+            ),
+            (
+                event(EventPayload::Thinking(ThinkingPayload {
+                    summary: "hmm".into(),
+                })),
+                wire("thinking", r#"{"summary":"hmm"}"#),
+            ),
+            (
+                event(EventPayload::ToolUse(ToolUsePayload {
+                    tool_name: "read".into(),
+                    tool_use_id: "t1".into(),
+                    input: object(json!({"path": "a"})),
+                    description: None,
+                })),
+                wire(
+                    "tool_use",
+                    r#"{"toolName":"read","toolUseId":"t1","input":{"path":"a"}}"#,
+                ),
+            ),
+            (
+                event(EventPayload::ToolUse(ToolUsePayload {
+                    tool_name: "read".into(),
+                    tool_use_id: "t1".into(),
+                    input: JsonObject::new(),
+                    description: Some("look".into()),
+                })),
+                wire(
+                    "tool_use",
+                    r#"{"toolName":"read","toolUseId":"t1","input":{},"description":"look"}"#,
+                ),
+            ),
+            (
+                event(EventPayload::ToolResult(ToolResultPayload {
+                    tool_use_id: "t1".into(),
+                    tool_name: "read".into(),
+                    status: ToolStatus::Success,
+                    output: json!("text"),
+                    duration_ms: None,
+                })),
+                wire(
+                    "tool_result",
+                    r#"{"toolUseId":"t1","toolName":"read","status":"success","output":"text"}"#,
+                ),
+            ),
+            (
+                event(EventPayload::ToolResult(ToolResultPayload {
+                    tool_use_id: "t1".into(),
+                    tool_name: "read".into(),
+                    status: ToolStatus::Denied,
+                    output: json!([1, 2]),
+                    duration_ms: Some(7),
+                })),
+                wire(
+                    "tool_result",
+                    r#"{"toolUseId":"t1","toolName":"read","status":"denied","output":[1,2],"durationMs":7}"#,
+                ),
+            ),
+            (
+                event(EventPayload::Error(ErrorPayload {
+                    code: None,
+                    message: "bad".into(),
+                    recoverable: true,
+                })),
+                wire("error", r#"{"message":"bad","recoverable":true}"#),
+            ),
+            (
+                event(EventPayload::error("ADAPTER_ERROR", "boom", false)),
+                wire(
+                    "error",
+                    r#"{"code":"ADAPTER_ERROR","message":"boom","recoverable":false}"#,
+                ),
+            ),
+            (
+                event(EventPayload::PermissionRequest(PermissionRequestPayload {
+                    tool_name: "bash".into(),
+                    tool_use_id: "t2".into(),
+                    input: object(json!({"cmd": "ls"})),
+                    reason: Some("needs shell".into()),
+                })),
+                wire(
+                    "permission_request",
+                    r#"{"toolName":"bash","toolUseId":"t2","input":{"cmd":"ls"},"reason":"needs shell"}"#,
+                ),
+            ),
+            (
+                event(EventPayload::Done(DonePayload {
+                    status: DoneStatus::Interrupted,
+                    result: None,
+                    resume_token: None,
+                    usage: Usage::default(),
+                    duration_ms: 5,
+                    metadata: None,
+                })),
+                wire(
+                    "done",
+                    r#"{"status":"interrupted","usage":{"toolUses":0},"durationMs":5}"#,
+                ),
+            ),
+            (
+                event(EventPayload::Done(full_done())),
+                wire(
+                    "done",
+                    concat!(
+                        r#"{"status":"max_turns","result":"ok","resumeToken":"r-1","#,
+                        r#""usage":{"toolUses":2,"tokens":{"coverage":"partial","#,
+                        r#""input":{"total":100,"cacheRead":40,"cacheWrite":10},"#,
+                        r#""output":{"total":50,"reasoning":20}},"#,
+                        r#""cost":{"usd":0.25,"source":"agent_estimate"}},"#,
+                        r#""durationMs":1234,"metadata":{"stopReason":"end_turn"}}"#
+                    ),
+                ),
+            ),
+            (
+                event(EventPayload::Extension(ExtensionPayload {
+                    name: "codex:file_change".into(),
+                    payload: json!({"path": "a.rs"}),
+                })),
+                wire("codex:file_change", r#"{"path":"a.rs"}"#),
+            ),
+            (
+                event(EventPayload::Extension(ExtensionPayload {
+                    name: "x:y".into(),
+                    payload: json!(3),
+                })),
+                wire("x:y", "3"),
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_event_type_serializes_to_the_exact_wire_shape() {
+        for (event, expected) in catalogue() {
+            assert_eq!(serde_json::to_string(&event).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn every_event_type_round_trips() {
+        for (event, text) in catalogue() {
+            let parsed: AgentEvent = serde_json::from_str(&text).unwrap();
+            assert_eq!(parsed, event, "{text}");
+        }
+    }
+
+    #[test]
+    fn role_is_written_only_when_present() {
+        let mut ev = event(EventPayload::text("x"));
+        ev.role = Some("reviewer".into());
+        assert_eq!(
+            serde_json::to_string(&ev).unwrap(),
+            r#"{"type":"text","agent":"echo","timestamp":1763769600123,"sessionId":"s-1","role":"reviewer","payload":{"content":"x"}}"#
+        );
+        let back: AgentEvent = serde_json::from_str(&serde_json::to_string(&ev).unwrap()).unwrap();
+        assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn enum_values_are_snake_case() {
+        fn s<T: Serialize>(value: T) -> String {
+            serde_json::to_string(&value).unwrap()
+        }
+        assert_eq!(s(DoneStatus::MaxTurns), r#""max_turns""#);
+        assert_eq!(s(DoneStatus::MaxBudget), r#""max_budget""#);
+        assert_eq!(s(DoneStatus::Success), r#""success""#);
+        assert_eq!(s(ToolStatus::Denied), r#""denied""#);
+        assert_eq!(s(CostSource::AdapterEstimate), r#""adapter_estimate""#);
+        assert_eq!(s(CostSource::Vendor), r#""vendor""#);
+        assert_eq!(s(TokenCoverage::Complete), r#""complete""#);
+    }
+
+    #[test]
+    fn usage_leaves_out_unknown_tokens_and_cost() {
+        assert_eq!(
+            serde_json::to_string(&Usage::default()).unwrap(),
+            r#"{"toolUses":0}"#
+        );
+    }
+
+    #[test]
+    fn eng_002_create_event_stamps_now_and_fills_a_session_id() {
+        let before = now_ms();
+        let ev = create_event("echo", EventPayload::text("hi"), None);
+        let after = now_ms();
+        assert!(before <= ev.timestamp && ev.timestamp <= after);
+        assert_eq!(ev.agent, "echo");
+        assert!(uuid::Uuid::parse_str(&ev.session_id).is_ok());
+        let given = create_event("echo", EventPayload::text("hi"), Some("abc"));
+        assert_eq!(given.session_id, "abc");
+        assert_eq!(given.role, None);
+    }
+
+    #[test]
+    fn eng_002_session_ids_are_unique_uuid_v4() {
+        let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_session_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        for id in ids.iter().take(10) {
+            let uuid = uuid::Uuid::parse_str(id).unwrap();
+            assert_eq!(uuid.get_version_num(), 4);
+        }
+    }
+
+    #[test]
+    fn eng_002_is_agent_event_accepts_well_formed_events() {
+        for (_, text) in catalogue() {
+            let value: Value = serde_json::from_str(&text).unwrap();
+            assert!(is_agent_event(&value), "{text}");
+        }
+    }
+
+    #[test]
+    fn eng_002_is_agent_event_rejects_malformed_values() {
+        let envelope = |kind: &str, payload: Value| json!({"type": kind, "agent": "a", "timestamp": 1, "sessionId": "s", "payload": payload});
+        let bad = [
+            json!("text"),
+            json!({"type": "text", "agent": "a", "timestamp": 1, "payload": {"content": "x"}}),
+            json!({"type": "text", "agent": "a", "timestamp": -1, "sessionId": "s", "payload": {"content": "x"}}),
+            envelope("text", json!({})),
+            envelope("text", json!({"content": 3})),
+            envelope("nonsense", json!({})),
+            envelope("vendor:", json!({})),
+            envelope(":name", json!({})),
+            envelope(
+                "tool_use",
+                json!({"toolName": "t", "toolUseId": "1", "input": [1]}),
+            ),
+            envelope(
+                "tool_use",
+                json!({"toolName": "t", "toolUseId": "", "input": {}}),
+            ),
+            envelope(
+                "tool_result",
+                json!({"toolName": "t", "toolUseId": "1", "status": "maybe", "output": 1}),
+            ),
+            envelope(
+                "done",
+                json!({"status": "success", "usage": {"toolUses": 0}}),
+            ),
+            envelope(
+                "done",
+                json!({"status": "finished", "usage": {"toolUses": 0}, "durationMs": 1}),
+            ),
+            envelope("error", json!({"message": "m"})),
+        ];
+        for value in bad {
+            assert!(!is_agent_event(&value), "accepted {value}");
+        }
+    }
+
+    #[test]
+    fn extension_names_need_a_vendor_and_a_name() {
+        assert!(is_extension_name("codex:file_change"));
+        assert!(is_extension_name("a:b:c"));
+        for bad in ["", "text", "done", ":x", "x:", "a b:c", "a:b\n", "nocolon"] {
+            assert!(!is_extension_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn accessors_see_the_payload() {
+        let done = event(EventPayload::Done(full_done()));
+        assert!(done.is_done());
+        assert_eq!(done.type_name(), "done");
+        assert_eq!(done.as_done().unwrap().status, DoneStatus::MaxTurns);
+        assert!(done.as_error().is_none());
+        let err = event(EventPayload::error("X", "m", true));
+        assert!(err.is_error() && !err.is_done());
+        assert_eq!(err.as_error().unwrap().code.as_deref(), Some("X"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_round_trips(content in ".*", sid in "[a-z0-9-]{1,20}", ts in 0u64..u64::MAX) {
+            let ev = AgentEvent {
+                agent: "echo".into(),
+                timestamp: ts,
+                session_id: sid,
+                role: None,
+                payload: EventPayload::text(content),
+            };
+            let text = serde_json::to_string(&ev).unwrap();
+            let back: AgentEvent = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert_eq!(back, ev);
+        }
+    }
+}

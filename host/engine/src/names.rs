@@ -1,0 +1,132 @@
+//! How the engine's messages name what a user can change.
+//!
+//! A message that says a limit was reached or a request was refused should
+//! tell the user what to change, and only the caller knows how its users
+//! change things: the command line has flags (`--fuel`,
+//! `--allow-net=example.com:80`), a protocol server has request fields, an
+//! embedding application has its own settings. The engine states the
+//! problem and asks the run's [`SettingNames`] for the words; the library's
+//! own default, [`FieldNames`], names the fields of its types.
+
+use super::adapter::Grant;
+
+/// A setting of a run that a message can point the user to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Setting {
+    /// The run's wall-clock limit ([`RunLimits::timeout`](crate::RunLimits)).
+    Timeout,
+    /// The run's CPU budget ([`RunLimits::fuel`](crate::RunLimits)).
+    Fuel,
+    /// The run's memory cap ([`RunLimits::max_memory_bytes`](crate::RunLimits)).
+    MaxMemory,
+    /// The tools the run may use ([`RunOptions::allowed_tools`](crate::RunOptions)).
+    AllowedTools,
+    /// The tools the run may not use ([`RunOptions::disallowed_tools`](crate::RunOptions)).
+    DisallowedTools,
+}
+
+/// The caller's words for its settings and grants, used in the messages of
+/// the events the engine makes.
+pub trait SettingNames: Send + Sync {
+    /// The name of `setting` as the user writes it, e.g. `--fuel`.
+    fn setting(&self, setting: Setting) -> String;
+    /// How the user gives `grant`, as the end of the sentence "to allow
+    /// it, …", e.g. `run with --allow-net=example.com:80`.
+    fn grant(&self, grant: &Grant) -> String;
+}
+
+/// The library's own names: the fields of [`RunLimits`](crate::RunLimits)
+/// and [`RunOptions`](crate::RunOptions), and grants described as data.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FieldNames;
+
+impl SettingNames for FieldNames {
+    fn setting(&self, setting: Setting) -> String {
+        match setting {
+            Setting::Timeout => "`limits.timeout`",
+            Setting::Fuel => "`limits.fuel`",
+            Setting::MaxMemory => "`limits.max_memory_bytes`",
+            Setting::AllowedTools => "`options.allowed_tools`",
+            Setting::DisallowedTools => "`options.disallowed_tools`",
+        }
+        .to_owned()
+    }
+
+    fn grant(&self, grant: &Grant) -> String {
+        match grant {
+            Grant::Net { host, port } => format!("grant net access to {host}:{port}"),
+            Grant::Read { dir } => format!("grant read access to {dir:?}"),
+            Grant::Run { program } => format!("grant running {program:?}"),
+            Grant::RunByNameOrPath => {
+                "name the program by a bare name or an absolute path, and grant it".to_owned()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::{Denial, DeniedRequest};
+
+    #[test]
+    fn a_denial_says_what_was_refused_and_how_to_allow_it_in_the_callers_words() {
+        struct Flags;
+        impl SettingNames for Flags {
+            fn setting(&self, _: Setting) -> String {
+                unreachable!()
+            }
+            fn grant(&self, grant: &Grant) -> String {
+                match grant {
+                    Grant::Net { host, port } => format!("run with --allow-net={host}:{port}"),
+                    _ => unreachable!(),
+                }
+            }
+        }
+        let denial = Denial {
+            request: DeniedRequest::Net {
+                scheme: "http".into(),
+                host: "example.com".into(),
+                port: 80,
+            },
+            reason: "not granted".into(),
+            remedy: Some(Grant::Net {
+                host: "example.com".into(),
+                port: 80,
+            }),
+        };
+        assert_eq!(
+            denial.to_string(),
+            "net access to http://example.com:80 refused: not granted"
+        );
+        assert_eq!(
+            denial.message(&Flags),
+            "net access to http://example.com:80 refused: not granted; to allow it, run with --allow-net=example.com:80"
+        );
+        assert_eq!(
+            denial.message(&FieldNames),
+            "net access to http://example.com:80 refused: not granted; to allow it, grant net access to example.com:80"
+        );
+        let no_remedy = Denial {
+            remedy: None,
+            ..denial
+        };
+        assert_eq!(no_remedy.message(&Flags), no_remedy.to_string());
+    }
+
+    #[test]
+    fn programs_are_quoted_as_the_adapter_named_them() {
+        let denial = Denial {
+            request: DeniedRequest::ProgramDir {
+                program: "sh".into(),
+                dir: "/etc".into(),
+            },
+            reason: "the working directory is outside the granted directories".into(),
+            remedy: Some(Grant::Read { dir: "/etc".into() }),
+        };
+        assert_eq!(
+            denial.message(&FieldNames),
+            "run access to \"sh\" in \"/etc\" refused: the working directory is outside the granted directories; to allow it, grant read access to \"/etc\""
+        );
+    }
+}

@@ -1,0 +1,870 @@
+//! `run_agent`: one adapter run as a normalized event stream (ENG-003 to
+//! ENG-009).
+//!
+//! The stream is pulled: the adapter is asked for its next event only when
+//! the consumer asks for one, so a slow consumer slows the adapter instead
+//! of filling a buffer. Whatever the adapter does — fail, hang, spin, end
+//! early, emit garbage, ignore an abort — the consumer sees valid events
+//! ending in exactly one `done`.
+//!
+//! Beyond the rules of ENG-003..009, the stream is hardened at the
+//! boundary:
+//!
+//! - every event is validated ([`validate_event`]); a broken one is
+//!   dropped behind a recoverable `INVALID_EVENT` error;
+//! - the run's tool policy (ENG-013, [`ToolPolicy`]) is checked on every
+//!   `tool_use` and `permission_request`, before validation so that a
+//!   malformed event cannot slip a forbidden tool past it; a violation kills
+//!   the adapter at once and ends the run with `error`
+//!   `TOOL_POLICY_VIOLATION` and `done` error, the offending event unseen —
+//!   even while draining after an abort, since the consumer must learn of a
+//!   breach more than of the interruption;
+//! - a `tool_result` whose `toolUseId` no `tool_use` (or
+//!   `permission_request`, whose denial a backend reports as a result) of
+//!   the run announced is still passed on — it is the only record of what
+//!   the backend did — but preceded by a recoverable `INVALID_EVENT` error
+//!   naming the id, so a consumer pairing calls with results is warned;
+//! - a second `init` is dropped: consumers take the first as the session's
+//!   description.
+
+use std::collections::{HashSet, VecDeque};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::stream::{BoxStream, Stream, StreamExt};
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::{debug, warn};
+
+use super::adapter::{
+    Adapter, AdapterEvent, AdapterEventKind, AdapterSession, Denial, RunLimits, RunOptions,
+    SessionControl, SessionFailure, StartError,
+};
+use super::codes;
+use super::event::{
+    AgentEvent, DonePayload, DoneStatus, EventPayload, Usage, new_session_id, now_ms,
+};
+use super::names::{FieldNames, Setting, SettingNames};
+use super::registry::Registry;
+use super::tool_policy::{ToolPolicy, ToolPolicyViolation};
+use super::validate::{ValidEvent, millis, validate_event};
+
+/// How long an aborted run may take to wrap up before it is killed.
+pub const DEFAULT_DRAIN: Duration = Duration::from_millis(500);
+
+/// How long a finished session's cleanup may take before it is killed.
+const CLOSE_GRACE: Duration = Duration::from_millis(100);
+
+/// Why a run could not be started at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// No adapter is registered under the requested name (ENG-003).
+    #[error("no adapter named `{name}`; {}", known_adapters(.known))]
+    UnknownAdapter {
+        /// The name asked for.
+        name: String,
+        /// The names that are registered.
+        known: Vec<String>,
+    },
+}
+
+fn known_adapters(known: &[String]) -> String {
+    if known.is_empty() {
+        "no adapters are registered".to_owned()
+    } else {
+        format!("known adapters: {}", known.join(", "))
+    }
+}
+
+/// What to run, and how.
+///
+/// `S` is the run's scope, carried untouched to [`Adapter::start`] (see
+/// [`Adapter`]): `()` for native adapters, the grants and trust of the run
+/// for a sandboxed component.
+#[derive(Clone)]
+pub struct RunRequest<S = ()> {
+    /// The registered adapter name.
+    pub agent: String,
+    /// What the agent is asked.
+    pub prompt: String,
+    /// Options the adapter receives (the tool lists made effective first,
+    /// ENG-013).
+    pub options: RunOptions,
+    /// Limits the runtime enforces.
+    pub limits: RunLimits,
+    /// The run's scope; the engine only passes it to the adapter.
+    pub scope: S,
+    /// Cancelling it aborts the run (ENG-005).
+    pub abort: Option<CancellationToken>,
+    /// How long an aborted adapter may take to end with its own `done`.
+    pub drain: Duration,
+    /// The words the run's messages use for settings and grants (the
+    /// library's field names by default).
+    pub names: Arc<dyn SettingNames>,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for RunRequest<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRequest")
+            .field("agent", &self.agent)
+            .field("prompt", &self.prompt)
+            .field("options", &self.options)
+            .field("limits", &self.limits)
+            .field("scope", &self.scope)
+            .field("abort", &self.abort)
+            .field("drain", &self.drain)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunRequest {
+    /// A run of `agent` on `prompt` with default options and limits, an
+    /// empty scope, no abort token and the default drain.
+    pub fn new(agent: impl Into<String>, prompt: impl Into<String>) -> Self {
+        Self {
+            agent: agent.into(),
+            prompt: prompt.into(),
+            options: RunOptions::default(),
+            limits: RunLimits::default(),
+            scope: (),
+            abort: None,
+            drain: DEFAULT_DRAIN,
+            names: Arc::new(FieldNames),
+        }
+    }
+}
+
+impl<S> RunRequest<S> {
+    /// The same request within `scope` (for the sandbox: what the run may
+    /// reach).
+    pub fn with_scope<T>(self, scope: T) -> RunRequest<T> {
+        RunRequest {
+            agent: self.agent,
+            prompt: self.prompt,
+            options: self.options,
+            limits: self.limits,
+            scope,
+            abort: self.abort,
+            drain: self.drain,
+            names: self.names,
+        }
+    }
+
+    /// Sets the options.
+    pub fn with_options(mut self, options: RunOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the limits.
+    pub fn with_limits(mut self, limits: RunLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the abort token.
+    pub fn with_abort(mut self, abort: CancellationToken) -> Self {
+        self.abort = Some(abort);
+        self
+    }
+
+    /// Sets the drain period.
+    pub fn with_drain(mut self, drain: Duration) -> Self {
+        self.drain = drain;
+        self
+    }
+
+    /// Sets the words messages use for settings and grants.
+    pub fn with_names(mut self, names: Arc<dyn SettingNames>) -> Self {
+        self.names = names;
+        self
+    }
+}
+
+/// Starts a run of the adapter `request.agent` names.
+///
+/// Nothing runs until the first event is pulled; an unknown name is an
+/// error here, not an event (ENG-003). Pulling needs a tokio runtime.
+pub fn run_agent<S: Send + Sync + 'static>(
+    registry: &Registry<S>,
+    request: RunRequest<S>,
+) -> Result<AgentRun, EngineError> {
+    let adapter = registry
+        .get(&request.agent)
+        .ok_or_else(|| EngineError::UnknownAdapter {
+            name: request.agent.clone(),
+            known: registry.list(),
+        })?;
+    Ok(AgentRun::new(adapter, request))
+}
+
+/// The events of one run, ending with exactly one `done`.
+///
+/// Dropping it mid-run kills the adapter.
+pub struct AgentRun {
+    stream: BoxStream<'static, AgentEvent>,
+}
+
+impl AgentRun {
+    /// Starts a run of `adapter` itself, without a registry (the request's
+    /// `agent` names the run's events). Nothing runs until the first event
+    /// is pulled.
+    pub fn new<S: Send + Sync + 'static>(
+        adapter: Arc<dyn Adapter<S>>,
+        request: RunRequest<S>,
+    ) -> Self {
+        let driver = Driver::new(adapter, request);
+        // `unfold` keeps an in-flight pull inside the stream, so a consumer
+        // that drops a `next()` future (say, in a `select!`) loses nothing:
+        // the next call resumes it. `fuse` makes calls after the end safe.
+        let stream = futures::stream::unfold(driver, |mut driver| async move {
+            let event = driver.pull().await?;
+            Some((event, driver))
+        })
+        .fuse();
+        Self {
+            stream: Box::pin(stream),
+        }
+    }
+
+    /// The next event, `None` after the `done`.
+    pub async fn next(&mut self) -> Option<AgentEvent> {
+        self.stream.next().await
+    }
+
+    /// The events as a stream.
+    pub fn into_stream(self) -> impl Stream<Item = AgentEvent> + Send + 'static {
+        self.stream
+    }
+}
+
+impl Stream for AgentRun {
+    type Item = AgentEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
+        self.stream.poll_next_unpin(cx)
+    }
+}
+
+impl std::fmt::Debug for AgentRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRun").finish_non_exhaustive()
+    }
+}
+
+/// A started session. Dropping it kills the adapter first, so an abandoned
+/// run never leaves a backend running.
+struct Live {
+    // Declared first so it is dropped (and kills) before the session is.
+    guard: KillOnDrop,
+    session: Box<dyn AdapterSession>,
+    control: Arc<dyn SessionControl>,
+}
+
+struct KillOnDrop(Option<Arc<dyn SessionControl>>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(control) = self.0.take() {
+            control.kill();
+        }
+    }
+}
+
+impl Live {
+    fn new(session: Box<dyn AdapterSession>) -> Self {
+        let control = session.control();
+        Self {
+            guard: KillOnDrop(Some(Arc::clone(&control))),
+            session,
+            control,
+        }
+    }
+
+    /// Lets the adapter clean up after its stream ended, without holding
+    /// up the consumer; cleanup that overstays [`CLOSE_GRACE`] is killed.
+    fn close_in_background(self) {
+        let Live {
+            mut guard,
+            session,
+            control,
+        } = self;
+        guard.0 = None;
+        tokio::spawn(async move {
+            tokio::select! {
+                () = session.close() => {}
+                () = tokio::time::sleep(CLOSE_GRACE) => {
+                    debug!("adapter cleanup overstayed {CLOSE_GRACE:?}; killing it");
+                    control.kill();
+                }
+            }
+        });
+    }
+}
+
+enum Phase {
+    /// Not started yet: the first pull starts the adapter.
+    Idle,
+    Running(Live),
+    /// A `done` has been queued; nothing more comes from the adapter.
+    Finished,
+}
+
+/// The watcher task's link to the run (see [`watch_session`]).
+struct Watch {
+    /// Set by the watcher before it kills the session at the deadline.
+    timed_out: Arc<AtomicBool>,
+    /// Stops the watcher when the run ends or is dropped.
+    _stop: DropGuard,
+}
+
+/// Why a read was given up before the adapter answered.
+enum Stop {
+    /// Aborted with no drain allowed.
+    AbortNow,
+    /// The drain period (or the run's time) ran out.
+    DrainOver,
+    TimedOut,
+}
+
+enum Started {
+    Result(Result<Box<dyn AdapterSession>, StartError>),
+    Aborted,
+    TimedOut,
+}
+
+/// The run's state machine; each `pull` yields the next event.
+struct Driver<S> {
+    adapter: Arc<dyn Adapter<S>>,
+    agent: String,
+    prompt: String,
+    /// The options as the adapter receives them (ENG-013: the effective
+    /// tool list).
+    options: RunOptions,
+    limits: RunLimits,
+    scope: S,
+    names: Arc<dyn SettingNames>,
+    policy: ToolPolicy,
+    abort: Option<CancellationToken>,
+    drain: Duration,
+    phase: Phase,
+    /// Events decided but not yet handed out (e.g. an error and its done).
+    queue: VecDeque<AgentEvent>,
+    started_at: Option<Instant>,
+    deadline: Option<Instant>,
+    /// The adapter's last session id, or the fresh one made for the run.
+    session_id: Option<String>,
+    tool_use_ids: HashSet<String>,
+    /// Ids of `permission_request`s, which a `tool_result` may answer too.
+    permission_ids: HashSet<String>,
+    /// Whether an `init` has been handed out.
+    seen_init: bool,
+    watch: Option<Watch>,
+}
+
+impl<S: Send + Sync + 'static> Driver<S> {
+    fn new(adapter: Arc<dyn Adapter<S>>, request: RunRequest<S>) -> Self {
+        let policy = ToolPolicy::from_options(&request.options, adapter.info().tool_patterns);
+        let options = policy.adapter_options(&request.options);
+        Self {
+            adapter,
+            agent: request.agent,
+            prompt: request.prompt,
+            options,
+            limits: request.limits,
+            scope: request.scope,
+            names: request.names,
+            policy,
+            abort: request.abort,
+            drain: request.drain,
+            phase: Phase::Idle,
+            queue: VecDeque::new(),
+            started_at: None,
+            deadline: None,
+            session_id: None,
+            tool_use_ids: HashSet::new(),
+            permission_ids: HashSet::new(),
+            seen_init: false,
+            watch: None,
+        }
+    }
+
+    async fn pull(&mut self) -> Option<AgentEvent> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some(event);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Finished) {
+                Phase::Finished => return None,
+                Phase::Idle => self.start().await,
+                Phase::Running(live) => self.read(live).await,
+            }
+        }
+    }
+
+    async fn start(&mut self) {
+        if is_cancelled(self.abort.as_ref()) {
+            debug!(agent = %self.agent, "aborted before start; the adapter is not started");
+            return self.interrupted();
+        }
+        let started = Instant::now();
+        self.started_at = Some(started);
+        self.deadline = self.limits.timeout.map(|t| started + t);
+        debug!(agent = %self.agent, "starting the adapter");
+        let outcome = {
+            let start = self
+                .adapter
+                .start(&self.prompt, &self.options, &self.limits, &self.scope);
+            tokio::select! {
+                biased;
+                result = start => Started::Result(result),
+                () = cancelled(self.abort.as_ref()) => Started::Aborted,
+                () = sleep_until(self.deadline) => Started::TimedOut,
+            }
+        };
+        match outcome {
+            Started::Result(Ok(session)) => {
+                let live = Live::new(session);
+                if self.spawn_watcher(&live.control) {
+                    // A task spawned from a tokio worker waits in that
+                    // worker's LIFO slot, which no other worker may steal:
+                    // were the adapter to spin in our very next poll, the
+                    // watcher meant to stop it would never run (this is the
+                    // case of every task of a parallel run). Yielding once
+                    // lets it start and arm itself.
+                    tokio::task::yield_now().await;
+                }
+                self.phase = Phase::Running(live);
+            }
+            Started::Result(Err(StartError::Refused {
+                refusal: info,
+                denials,
+            })) => {
+                warn!(agent = %self.agent, message = %info.message, "the adapter refused the run");
+                for denial in denials {
+                    self.emit_denial(&denial);
+                }
+                let code = info
+                    .code
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| codes::RUN_REFUSED.to_owned());
+                self.fail(code, info.message);
+            }
+            // The runtime may have stopped a start that overran the limit.
+            Started::Result(Err(StartError::Failed(_))) if self.timed_out() => self.time_out(None),
+            Started::Result(Err(StartError::Failed(failure))) => self.failed(&failure),
+            Started::Aborted => {
+                debug!(agent = %self.agent, "aborted while starting");
+                self.interrupted();
+            }
+            Started::TimedOut => self.time_out(None),
+        }
+    }
+
+    /// Reads until there is something for the consumer, applying the abort,
+    /// drain and timeout rules.
+    async fn read(&mut self, mut live: Live) {
+        // Set while draining after an abort: when to give up on the adapter.
+        let mut drain_until: Option<Instant> = None;
+        loop {
+            if drain_until.is_none() && is_cancelled(self.abort.as_ref()) {
+                match self.begin_drain(&live.control) {
+                    Some(until) => drain_until = Some(until),
+                    None => return self.abort_now(live),
+                }
+            }
+            match drain_until {
+                Some(until) if Instant::now() >= until => return self.abort_now(live),
+                None if self.timed_out() => return self.time_out(Some(live)),
+                _ => {}
+            }
+
+            let outcome = {
+                let next = live.session.next();
+                tokio::pin!(next);
+                loop {
+                    // Biased: an abort is seen before the read is resumed,
+                    // and a completed read wins over a deadline beside it.
+                    tokio::select! {
+                        biased;
+                        // The abort is looked at before the read is polled
+                        // again: polling resumes a guest paused at a yield,
+                        // and a spinning one would then run until the next
+                        // epoch tick before it noticed being stopped.
+                        () = cancelled(self.abort.as_ref()), if drain_until.is_none() => {
+                            // Keep polling the same read: dropping it would
+                            // abandon the session, and it may yet bring a done.
+                            match self.begin_drain(&live.control) {
+                                Some(until) => drain_until = Some(until),
+                                None => break Err(Stop::AbortNow),
+                            }
+                        }
+                        result = &mut next => break Ok(result),
+                        () = sleep_until(drain_until), if drain_until.is_some() => break Err(Stop::DrainOver),
+                        () = sleep_until(self.deadline), if drain_until.is_none() => break Err(Stop::TimedOut),
+                    }
+                }
+            };
+
+            // What the sandbox refused during that read comes first: the
+            // adapter's event may be its reaction to the refusal. Even a read
+            // cut short by the deadline or an abort reports its refusals.
+            self.report_denials(&mut live);
+            let result = match outcome {
+                Ok(result) => result,
+                Err(Stop::AbortNow | Stop::DrainOver) => return self.abort_now(live),
+                Err(Stop::TimedOut) => return self.time_out(Some(live)),
+            };
+            // An abort that fired while the read was in flight puts what it
+            // returned under the drain rules (a done still goes through).
+            let mut drain_now = false;
+            if drain_until.is_none() && is_cancelled(self.abort.as_ref()) {
+                match self.begin_drain(&live.control) {
+                    Some(until) => drain_until = Some(until),
+                    None => drain_now = true,
+                }
+            }
+            let aborting = drain_until.is_some() || drain_now;
+
+            let event = match result {
+                Ok(Some(event)) => event,
+                Ok(None) if aborting => return self.abort_now(live),
+                Ok(None) => {
+                    warn!(agent = %self.agent, "the adapter's stream ended without a done");
+                    live.close_in_background();
+                    return self.fail(
+                        codes::MISSING_DONE.to_owned(),
+                        "the adapter's stream ended without a `done` event".to_owned(),
+                    );
+                }
+                Err(_) if aborting => return self.abort_now(live),
+                Err(_) if self.timed_out() => return self.time_out(Some(live)),
+                Err(failure) => {
+                    drop(live);
+                    return self.failed(&failure);
+                }
+            };
+
+            if let Err(violation) = self.check_tool(&event) {
+                // Fail closed: the backend is stopped before anything else
+                // happens, and the event that broke the policy goes nowhere.
+                drop(live);
+                return self.violated(&violation);
+            }
+
+            match validate_event(event, self.limits.max_event_bytes, self.elapsed()) {
+                Ok(valid) => {
+                    let unmatched = self.unmatched_result(&valid.payload);
+                    self.observe(&valid);
+                    if matches!(valid.payload, EventPayload::Done(_)) {
+                        debug!(agent = %self.agent, "the adapter is done");
+                        self.emit(valid.payload);
+                        live.close_in_background();
+                        return self.end();
+                    }
+                    if aborting {
+                        debug!(agent = %self.agent, kind = valid.payload.type_name(), "dropped while draining");
+                    } else if matches!(valid.payload, EventPayload::Init(_)) && self.seen_init {
+                        debug!(agent = %self.agent, "dropped a second init");
+                    } else {
+                        if let Some(id) = unmatched {
+                            warn!(agent = %self.agent, tool_use_id = %id, "a tool_result answers no tool_use");
+                            self.emit(EventPayload::error(
+                                codes::INVALID_EVENT,
+                                format!(
+                                    "`tool_result` for `{id}`, which no `tool_use` of this run announced; passed on as it is"
+                                ),
+                                true,
+                            ));
+                        }
+                        self.seen_init |= matches!(valid.payload, EventPayload::Init(_));
+                        self.emit(valid.payload);
+                        self.phase = Phase::Running(live);
+                        return;
+                    }
+                }
+                Err(invalid) => {
+                    warn!(agent = %self.agent, %invalid, "dropped an invalid event");
+                    if !aborting {
+                        self.emit(EventPayload::error(
+                            codes::INVALID_EVENT,
+                            invalid.to_string(),
+                            true,
+                        ));
+                        self.phase = Phase::Running(live);
+                        return;
+                    }
+                }
+            }
+            if drain_now {
+                return self.abort_now(live);
+            }
+        }
+    }
+
+    /// Queues a recoverable `CAPABILITY_DENIED` error for each refusal the
+    /// session recorded.
+    fn report_denials(&mut self, live: &mut Live) {
+        for denial in live.session.take_denials() {
+            self.emit_denial(&denial);
+        }
+    }
+
+    fn emit_denial(&mut self, denial: &Denial) {
+        warn!(agent = %self.agent, capability = denial.request.capability(), target = %denial.request, "capability denied");
+        let message = denial.message(self.names.as_ref());
+        self.emit(EventPayload::error(codes::CAPABILITY_DENIED, message, true));
+    }
+
+    /// Asks the adapter to wrap up; when it may take until, or `None` when
+    /// no drain is allowed. The watcher interrupts too; asking again is
+    /// harmless and does not depend on which task ran first.
+    fn begin_drain(&self, control: &Arc<dyn SessionControl>) -> Option<Instant> {
+        debug!(agent = %self.agent, drain = ?self.drain, "aborted; draining");
+        control.interrupt();
+        if self.drain.is_zero() {
+            return None;
+        }
+        let until = Instant::now() + self.drain;
+        Some(self.deadline.map_or(until, |deadline| deadline.min(until)))
+    }
+
+    /// Spawns the task that reaches the session from outside the driving
+    /// task: a guest spinning inside our poll cannot see a timer of ours
+    /// fire, but it is woken by `interrupt` and stopped by `kill`.
+    ///
+    /// Returns whether it spawned one (not needed without abort or limit).
+    fn spawn_watcher(&mut self, control: &Arc<dyn SessionControl>) -> bool {
+        if self.abort.is_none() && self.deadline.is_none() {
+            return false;
+        }
+        let stop = CancellationToken::new();
+        let timed_out = Arc::new(AtomicBool::new(false));
+        tokio::spawn(watch_session(
+            Arc::clone(control),
+            self.abort.clone(),
+            self.drain,
+            self.deadline,
+            Arc::clone(&timed_out),
+            stop.clone(),
+        ));
+        self.watch = Some(Watch {
+            timed_out,
+            _stop: stop.drop_guard(),
+        });
+        true
+    }
+
+    fn timed_out(&self) -> bool {
+        self.watch
+            .as_ref()
+            .is_some_and(|w| w.timed_out.load(Ordering::SeqCst))
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started_at.map_or(Duration::ZERO, |t| t.elapsed())
+    }
+
+    /// Notes what synthesized events need (the session id and tool uses)
+    /// and the ids a `tool_result` may answer.
+    fn observe(&mut self, event: &ValidEvent) {
+        if let Some(id) = &event.session_id {
+            self.session_id = Some(id.clone());
+        }
+        match &event.payload {
+            EventPayload::ToolUse(tool_use) => {
+                self.tool_use_ids.insert(tool_use.tool_use_id.clone());
+            }
+            EventPayload::PermissionRequest(request) => {
+                self.permission_ids.insert(request.tool_use_id.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// The id of a `tool_result` that answers no call the run has seen.
+    fn unmatched_result(&self, payload: &EventPayload) -> Option<String> {
+        match payload {
+            EventPayload::ToolResult(result)
+                if !self.tool_use_ids.contains(&result.tool_use_id)
+                    && !self.permission_ids.contains(&result.tool_use_id) =>
+            {
+                Some(result.tool_use_id.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// Checks a tool the adapter used or asks to use against the policy.
+    fn check_tool(&self, event: &AdapterEvent) -> Result<(), ToolPolicyViolation> {
+        match &event.kind {
+            AdapterEventKind::ToolUse { tool_name, .. }
+            | AdapterEventKind::PermissionRequest { tool_name, .. } => self.policy.check(tool_name),
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the run after a tool policy violation (the adapter is already
+    /// stopped).
+    fn violated(&mut self, violation: &ToolPolicyViolation) {
+        warn!(agent = %self.agent, tool = violation.tool(), "tool policy violation; the adapter was stopped");
+        let message = violation.message(self.names.as_ref());
+        self.fail(codes::TOOL_POLICY_VIOLATION.to_owned(), message);
+    }
+
+    /// Queues an event under the run's current session id.
+    fn emit(&mut self, payload: EventPayload) {
+        let session_id = self.session_id.get_or_insert_with(new_session_id).clone();
+        self.queue.push_back(AgentEvent {
+            agent: self.agent.clone(),
+            timestamp: now_ms(),
+            session_id,
+            role: None,
+            payload,
+        });
+    }
+
+    fn end(&mut self) {
+        self.phase = Phase::Finished;
+        self.watch = None;
+    }
+
+    /// A synthesized done: authentic usage only (distinct tool uses; tokens
+    /// and cost unknown).
+    fn synthesize_done(&mut self, status: DoneStatus, resume_token: Option<String>) {
+        let done = synthesized_done(
+            status,
+            resume_token,
+            self.tool_use_ids.len(),
+            self.elapsed(),
+        );
+        self.emit(EventPayload::Done(done));
+        self.end();
+    }
+
+    /// `done` interrupted, carrying the inbound resume token so the caller
+    /// can still continue the session.
+    fn interrupted(&mut self) {
+        let resume = self.options.resume.clone().filter(|r| !r.is_empty());
+        self.synthesize_done(DoneStatus::Interrupted, resume);
+    }
+
+    /// Stops the adapter hard and ends the run as interrupted.
+    fn abort_now(&mut self, live: Live) {
+        debug!(agent = %self.agent, "stopping the aborted adapter");
+        drop(live);
+        self.interrupted();
+    }
+
+    fn time_out(&mut self, live: Option<Live>) {
+        drop(live);
+        let limit = self.limits.timeout.unwrap_or_default();
+        warn!(agent = %self.agent, ?limit, "the run timed out");
+        let message = format!(
+            "the run took longer than its time limit of {}; raise it with {}",
+            humantime::format_duration(limit),
+            self.names.setting(Setting::Timeout)
+        );
+        self.fail(codes::TIMEOUT.to_owned(), message);
+    }
+
+    fn failed(&mut self, failure: &SessionFailure) {
+        warn!(agent = %self.agent, %failure, "the adapter failed");
+        let code = match failure {
+            SessionFailure::FuelExhausted { .. } => codes::FUEL_EXHAUSTED,
+            SessionFailure::MemoryLimit { .. } => codes::MEMORY_LIMIT,
+            SessionFailure::Crashed { .. } | SessionFailure::Killed => codes::ADAPTER_ERROR,
+        };
+        let message = match failure.limit() {
+            Some(limit) => format!("{failure}; raise it with {}", self.names.setting(limit)),
+            None => failure.to_string(),
+        };
+        self.fail(code.to_owned(), message);
+    }
+
+    /// `error` (not recoverable) then `done` error.
+    fn fail(&mut self, code: String, message: String) {
+        self.emit(EventPayload::Error(super::event::ErrorPayload {
+            code: Some(code),
+            message,
+            recoverable: false,
+        }));
+        self.synthesize_done(DoneStatus::Error, None);
+    }
+}
+
+/// A `done` the engine makes: authentic usage only (the distinct tool uses
+/// seen; tokens and cost unknown).
+pub(super) fn synthesized_done(
+    status: DoneStatus,
+    resume_token: Option<String>,
+    tool_uses: usize,
+    elapsed: Duration,
+) -> DonePayload {
+    DonePayload {
+        status,
+        result: None,
+        resume_token,
+        usage: Usage {
+            tool_uses: u32::try_from(tool_uses).unwrap_or(u32::MAX),
+            tokens: None,
+            cost: None,
+        },
+        duration_ms: millis(elapsed),
+        metadata: None,
+    }
+}
+
+/// Interrupts the session when the run is aborted and kills it when the
+/// drain or the run's time is up, from outside the driving task.
+async fn watch_session(
+    control: Arc<dyn SessionControl>,
+    abort: Option<CancellationToken>,
+    drain: Duration,
+    deadline: Option<Instant>,
+    timed_out: Arc<AtomicBool>,
+    stop: CancellationToken,
+) {
+    let deadline = sleep_until(deadline);
+    tokio::pin!(deadline);
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => return,
+        () = &mut deadline => {
+            timed_out.store(true, Ordering::SeqCst);
+            control.kill();
+            return;
+        }
+        () = cancelled(abort.as_ref()) => control.interrupt(),
+    }
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => {}
+        () = tokio::time::sleep(drain) => control.kill(),
+        () = &mut deadline => control.kill(),
+    }
+}
+
+fn is_cancelled(token: Option<&CancellationToken>) -> bool {
+    token.is_some_and(CancellationToken::is_cancelled)
+}
+
+/// Resolves when `token` is cancelled; never without one.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves at `at`; never without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,91 @@
+//! Errors of building grants and reading policy files.
+
+use std::path::PathBuf;
+
+/// A grant that cannot be given. Messages name the value and the problem;
+/// the caller adds where it came from (a flag, a policy key).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// A directory that cannot be granted (missing, not a directory,
+    /// relative, …).
+    #[error("{}: {reason}", path.display())]
+    Dir {
+        /// The directory as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A network rule that does not parse or grants too much.
+    #[error("`{rule}`: {reason}")]
+    NetRule {
+        /// The rule as given.
+        rule: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An environment variable name that is not one.
+    #[error("`{name}`: {reason}")]
+    EnvName {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A program that cannot be granted (a relative path, say).
+    #[error("`{name}`: {reason}")]
+    Program {
+        /// The program as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl GrantError {
+    /// Only what is wrong, for callers that show the value already.
+    pub fn reason(&self) -> &str {
+        match self {
+            GrantError::Dir { reason, .. }
+            | GrantError::NetRule { reason, .. }
+            | GrantError::EnvName { reason, .. }
+            | GrantError::Program { reason, .. } => reason,
+        }
+    }
+}
+
+/// A policy file that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// The file cannot be read.
+    #[error("cannot read the policy file {}: {reason}", path.display())]
+    Read {
+        /// The policy file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// The file is not a valid policy.
+    #[error("policy file {}: {problem}", path.display())]
+    Invalid {
+        /// The policy file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        problem: String,
+    },
+    /// The adapter's entry pins another component than the one loaded.
+    #[error(
+        "policy file {}: the entry for `{adapter}` pins sha256 {pinned}, but this component's is \
+         {actual}; check the component, then update the pin",
+        path.display()
+    )]
+    PinMismatch {
+        /// The policy file.
+        path: PathBuf,
+        /// The adapter the entry is for.
+        adapter: String,
+        /// The SHA-256 the entry pins.
+        pinned: String,
+        /// The SHA-256 of the component loaded.
+        actual: String,
+    },
+}

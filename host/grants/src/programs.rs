@@ -1,0 +1,195 @@
+//! Which programs a run may start: its `--allow-run` grants, resolved once
+//! when the run starts.
+//!
+//! A bare name is looked up on the host's `PATH` then, and only then: a
+//! later change of `PATH`, or a file dropped into a directory on it, does
+//! not change what the grant starts. A request names the program by its
+//! granted name or by its absolute path; either way the path resolved here
+//! is what runs, never a new lookup.
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// One granted program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Granted {
+    /// As granted: a bare name or an absolute path.
+    grant: String,
+    /// Where it was found; `None` when it is not installed.
+    path: Option<PathBuf>,
+    /// `path` with symlinks resolved, for matching absolute requests.
+    canonical: Option<PathBuf>,
+}
+
+/// A run's granted programs, as found when it started.
+#[derive(Debug, Clone, Default)]
+pub struct GrantedPrograms {
+    programs: Vec<Granted>,
+}
+
+/// Why a request names no program the run may start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgramRefusal {
+    /// Not granted (or named by a relative path, which is never granted).
+    NotGranted,
+    /// Granted, but not installed where it was looked for.
+    NotInstalled {
+        /// Where it was looked for.
+        message: String,
+    },
+}
+
+impl GrantedPrograms {
+    /// Resolves `grants` (bare names on `path_var`, the host's `PATH`).
+    pub fn resolve(grants: &[String], path_var: Option<&OsStr>) -> Self {
+        let programs = grants
+            .iter()
+            .map(|grant| {
+                let path = locate(grant, path_var);
+                let canonical = path.as_deref().and_then(|p| std::fs::canonicalize(p).ok());
+                Granted {
+                    grant: grant.clone(),
+                    path,
+                    canonical,
+                }
+            })
+            .collect();
+        Self { programs }
+    }
+
+    /// Each grant with where it was found (`None`: not installed).
+    pub fn resolved(&self) -> impl Iterator<Item = (&str, Option<&Path>)> {
+        self.programs
+            .iter()
+            .map(|p| (p.grant.as_str(), p.path.as_deref()))
+    }
+
+    /// Whether nothing is granted.
+    pub fn is_empty(&self) -> bool {
+        self.programs.is_empty()
+    }
+
+    /// The path to start for `requested`: a granted name, or an absolute
+    /// path that is (or resolves to) a granted program.
+    pub fn find(&self, requested: &str) -> Result<PathBuf, ProgramRefusal> {
+        if !requested.contains('/') {
+            let granted = self
+                .programs
+                .iter()
+                .find(|p| p.grant == requested)
+                .ok_or(ProgramRefusal::NotGranted)?;
+            return granted.path.clone().ok_or_else(|| ProgramRefusal::NotInstalled {
+                message: format!(
+                    "`{requested}` is granted but was not found on PATH when the run started; install it or grant its absolute path"
+                ),
+            });
+        }
+        let path = Path::new(requested);
+        if !path.is_absolute() {
+            return Err(ProgramRefusal::NotGranted);
+        }
+        let canonical = std::fs::canonicalize(path).ok();
+        let granted = self.programs.iter().find(|p| {
+            p.path.as_deref() == Some(path) || (canonical.is_some() && p.canonical == canonical)
+        });
+        match granted {
+            Some(granted) => Ok(granted.path.clone().expect("a matched grant has a path")),
+            None if canonical.is_none() && self.programs.iter().any(|p| p.grant == requested) => {
+                Err(ProgramRefusal::NotInstalled {
+                    message: format!("`{requested}` is granted but does not exist"),
+                })
+            }
+            None => Err(ProgramRefusal::NotGranted),
+        }
+    }
+}
+
+/// The executable file `program` names: itself when it is a path, else
+/// the first found on the search path `path_var` ([`find_on_path`]).
+pub fn locate(program: &str, path_var: Option<&OsStr>) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = PathBuf::from(program);
+        return is_executable(&path).then_some(path);
+    }
+    find_on_path(program, path_var)
+}
+
+/// Where `name` is on the search path `path_var` (a `PATH` value): the
+/// first executable file of that name in an absolute directory of it.
+pub fn find_on_path(name: &str, path_var: Option<&OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path_var?)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn executable(dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_granted_name_is_found_on_path_when_the_run_starts_and_not_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = std::fs::canonicalize(dir.path()).unwrap();
+        let tool = executable(&bin, "tool");
+        let programs = GrantedPrograms::resolve(&["tool".into()], Some(bin.as_os_str()));
+        assert_eq!(programs.find("tool").unwrap(), tool);
+        // By its absolute path too, and through a symlink to it.
+        assert_eq!(programs.find(tool.to_str().unwrap()).unwrap(), tool);
+        std::os::unix::fs::symlink(&tool, bin.join("alias")).unwrap();
+        assert_eq!(
+            programs.find(bin.join("alias").to_str().unwrap()).unwrap(),
+            tool
+        );
+
+        // Installed after the run started: still what was found then.
+        let later = tempfile::tempdir().unwrap();
+        executable(later.path(), "late");
+        let programs = GrantedPrograms::resolve(&["late".into()], Some(bin.as_os_str()));
+        assert!(matches!(
+            programs.find("late"),
+            Err(ProgramRefusal::NotInstalled { .. })
+        ));
+    }
+
+    #[test]
+    fn anything_not_granted_is_refused_even_next_to_a_granted_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = std::fs::canonicalize(dir.path()).unwrap();
+        executable(&bin, "tool");
+        let other = executable(&bin, "other");
+        let programs = GrantedPrograms::resolve(&["tool".into()], Some(bin.as_os_str()));
+        assert_eq!(programs.find("other"), Err(ProgramRefusal::NotGranted));
+        assert_eq!(
+            programs.find(other.to_str().unwrap()),
+            Err(ProgramRefusal::NotGranted)
+        );
+        assert_eq!(programs.find("./tool"), Err(ProgramRefusal::NotGranted));
+        assert!(GrantedPrograms::resolve(&[], None).find("sh").is_err());
+    }
+
+    #[test]
+    fn a_non_executable_file_is_not_a_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(bin.join("data"), "x").unwrap();
+        let programs = GrantedPrograms::resolve(&["data".into()], Some(bin.as_os_str()));
+        assert!(matches!(
+            programs.find("data"),
+            Err(ProgramRefusal::NotInstalled { .. })
+        ));
+    }
+}

@@ -1,0 +1,606 @@
+//! Outgoing HTTP for one run, exactly as granted.
+//!
+//! `wasi:http/outgoing-handler` is the only way out of the sandbox (raw
+//! sockets and name lookups stay off). Every request the guest sends comes
+//! through [`NetAccess::send_request`], which:
+//!
+//! 1. checks the scheme (http or https), host and port against the run's
+//!    `--allow-net` rules — a request no rule grants is refused here,
+//!    before any name is resolved, so it makes no network traffic at all;
+//! 2. resolves the name once and checks every address against the ranges a
+//!    wildcard grant does not reach ([`moat_grants::address`]);
+//! 3. connects to a checked address itself, never resolving again (a
+//!    second lookup could answer differently: DNS rebinding). The `Host`
+//!    header keeps the name; https does TLS with the name as SNI and for
+//!    certificate checks;
+//! 4. bounds the request by the run's remaining time (connect, first byte,
+//!    between bytes) and its bodies by [`MAX_REQUEST_BODY_BYTES`] and
+//!    [`MAX_RESPONSE_BODY_BYTES`].
+//!
+//! A refusal answers the guest with an HTTP error code
+//! (`HTTP-request-denied`, or `destination-IP-prohibited` for an address)
+//! and is recorded in the run's [`DenialLog`], which the engine turns into
+//! a `CAPABILITY_DENIED` event.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::denials::DenialLog;
+use moat_engine::{Denial, DeniedRequest, Grant};
+use moat_grants::address::{self, AddressRefusal, HostGrant, SpecialRange};
+use moat_grants::{NetRule, Scheme};
+
+/// Largest request body a guest may send, in bytes.
+pub const MAX_REQUEST_BODY_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest response body a guest may receive, in bytes.
+pub const MAX_RESPONSE_BODY_BYTES: u64 = 64 * 1024 * 1024;
+/// Each timeout of a request when neither the guest nor the run's time
+/// limit asks for less.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Most addresses of one name tried.
+const MAX_ADDRESSES: usize = 16;
+/// Longest host shown in a refusal (it comes from the guest).
+const MAX_HOST_IN_MESSAGE: usize = 255;
+
+type ResponseFuture = Box<
+    dyn Future<
+            Output = Result<
+                (
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+                ),
+                HttpError,
+            >,
+        > + Send,
+>;
+
+/// The network access of one run: its rules, its deadline and where its
+/// refusals go.
+pub(crate) struct NetAccess {
+    rules: Arc<[NetRule]>,
+    deadline: Option<Instant>,
+    denials: DenialLog,
+}
+
+impl NetAccess {
+    /// Access as `rules` grant it, each request bounded by `deadline` (the
+    /// end of the run's time).
+    pub(crate) fn new(rules: &[NetRule], deadline: Option<Instant>, denials: DenialLog) -> Self {
+        Self {
+            rules: rules.into(),
+            deadline,
+            denials,
+        }
+    }
+}
+
+impl WasiHttpHooks for NetAccess {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> ResponseFuture {
+        let destination = match Destination::of(request.uri(), &self.rules) {
+            Ok(destination) => destination,
+            Err(Refused::Invalid(error)) => return Box::new(async move { Err(error) }),
+            Err(Refused::NotGranted(denial)) => {
+                self.denials.record(denial);
+                return Box::new(async { Err(HttpError::HttpRequestDenied) });
+            }
+        };
+        let deadline = self.deadline;
+        let denials = self.denials.clone();
+        Box::new(async move { send(destination, request, options, deadline, denials).await })
+    }
+}
+
+/// Where a granted request goes.
+#[derive(Debug, Clone)]
+struct Destination {
+    scheme: Scheme,
+    /// As in the URL: a name, an IPv4 address or a bracketed IPv6 one.
+    host: String,
+    port: u16,
+    grant: HostGrant,
+}
+
+enum Refused {
+    /// Not a request moat can send (no host, say): an error, not a denial.
+    Invalid(HttpError),
+    NotGranted(Denial),
+}
+
+impl Destination {
+    fn of(uri: &http::Uri, rules: &[NetRule]) -> Result<Self, Refused> {
+        let scheme = match uri.scheme_str() {
+            Some("http") => Scheme::Http,
+            Some("https") => Scheme::Https,
+            _ => return Err(Refused::Invalid(HttpError::HttpProtocolError)),
+        };
+        let host = uri
+            .host()
+            .filter(|host| !host.is_empty())
+            .ok_or(Refused::Invalid(HttpError::HttpRequestUriInvalid))?
+            .to_ascii_lowercase();
+        let port = uri.port_u16().unwrap_or(match scheme {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        });
+        let grant = address::host_grant(rules, scheme, &host, port);
+        let destination = Self {
+            scheme,
+            host,
+            port,
+            grant,
+        };
+        if grant == HostGrant::NotGranted {
+            return Err(Refused::NotGranted(
+                destination.denial("not granted".into(), destination.grant()),
+            ));
+        }
+        Ok(destination)
+    }
+
+    /// The host without IPv6 brackets, for resolving and for TLS.
+    fn bare_host(&self) -> &str {
+        self.host.trim_start_matches('[').trim_end_matches(']')
+    }
+
+    /// The grant that would allow this destination by name.
+    fn grant(&self) -> Grant {
+        Grant::Net {
+            host: shown(&self.host).to_owned(),
+            port: self.port,
+        }
+    }
+
+    fn denial(&self, reason: String, remedy: Grant) -> Denial {
+        Denial {
+            request: DeniedRequest::Net {
+                scheme: self.scheme.as_str().to_owned(),
+                host: shown(&self.host).to_owned(),
+                port: self.port,
+            },
+            reason,
+            remedy: Some(remedy),
+        }
+    }
+}
+
+/// `text` cut for a message: it comes from the guest.
+fn shown(text: &str) -> &str {
+    &text[..text.floor_char_boundary(MAX_HOST_IN_MESSAGE)]
+}
+
+/// The part of the run's remaining time one step of a request may take.
+fn bounded(requested: Option<Duration>, deadline: Option<Instant>) -> Duration {
+    let wanted = requested.unwrap_or(DEFAULT_TIMEOUT);
+    match deadline {
+        Some(deadline) => wanted.min(deadline.saturating_duration_since(Instant::now())),
+        None => wanted,
+    }
+}
+
+async fn send(
+    destination: Destination,
+    mut request: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+    deadline: Option<Instant>,
+    denials: DenialLog,
+) -> Result<
+    (
+        http::Response<WasiBody>,
+        Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ),
+    HttpError,
+> {
+    let options = options.unwrap_or_default();
+    let connect_timeout = bounded(options.connect_timeout, deadline);
+    let addresses = resolve(&destination, connect_timeout).await?;
+    for &address in &addresses {
+        if let Err(AddressRefusal::Range(range)) =
+            address::check_address(destination.grant, address)
+        {
+            let remedy = match range {
+                // Only a rule naming the address itself reaches metadata.
+                SpecialRange::CloudMetadata => Grant::Net {
+                    host: match address {
+                        IpAddr::V4(v4) => v4.to_string(),
+                        IpAddr::V6(v6) => format!("[{v6}]"),
+                    },
+                    port: destination.port,
+                },
+                _ => destination.grant(),
+            };
+            let reason = format!("it resolves to {address}, {range}");
+            denials.record(destination.denial(reason, remedy));
+            return Err(HttpError::DestinationIpProhibited);
+        }
+    }
+
+    let stream = connect(&addresses, destination.port, connect_timeout).await?;
+    tracing::debug!(
+        host = shown(&destination.host),
+        port = destination.port,
+        address = ?stream.peer_addr().ok(),
+        "HTTP request granted; connected"
+    );
+    let stream: Box<dyn Stream> = match destination.scheme {
+        Scheme::Http => Box::new(stream),
+        Scheme::Https => {
+            let tls = tls_handshake(stream, destination.bare_host());
+            match tokio::time::timeout(bounded(options.connect_timeout, deadline), tls).await {
+                Ok(stream) => Box::new(stream?),
+                Err(_) => return Err(HttpError::ConnectionTimeout),
+            }
+        }
+    };
+    let handshake = hyper::client::conn::http1::Builder::new().handshake(TokioIo::new(stream));
+    let (mut sender, connection) =
+        tokio::time::timeout(bounded(options.connect_timeout, deadline), handshake)
+            .await
+            .map_err(|_| HttpError::ConnectionTimeout)??;
+
+    // The request carries the scheme and authority; on the wire (to an
+    // origin, not a proxy) only the path goes in the request line. The
+    // `Host` header, set from the authority, keeps the name.
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    *request.uri_mut() = http::Uri::builder()
+        .path_and_query(path)
+        .build()
+        .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    let request = request.map(|body| LimitedRequestBody {
+        inner: body,
+        sent: 0,
+    });
+
+    let first_byte_timeout = bounded(options.first_byte_timeout, deadline);
+    let between_bytes = options.between_bytes_timeout;
+    let send = async move {
+        let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+            .await
+            .map_err(|_| HttpError::ConnectionReadTimeout)??;
+        let between = bounded(between_bytes, deadline).max(Duration::from_nanos(1));
+        Ok::<_, HttpError>(response.map(|incoming| {
+            CheckedResponseBody {
+                incoming,
+                between,
+                timer: Box::pin(tokio::time::sleep(between)),
+                received: 0,
+            }
+            .boxed_unsync()
+        }))
+    };
+
+    // The connection does the I/O: drive it while waiting for the response
+    // head, then hand it back to run beside the body.
+    let mut send = std::pin::pin!(send);
+    let mut connection = Some(connection);
+    let response = std::future::poll_fn(|cx| {
+        if let Poll::Ready(result) = send.as_mut().poll(cx) {
+            return Poll::Ready(result);
+        }
+        let Some(running) = connection.as_mut() else {
+            return Poll::Pending;
+        };
+        let result = ready!(Pin::new(running).poll(cx));
+        connection = None;
+        match result {
+            Ok(()) => send.as_mut().poll(cx),
+            Err(error) => Poll::Ready(Err(HttpError::from(error))),
+        }
+    })
+    .await?;
+    let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(async move {
+        match connection {
+            Some(connection) => connection.await.map_err(|error| {
+                if error.is_timeout() {
+                    HttpError::HttpResponseTimeout
+                } else {
+                    HttpError::from(error)
+                }
+            }),
+            None => Ok(()),
+        }
+    });
+    Ok((response, io))
+}
+
+/// The addresses of the destination: the literal itself, or the name
+/// resolved once.
+async fn resolve(destination: &Destination, timeout: Duration) -> Result<Vec<IpAddr>, HttpError> {
+    let host = destination.bare_host();
+    if let Ok(address) = host.parse::<IpAddr>() {
+        return Ok(vec![address]);
+    }
+    let lookup = tokio::net::lookup_host((host, destination.port));
+    let addresses: Vec<IpAddr> = match tokio::time::timeout(timeout, lookup).await {
+        Err(_) => return Err(HttpError::DnsTimeout),
+        Ok(Err(error)) => {
+            return Err(HttpError::DnsError {
+                rcode: Some(error.to_string()),
+                info_code: None,
+            });
+        }
+        Ok(Ok(found)) => found.map(|a| a.ip()).take(MAX_ADDRESSES).collect(),
+    };
+    if addresses.is_empty() {
+        return Err(HttpError::DestinationNotFound);
+    }
+    Ok(addresses)
+}
+
+/// A TCP connection to the first checked address that answers.
+async fn connect(
+    addresses: &[IpAddr],
+    port: u16,
+    timeout: Duration,
+) -> Result<TcpStream, HttpError> {
+    let attempt = async {
+        let mut last_error = None;
+        for &address in addresses {
+            match TcpStream::connect(SocketAddr::new(address, port)).await {
+                Ok(stream) => return Ok(stream),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(HttpError::Connect(last_error.unwrap_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no address to connect to")
+        })))
+    };
+    tokio::time::timeout(timeout, attempt)
+        .await
+        .map_err(|_| HttpError::ConnectionTimeout)?
+}
+
+trait Stream: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
+impl<T> Stream for T where T: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
+
+/// TLS over the already connected `stream`, verifying the certificate
+/// against `host` (a name, or an IP address literal) with the web's root
+/// certificates.
+async fn tls_handshake(
+    stream: TcpStream,
+    host: &str,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, HttpError> {
+    let config = tls_config()?;
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|_| {
+        HttpError::DnsError {
+            rcode: Some("invalid DNS name".into()),
+            info_code: None,
+        }
+    })?;
+    tokio_rustls::TlsConnector::from(config)
+        .connect(name, stream)
+        .await
+        .map_err(HttpError::Tls)
+}
+
+/// The TLS client configuration, made once per process.
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, HttpError> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+            };
+            // The provider is named, not taken from the process default, so
+            // another crate enabling a second provider cannot make this
+            // ambiguous.
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map(|builder| Arc::new(builder.with_root_certificates(roots).with_no_client_auth()))
+            .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(|e| HttpError::InternalError(Some(format!("TLS setup failed: {e}"))))
+}
+
+/// The guest's request body, cut off with an error past
+/// [`MAX_REQUEST_BODY_BYTES`].
+struct LimitedRequestBody {
+    inner: WasiBody,
+    sent: u64,
+}
+
+impl Body for LimitedRequestBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        let this = self.get_mut();
+        let frame = ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        if let Some(Ok(frame)) = &frame
+            && let Some(data) = frame.data_ref()
+        {
+            this.sent = this.sent.saturating_add(data.len() as u64);
+            if this.sent > MAX_REQUEST_BODY_BYTES {
+                return Poll::Ready(Some(Err(HttpError::HttpRequestBodySize(Some(this.sent)))));
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The response body, with the between-bytes timeout and cut off with an
+/// error past [`MAX_RESPONSE_BODY_BYTES`].
+struct CheckedResponseBody {
+    incoming: hyper::body::Incoming,
+    between: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    received: u64,
+}
+
+impl Body for CheckedResponseBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.incoming).poll_frame(cx) {
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(if error.is_timeout() {
+                HttpError::HttpResponseTimeout
+            } else {
+                HttpError::from(error)
+            }))),
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.received = this.received.saturating_add(data.len() as u64);
+                    if this.received > MAX_RESPONSE_BODY_BYTES {
+                        return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(
+                            this.received,
+                        )))));
+                    }
+                }
+                this.timer.as_mut().reset(Instant::now() + this.between);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => {
+                ready!(this.timer.as_mut().poll(cx));
+                Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.incoming.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(texts: &[&str]) -> Vec<NetRule> {
+        texts.iter().map(|t| NetRule::parse(t).unwrap()).collect()
+    }
+
+    fn destination(uri: &str, rules: &[NetRule]) -> Result<Destination, Refused> {
+        Destination::of(&uri.parse().unwrap(), rules)
+    }
+
+    #[test]
+    fn a_request_no_rule_grants_is_refused_with_the_grant_that_would_allow_it() {
+        let rules = rules(&["api.example.com:443", "*.example.org"]);
+        for (uri, target, host, port) in [
+            (
+                "http://example.invalid/x",
+                "http://example.invalid:80",
+                "example.invalid",
+                80,
+            ),
+            (
+                "https://api.example.com:8443/",
+                "https://api.example.com:8443",
+                "api.example.com",
+                8443,
+            ),
+            ("http://[::1]:9000/", "http://[::1]:9000", "[::1]", 9000),
+            (
+                "https://example.org/",
+                "https://example.org:443",
+                "example.org",
+                443,
+            ),
+        ] {
+            match destination(uri, &rules) {
+                Err(Refused::NotGranted(denial)) => {
+                    assert_eq!(denial.request.capability(), "net");
+                    assert_eq!(denial.request.to_string(), target);
+                    assert_eq!(
+                        denial.remedy,
+                        Some(Grant::Net {
+                            host: host.into(),
+                            port
+                        })
+                    );
+                }
+                _ => panic!("{uri} should be refused"),
+            }
+        }
+    }
+
+    #[test]
+    fn granted_requests_carry_how_they_are_granted() {
+        let rules = rules(&["api.example.com:443", "*.example.org", "[::1]"]);
+        let grant = |uri| destination(uri, &rules).ok().map(|d| d.grant);
+        assert_eq!(grant("https://API.example.com/v1"), Some(HostGrant::ByName));
+        assert_eq!(grant("http://a.example.org/"), Some(HostGrant::ByWildcard));
+        assert_eq!(grant("http://[::1]:8080/"), Some(HostGrant::ByAddress));
+        let d = destination("http://[::1]:8080/", &rules).ok().unwrap();
+        assert_eq!(d.bare_host(), "::1");
+        assert_eq!(d.port, 8080);
+    }
+
+    fn request_body(len: usize) -> LimitedRequestBody {
+        let inner = http_body_util::Full::new(Bytes::from(vec![b'x'; len]))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        LimitedRequestBody { inner, sent: 0 }
+    }
+
+    #[tokio::test]
+    async fn a_request_body_past_the_cap_fails_with_a_body_size_error() {
+        let cap = usize::try_from(MAX_REQUEST_BODY_BYTES).unwrap();
+        let at_cap = request_body(cap).collect().await;
+        assert_eq!(at_cap.map(|b| b.to_bytes().len()).ok(), Some(cap));
+        let over = request_body(cap + 1).collect().await;
+        assert!(
+            matches!(over, Err(HttpError::HttpRequestBodySize(Some(n))) if n == MAX_REQUEST_BODY_BYTES + 1),
+            "{over:?}"
+        );
+    }
+
+    #[test]
+    fn timeouts_never_exceed_the_runs_remaining_time() {
+        let soon = Instant::now() + Duration::from_millis(200);
+        assert!(bounded(None, Some(soon)) <= Duration::from_millis(200));
+        assert!(bounded(Some(Duration::from_secs(60)), Some(soon)) <= Duration::from_millis(200));
+        assert_eq!(
+            bounded(Some(Duration::from_millis(5)), Some(soon)),
+            Duration::from_millis(5)
+        );
+        assert_eq!(bounded(None, None), DEFAULT_TIMEOUT);
+        let past = Instant::now() - Duration::from_millis(1);
+        assert_eq!(bounded(None, Some(past)), Duration::ZERO);
+    }
+}

@@ -1,0 +1,82 @@
+//! moat's sandbox: runs adapter components under wasmtime, as untrusted
+//! code.
+//!
+//! One [`Sandbox`] per process holds the engine (component model, fuel,
+//! epoch interruption, instance pool), the linker with exactly the imports
+//! an adapter may use, and the compiled-component cache. A loaded component
+//! is a [`WasmAdapter`]: an engine [`Adapter`](moat_engine::Adapter) whose
+//! runs each get their own store with their memory cap and fuel budget, a
+//! WASI context built from their grants (files and environment), outgoing
+//! HTTP checked against their network grants, and child processes exactly
+//! as granted ([`RunScope`]). This layer converts and contains; the engine
+//! (`moat-engine`) applies the event rules.
+//!
+//! Embedding moat is this crate and the engine's `run_agent`:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use moat_engine::{EventPayload, Registry, RunRequest, run_agent};
+//! use moat_grants::Grants;
+//! use moat_sandbox::{RunScope, Sandbox, SandboxConfig};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! // One sandbox per process; it compiles components once and caches them.
+//! let sandbox = Sandbox::new(SandboxConfig::default())?;
+//! let echo = moat_builtins::component("echo").expect("echo is built in");
+//! let adapter = sandbox.load_bytes("built-in".into(), echo.to_vec()).await?;
+//! // Or any component on disk: `sandbox.load_file(path).await?`.
+//!
+//! let mut registry = Registry::scoped();
+//! registry.register(Arc::new(adapter))?;
+//! // What the run may reach: nothing beyond what is granted here.
+//! let scope = RunScope::granted(Grants::none());
+//! let request = RunRequest::new("echo", "hello from the sandbox").with_scope(scope);
+//!
+//! let mut run = run_agent(&registry, request)?;
+//! while let Some(event) = run.next().await {
+//!     if let EventPayload::Text(text) = &event.payload {
+//!         println!("{}", text.content);
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! Modules, by what they own:
+//! - [`contract`]: the `moat:adapter` versions this host runs, side by side.
+//! - runtime: the process-wide engine, linker and cache; loading.
+//! - adapter, session, state, control: one component, one run, its store.
+//! - capabilities, http, process: what a run reaches, exactly as granted.
+//! - limits, failure, output, denials: caps, failures, guest output and
+//!   refusals, turned into what the engine understands.
+
+mod adapter;
+mod cache;
+mod capabilities;
+mod config;
+pub mod contract;
+mod control;
+mod denials;
+mod error;
+mod failure;
+mod http;
+mod info;
+mod interrupt;
+mod limits;
+mod output;
+mod process;
+mod runtime;
+mod scope;
+mod session;
+mod state;
+
+pub use adapter::{ComponentDetails, WasmAdapter};
+pub use cache::CacheOutcome;
+pub use config::{MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir};
+pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion};
+pub use error::{LoadError, SandboxError};
+pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
+pub use process::RunningChild;
+pub use runtime::{CompileReport, Sandbox};
+pub use scope::RunScope;

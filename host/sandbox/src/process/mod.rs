@@ -1,0 +1,264 @@
+//! The process capability: the children of one run, exactly as granted.
+//!
+//! A run may start only the programs of its `--allow-run` grants, resolved
+//! when the run starts ([`GrantedPrograms`]). Each child:
+//!
+//! - gets an empty environment plus the run's granted variables (with the
+//!   host's values) and the variables the adapter sets;
+//! - runs in a directory inside the run's granted directories, or, when the
+//!   adapter names none, in an empty directory of the run's own that is
+//!   removed with the run;
+//! - leads its own process group, so signals and the final kill reach what
+//!   it started too ([`groups`]), and dies with the host ([`spawner`]);
+//! - is killed when the guest drops it, and every child is killed when the
+//!   run ends for any reason: done, trap, timeout, abort (`SIGTERM` at the
+//!   abort, `SIGKILL` at the end) or the host shutting down.
+//!
+//! Limits: [`MAX_LIVE_CHILDREN`] children at a time, stdout lines of at
+//! most [`MAX_LINE_BYTES`] (read only when the guest asks, so a child that
+//! writes faster than the adapter reads waits on its pipe instead of
+//! filling the host's memory), a stderr tail of [`STDERR_TAIL_BYTES`].
+//!
+//! A refusal answers the guest with `denied` (saying what was refused) and
+//! is recorded in the run's [`DenialLog`], which the engine turns into a
+//! `CAPABILITY_DENIED` event.
+//!
+//! The types here are the contract's, version-neutral: each contract
+//! version's module converts its generated types to them
+//! (`contract::v0_2_0::process`).
+
+mod calls;
+mod child;
+mod groups;
+mod spawner;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+pub use child::RunningChild;
+pub(crate) use groups::ChildGroups;
+use moat_engine::{Denial, DeniedRequest, Grant};
+use moat_grants::programs::{GrantedPrograms, ProgramRefusal};
+use moat_grants::{Grants, names};
+pub(crate) use moat_process_model::{ExitStatus, ProcessError, Signal, Stdin};
+use moat_process_model::{
+    MAX_ARGS_AND_VARS, MAX_ARGS_AND_VARS_BYTES, MAX_LINE_BYTES, MAX_LIVE_CHILDREN,
+};
+
+use self::child::{LineReader, StderrTail};
+use crate::denials::DenialLog;
+
+/// What an adapter asks to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpawnRequest {
+    /// A granted program: its granted name or its absolute path.
+    pub(crate) program: String,
+    pub(crate) args: Vec<String>,
+    /// Variables on top of the run's granted ones.
+    pub(crate) env: Vec<(String, String)>,
+    /// Working directory, inside a granted directory; `None`: the run's own
+    /// empty one.
+    pub(crate) cwd: Option<String>,
+    pub(crate) stdin: Stdin,
+}
+
+/// What a run may start, and the groups of what it started.
+pub(crate) struct ProcessTable {
+    adapter: Arc<str>,
+    programs: GrantedPrograms,
+    /// Granted variables with the host's values, read when the run started.
+    env: Vec<(String, String)>,
+    /// Granted directories (read or write), canonical.
+    dirs: Vec<PathBuf>,
+    /// The run's own empty directory, made at the first spawn without cwd.
+    private_dir: Option<tempfile::TempDir>,
+    groups: ChildGroups,
+    denials: DenialLog,
+}
+
+impl ProcessTable {
+    /// The process capability of a run with `grants`, whose children's
+    /// groups are kept in `groups`.
+    pub(crate) fn new(
+        adapter: Arc<str>,
+        grants: &Grants,
+        env: Vec<(String, String)>,
+        groups: ChildGroups,
+        denials: DenialLog,
+    ) -> Self {
+        let path_var = std::env::var_os("PATH");
+        Self {
+            adapter,
+            programs: GrantedPrograms::resolve(&grants.run, path_var.as_deref()),
+            env,
+            dirs: grants.preopens().into_iter().map(|p| p.host).collect(),
+            private_dir: None,
+            groups,
+            denials,
+        }
+    }
+
+    /// Starts what `request` asks for, if the run was granted it.
+    pub(crate) async fn spawn(
+        &mut self,
+        request: SpawnRequest,
+    ) -> Result<RunningChild, ProcessError> {
+        let program = self.program(&request.program)?;
+        check_sizes(&request)?;
+        let cwd = self.cwd(request.cwd.as_deref(), &request.program)?;
+        if self.groups.len() >= MAX_LIVE_CHILDREN {
+            return Err(ProcessError::LimitReached(format!(
+                "a run may have {MAX_LIVE_CHILDREN} children at a time; wait for one and drop it before starting another"
+            )));
+        }
+        let mut command = tokio::process::Command::new(&program);
+        command
+            .args(&request.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(request.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&cwd)
+            .stdin(match request.stdin {
+                Stdin::Null => Stdio::null(),
+                Stdin::Piped => Stdio::piped(),
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut process = spawner::spawn(command).await.map_err(|error| {
+            ProcessError::Io(format!("cannot start {}: {error}", program.display()))
+        })?;
+        let pid = process
+            .id()
+            .ok_or_else(|| ProcessError::Io("the child exited at once".into()))?;
+        self.groups.add(pid);
+        tracing::info!(adapter = %self.adapter, pid, program = %program.display(), "child started");
+        let stdout = process.stdout.take().expect("stdout is piped");
+        let stderr = process.stderr.take().expect("stderr is piped");
+        Ok(RunningChild {
+            pid,
+            stdin: process.stdin.take(),
+            process,
+            stdout: LineReader::new(stdout, MAX_LINE_BYTES),
+            stderr: StderrTail::collect(stderr),
+            groups: self.groups.clone(),
+        })
+    }
+
+    fn program(&self, requested: &str) -> Result<PathBuf, ProcessError> {
+        match self.programs.find(requested) {
+            Ok(path) => Ok(path),
+            Err(ProgramRefusal::NotInstalled { message }) => Err(ProcessError::NotFound(message)),
+            Err(ProgramRefusal::NotGranted) => {
+                let program = shown(requested);
+                // A relative path is never matched by a grant.
+                let remedy = if requested.starts_with('/') || !requested.contains('/') {
+                    Grant::Run {
+                        program: program.clone(),
+                    }
+                } else {
+                    Grant::RunByNameOrPath
+                };
+                Err(self.deny(Denial {
+                    request: DeniedRequest::Program { program },
+                    reason: "not granted".into(),
+                    remedy: Some(remedy),
+                }))
+            }
+        }
+    }
+
+    /// The child's working directory: `requested` if it lies inside a
+    /// granted directory, else the run's own empty one.
+    fn cwd(&mut self, requested: Option<&str>, program: &str) -> Result<PathBuf, ProcessError> {
+        let Some(requested) = requested else {
+            return self.private_dir();
+        };
+        let refuse = |reason: &str| Denial {
+            request: DeniedRequest::ProgramDir {
+                program: shown(program),
+                dir: shown(requested),
+            },
+            reason: reason.into(),
+            remedy: Some(Grant::Read {
+                dir: shown(requested),
+            }),
+        };
+        if !Path::new(requested).is_absolute() {
+            return Err(self.deny(refuse("a working directory must be an absolute path")));
+        }
+        let Ok(canonical) = std::fs::canonicalize(requested) else {
+            return Err(self.deny(refuse("no such directory")));
+        };
+        if !canonical.is_dir() {
+            return Err(self.deny(refuse("not a directory")));
+        }
+        if !self.dirs.iter().any(|dir| canonical.starts_with(dir)) {
+            return Err(self.deny(refuse(
+                "the working directory is outside the granted directories",
+            )));
+        }
+        Ok(canonical)
+    }
+
+    fn private_dir(&mut self) -> Result<PathBuf, ProcessError> {
+        if self.private_dir.is_none() {
+            let dir = tempfile::Builder::new()
+                .prefix("moat-run-")
+                .tempdir()
+                .map_err(|e| ProcessError::Io(format!("cannot make the run's directory: {e}")))?;
+            self.private_dir = Some(dir);
+        }
+        Ok(self
+            .private_dir
+            .as_ref()
+            .expect("made above")
+            .path()
+            .to_path_buf())
+    }
+
+    fn deny(&self, denial: Denial) -> ProcessError {
+        let message = denial.to_string();
+        self.denials.record(denial);
+        ProcessError::Denied(message)
+    }
+}
+
+impl Drop for ProcessTable {
+    fn drop(&mut self) {
+        // The run is over, whatever ended it: nothing it started survives.
+        self.groups.kill_all();
+    }
+}
+
+fn check_sizes(request: &SpawnRequest) -> Result<(), ProcessError> {
+    for (name, value) in &request.env {
+        names::env_name(name).map_err(|e| ProcessError::Io(e.to_string()))?;
+        if value.contains('\0') {
+            return Err(ProcessError::Io(format!(
+                "the value of {name} contains a NUL byte"
+            )));
+        }
+    }
+    if request.args.iter().any(|arg| arg.contains('\0')) {
+        return Err(ProcessError::Io("an argument contains a NUL byte".into()));
+    }
+    let count = request.args.len() + request.env.len();
+    let bytes: usize = request.args.iter().map(String::len).sum::<usize>()
+        + request
+            .env
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>();
+    if count > MAX_ARGS_AND_VARS || bytes > MAX_ARGS_AND_VARS_BYTES {
+        return Err(ProcessError::Io(format!(
+            "too many arguments and variables ({count}, {bytes} bytes; at most {MAX_ARGS_AND_VARS} and {MAX_ARGS_AND_VARS_BYTES} bytes)"
+        )));
+    }
+    Ok(())
+}
+
+/// A guest's string as shown in a message: at most 200 bytes of it.
+fn shown(text: &str) -> String {
+    text[..text.floor_char_boundary(200)].to_owned()
+}

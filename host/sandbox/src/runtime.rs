@@ -1,0 +1,234 @@
+//! The process-wide sandbox: one wasmtime engine, its linker, the epoch
+//! ticker and the compiled-component cache.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
+use crate::adapter::{ComponentDetails, Linking, WasmAdapter};
+use crate::cache::{CacheOutcome, ComponentCache};
+use crate::config::{SandboxConfig, wasmtime_config};
+use crate::contract::{self, ContractVersion};
+use crate::error::{LoadError, SandboxError};
+use crate::info;
+use crate::state::RunState;
+
+/// Runs adapter components. Create one per process and share it: it owns
+/// the wasmtime engine, whose compiled code and instance pool every run
+/// uses.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<RunState>,
+    cache: ComponentCache,
+    config: SandboxConfig,
+    _ticker: EpochTicker,
+}
+
+/// What compiling a component ahead of time found (`moat compile`).
+#[derive(Debug, Clone)]
+pub struct CompileReport {
+    /// The contract version the component was built against.
+    pub contract: ContractVersion,
+    /// What the compiled-component cache did.
+    pub cache: CacheOutcome,
+    /// The cache entry, when the cache is enabled.
+    pub cache_path: Option<std::path::PathBuf>,
+    /// Time to compile or load the compiled form.
+    pub load_time: Duration,
+}
+
+impl Sandbox {
+    /// Sets up the engine. Falls back to on-demand instance allocation when
+    /// the pooling allocator cannot reserve its address space here.
+    pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        let engine = match Engine::new(&wasmtime_config(config.pool_sessions)) {
+            Ok(engine) => engine,
+            Err(error) if config.pool_sessions > 0 => {
+                tracing::warn!(
+                    "instance pool unavailable ({error:#}); allocating instances on demand"
+                );
+                Engine::new(&wasmtime_config(0))
+                    .map_err(|e| SandboxError::Engine(format!("{e:#}")))?
+            }
+            Err(error) => return Err(SandboxError::Engine(format!("{error:#}"))),
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        // Only `wasi:http/types` and `outgoing-handler`: every request goes
+        // through the run's checks (sandbox/http.rs).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        contract::add_to_linker(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        let cache = ComponentCache::new(&engine, config.cache_dir.clone());
+        let ticker = EpochTicker::start(engine.clone(), config.epoch_tick)
+            .map_err(|e| SandboxError::Engine(format!("cannot start the epoch thread: {e}")))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                cache,
+                config,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The settings this sandbox was made with.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// Loads a component file.
+    pub async fn load_file(&self, path: &Path) -> Result<WasmAdapter, LoadError> {
+        let bytes = self.read_file(path)?;
+        self.load_bytes(path.display().to_string(), bytes).await
+    }
+
+    /// Loads a component from memory; `origin` names it in messages.
+    pub async fn load_bytes(
+        &self,
+        origin: String,
+        bytes: Vec<u8>,
+    ) -> Result<WasmAdapter, LoadError> {
+        let size_bytes = bytes.len() as u64;
+        let sha256 = hex_sha256(&bytes);
+        let cache_path = self.inner.cache.entry_path(&bytes);
+        let started = Instant::now();
+        let (component, cache) = self.compile(bytes).await?;
+        let load_time = started.elapsed();
+        let inner = &self.inner;
+        let supported = contract::version_of(&inner.engine, &component)?;
+        let imports = component
+            .component_type()
+            .imports(&inner.engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        let instance_pre = inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::UnsupportedImports(format!("{e:#}")))?;
+        let linked = (supported.link)(Linking {
+            engine: &inner.engine,
+            pre: instance_pre,
+            origin: &origin,
+        })
+        .await?;
+        info::validate(&linked.info, &linked.needs).map_err(LoadError::InvalidInfo)?;
+        tracing::debug!(adapter = %linked.info.name, %origin, contract = %supported.version, ?cache, ?load_time, "component loaded");
+        let details = ComponentDetails {
+            origin,
+            size_bytes,
+            sha256,
+            contract: supported.version,
+            imports,
+            cache,
+            cache_path,
+            load_time,
+        };
+        Ok(WasmAdapter::new(linked, details))
+    }
+
+    /// Compiles a component file into the cache without running it.
+    pub async fn compile_file(&self, path: &Path) -> Result<CompileReport, LoadError> {
+        let bytes = self.read_file(path)?;
+        let cache_path = self.inner.cache.entry_path(&bytes);
+        let started = Instant::now();
+        let (component, cache) = self.compile(bytes).await?;
+        let supported = contract::version_of(&self.inner.engine, &component)?;
+        Ok(CompileReport {
+            contract: supported.version,
+            cache,
+            cache_path,
+            load_time: started.elapsed(),
+        })
+    }
+
+    fn read_file(&self, path: &Path) -> Result<Vec<u8>, LoadError> {
+        let read_error = |source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let size = std::fs::metadata(path).map_err(read_error)?.len();
+        self.check_size(size)?;
+        std::fs::read(path).map_err(read_error)
+    }
+
+    fn check_size(&self, size: u64) -> Result<(), LoadError> {
+        let limit = self.inner.config.max_component_bytes;
+        if size > limit {
+            return Err(LoadError::TooLarge { size, limit });
+        }
+        Ok(())
+    }
+
+    /// Compiles (or loads from the cache) off the async threads, bounded in
+    /// time: compiling untrusted input must not stall the process.
+    async fn compile(&self, bytes: Vec<u8>) -> Result<(Component, CacheOutcome), LoadError> {
+        self.check_size(bytes.len() as u64)?;
+        contract::check_binary_kind(&bytes)?;
+        let inner = self.inner.clone();
+        let timeout = inner.config.compile_timeout;
+        let task = tokio::task::spawn_blocking(move || {
+            let engine = &inner.engine;
+            inner
+                .cache
+                .load_or_compile(engine, &bytes, || Component::new(engine, &bytes))
+        });
+        match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(Ok(compiled))) => Ok(compiled),
+            Ok(Ok(Err(error))) => Err(LoadError::Compile(format!("{error:#}"))),
+            Ok(Err(join_error)) => Err(LoadError::Compile(format!(
+                "the compiler failed: {join_error}"
+            ))),
+            Err(_) => Err(LoadError::CompileTimeout {
+                seconds: timeout.as_secs(),
+            }),
+        }
+    }
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Advances the engine's epoch on a fixed tick, on its own thread, until
+/// dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine, tick: Duration) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        std::thread::Builder::new()
+            .name("moat-epoch".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,30 @@
+//! What a sandboxed run may reach, and how far its backend may go.
+
+use moat_grants::{Grants, TrustLevel};
+
+/// The scope of one sandboxed run, carried by the engine from the
+/// [`RunRequest`](moat_engine::RunRequest) to the component: its grants,
+/// which the sandbox enforces, and its trust level, which the adapter is
+/// told so it can set its backend's own switches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunScope {
+    /// What the run may reach; nothing by default.
+    pub grants: Grants,
+    /// How far the run's backend may go on its own; `sandbox` by default.
+    pub trust: TrustLevel,
+}
+
+impl RunScope {
+    /// Nothing granted, the lowest trust.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// A scope with `grants` and the lowest trust.
+    pub fn granted(grants: Grants) -> Self {
+        Self {
+            grants,
+            trust: TrustLevel::default(),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! One running adapter: its store, its instance and its session resource.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::task::Poll;
+
+use futures::future::BoxFuture;
+use moat_engine::{AdapterEvent, AdapterSession, Denial, SessionControl, SessionFailure};
+use moat_grants::Grants;
+use wasmtime::component::ResourceAny;
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+use crate::contract::Contract;
+use crate::control::RunControl;
+use crate::failure::{KilledByHost, classify};
+use crate::state::RunState;
+
+/// A store for one run: its grants as a WASI context, the memory cap, the
+/// fuel budget, and an epoch callback that yields to other tasks on every
+/// tick (so a spinning guest never holds a thread, and deadlines are
+/// noticed) and traps once the run is killed.
+pub(crate) fn new_store(
+    engine: &Engine,
+    adapter: Arc<str>,
+    max_memory_bytes: u64,
+    fuel: Option<u64>,
+    grants: &Grants,
+    deadline: Option<tokio::time::Instant>,
+) -> wasmtime::Result<Store<RunState>> {
+    let control = Arc::new(RunControl::new(engine.clone()));
+    let state = RunState::new(adapter, control, max_memory_bytes, grants, deadline)?;
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.memory);
+    store.set_fuel(fuel.unwrap_or(u64::MAX))?;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|context| {
+        if context.data().control.is_killed() {
+            return Err(KilledByHost.into());
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    Ok(store)
+}
+
+/// A started Wasm adapter session of contract version `C`.
+pub(crate) struct WasmSession<C: Contract> {
+    store: Store<RunState>,
+    instance: C::Instance,
+    session: ResourceAny,
+    fuel_budget: Option<u64>,
+}
+
+impl<C: Contract> WasmSession<C> {
+    pub(crate) fn new(
+        store: Store<RunState>,
+        instance: C::Instance,
+        session: ResourceAny,
+        fuel_budget: Option<u64>,
+    ) -> Self {
+        Self {
+            store,
+            instance,
+            session,
+            fuel_budget,
+        }
+    }
+
+    async fn pull(&mut self) -> Result<Option<AdapterEvent>, SessionFailure> {
+        let control = self.store.data().control.clone();
+        let next = {
+            let mut call = std::pin::pin!(C::next(&self.instance, &mut self.store, self.session));
+            // wasmtime sets a yielded guest's next epoch deadline only once
+            // it is resumed, so a kill that lands during the pause would not
+            // be seen until the following tick: look at the flag first.
+            std::future::poll_fn(|cx| {
+                if control.is_killed() {
+                    return Poll::Ready(None);
+                }
+                call.as_mut().poll(cx).map(Some)
+            })
+            .await
+        };
+        let Some(next) = next else {
+            return Err(SessionFailure::Killed);
+        };
+        next.map_err(|error| classify(&self.store, &error, self.fuel_budget))
+    }
+}
+
+impl<C: Contract> AdapterSession for WasmSession<C> {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>> {
+        Box::pin(self.pull())
+    }
+
+    fn control(&self) -> Arc<dyn SessionControl> {
+        self.store.data().control.clone()
+    }
+
+    fn take_denials(&mut self) -> Vec<Denial> {
+        self.store.data().denials.take()
+    }
+
+    fn close(mut self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            // Runs the adapter's destructor; whatever it does (trap, spin
+            // until killed) the store is freed when `self` drops.
+            if let Err(error) = self.session.resource_drop_async(&mut self.store).await {
+                tracing::debug!(adapter = %self.store.data().adapter, "session destructor failed: {error:#}");
+            }
+        })
+    }
+}

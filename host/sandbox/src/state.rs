@@ -1,0 +1,126 @@
+//! What one run's store holds: its WASI and HTTP contexts, limits, process
+//! table and refusals, and the host services every contract version offers.
+
+use std::sync::Arc;
+
+use moat_grants::Grants;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use crate::capabilities::{self, CapabilityError};
+use crate::control::RunControl;
+use crate::denials::DenialLog;
+use crate::http::NetAccess;
+use crate::limits::MemoryCap;
+use crate::output::{GuestOutput, StreamName};
+use crate::process::ProcessTable;
+
+/// Longest guest log message kept; the rest is cut.
+const MAX_LOG_MESSAGE_BYTES: usize = 4 * 1024;
+
+/// How loud a guest's log message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GuestLogLevel {
+    Trace,
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// The data of one run's store.
+pub(crate) struct RunState {
+    pub(crate) adapter: Arc<str>,
+    pub(crate) control: Arc<RunControl>,
+    pub(crate) memory: MemoryCap,
+    pub(crate) stderr: GuestOutput,
+    /// What the run was refused, for the engine to report.
+    pub(crate) denials: DenialLog,
+    /// What the run may start, and what it started.
+    pub(crate) processes: ProcessTable,
+    wasi: WasiCtx,
+    http: WasiHttpCtx,
+    net: NetAccess,
+    pub(crate) table: ResourceTable,
+}
+
+impl RunState {
+    /// A run with the capabilities `grants` allow and nothing else (see
+    /// [`capabilities`](crate::capabilities) and
+    /// [`process`](crate::process)); with no grants: no files, no
+    /// environment, no network, no processes, no arguments, stdin closed,
+    /// stdout and stderr into the host's logs. Each HTTP request ends by `deadline`,
+    /// the end of the run's time.
+    pub(crate) fn new(
+        adapter: Arc<str>,
+        control: Arc<RunControl>,
+        max_memory_bytes: u64,
+        grants: &Grants,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Self, CapabilityError> {
+        let stderr = GuestOutput::new(adapter.clone(), StreamName::Stderr);
+        let env = capabilities::granted_env(&adapter, grants);
+        let wasi = capabilities::wasi_context(
+            grants,
+            &env,
+            GuestOutput::new(adapter.clone(), StreamName::Stdout),
+            stderr.clone(),
+        )?;
+        let denials = DenialLog::default();
+        let processes = ProcessTable::new(
+            adapter.clone(),
+            grants,
+            env,
+            control.children.clone(),
+            denials.clone(),
+        );
+        Ok(Self {
+            processes,
+            adapter,
+            control,
+            memory: MemoryCap::new(max_memory_bytes),
+            stderr,
+            net: NetAccess::new(&grants.net, deadline, denials.clone()),
+            denials,
+            wasi,
+            http: WasiHttpCtx::new(),
+            table: ResourceTable::new(),
+        })
+    }
+}
+
+impl WasiView for RunState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for RunState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.net,
+        }
+    }
+}
+
+impl RunState {
+    /// Writes a guest's log message into the host's log, cut to
+    /// [`MAX_LOG_MESSAGE_BYTES`].
+    pub(crate) fn log(&self, level: GuestLogLevel, message: &str) {
+        let message = &message[..message.floor_char_boundary(MAX_LOG_MESSAGE_BYTES)];
+        let adapter = &*self.adapter;
+        match level {
+            GuestLogLevel::Trace => tracing::trace!(target: "moat::guest", adapter, "{message}"),
+            GuestLogLevel::Debug => tracing::debug!(target: "moat::guest", adapter, "{message}"),
+            GuestLogLevel::Info => tracing::info!(target: "moat::guest", adapter, "{message}"),
+            GuestLogLevel::Warn => tracing::warn!(target: "moat::guest", adapter, "{message}"),
+            GuestLogLevel::Error => tracing::error!(target: "moat::guest", adapter, "{message}"),
+        }
+    }
+}

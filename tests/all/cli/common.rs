@@ -1,0 +1,26 @@
+//! Helpers the tests that run the real `moat` binary share.
+
+use std::process::{Command, Output, Stdio};
+
+use moat_engine::AgentEvent;
+
+/// `moat` with the tests' shared cache and quiet logs.
+pub fn moat() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_moat"));
+    command
+        .env("MOAT_CACHE_DIR", moat_testkit::shared_cache_dir())
+        .env_remove("MOAT_LOG")
+        .stdin(Stdio::null());
+    command
+}
+
+/// The events of an ndjson run.
+pub fn events(output: &Output) -> Vec<AgentEvent> {
+    String::from_utf8(output.stdout.clone())
+        .expect("utf-8 output")
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not an event ({e}): {line}"))
+        })
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! Loading refuses, with a message naming the problem, anything that is not
+//! a moat adapter component of a compatible contract version; and compiled
+//! components are cached on disk, safely.
+
+use std::path::Path;
+
+use moat_sandbox::{CacheOutcome, LoadError, Sandbox, SandboxConfig};
+use moat_testkit::components::*;
+use moat_testkit::{load, run_component, sandbox, single_done};
+
+/// A sandbox of its own, with an empty cache in `dir`.
+fn sandbox_with_cache(dir: &Path) -> Sandbox {
+    Sandbox::new(SandboxConfig {
+        cache_dir: Some(dir.to_path_buf()),
+        pool_sessions: 16,
+        ..SandboxConfig::default()
+    })
+    .expect("the sandbox starts")
+}
+
+async fn load_error(bytes: &[u8]) -> LoadError {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("input.wasm");
+    std::fs::write(&path, bytes).unwrap();
+    match sandbox().load_file(&path).await {
+        Ok(_) => panic!("loading {bytes:?} must fail"),
+        Err(error) => error,
+    }
+}
+
+#[tokio::test]
+async fn a_missing_file_is_refused_naming_the_path() {
+    let error = sandbox()
+        .load_file(Path::new("/no/such/adapter.wasm"))
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(error, LoadError::Read { .. }));
+    assert!(error.to_string().contains("/no/such/adapter.wasm"));
+}
+
+#[tokio::test]
+async fn an_empty_file_is_refused() {
+    let error = load_error(b"").await;
+    assert!(matches!(error, LoadError::Empty), "{error}");
+}
+
+#[tokio::test]
+async fn random_bytes_are_refused() {
+    let error = load_error(b"#!/bin/sh\necho this is not wasm\n").await;
+    assert!(matches!(error, LoadError::NotWasm), "{error}");
+}
+
+#[tokio::test]
+async fn a_core_module_is_refused_with_how_to_build_a_component() {
+    // The smallest valid core module: magic and version 1.
+    let error = load_error(b"\0asm\x01\0\0\0").await;
+    assert!(matches!(error, LoadError::CoreModule), "{error}");
+    assert!(error.to_string().contains("wasm32-wasip2"));
+}
+
+#[tokio::test]
+async fn a_component_without_the_adapter_export_is_refused() {
+    // The smallest valid component: magic, version 0x0d, layer 1.
+    let error = load_error(b"\0asm\x0d\0\x01\0").await;
+    assert!(matches!(error, LoadError::NotAnAdapter), "{error}");
+}
+
+#[tokio::test]
+async fn a_component_with_other_exports_is_refused_naming_the_export() {
+    let error = sandbox()
+        .load_file(Path::new(NOT_AN_ADAPTER))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(error, LoadError::UnexpectedExport { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("greet"), "{error}");
+}
+
+#[tokio::test]
+async fn a_component_built_against_the_current_contract_loads_and_runs() {
+    // The guest SDK builds against the newest contract the host runs.
+    let latest = moat_sandbox::contract::LATEST;
+    assert_eq!(
+        moat_guest::CONTRACT_VERSION,
+        format!("moat:adapter@{latest}")
+    );
+    assert!(moat_sandbox::contract::supported_versions().any(|v| v == latest));
+    let adapter = load(FLOOD).await;
+    assert_eq!(adapter.details().contract, latest);
+    let events = run_component(FLOOD, "2", |_| {}).await;
+    assert_eq!(
+        single_done(&events).status,
+        moat_engine::DoneStatus::Success
+    );
+}
+
+#[tokio::test]
+async fn a_component_of_an_incompatible_contract_version_is_refused_naming_both_versions() {
+    let error = sandbox()
+        .load_file(Path::new(FUTURE_CONTRACT))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(error, LoadError::IncompatibleContract { .. }),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("0.9.0") && message.contains(&moat_sandbox::contract::LATEST.to_string()),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_second_load_of_the_same_component_does_not_compile_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    assert_eq!(first.details().cache, CacheOutcome::Miss);
+    // A new sandbox, as in a new process.
+    let second = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    assert_eq!(second.details().cache, CacheOutcome::Hit);
+    assert_eq!(first.details().cache_path, second.details().cache_path);
+}
+
+#[tokio::test]
+async fn a_corrupt_cache_entry_is_recompiled_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    let entry = first.details().cache_path.clone().unwrap();
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+
+    let again = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    assert!(
+        matches!(again.details().cache, CacheOutcome::Replaced(_)),
+        "{:?}",
+        again.details().cache
+    );
+    let third = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    assert_eq!(
+        third.details().cache,
+        CacheOutcome::Hit,
+        "the entry was rewritten"
+    );
+}
+
+#[tokio::test]
+async fn a_truncated_cache_entry_is_recompiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    std::fs::write(first.details().cache_path.clone().unwrap(), b"short").unwrap();
+    let again = sandbox_with_cache(dir.path())
+        .load_file(Path::new(FLOOD))
+        .await
+        .unwrap();
+    assert!(matches!(again.details().cache, CacheOutcome::Replaced(_)));
+}

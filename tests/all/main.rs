@@ -1,0 +1,20 @@
+//! moat's end-to-end tests: one test binary, one module per area (as
+//! wasmtime's `tests/all`). Real components (`adapters/testing/` and the
+//! built-ins) run through the real host; the `cli` modules run the real
+//! `moat` binary. Shared helpers are in `moat-testkit` (tests/testkit).
+
+mod anthropic;
+mod capabilities;
+mod claude_code;
+mod cli;
+mod codex;
+mod echo;
+mod engine;
+mod gemini;
+mod limits;
+mod loading;
+mod misbehaving;
+mod openai;
+mod parallel_runs;
+mod processes;
+mod real_clis;

@@ -1,0 +1,281 @@
+//! Opt-in: the real Claude Code, Codex and Gemini CLIs through moat,
+//! offline, against the loopback backend stub (tools/backend-stub) started
+//! in this process. Each CLI's own switches keep its traffic on 127.0.0.1
+//! (base URLs, telemetry and update checks off; docs/cli-adapters.md), and
+//! the stub's request log shows the model calls arrived there.
+//!
+//! ```sh
+//! npm install --prefix ~/.cache/moat/clis @anthropic-ai/claude-code @openai/codex @google/gemini-cli
+//! MOAT_REAL_CLIS=1 MOAT_CLI_DIR=~/.cache/moat/clis cargo test -p moat-e2e --test real_clis -- --nocapture
+//! # with no network but loopback, in a network namespace:
+//! unshare -rn sh -c 'ip link set lo up && MOAT_REAL_CLIS=1 MOAT_CLI_DIR=$HOME/.cache/moat/clis cargo test --offline -p moat-e2e --test real_clis'
+//! ```
+//!
+//! Without `MOAT_REAL_CLIS=1` the test only says it was skipped. A CLI
+//! missing from `$MOAT_CLI_DIR/node_modules/.bin` fails the test.
+
+use std::path::{Path, PathBuf};
+
+use moat_backend_stub::scenario::{TEXT_REPLY, TOOL_FOLLOW_UP};
+use moat_backend_stub::{Scenario, StubConfig, StubServer};
+use moat_engine::{AgentEvent, DoneStatus, ToolStatus};
+use moat_grants::Grants;
+use moat_grants::TrustLevel;
+use moat_testkit::{describe, single_done, texts, tool_result};
+use serde_json::json;
+
+/// One CLI and how to run it offline.
+struct Cli {
+    adapter: &'static str,
+    program: &'static str,
+    api: &'static str,
+    model: &'static str,
+}
+
+const CLIS: [Cli; 3] = [
+    Cli {
+        adapter: "claude-code",
+        program: "claude",
+        api: "anthropic",
+        model: "claude-sonnet-4-5",
+    },
+    Cli {
+        adapter: "codex",
+        program: "codex",
+        api: "openai",
+        model: "gpt-5-codex",
+    },
+    Cli {
+        adapter: "gemini",
+        program: "gemini",
+        api: "gemini",
+        model: "gemini-2.5-flash",
+    },
+];
+
+fn cli_dir() -> PathBuf {
+    match std::env::var_os("MOAT_CLI_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/moat/clis"),
+    }
+}
+
+/// Sets the process environment the CLI will be granted. The test is the
+/// only one in this binary and runs the CLIs one after another, so nothing
+/// reads the environment while it changes.
+fn set_env(vars: &[(&str, String)]) {
+    for (name, value) in vars {
+        // SAFETY: see above: no other thread reads the environment now.
+        unsafe { std::env::set_var(name, value) };
+    }
+}
+
+/// The offline recipe of `cli` for a stub at `base_url`, in `home`; the
+/// names to grant.
+fn offline(cli: &Cli, base_url: &str, home: &Path) -> Vec<String> {
+    let tmp = home.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut vars = vec![
+        ("HOME", home.to_string_lossy().into_owned()),
+        ("TMPDIR", tmp.to_string_lossy().into_owned()),
+    ];
+    match cli.program {
+        "claude" => {
+            vars.push(("ANTHROPIC_BASE_URL", base_url.to_owned()));
+            vars.push(("ANTHROPIC_API_KEY", "sk-ant-moat-offline".to_owned()));
+        }
+        "codex" => {
+            let codex_home = home.join("codex-home");
+            std::fs::create_dir_all(&codex_home).unwrap();
+            let config = format!(
+                "model_provider = \"moat-stub\"\n[model_providers.moat-stub]\nname = \"moat stub\"\n\
+                 base_url = \"{base_url}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\n\
+                 request_max_retries = 0\nstream_max_retries = 0\n"
+            );
+            std::fs::write(codex_home.join("config.toml"), config).unwrap();
+            vars.push(("CODEX_HOME", codex_home.to_string_lossy().into_owned()));
+            vars.push(("OPENAI_API_KEY", "moat-offline".to_owned()));
+        }
+        _ => {
+            let settings = home.join(".gemini");
+            std::fs::create_dir_all(&settings).unwrap();
+            let json = json!({
+                "security": {"auth": {"selectedType": "gemini-api-key"}},
+                "privacy": {"usageStatisticsEnabled": false},
+                "telemetry": {"enabled": false},
+                "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+            });
+            std::fs::write(settings.join("settings.json"), json.to_string()).unwrap();
+            vars.push(("GOOGLE_GEMINI_BASE_URL", base_url.to_owned()));
+            vars.push(("GEMINI_API_KEY", "moat-offline".to_owned()));
+            vars.push(("GEMINI_CLI_TRUST_WORKSPACE", "true".to_owned()));
+        }
+    }
+    set_env(&vars);
+    let mut names: Vec<String> = vars.iter().map(|(name, _)| (*name).to_owned()).collect();
+    names.push("PATH".to_owned());
+    names
+}
+
+/// Runs `cli` on `scenario` against a fresh stub at `trust`; the events
+/// and the stub's request log.
+/// [`run_real`] of `scenario` at trust level unrestricted, checking that
+/// the run succeeded.
+fn run_successful(
+    cli: &Cli,
+    program: &Path,
+    scenario: Scenario,
+    scratch: &Path,
+) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
+    let (events, requests) = run_real(cli, program, scenario, TrustLevel::Unrestricted, scratch);
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{}: {}",
+        cli.adapter,
+        describe(&events)
+    );
+    (events, requests)
+}
+
+fn run_real(
+    cli: &Cli,
+    program: &Path,
+    scenario: Scenario,
+    trust: TrustLevel,
+    scratch: &Path,
+) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
+    let stub =
+        StubServer::start("127.0.0.1:0", StubConfig::new(scenario)).expect("the stub starts");
+    // Inside the scratch directory made before any TMPDIR was changed.
+    let home = tempfile::tempdir_in(scratch).unwrap();
+    let home_dir = std::fs::canonicalize(home.path()).unwrap();
+    let work = home_dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let env = offline(cli, &stub.base_url(), &home_dir);
+
+    let mut request = moat_testkit::request(
+        cli.adapter,
+        "Run echo moat-tool-use in the shell if you can, then answer.",
+    );
+    request.scope.grants = Grants {
+        run: vec![program.to_string_lossy().into_owned()],
+        write: vec![work.clone()],
+        env,
+        ..Grants::none()
+    };
+    request.options.extra = Some(json!({"program": program}));
+    request.options.cwd = Some(work.to_string_lossy().into_owned());
+    request.options.model = Some(cli.model.to_owned());
+    request.scope.trust = trust;
+    if cli.program == "claude" && trust == TrustLevel::Unrestricted {
+        request.options.allowed_tools = Some(vec!["Bash".into()]);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let events = runtime.block_on(async {
+        let registry =
+            moat_testkit::registry_of([moat_testkit::llm_server::load_builtin(cli.adapter).await]);
+        moat_testkit::collect(&registry, request).await
+    });
+    (events, stub.requests())
+}
+
+#[test]
+fn the_real_clis_run_through_moat_against_the_loopback_stub() {
+    if std::env::var("MOAT_REAL_CLIS").as_deref() != Ok("1") {
+        eprintln!("skipped: set MOAT_REAL_CLIS=1 (and MOAT_CLI_DIR) to run the real CLIs");
+        return;
+    }
+    let bin = cli_dir().join("node_modules/.bin");
+    let scratch = tempfile::tempdir().unwrap();
+    for cli in &CLIS {
+        let program = bin.join(cli.program);
+        assert!(
+            program.exists(),
+            "{} is not installed in {}",
+            cli.program,
+            bin.display()
+        );
+
+        let (events, requests) = run_successful(cli, &program, Scenario::Text, scratch.path());
+        let done = single_done(&events);
+        assert_eq!(texts(&events).concat(), TEXT_REPLY, "{}", cli.adapter);
+        assert!(done.resume_token.is_some(), "{}", cli.adapter);
+        let model_calls: Vec<_> = requests.iter().filter(|r| r.api == cli.api).collect();
+        assert!(
+            !model_calls.is_empty(),
+            "{}: the model calls reached the stub",
+            cli.adapter
+        );
+
+        let (events, _) = run_successful(cli, &program, Scenario::ToolUse, scratch.path());
+        let result = tool_result(&events);
+        assert_eq!(result.status, ToolStatus::Success, "{}", cli.adapter);
+        assert_eq!(
+            texts(&events).last().copied(),
+            Some(TOOL_FOLLOW_UP),
+            "{}",
+            cli.adapter
+        );
+        check_trust_levels(cli, &program, scratch.path());
+        eprintln!("{}: ok", cli.adapter);
+    }
+}
+
+/// The tools each trust level leaves the model, as the stub saw them
+/// offered: the mapping of docs/cli-adapters.md, checked on the real CLI.
+fn check_trust_levels(cli: &Cli, program: &Path, scratch: &Path) {
+    let offered = |trust| {
+        let (events, requests) = run_real(cli, program, Scenario::Text, trust, scratch);
+        assert_eq!(
+            single_done(&events).status,
+            DoneStatus::Success,
+            "{} at {trust:?}: {}",
+            cli.adapter,
+            describe(&events)
+        );
+        let call = requests
+            .iter()
+            .find(|r| r.api == cli.api)
+            .expect("a model call");
+        call.tools.clone()
+    };
+    let has = |tools: &[String], name: &str| tools.iter().any(|tool| tool == name);
+    match cli.program {
+        "claude" => {
+            let sandbox = offered(TrustLevel::Sandbox);
+            assert!(sandbox.is_empty(), "claude sandbox offers {sandbox:?}");
+            let controlled = offered(TrustLevel::Controlled);
+            assert!(!has(&controlled, "Bash"), "{controlled:?}");
+            assert!(
+                has(&controlled, "Edit") && has(&controlled, "WebFetch"),
+                "{controlled:?}"
+            );
+        }
+        "codex" => {
+            let sandbox = offered(TrustLevel::Sandbox);
+            for tool in ["exec_command", "web_search", "view_image"] {
+                assert!(
+                    !has(&sandbox, tool),
+                    "codex sandbox offers {tool}: {sandbox:?}"
+                );
+            }
+            let controlled = offered(TrustLevel::Controlled);
+            assert!(!has(&controlled, "exec_command"), "{controlled:?}");
+            assert!(has(&offered(TrustLevel::Unrestricted), "exec_command"));
+        }
+        _ => {
+            let controlled = offered(TrustLevel::Controlled);
+            assert!(!has(&controlled, "run_shell_command"), "{controlled:?}");
+            assert!(
+                has(&controlled, "read_file") && has(&controlled, "write_file"),
+                "{controlled:?}"
+            );
+            assert!(has(&offered(TrustLevel::Unrestricted), "run_shell_command"));
+        }
+    }
+}

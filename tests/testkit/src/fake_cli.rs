@@ -1,0 +1,213 @@
+//! A fake agent CLI for the end-to-end tests of the CLI adapters: a link to
+//! the fixture replayer (`moat-fake-cli` of tools/cli-fixture, see
+//! [`replayer`]) named like the CLI, in a directory of its own with its
+//! configuration beside it, granted by its absolute path.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use moat_engine::AgentEvent;
+use moat_grants::{Grants, TrustLevel};
+
+use crate::Request;
+use serde_json::{Value, json};
+
+/// The fixture replayer, `moat-fake-cli` of tools/cli-fixture: built once
+/// per test process into the test's own target directory and profile (a
+/// test can only be handed the binaries of its own package, so it asks
+/// cargo for this one), and returned by path.
+pub fn replayer() -> &'static Path {
+    static REPLAYER: OnceLock<PathBuf> = OnceLock::new();
+    REPLAYER.get_or_init(|| {
+        // The test binary is `<target>/<profile>/deps/<test>-<hash>`.
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary is in <target>/<profile>/deps");
+        let target_dir = profile_dir.parent().expect("a target directory");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => "dev",
+            Some(other) => other,
+            None => "dev",
+        };
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(crate::repo_root())
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "moat-cli-fixture",
+                "--bin",
+                "moat-fake-cli",
+            ])
+            .arg("--profile")
+            .arg(profile)
+            .arg("--target-dir")
+            .arg(target_dir)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building moat-fake-cli failed: {status}");
+        let binary = profile_dir.join("moat-fake-cli");
+        assert!(binary.is_file(), "no {}", binary.display());
+        binary
+    })
+}
+
+/// One fake CLI installation.
+pub struct FakeCli {
+    dir: tempfile::TempDir,
+    /// The fake program (`…/claude`).
+    pub program: PathBuf,
+    record: PathBuf,
+}
+
+impl FakeCli {
+    /// The [`replayer`] named `name`, replaying the recorded
+    /// `tests/fixtures/cli/<cli>/<scenario>.jsonl`; `config` adds to or
+    /// overrides the replay's configuration (`speed`, `hang_after`,
+    /// `ignore_sigterm`, `spawn_grandchild`, `exit_code`).
+    pub fn new(name: &str, cli: &str, scenario: &str, config: Value) -> Self {
+        let exe = replayer();
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical temp dir");
+        let program = root.join(name);
+        // A hard link, not a copy: a file just written can fail to exec with
+        // "text file busy" while another test thread forks.
+        if std::fs::hard_link(exe, &program).is_err() {
+            std::fs::copy(exe, &program).expect("copy the fake CLI");
+        }
+        let record = root.join("record.json");
+        let fixture = crate::cli_fixture(cli, scenario);
+        let mut full = json!({"fixture": fixture, "record": record});
+        if let (Some(full), Some(extra)) = (full.as_object_mut(), config.as_object()) {
+            full.extend(extra.clone());
+        }
+        std::fs::write(root.join("fake-cli.json"), full.to_string()).expect("write the config");
+        FakeCli {
+            dir,
+            program,
+            record,
+        }
+    }
+
+    /// The fake's directory (canonical): the run's working directory.
+    pub fn dir(&self) -> PathBuf {
+        std::fs::canonicalize(self.dir.path()).expect("canonical temp dir")
+    }
+
+    /// What the fake recorded when it started (arguments, pids, cwd,
+    /// environment); `None` if it never started.
+    pub fn recorded(&self) -> Option<Value> {
+        let text = std::fs::read_to_string(&self.record).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The arguments the adapter gave the CLI.
+    pub fn args(&self) -> Vec<String> {
+        let recorded = self.recorded().expect("the fake CLI started");
+        serde_json::from_value(recorded["args"].clone()).expect("args are strings")
+    }
+
+    /// Grants the fake by its absolute path, and its directory for reading.
+    pub fn grants(&self) -> Grants {
+        Grants {
+            run: vec![self.program.to_string_lossy().into_owned()],
+            read: vec![self.dir()],
+            ..Grants::none()
+        }
+    }
+
+    /// A request for `adapter` on `prompt` that starts this fake: granted,
+    /// named as `extra.program`, run in its directory.
+    pub fn request(&self, adapter: &str, prompt: &str) -> Request {
+        let mut request = crate::request(adapter, prompt);
+        request.scope.grants = self.grants();
+        request.options.extra = Some(json!({"program": self.program}));
+        request.options.cwd = Some(self.dir().to_string_lossy().into_owned());
+        request
+    }
+
+    /// [`request`](Self::request) at trust level `trust`.
+    pub fn request_at(&self, adapter: &str, prompt: &str, trust: TrustLevel) -> Request {
+        let mut request = self.request(adapter, prompt);
+        request.scope.trust = trust;
+        request
+    }
+
+    /// The pids of the fake and of its grandchild (if it started one).
+    pub fn pids(&self) -> Vec<u32> {
+        let recorded = self.recorded().expect("the fake CLI started");
+        ["pid", "grandchild_pid"]
+            .iter()
+            .filter_map(|key| recorded[*key].as_u64())
+            .map(|pid| pid as u32)
+            .collect()
+    }
+}
+
+pub use moat_cli_fixture::fake::process_gone;
+
+/// Waits up to `within` for every pid to be gone; the ones still alive.
+pub fn survivors(pids: &[u32], within: Duration) -> Vec<u32> {
+    let deadline = Instant::now() + within;
+    loop {
+        let alive: Vec<u32> = pids.iter().copied().filter(|p| !process_gone(*p)).collect();
+        if alive.is_empty() || Instant::now() > deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `request` on the built-in `adapter` and collects every event.
+pub async fn run(adapter: &str, request: Request) -> Vec<AgentEvent> {
+    let registry = crate::registry_of([crate::llm_server::load_builtin(adapter).await]);
+    crate::collect(&registry, request).await
+}
+
+/// Runs `request` on the built-in `adapter`, aborting it as soon as an
+/// event matching `when` arrives; every event, and whether the abort fired.
+pub async fn run_aborting(
+    adapter: &str,
+    mut request: Request,
+    when: impl Fn(&AgentEvent) -> bool,
+) -> (Vec<AgentEvent>, bool) {
+    let registry = crate::registry_of([crate::llm_server::load_builtin(adapter).await]);
+    let abort = tokio_util::sync::CancellationToken::new();
+    request.abort = Some(abort.clone());
+    let mut run = moat_engine::run_agent(&registry, request).expect("registered");
+    let mut events = Vec::new();
+    let all = async {
+        while let Some(event) = run.next().await {
+            if !abort.is_cancelled() && when(&event) {
+                abort.cancel();
+            }
+            events.push(event);
+        }
+    };
+    tokio::time::timeout(crate::TEST_DEADLINE, all)
+        .await
+        .expect("the run ended before the test deadline");
+    let fired = abort.is_cancelled();
+    (events, fired)
+}
+
+/// How many stdout lines of the recording come before and including the
+/// first one containing `marker`: where to make the fake hang.
+pub fn stdout_lines_through(cli: &str, scenario: &str, marker: &str) -> usize {
+    let path = crate::cli_fixture(cli, scenario);
+    let text = std::fs::read_to_string(&path).expect("the fixture");
+    let stdout: Vec<String> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|entry| entry["stdout"].as_str().map(str::to_owned))
+        .collect();
+    1 + stdout
+        .iter()
+        .position(|line| line.contains(marker))
+        .unwrap_or_else(|| panic!("no {marker} in {}", path.display()))
+}
