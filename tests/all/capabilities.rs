@@ -343,6 +343,56 @@ async fn a_symlink_inside_the_grant_pointing_inside_works() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_cannot_make_a_link_that_leads_out_of_its_write_grant() {
+    let tree = Tree::new();
+    let granted = show(&tree.granted);
+    std::fs::create_dir(tree.granted.join("sub")).unwrap();
+    let events = run_component(
+        ESCAPE,
+        &[
+            format!("symlink {granted}/up ../outside/secret.txt"),
+            format!("symlink {granted}/sub/up2 ../../outside"),
+            format!("symlink {granted}/abs /etc/passwd"),
+            format!("symlink {granted}/sub/../trick a/../../outside"),
+            format!("symlink {granted}/alias inside.txt"),
+            format!("symlink {granted}/sub/back ../inside.txt"),
+        ]
+        .join("\n"),
+        |request| request.scope.grants = tree.read_write(),
+    )
+    .await;
+    let results = texts(&events);
+    for (i, result) in results[..4].iter().enumerate() {
+        assert_denied(result);
+        assert!(!result.contains("linked"), "probe {i}: {result}");
+    }
+    assert!(results[4].starts_with("ok: linked"), "{results:?}");
+    assert!(results[5].starts_with("ok: linked"), "{results:?}");
+    // Nothing that leads out was made, for the host or a program to follow.
+    for name in ["up", "sub/up2", "abs", "trick"] {
+        assert!(
+            std::fs::symlink_metadata(tree.granted.join(name)).is_err(),
+            "{name} exists"
+        );
+    }
+    // Refused visibly: one CAPABILITY_DENIED per refusal, naming the link.
+    let denied: Vec<_> = events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            moat_engine::EventPayload::Error(error)
+                if error.code.as_deref() == Some("CAPABILITY_DENIED") =>
+            {
+                Some(error.message.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(denied.len(), 4, "{denied:?}");
+    assert!(denied[0].contains("../outside/secret.txt"), "{denied:?}");
+    assert_eq!(single_done(&events).status, DoneStatus::Success);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_granted_environment_variable_is_visible_and_only_it() {
     let grants = Grants {
         env: vec!["CARGO_PKG_NAME".into(), "MOAT_E2E_CERTAINLY_UNSET".into()],

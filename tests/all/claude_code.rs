@@ -30,7 +30,10 @@ async fn a_text_reply_streams_and_ends_with_usage_cost_and_the_session_to_resume
     let mut request = cli.request("claude-code", "Say hello.");
     request.options.model = Some("claude-sonnet-4-5".into());
     let events = run("claude-code", request).await;
-    assert!(matches!(events[0].payload, EventPayload::Init(_)));
+    assert!(
+        matches!(events[0].payload, EventPayload::Init(_)),
+        "{events:?}"
+    );
     let deltas: String = events
         .iter()
         .filter_map(|e| match &e.payload {

@@ -8,6 +8,7 @@ mod capabilities;
 mod claude_code;
 mod cli;
 mod codex;
+mod containment;
 mod echo;
 mod engine;
 mod gemini;

@@ -177,10 +177,10 @@ async fn without_a_working_directory_a_child_runs_in_an_empty_directory_of_the_r
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_child_sees_only_granted_variables_and_those_the_adapter_sets() {
+async fn a_child_sees_the_base_and_granted_variables_and_the_adapter_sets_only_granted_ones() {
     let home = std::env::var("HOME").expect("HOME is set for the tests");
     let script = "echo home=$HOME path=${PATH:+set} mine=$MINE";
-    let (results, _) = probe(
+    let (results, denied) = probe(
         &[
             &format!("shell {script}"),
             &format!("shell-env MINE=x {script}"),
@@ -189,18 +189,108 @@ async fn a_child_sees_only_granted_variables_and_those_the_adapter_sets() {
     )
     .await;
     assert!(
-        results[0].contains("home= "),
-        "HOME not granted: {results:?}"
+        results[0].contains("home= path=set mine= "),
+        "only the base (PATH) when nothing is granted: {results:?}"
     );
-    assert!(results[0].contains("mine= "), "{results:?}");
-    assert!(results[1].contains("mine=x"), "{results:?}");
+    // A variable nobody granted: the spawn is refused, visibly.
+    assert!(results[1].starts_with("denied:"), "{results:?}");
+    assert!(
+        denied[0].contains("env access to MINE") && denied[0].contains("grant the variable MINE"),
+        "{denied:?}"
+    );
 
     let grants = Grants {
-        env: vec!["HOME".into()],
+        env: vec!["HOME".into(), "MINE".into()],
         ..grants_run(&["sh"])
     };
-    let (results, _) = probe(&[&format!("shell {script}")], grants).await;
+    let (results, _) = probe(
+        &[
+            &format!("shell {script}"),
+            &format!("shell-env MINE=x {script}"),
+        ],
+        grants,
+    )
+    .await;
     assert!(results[0].contains(&format!("home={home} ")), "{results:?}");
+    assert!(results[1].contains("mine=x"), "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_in_a_directory_the_run_may_write_is_never_started() {
+    // The adapter could have written it: granting the directory for
+    // writing and the program in it for running does not start it.
+    let (_dir, root) = canonical_tempdir();
+    let tool = root.join("tool");
+    std::fs::copy("/bin/true", &tool).unwrap();
+    let tool = tool.to_str().unwrap().to_owned();
+    let grants = Grants {
+        write: vec![root.clone()],
+        ..grants_run(&[&tool])
+    };
+    let (results, denied) = probe(&[&format!("spawn {tool}")], grants).await;
+    assert!(results[0].starts_with("denied:"), "{results:?}");
+    assert!(
+        denied[0].contains("in a directory the run may write"),
+        "{denied:?}"
+    );
+    // Granted for reading only, it starts.
+    let grants = Grants {
+        read: vec![root.clone()],
+        ..grants_run(&[&tool])
+    };
+    let (results, _) = probe(&[&format!("spawn {tool}")], grants).await;
+    assert!(results[0].starts_with("ok: exit=0"), "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adapter_can_never_set_a_loader_or_interpreter_hook_for_a_program() {
+    // Each would run code of the adapter's choosing natively, in the
+    // granted program: refused even when the user granted the name (which
+    // passes the host's own value on, nothing the adapter chose).
+    let hooks = [
+        "LD_PRELOAD=/tmp/evil.so",
+        "LD_LIBRARY_PATH=/tmp",
+        "NODE_OPTIONS=--require=/tmp/evil.js",
+        "NODE_PATH=/tmp",
+        "BASH_ENV=/tmp/evil.sh",
+        "ENV=/tmp/evil.sh",
+        "PYTHONSTARTUP=/tmp/evil.py",
+        "PERL5OPT=-Mevil",
+        "RUBYOPT=-revil",
+        "JAVA_TOOL_OPTIONS=-javaagent:/tmp/evil.jar",
+        "GIT_CONFIG_COUNT=1",
+        "PATH=/tmp",
+    ];
+    let names: Vec<String> = hooks
+        .iter()
+        .map(|hook| hook.split_once('=').unwrap().0.to_owned())
+        .collect();
+    let grants = Grants {
+        env: names.clone(),
+        ..grants_run(&["sh"])
+    };
+    let probes: Vec<String> = hooks
+        .iter()
+        .map(|hook| format!("shell-env {hook} echo ran"))
+        .collect();
+    let probes: Vec<&str> = probes.iter().map(String::as_str).collect();
+    let (results, denied) = probe(&probes, grants).await;
+    for (result, name) in results.iter().zip(&names) {
+        assert!(result.starts_with("denied:"), "{name}: {result}");
+        assert!(result.contains(name.as_str()), "{name}: {result}");
+    }
+    assert_eq!(
+        denied.len(),
+        hooks.len(),
+        "each refusal is shown: {denied:?}"
+    );
+    for message in &denied {
+        assert!(message.contains("an adapter may never set it"), "{message}");
+        assert!(
+            !message.contains("to allow it"),
+            "no grant allows it: {message}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,15 +20,20 @@ use translate::ClaudeTranslator;
 pub const INSTALL: &str = "npm install -g @anthropic-ai/claude-code";
 
 /// The environment Claude Code is given: its credentials and endpoint, its
-/// configuration directory, and what any program needs.
+/// configuration directory, what any program needs (`PATH` every child
+/// gets from the host), and the switches the adapter sets to keep it quiet
+/// (`args::QUIET_ENV`: an adapter may set only variables it was granted).
 pub const ENV: &[&str] = &[
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "ANTHROPIC_BASE_URL",
     "CLAUDE_CONFIG_DIR",
     "HOME",
-    "PATH",
     "TMPDIR",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+    "DISABLE_AUTOUPDATER",
+    "DISABLE_TELEMETRY",
+    "DISABLE_ERROR_REPORTING",
 ];
 
 /// What sets Claude Code apart from the other CLIs.

@@ -18,14 +18,13 @@ use translate::{CodexTranslator, RunContext};
 pub const INSTALL: &str = "npm install -g @openai/codex";
 
 /// The environment Codex is given: its credentials and endpoint, its
-/// home (configuration, sessions), and what any program needs (`PATH` also
-/// finds `node`, which runs it).
+/// home (configuration, sessions), and what any program needs. (`PATH`,
+/// which also finds `node`, every child gets from the host.)
 pub const ENV: &[&str] = &[
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "CODEX_HOME",
     "HOME",
-    "PATH",
     "TMPDIR",
 ];
 

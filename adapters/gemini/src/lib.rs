@@ -19,13 +19,13 @@ use translate::{GeminiTranslator, RunContext};
 pub const INSTALL: &str = "npm install -g @google/gemini-cli";
 
 /// The environment Gemini CLI is given: its credentials and endpoint, and
-/// what any program needs (`PATH` also finds `node`, which runs it).
+/// what any program needs. (`PATH`, which also finds `node`, every child
+/// gets from the host.)
 pub const ENV: &[&str] = &[
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
     "GOOGLE_GEMINI_BASE_URL",
     "HOME",
-    "PATH",
     "TMPDIR",
 ];
 

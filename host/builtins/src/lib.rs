@@ -3,6 +3,10 @@
 //! workspace package whose manifest names it a built-in
 //! (`[package.metadata.moat] builtin = "echo"`).
 
+mod profile;
+
+pub use profile::{Profile, profile};
+
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/builtin_adapters.rs"));
 }

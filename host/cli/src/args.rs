@@ -110,9 +110,10 @@ pub struct RunFlags {
     /// Tools the agent must not use, comma-separated.
     #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list)]
     pub disallowed_tools: Option<ToolList>,
-    /// Wall-clock limit for the run, e.g. 30s, 5m.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub timeout: Option<Duration>,
+    /// Wall-clock limit for the run, e.g. 30s, 5m, or `none` for no limit
+    /// [default: the adapter's (see `moat inspect`), else 1h].
+    #[arg(long, value_name = "DURATION|none", value_parser = parse_timeout)]
+    pub timeout: Option<Timeout>,
     /// CPU budget in fuel units (about one per guest instruction).
     #[arg(long, value_name = "N")]
     pub fuel: Option<u64>,
@@ -160,6 +161,10 @@ pub struct GrantFlags {
     /// `moat inspect`). Built-in adapters always get their declared needs.
     #[arg(long)]
     pub grant_declared: bool,
+    /// Run the programs the adapter starts with all of your rights instead
+    /// of contained to the run's grants (Landlock; docs/security.md).
+    #[arg(long)]
+    pub no_contain: bool,
 }
 
 impl GrantFlags {
@@ -199,10 +204,15 @@ impl RunFlags {
         }
     }
 
-    /// The limits the runtime enforces.
-    pub fn limits(&self) -> RunLimits {
+    /// The limits the runtime enforces; `default_timeout` unless the flags
+    /// say otherwise.
+    pub fn limits(&self, default_timeout: Duration) -> RunLimits {
         RunLimits {
-            timeout: self.timeout,
+            timeout: match self.timeout {
+                Some(Timeout::After(limit)) => Some(limit),
+                Some(Timeout::Never) => None,
+                None => Some(default_timeout),
+            },
             fuel: self.fuel,
             max_memory_bytes: self.max_memory,
             max_event_bytes: self.max_event_size,
@@ -253,6 +263,25 @@ fn trust_parser() -> impl clap::builder::TypedValueParser<Value = TrustLevel> {
             .find(|level| level.as_str() == name)
             .expect("clap accepts only the possible values")
     })
+}
+
+/// A run's wall-clock limit as the user gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeout {
+    /// Stop the run after this long.
+    After(Duration),
+    /// No limit (`none`), asked for explicitly.
+    Never,
+}
+
+/// Parses a timeout: a duration, or `none`.
+pub fn parse_timeout(text: &str) -> Result<Timeout, String> {
+    if text == "none" {
+        return Ok(Timeout::Never);
+    }
+    parse_duration(text)
+        .map(Timeout::After)
+        .map_err(|e| format!("{e}, or `none` for no limit"))
 }
 
 /// Parses a duration such as `30s`, `5m` or `500ms`.

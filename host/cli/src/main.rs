@@ -21,8 +21,9 @@ use args::{Cli, Command};
 /// Exit code of a usage error: bad flags, an unknown adapter, a file that
 /// is not an adapter.
 pub const EXIT_USAGE: u8 = 2;
-/// Exit code of a run ended by Ctrl-C.
-pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// How long exiting waits for runs' sessions to close.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A problem with what the user asked for, reported in one line with
 /// exit code 2.
@@ -70,12 +71,19 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(dispatch(cli));
-    // Do not wait for lingering blocking tasks (e.g. an abandoned compile).
-    runtime.shutdown_background();
+    // Every run has ended; what remains is closing sessions in the
+    // background. Shutting down drops them, which kills what their
+    // adapters started and removes their directories: wait for that, but
+    // not for long on a lingering blocking task (an abandoned compile).
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    // Whatever is still alive of any run dies with it now.
+    moat_sandbox::stop_all_runs();
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("moat: {error:#}");
+            // The message may quote an adapter (what it printed, what its
+            // info() said): shown with its control characters escaped.
+            eprintln!("moat: {}", render::safe::text(&format!("{error:#}")));
             if error.is::<UsageError>() {
                 ExitCode::from(EXIT_USAGE)
             } else {

@@ -33,6 +33,7 @@ impl SettingNames for FlagNames {
             Grant::RunByNameOrPath => {
                 "run with --allow-run with a program name or an absolute path".to_owned()
             }
+            Grant::Env { name } => format!("run with --allow-env={}", flag_value(name)),
         }
     }
 }

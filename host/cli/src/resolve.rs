@@ -1,13 +1,14 @@
 //! From what the user typed to a loaded adapter and its grants.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 
 use moat_builtins as builtin;
-use moat_engine::Adapter;
+use moat_engine::{Adapter, RunLimits};
 use moat_grants::{GrantSources, Grants, Provenance, TrustLevel};
-use moat_sandbox::{RunScope, Sandbox, SandboxConfig, WasmAdapter};
+use moat_sandbox::{Confinement, Containment, RunScope, Sandbox, SandboxConfig, WasmAdapter};
 
 use super::UsageError;
 use super::args::{Cli, GrantFlags};
@@ -17,6 +18,17 @@ use super::args::{Cli, GrantFlags};
 pub struct Resolved {
     pub adapter: WasmAdapter,
     pub provenance: Provenance,
+    /// What moat knows of it when it is a built-in.
+    pub profile: Option<&'static builtin::Profile>,
+}
+
+impl Resolved {
+    /// How long its runs may take when the user sets no `--timeout`.
+    pub fn default_timeout(&self) -> Duration {
+        self.profile.map_or(RunLimits::DEFAULT_TIMEOUT, |profile| {
+            profile.default_timeout
+        })
+    }
 }
 
 /// The process's sandbox, with the cache settings from the flags.
@@ -29,6 +41,13 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     }
     // One command runs a handful of sessions at most.
     config.pool_sessions = 64;
+    // This process starts no children but runs': orphans it adopts are
+    // theirs. An operator's switch (docs/security.md), `MOAT_RUN_CGROUPS=0`,
+    // keeps runs out of cgroups of their own.
+    config.containment = Containment {
+        cgroups: std::env::var_os("MOAT_RUN_CGROUPS").is_none_or(|v| v != "0"),
+        adopt_orphans: true,
+    };
     Sandbox::new(config).context("cannot start the sandbox")
 }
 
@@ -43,6 +62,7 @@ pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Re
         return Ok(Resolved {
             adapter,
             provenance: Provenance::BuiltIn,
+            profile: builtin::profile(name_or_path),
         });
     }
     let path = Path::new(name_or_path);
@@ -63,6 +83,7 @@ pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Re
     Ok(Resolved {
         adapter,
         provenance: Provenance::Loaded,
+        profile: None,
     })
 }
 
@@ -113,8 +134,38 @@ pub fn scope(
     cwd: Option<&str>,
     flags: &GrantFlags,
 ) -> anyhow::Result<RunScope> {
+    let grants = grants(resolved, trust, cwd, flags)?;
+    let confinement = confinement(resolved, flags);
+    if !grants.run.is_empty()
+        && confinement != Confinement::Off
+        && !moat_sandbox::landlock_available()
+    {
+        eprintln!(
+            "moat: warning: this kernel has no Landlock: the programs the run starts have all of your rights (docs/security.md)"
+        );
+    }
     Ok(RunScope {
-        grants: grants(resolved, trust, cwd, flags)?,
+        grants,
         trust,
+        confinement,
     })
+}
+
+/// How the programs a run of `resolved` starts are contained: to the run's
+/// grants and the places a built-in's programs keep their state, unless
+/// `--no-contain`.
+pub fn confinement(resolved: &Resolved, flags: &GrantFlags) -> Confinement {
+    if flags.no_contain {
+        return Confinement::Off;
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let program_state = match (resolved.profile, home) {
+        (Some(profile), Some(home)) => profile
+            .program_state
+            .iter()
+            .map(|path| home.join(path))
+            .collect(),
+        _ => Vec::new(),
+    };
+    Confinement::Contained { program_state }
 }

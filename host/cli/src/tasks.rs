@@ -4,7 +4,7 @@
 //! A file is a list of tasks — JSON `[{...}, ...]` or `{"tasks": [...]}`,
 //! TOML `[[task]]` tables — each with `adapter` and `prompt` and optionally
 //! `role`, `model`, `cwd`, `resume`, `maxTurns`, `system`, `trust`,
-//! `allowedTools`, `disallowedTools`, `timeout` ("30s"), `fuel`,
+//! `allowedTools`, `disallowedTools`, `timeout` ("30s" or "none"), `fuel`,
 //! `maxMemory` ("256MiB"), and grants: `allowNet`, `allowRead`,
 //! `allowWrite`, `allowEnv`, `allowRun` (lists, as the flags take them)
 //! and `grantDeclared`, and `extra` (adapter-specific options: a JSON object
@@ -19,7 +19,7 @@ use serde::Deserialize;
 use moat_grants::{NetRule, TrustLevel, canonical_dir, names};
 
 use super::UsageError;
-use super::args::{RunFlags, ToolList, extra_object, parse_duration, parse_memory};
+use super::args::{RunFlags, ToolList, extra_object, parse_memory, parse_timeout};
 
 /// One task, resolved against the shared flags.
 #[derive(Debug, Clone)]
@@ -164,7 +164,7 @@ fn resolve(entry: TaskEntry, base: Option<&Path>, shared: &RunFlags) -> Result<T
     }
     if let Some(timeout) = entry.timeout {
         flags.timeout =
-            Some(parse_duration(&timeout).map_err(|e| format!("timeout {timeout:?}: {e}"))?);
+            Some(parse_timeout(&timeout).map_err(|e| format!("timeout {timeout:?}: {e}"))?);
     }
     if let Some(memory) = entry.max_memory {
         flags.max_memory =
@@ -223,7 +223,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::args::{Cli, Command};
+    use crate::args::{Cli, Command, Timeout};
 
     fn shared() -> RunFlags {
         let cli = Cli::parse_from([
@@ -261,7 +261,10 @@ mod tests {
         let text = r#"[{"adapter":"echo","prompt":"a","role":"r","timeout":"2s","allowedTools":[]},
                        {"adapter":"echo","prompt":"b","model":"own"}]"#;
         let tasks = parse(text, false, None, &shared()).unwrap();
-        assert_eq!(tasks[0].flags.timeout, Some(Duration::from_secs(2)));
+        assert_eq!(
+            tasks[0].flags.timeout,
+            Some(Timeout::After(Duration::from_secs(2)))
+        );
         assert_eq!(tasks[0].flags.allowed_tools, Some(ToolList(vec![])));
         assert_eq!(tasks[0].flags.model.as_deref(), Some("shared-model"));
         assert_eq!(tasks[1].flags.model.as_deref(), Some("own"));

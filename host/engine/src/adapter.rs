@@ -48,7 +48,8 @@ pub struct RunOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunLimits {
     /// Wall-clock limit for the whole run, including time blocked in host
-    /// calls. `None`: no limit.
+    /// calls; [`RunLimits::DEFAULT_TIMEOUT`] unless set. `None`: no limit,
+    /// which the caller must ask for explicitly.
     pub timeout: Option<Duration>,
     /// CPU budget in fuel units. `None`: unlimited.
     pub fuel: Option<u64>,
@@ -60,6 +61,9 @@ pub struct RunLimits {
 }
 
 impl RunLimits {
+    /// Default wall-clock limit: runs are bounded unless someone decides
+    /// otherwise.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
     /// Default memory cap for one run.
     pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
     /// Default largest accepted event.
@@ -69,7 +73,7 @@ impl RunLimits {
 impl Default for RunLimits {
     fn default() -> Self {
         Self {
-            timeout: None,
+            timeout: Some(Self::DEFAULT_TIMEOUT),
             fuel: None,
             max_memory_bytes: Self::DEFAULT_MAX_MEMORY_BYTES,
             max_event_bytes: Self::DEFAULT_MAX_EVENT_BYTES,
@@ -325,6 +329,20 @@ pub enum DeniedRequest {
         /// The directory it was to run in.
         dir: String,
     },
+    /// An environment variable the adapter set for a program.
+    ProgramEnv {
+        /// The program as the adapter named it.
+        program: String,
+        /// The variable's name.
+        name: String,
+    },
+    /// A symbolic link the adapter asked to make.
+    Symlink {
+        /// Where the link was to be, as the adapter named it.
+        link: String,
+        /// What it was to point to.
+        target: String,
+    },
 }
 
 /// A grant that would allow a refused request.
@@ -351,14 +369,22 @@ pub enum Grant {
     /// Starting a program named by a bare name or an absolute path: the
     /// adapter named it by a relative path, which no grant matches.
     RunByNameOrPath,
+    /// An environment variable, with the host's value (which the adapter
+    /// may then set for the programs it starts).
+    Env {
+        /// The variable's name.
+        name: String,
+    },
 }
 
 impl DeniedRequest {
-    /// The kind of capability asked for: "net" or "run".
+    /// The kind of capability asked for: "net", "run", "env" or "write".
     pub fn capability(&self) -> &'static str {
         match self {
             Self::Net { .. } => "net",
             Self::Program { .. } | Self::ProgramDir { .. } => "run",
+            Self::ProgramEnv { .. } => "env",
+            Self::Symlink { .. } => "write",
         }
     }
 }
@@ -369,6 +395,8 @@ impl fmt::Display for DeniedRequest {
             Self::Net { scheme, host, port } => write!(f, "{scheme}://{host}:{port}"),
             Self::Program { program } => write!(f, "{program:?}"),
             Self::ProgramDir { program, dir } => write!(f, "{program:?} in {dir:?}"),
+            Self::ProgramEnv { program, name } => write!(f, "{name} for {program:?}"),
+            Self::Symlink { link, target } => write!(f, "a link {link:?} to {target:?}"),
         }
     }
 }

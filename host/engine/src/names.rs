@@ -60,6 +60,7 @@ impl SettingNames for FieldNames {
             Grant::RunByNameOrPath => {
                 "name the program by a bare name or an absolute path, and grant it".to_owned()
             }
+            Grant::Env { name } => format!("grant the variable {name}"),
         }
     }
 }

@@ -50,10 +50,14 @@ use super::event::{
 use super::names::{FieldNames, Setting, SettingNames};
 use super::registry::Registry;
 use super::tool_policy::{ToolPolicy, ToolPolicyViolation};
-use super::validate::{ValidEvent, millis, validate_event};
+use super::validate::{InvalidEvent, ValidEvent, millis, validate_event};
 
 /// How long an aborted run may take to wrap up before it is killed.
 pub const DEFAULT_DRAIN: Duration = Duration::from_millis(500);
+
+/// Most distinct tool-call ids (of `tool_use` and `permission_request`) a
+/// run remembers; a new one beyond it is dropped as INVALID_EVENT.
+pub const MAX_CALL_IDS: usize = 16 * 1024;
 
 /// How long a finished session's cleanup may take before it is killed.
 const CLOSE_GRACE: Duration = Duration::from_millis(100);
@@ -555,7 +559,9 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 return self.violated(&violation);
             }
 
-            match validate_event(event, self.limits.max_event_bytes, self.elapsed()) {
+            let checked = validate_event(event, self.limits.max_event_bytes, self.elapsed())
+                .and_then(|valid| self.within_capacity(valid));
+            match checked {
                 Ok(valid) => {
                     let unmatched = self.unmatched_result(&valid.payload);
                     self.observe(&valid);
@@ -684,6 +690,30 @@ impl<S: Send + Sync + 'static> Driver<S> {
             }
             _ => {}
         }
+    }
+
+    /// Refuses a call id the run has no room left to remember: the ids a
+    /// run keeps (to pair results with calls and count tool uses) are
+    /// bounded, so an adapter cannot grow the host's memory with them.
+    fn within_capacity(&self, valid: ValidEvent) -> Result<ValidEvent, InvalidEvent> {
+        let (event, id) = match &valid.payload {
+            EventPayload::ToolUse(call) => ("tool_use", &call.tool_use_id),
+            EventPayload::PermissionRequest(request) => {
+                ("permission_request", &request.tool_use_id)
+            }
+            _ => return Ok(valid),
+        };
+        let known = self.tool_use_ids.contains(id) || self.permission_ids.contains(id);
+        if !known && self.tool_use_ids.len() + self.permission_ids.len() >= MAX_CALL_IDS {
+            return Err(InvalidEvent::Field {
+                event,
+                field: "toolUseId",
+                problem: format!(
+                    "is a new call beyond the {MAX_CALL_IDS} distinct calls a run may make; the event was dropped"
+                ),
+            });
+        }
+        Ok(valid)
     }
 
     /// The id of a `tool_result` that answers no call the run has seen.

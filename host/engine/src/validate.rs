@@ -94,6 +94,15 @@ fn kind_name(kind: &AdapterEventKind) -> &'static str {
     }
 }
 
+/// What each entry of a list counts toward an event's size beside its own
+/// bytes: about what it takes in memory apart from them.
+const LIST_ENTRY_BYTES: usize = std::mem::size_of::<String>();
+
+/// The largest integer a JSON consumer in JavaScript reads exactly
+/// (`Number.MAX_SAFE_INTEGER`, 2^53 - 1): a count above it would reach
+/// such a consumer changed.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
 /// The sum of the lengths of every string an event kind carries.
 fn text_size(kind: &AdapterEventKind) -> usize {
     fn opt(s: &Option<String>) -> usize {
@@ -106,7 +115,10 @@ fn text_size(kind: &AdapterEventKind) -> usize {
             tools,
             capabilities,
         } => {
-            opt(model) + opt(cwd) + tools.iter().map(String::len).sum::<usize>() + opt(capabilities)
+            // Each entry counts its bytes and the room a name takes apart
+            // from them, so a list of a million empty names is not free.
+            let tools: usize = tools.iter().map(|t| t.len() + LIST_ENTRY_BYTES).sum();
+            opt(model) + opt(cwd) + tools + opt(capabilities)
         }
         AdapterEventKind::Text(s)
         | AdapterEventKind::TextDelta(s)
@@ -160,7 +172,7 @@ fn payload(kind: AdapterEventKind, elapsed: Duration) -> Result<EventPayload, In
             description,
         } => {
             non_empty("tool_use", "toolName", &tool_name)?;
-            non_empty("tool_use", "toolUseId", &tool_use_id)?;
+            call_id("tool_use", &tool_use_id)?;
             EventPayload::ToolUse(ToolUsePayload {
                 input: json_object("tool_use", "input", &input)?,
                 tool_name,
@@ -175,7 +187,8 @@ fn payload(kind: AdapterEventKind, elapsed: Duration) -> Result<EventPayload, In
             output,
             duration_ms,
         } => {
-            non_empty("tool_result", "toolUseId", &tool_use_id)?;
+            call_id("tool_result", &tool_use_id)?;
+            safe_integer("tool_result", "durationMs", duration_ms)?;
             EventPayload::ToolResult(ToolResultPayload {
                 output: json_value("tool_result", "output", &output)?,
                 tool_use_id,
@@ -196,7 +209,7 @@ fn payload(kind: AdapterEventKind, elapsed: Duration) -> Result<EventPayload, In
             reason,
         } => {
             non_empty("permission_request", "toolName", &tool_name)?;
-            non_empty("permission_request", "toolUseId", &tool_use_id)?;
+            call_id("permission_request", &tool_use_id)?;
             EventPayload::PermissionRequest(PermissionRequestPayload {
                 input: json_object("permission_request", "input", &input)?,
                 tool_name,
@@ -225,6 +238,7 @@ fn payload(kind: AdapterEventKind, elapsed: Duration) -> Result<EventPayload, In
 
 fn done_payload(done: DoneInfo, elapsed: Duration) -> Result<DonePayload, InvalidEvent> {
     check_usage(&done.usage)?;
+    safe_integer("done", "durationMs", done.duration_ms)?;
     Ok(DonePayload {
         status: done.status,
         result: done.result,
@@ -249,6 +263,16 @@ fn check_usage(usage: &Usage) -> Result<(), InvalidEvent> {
         })
     };
     if let Some(tokens) = &usage.tokens {
+        let counts = [
+            ("usage.tokens.input.total", Some(tokens.input.total)),
+            ("usage.tokens.input.cacheRead", tokens.input.cache_read),
+            ("usage.tokens.input.cacheWrite", tokens.input.cache_write),
+            ("usage.tokens.output.total", Some(tokens.output.total)),
+            ("usage.tokens.output.reasoning", tokens.output.reasoning),
+        ];
+        for (field, count) in counts {
+            safe_integer("done", field, count)?;
+        }
         let input = &tokens.input;
         let cached = input
             .cache_read
@@ -284,6 +308,41 @@ fn check_usage(usage: &Usage) -> Result<(), InvalidEvent> {
         );
     }
     Ok(())
+}
+
+/// Longest tool-call id accepted: vendors' ids are a few dozen bytes, and
+/// the engine keeps every id of a run.
+pub const MAX_CALL_ID_BYTES: usize = 512;
+
+/// A tool call's id: present and short.
+fn call_id(event: &'static str, id: &str) -> Result<(), InvalidEvent> {
+    non_empty(event, "toolUseId", id)?;
+    if id.len() > MAX_CALL_ID_BYTES {
+        return Err(InvalidEvent::Field {
+            event,
+            field: "toolUseId",
+            problem: format!("is {} bytes, over {MAX_CALL_ID_BYTES}", id.len()),
+        });
+    }
+    Ok(())
+}
+
+/// A number a JavaScript consumer reads exactly, or absent.
+fn safe_integer(
+    event: &'static str,
+    field: &'static str,
+    value: Option<u64>,
+) -> Result<(), InvalidEvent> {
+    match value {
+        Some(value) if value > MAX_SAFE_INTEGER => Err(InvalidEvent::Field {
+            event,
+            field,
+            problem: format!(
+                "is {value}, over 2^53 - 1, the largest integer JSON consumers read exactly"
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Whole milliseconds, saturating.
@@ -547,7 +606,8 @@ mod tests {
         );
         assert_eq!(
             field_error(done(tokens((10, Some(u64::MAX), Some(1)), (5, None)), None)).1,
-            "usage.tokens.input"
+            "usage.tokens.input.cacheRead",
+            "a count no JavaScript consumer can hold is refused before the sum"
         );
         assert_eq!(
             field_error(done(tokens((10, None, None), (5, Some(6))), None)).1,
@@ -614,5 +674,50 @@ mod tests {
             err.to_string(),
             "invalid `tool_use` event: `input` is not a JSON object (found an array)"
         );
+    }
+
+    #[test]
+    fn numbers_a_javascript_consumer_cannot_read_exactly_are_refused() {
+        let big = MAX_SAFE_INTEGER + 1;
+        let (event, field, problem) = field_error(done(tokens((big, None, None), (1, None)), None));
+        assert_eq!((event, field), ("done", "usage.tokens.input.total"));
+        assert!(problem.contains("2^53"), "{problem}");
+        let (_, field, _) = field_error(done(tokens((1, None, None), (big, Some(big))), None));
+        assert_eq!(field, "usage.tokens.output.total");
+        let mut late = DoneInfo {
+            status: DoneStatus::Success,
+            result: None,
+            resume_token: None,
+            usage: Usage::default(),
+            duration_ms: Some(big),
+            metadata: None,
+        };
+        let (_, field, _) = field_error(AdapterEventKind::Done(late.clone()));
+        assert_eq!(field, "durationMs");
+        late.duration_ms = Some(MAX_SAFE_INTEGER);
+        assert!(check(AdapterEventKind::Done(late)).is_ok());
+        let slow_tool = AdapterEventKind::ToolResult {
+            tool_use_id: "t1".into(),
+            tool_name: "read".into(),
+            status: ToolStatus::Success,
+            output: "1".into(),
+            duration_ms: Some(u64::MAX),
+        };
+        assert_eq!(field_error(slow_tool).1, "durationMs");
+    }
+
+    #[test]
+    fn an_init_tool_list_counts_toward_the_event_size_entry_by_entry() {
+        let init = |count: usize| AdapterEventKind::Init {
+            model: None,
+            cwd: None,
+            tools: vec![String::new(); count],
+            capabilities: None,
+        };
+        assert!(check(init(LIMIT / LIST_ENTRY_BYTES)).is_ok());
+        assert!(matches!(
+            check(init(LIMIT / LIST_ENTRY_BYTES + 1)),
+            Err(InvalidEvent::TooLarge { event: "init", .. })
+        ));
     }
 }

@@ -17,6 +17,7 @@
 //! - [`policy`]: the policy file (TOML).
 //! - [`sources`]: how the grants of a run are decided.
 //! - [`needs`]: what an adapter declares it needs.
+//! - [`spawn_env`]: the variables an adapter may never set for a program.
 //! - [`trust`]: trust levels, which preset grants.
 
 pub mod address;
@@ -28,6 +29,7 @@ pub mod net;
 pub mod policy;
 pub mod programs;
 pub mod sources;
+pub mod spawn_env;
 pub mod trust;
 
 use std::path::{Path, PathBuf};

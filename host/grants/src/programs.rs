@@ -6,6 +6,10 @@
 //! not change what the grant starts. A request names the program by its
 //! granted name or by its absolute path; either way the path resolved here
 //! is what runs, never a new lookup.
+//!
+//! Never from a directory the run may write: the lookup skips such
+//! directories, and a program granted by a path inside one is refused,
+//! since the adapter could have put its own program there.
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -20,6 +24,8 @@ struct Granted {
     path: Option<PathBuf>,
     /// `path` with symlinks resolved, for matching absolute requests.
     canonical: Option<PathBuf>,
+    /// Set when the program lies in a directory the run may write.
+    writable: bool,
 }
 
 /// A run's granted programs, as found when it started.
@@ -38,20 +44,32 @@ pub enum ProgramRefusal {
         /// Where it was looked for.
         message: String,
     },
+    /// Granted by a path inside a directory the run may write: the adapter
+    /// could have replaced it.
+    Writable {
+        /// The program's path.
+        path: PathBuf,
+    },
 }
 
 impl GrantedPrograms {
-    /// Resolves `grants` (bare names on `path_var`, the host's `PATH`).
-    pub fn resolve(grants: &[String], path_var: Option<&OsStr>) -> Self {
+    /// Resolves `grants` (bare names on `path_var`, the host's `PATH`),
+    /// never from inside the directories in `writable` (canonical).
+    pub fn resolve(grants: &[String], path_var: Option<&OsStr>, writable: &[PathBuf]) -> Self {
+        let path_var = path_var.map(|path| without_dirs_in(path, writable));
         let programs = grants
             .iter()
             .map(|grant| {
-                let path = locate(grant, path_var);
+                let path = locate(grant, path_var.as_deref());
                 let canonical = path.as_deref().and_then(|p| std::fs::canonicalize(p).ok());
+                let writable = canonical
+                    .as_deref()
+                    .is_some_and(|c| writable.iter().any(|dir| c.starts_with(dir)));
                 Granted {
                     grant: grant.clone(),
                     path,
                     canonical,
+                    writable,
                 }
             })
             .collect();
@@ -79,11 +97,11 @@ impl GrantedPrograms {
                 .iter()
                 .find(|p| p.grant == requested)
                 .ok_or(ProgramRefusal::NotGranted)?;
-            return granted.path.clone().ok_or_else(|| ProgramRefusal::NotInstalled {
+            return granted.start_path().ok_or_else(|| ProgramRefusal::NotInstalled {
                 message: format!(
                     "`{requested}` is granted but was not found on PATH when the run started; install it or grant its absolute path"
                 ),
-            });
+            })?;
         }
         let path = Path::new(requested);
         if !path.is_absolute() {
@@ -94,7 +112,7 @@ impl GrantedPrograms {
             p.path.as_deref() == Some(path) || (canonical.is_some() && p.canonical == canonical)
         });
         match granted {
-            Some(granted) => Ok(granted.path.clone().expect("a matched grant has a path")),
+            Some(granted) => Ok(granted.start_path().expect("a matched grant has a path")?),
             None if canonical.is_none() && self.programs.iter().any(|p| p.grant == requested) => {
                 Err(ProgramRefusal::NotInstalled {
                     message: format!("`{requested}` is granted but does not exist"),
@@ -103,6 +121,28 @@ impl GrantedPrograms {
             None => Err(ProgramRefusal::NotGranted),
         }
     }
+}
+
+impl Granted {
+    /// Where to start it: `None` when it was not found, a refusal when it
+    /// lies in a directory the run may write.
+    fn start_path(&self) -> Option<Result<PathBuf, ProgramRefusal>> {
+        let path = self.path.clone()?;
+        if self.writable {
+            return Some(Err(ProgramRefusal::Writable { path }));
+        }
+        Some(Ok(path))
+    }
+}
+
+/// `path_var` without the entries inside `dirs` (canonical), so a lookup
+/// never finds a program the run could have written.
+fn without_dirs_in(path_var: &OsStr, dirs: &[PathBuf]) -> std::ffi::OsString {
+    let kept = std::env::split_paths(path_var).filter(|entry| {
+        let canonical = std::fs::canonicalize(entry).unwrap_or_else(|_| entry.clone());
+        !dirs.iter().any(|dir| canonical.starts_with(dir))
+    });
+    std::env::join_paths(kept).unwrap_or_default()
 }
 
 /// The executable file `program` names: itself when it is a path, else
@@ -145,7 +185,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bin = std::fs::canonicalize(dir.path()).unwrap();
         let tool = executable(&bin, "tool");
-        let programs = GrantedPrograms::resolve(&["tool".into()], Some(bin.as_os_str()));
+        let programs = GrantedPrograms::resolve(&["tool".into()], Some(bin.as_os_str()), &[]);
         assert_eq!(programs.find("tool").unwrap(), tool);
         // By its absolute path too, and through a symlink to it.
         assert_eq!(programs.find(tool.to_str().unwrap()).unwrap(), tool);
@@ -158,7 +198,7 @@ mod tests {
         // Installed after the run started: still what was found then.
         let later = tempfile::tempdir().unwrap();
         executable(later.path(), "late");
-        let programs = GrantedPrograms::resolve(&["late".into()], Some(bin.as_os_str()));
+        let programs = GrantedPrograms::resolve(&["late".into()], Some(bin.as_os_str()), &[]);
         assert!(matches!(
             programs.find("late"),
             Err(ProgramRefusal::NotInstalled { .. })
@@ -171,14 +211,14 @@ mod tests {
         let bin = std::fs::canonicalize(dir.path()).unwrap();
         executable(&bin, "tool");
         let other = executable(&bin, "other");
-        let programs = GrantedPrograms::resolve(&["tool".into()], Some(bin.as_os_str()));
+        let programs = GrantedPrograms::resolve(&["tool".into()], Some(bin.as_os_str()), &[]);
         assert_eq!(programs.find("other"), Err(ProgramRefusal::NotGranted));
         assert_eq!(
             programs.find(other.to_str().unwrap()),
             Err(ProgramRefusal::NotGranted)
         );
         assert_eq!(programs.find("./tool"), Err(ProgramRefusal::NotGranted));
-        assert!(GrantedPrograms::resolve(&[], None).find("sh").is_err());
+        assert!(GrantedPrograms::resolve(&[], None, &[]).find("sh").is_err());
     }
 
     #[test]
@@ -186,10 +226,32 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bin = std::fs::canonicalize(dir.path()).unwrap();
         std::fs::write(bin.join("data"), "x").unwrap();
-        let programs = GrantedPrograms::resolve(&["data".into()], Some(bin.as_os_str()));
+        let programs = GrantedPrograms::resolve(&["data".into()], Some(bin.as_os_str()), &[]);
         assert!(matches!(
             programs.find("data"),
             Err(ProgramRefusal::NotInstalled { .. })
         ));
+    }
+
+    #[test]
+    fn a_program_in_a_writable_directory_is_never_started() {
+        let system = tempfile::tempdir().unwrap();
+        let system = std::fs::canonicalize(system.path()).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let work = std::fs::canonicalize(work.path()).unwrap();
+        let planted = executable(&work, "tool");
+        let real = executable(&system, "tool");
+        // The writable directory comes first on PATH: the lookup skips it.
+        let path = std::env::join_paths([&work, &system]).unwrap();
+        let writable = [work.clone()];
+        let programs = GrantedPrograms::resolve(&["tool".into()], Some(&path), &writable);
+        assert_eq!(programs.find("tool").unwrap(), real);
+        // Granted by a path inside it: refused.
+        let grant = planted.to_str().unwrap().to_string();
+        let programs = GrantedPrograms::resolve(std::slice::from_ref(&grant), None, &writable);
+        assert_eq!(
+            programs.find(&grant),
+            Err(ProgramRefusal::Writable { path: planted })
+        );
     }
 }

@@ -70,12 +70,19 @@ impl GrantSources {
     /// The run's grants: the union of every source, in the order of the
     /// table above. Fails only when declared needs do not parse as grants
     /// (components are checked when loaded; native adapters are not).
+    ///
+    /// Declared needs never grant a variable an adapter may not set for a
+    /// program ([`spawn_env`](crate::spawn_env)): only the user's own
+    /// policy or flags, naming it, do.
     pub fn effective(&self, needs: &Needs) -> Result<Grants, GrantError> {
         let mut grants = if self.grants_declared_needs() {
             Grants::from_needs(needs)?
         } else {
             Grants::none()
         };
+        grants
+            .env
+            .retain(|name| !crate::spawn_env::is_denied_to_adapters(name));
         grants.merge(&self.trust_preset());
         grants.merge(&self.policy);
         grants.merge(&self.flags);

@@ -9,7 +9,7 @@ use moat_engine::{
     Adapter, AdapterInfo, AdapterSession, RunLimits, RunOptions, SessionControl, SessionFailure,
     StartError,
 };
-use moat_grants::{Grants, Needs};
+use moat_grants::Needs;
 use wasmtime::Engine;
 use wasmtime::component::InstancePre;
 
@@ -141,6 +141,8 @@ trait Runner: Send + Sync {
 struct Linker<C: Contract> {
     engine: Engine,
     pre: C::Pre,
+    /// [`SandboxConfig::containment`](crate::SandboxConfig::containment).
+    containment: crate::Containment,
 }
 
 impl<C: Contract> Runner for Linker<C> {
@@ -148,15 +150,15 @@ impl<C: Contract> Runner for Linker<C> {
         &'a self,
         start: Start<'a>,
     ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
-        Box::pin(start_run::<C>(&self.engine, &self.pre, start))
+        Box::pin(start_run::<C>(self, start))
     }
 }
 
 async fn start_run<C: Contract>(
-    engine: &Engine,
-    pre: &C::Pre,
+    linked: &Linker<C>,
     start: Start<'_>,
 ) -> Result<Box<dyn AdapterSession>, StartError> {
+    let (engine, pre) = (&linked.engine, &linked.pre);
     let Start {
         name,
         prompt,
@@ -172,8 +174,9 @@ async fn start_run<C: Contract>(
         name,
         limits.max_memory_bytes,
         limits.fuel,
-        &scope.grants,
+        scope,
         deadline,
+        linked.containment,
     )
     .map_err(|e| SessionFailure::Crashed {
         message: format!("cannot set up the run: {e:#}"),
@@ -211,6 +214,8 @@ pub(crate) struct Linking<'a> {
     pub(crate) pre: InstancePre<RunState>,
     /// Names the component in logs until it has named itself.
     pub(crate) origin: &'a str,
+    /// [`SandboxConfig::containment`](crate::SandboxConfig::containment).
+    pub(crate) containment: crate::Containment,
 }
 
 /// A linked component and what it says of itself.
@@ -231,6 +236,7 @@ pub(crate) fn link<C: Contract>(linking: Linking<'_>) -> BoxFuture<'_, Result<Li
             runner: Box::new(Linker::<C> {
                 engine: linking.engine.clone(),
                 pre,
+                containment: linking.containment,
             }),
             info,
             needs,
@@ -252,8 +258,9 @@ async fn describe<C: Contract>(
         name_hint,
         RunLimits::DEFAULT_MAX_MEMORY_BYTES,
         Some(INFO_FUEL),
-        &Grants::none(),
+        &RunScope::none(),
         None,
+        crate::Containment::default(),
     )
     .map_err(|e| format!("{e:#}"))?;
     let control = store.data().control.clone();

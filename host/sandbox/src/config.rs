@@ -25,6 +25,33 @@ pub struct SandboxConfig {
     /// How often running guests are interrupted to yield to other tasks and
     /// to notice deadlines.
     pub epoch_tick: Duration,
+    /// How the processes a run starts are kept from outliving it.
+    pub containment: Containment,
+}
+
+/// How the processes a run starts are kept from outliving it (beyond
+/// process groups, which a process can leave).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Containment {
+    /// Each run's programs live in a cgroup of the run's own, where the
+    /// process may make one: nothing they start can leave it.
+    pub cgroups: bool,
+    /// Without a cgroup, the process becomes the subreaper of what runs
+    /// start and kills the orphans it adopts when a run ends (when no
+    /// other run without a cgroup could have started them). Only for a
+    /// process that starts no children of its own besides runs' (the
+    /// `moat` binary): any other child of the process would count as an
+    /// orphan too.
+    pub adopt_orphans: bool,
+}
+
+impl Default for Containment {
+    fn default() -> Self {
+        Self {
+            cgroups: true,
+            adopt_orphans: false,
+        }
+    }
 }
 
 impl Default for SandboxConfig {
@@ -35,6 +62,7 @@ impl Default for SandboxConfig {
             max_component_bytes: 64 * 1024 * 1024,
             compile_timeout: Duration::from_secs(60),
             epoch_tick: Duration::from_millis(1),
+            containment: Containment::default(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The interrupt and kill switches of one run, reachable from any thread.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use moat_engine::SessionControl;
 use wasmtime::Engine;
@@ -20,14 +21,39 @@ pub(crate) struct RunControl {
     pub(crate) children: ChildGroups,
 }
 
+/// Every live run of the process, to stop them all at once.
+static LIVE: Mutex<Vec<Weak<RunControl>>> = Mutex::new(Vec::new());
+
+/// Stops every run of this process now, as [`SessionControl::kill`] does
+/// one: each adapter is stopped and everything its run started is killed
+/// (each run still ends with its own `done`, from the engine). For a host
+/// going away: the second Ctrl-C, or after its last run.
+pub fn stop_all_runs() {
+    let live: Vec<Arc<RunControl>> = LIVE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for control in live {
+        control.kill();
+    }
+}
+
 impl RunControl {
-    pub(crate) fn new(engine: Engine) -> Self {
-        Self {
+    /// A run's switches, registered among the process's live runs; its
+    /// children are contained as `containment` says.
+    pub(crate) fn new(engine: Engine, containment: crate::Containment) -> Arc<Self> {
+        let control = Arc::new(Self {
             engine,
             interrupt: Interrupt::default(),
             killed: AtomicBool::new(false),
-            children: ChildGroups::default(),
-        }
+            children: ChildGroups::new(containment),
+        });
+        let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        live.retain(|run| run.strong_count() > 0);
+        live.push(Arc::downgrade(&control));
+        control
     }
 
     pub(crate) fn is_interrupted(&self) -> bool {

@@ -41,20 +41,50 @@ pub(crate) fn classify(
     }
 }
 
-/// "the adapter crashed (TRAP): STDERR", keeping what tells the user most:
-/// a panic's text is only in the guest's stderr.
+/// "the adapter crashed (CAUSE); its last words: STDERR", keeping what
+/// tells the user most: the trap's kind (a wasm trap), or the root cause of
+/// a failed host call (never the backtrace wrapper around it), and the end
+/// of what the guest wrote to stderr, where a panic's text is.
 fn crash_message(error: &wasmtime::Error, stderr: &str) -> String {
     let reason = match error.downcast_ref::<Trap>() {
+        // Its text names itself a wasm trap already.
         Some(trap) => trap.to_string(),
-        None => format!("{error:#}")
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_string(),
+        None => error.root_cause().to_string(),
     };
-    if stderr.is_empty() {
+    // The first line only: a root cause may carry a backtrace below it.
+    let reason = reason
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(':');
+    if stderr.trim().is_empty() {
         return format!("the adapter crashed ({reason})");
     }
     let start = stderr.ceil_char_boundary(stderr.len().saturating_sub(MAX_STDERR_IN_MESSAGE));
-    format!("the adapter crashed ({reason}): {}", &stderr[start..])
+    format!(
+        "the adapter crashed ({reason}); its last words: {}",
+        stderr[start..].trim()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crash_names_the_trap_or_the_root_cause_and_the_last_words() {
+        let trap = wasmtime::Error::new(Trap::UnreachableCodeReached)
+            .context("error while executing at wasm backtrace:\n    0: 0x1 - f");
+        assert_eq!(
+            crash_message(&trap, "panicked at src/lib.rs: on purpose\n"),
+            "the adapter crashed (wasm trap: wasm `unreachable` instruction executed); \
+             its last words: panicked at src/lib.rs: on purpose"
+        );
+        let host = wasmtime::Error::msg("resource table has no free keys")
+            .context("error while executing at wasm backtrace:");
+        assert_eq!(
+            crash_message(&host, ""),
+            "the adapter crashed (resource table has no free keys)"
+        );
+    }
 }

@@ -155,6 +155,20 @@ impl Destination {
         Ok(destination)
     }
 
+    /// The `Host` header: the host, and the port unless it is the
+    /// scheme's default.
+    fn host_header(&self) -> String {
+        let default = match self.scheme {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        };
+        if self.port == default {
+            self.host.clone()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
     /// The host without IPv6 brackets, for resolving and for TLS.
     fn bare_host(&self) -> &str {
         self.host.trim_start_matches('[').trim_end_matches(']')
@@ -267,6 +281,11 @@ async fn send(
         .path_and_query(path)
         .build()
         .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    // The `Host` header is the granted name and port, whatever the guest
+    // put in the authority: never its userinfo (credentials in the URL).
+    let host = destination.host_header();
+    let host = http::HeaderValue::from_str(&host).map_err(|_| HttpError::HttpRequestUriInvalid)?;
+    request.headers_mut().insert(http::header::HOST, host);
     let request = request.map(|body| LimitedRequestBody {
         inner: body,
         sent: 0,

@@ -70,13 +70,16 @@ mod runtime;
 mod scope;
 mod session;
 mod state;
+mod symlinks;
 
 pub use adapter::{ComponentDetails, WasmAdapter};
 pub use cache::CacheOutcome;
-pub use config::{MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir};
+pub use config::{Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir};
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion};
+pub use control::stop_all_runs;
 pub use error::{LoadError, SandboxError};
 pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
 pub use process::RunningChild;
+pub use process::landlock::{Confinement, available as landlock_available};
 pub use runtime::{CompileReport, Sandbox};
 pub use scope::RunScope;

@@ -64,6 +64,8 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        crate::symlinks::add_to_linker(&mut linker)
+            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         // Only `wasi:http/types` and `outgoing-handler`: every request goes
         // through the run's checks (sandbox/http.rs).
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
@@ -121,6 +123,7 @@ impl Sandbox {
             engine: &inner.engine,
             pre: instance_pre,
             origin: &origin,
+            containment: inner.config.containment,
         })
         .await?;
         info::validate(&linked.info, &linked.needs).map_err(LoadError::InvalidInfo)?;

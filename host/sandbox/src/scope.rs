@@ -2,6 +2,8 @@
 
 use moat_grants::{Grants, TrustLevel};
 
+use crate::process::landlock::Confinement;
+
 /// The scope of one sandboxed run, carried by the engine from the
 /// [`RunRequest`](moat_engine::RunRequest) to the component: its grants,
 /// which the sandbox enforces, and its trust level, which the adapter is
@@ -12,6 +14,9 @@ pub struct RunScope {
     pub grants: Grants,
     /// How far the run's backend may go on its own; `sandbox` by default.
     pub trust: TrustLevel,
+    /// How the programs the run starts are contained; to the run's grants
+    /// by default.
+    pub confinement: Confinement,
 }
 
 impl RunScope {
@@ -24,7 +29,7 @@ impl RunScope {
     pub fn granted(grants: Grants) -> Self {
         Self {
             grants,
-            trust: TrustLevel::default(),
+            ..Self::default()
         }
     }
 }

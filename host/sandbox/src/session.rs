@@ -6,13 +6,13 @@ use std::task::Poll;
 
 use futures::future::BoxFuture;
 use moat_engine::{AdapterEvent, AdapterSession, Denial, SessionControl, SessionFailure};
-use moat_grants::Grants;
 use wasmtime::component::ResourceAny;
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::contract::Contract;
 use crate::control::RunControl;
 use crate::failure::{KilledByHost, classify};
+use crate::scope::RunScope;
 use crate::state::RunState;
 
 /// A store for one run: its grants as a WASI context, the memory cap, the
@@ -24,11 +24,12 @@ pub(crate) fn new_store(
     adapter: Arc<str>,
     max_memory_bytes: u64,
     fuel: Option<u64>,
-    grants: &Grants,
+    scope: &RunScope,
     deadline: Option<tokio::time::Instant>,
+    containment: crate::Containment,
 ) -> wasmtime::Result<Store<RunState>> {
-    let control = Arc::new(RunControl::new(engine.clone()));
-    let state = RunState::new(adapter, control, max_memory_bytes, grants, deadline)?;
+    let control = RunControl::new(engine.clone(), containment);
+    let state = RunState::new(adapter, control, max_memory_bytes, scope, deadline)?;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);
     store.set_fuel(fuel.unwrap_or(u64::MAX))?;

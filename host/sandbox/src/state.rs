@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use moat_grants::Grants;
+use crate::scope::RunScope;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -43,6 +43,9 @@ pub(crate) struct RunState {
     http: WasiHttpCtx,
     net: NetAccess,
     pub(crate) table: ResourceTable,
+    /// The granted directories (canonical host paths): where a link the
+    /// guest makes may point ([`crate::symlinks`]).
+    pub(crate) preopens: Vec<std::path::PathBuf>,
 }
 
 impl RunState {
@@ -56,9 +59,10 @@ impl RunState {
         adapter: Arc<str>,
         control: Arc<RunControl>,
         max_memory_bytes: u64,
-        grants: &Grants,
+        scope: &RunScope,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<Self, CapabilityError> {
+        let grants = &scope.grants;
         let stderr = GuestOutput::new(adapter.clone(), StreamName::Stderr);
         let env = capabilities::granted_env(&adapter, grants);
         let wasi = capabilities::wasi_context(
@@ -70,7 +74,7 @@ impl RunState {
         let denials = DenialLog::default();
         let processes = ProcessTable::new(
             adapter.clone(),
-            grants,
+            scope,
             env,
             control.children.clone(),
             denials.clone(),
@@ -86,6 +90,11 @@ impl RunState {
             wasi,
             http: WasiHttpCtx::new(),
             table: ResourceTable::new(),
+            preopens: grants
+                .preopens()
+                .into_iter()
+                .map(|p| std::fs::canonicalize(&p.host).unwrap_or(p.host))
+                .collect(),
         })
     }
 }

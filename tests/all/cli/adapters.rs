@@ -48,8 +48,10 @@ impl StandIn {
         }
         std::fs::write(root.join("stdout.jsonl"), stdout).unwrap();
         let program = root.join(name);
+        // Contained to the run's grants, it writes only into `out`.
+        std::fs::create_dir(root.join("out")).unwrap();
         let script = format!(
-            "#!/bin/sh\necho $$ > '{dir}/pid'\nprintf '%s\\n' \"$@\" > '{dir}/args'\n\
+            "#!/bin/sh\necho $$ > '{dir}/out/pid'\nprintf '%s\\n' \"$@\" > '{dir}/out/args'\n\
              cat '{dir}/stdout.jsonl'\n{after}\n",
             dir = root.display()
         );
@@ -63,11 +65,21 @@ impl StandIn {
     }
 
     fn args(&self) -> Vec<String> {
-        std::fs::read_to_string(self.root().join("args"))
+        std::fs::read_to_string(self.root().join("out/args"))
             .unwrap()
             .lines()
             .map(str::to_owned)
             .collect()
+    }
+
+    /// The flags that let a run start it and let it write its `out`.
+    fn grant_flags(&self) -> [String; 4] {
+        [
+            "--allow-run".into(),
+            self.program.to_string_lossy().into_owned(),
+            "--allow-write".into(),
+            self.root().join("out").to_string_lossy().into_owned(),
+        ]
     }
 
     fn extra(&self) -> String {
@@ -78,10 +90,10 @@ impl StandIn {
 #[test]
 fn run_claude_code_granted_by_allow_run_streams_the_recorded_answer() {
     let cli = StandIn::new("claude", "claude", "text", None, "exit 0");
-    let program = cli.program.to_str().unwrap();
     let output = moat()
         .args(["run", "claude-code", "Say hello.", "--output", "ndjson"])
-        .args(["--allow-run", program, "--extra", &cli.extra()])
+        .args(cli.grant_flags())
+        .args(["--extra", &cli.extra()])
         .args(["--model", "claude-sonnet-4-5"])
         .output()
         .unwrap();
@@ -130,7 +142,10 @@ fn without_allow_run_the_cli_is_not_started_and_the_flag_is_named() {
             if error.code.as_deref() == Some("CAPABILITY_DENIED") && error.message.contains("--allow-run"))
     });
     assert!(denied, "{events:?}");
-    assert!(!cli.root().join("pid").exists(), "the CLI never started");
+    assert!(
+        !cli.root().join("out/pid").exists(),
+        "the CLI never started"
+    );
 }
 
 #[test]
@@ -143,7 +158,6 @@ fn ctrl_c_ends_a_cli_run_interrupted_and_stops_the_cli() {
         Some(r#""type":"tool_use""#),
         "exec sleep 600",
     );
-    let program = cli.program.to_str().unwrap();
     let child = moat()
         .args([
             "run",
@@ -154,11 +168,12 @@ fn ctrl_c_ends_a_cli_run_interrupted_and_stops_the_cli() {
             "--trust",
             "controlled",
         ])
-        .args(["--allow-run", program, "--extra", &cli.extra()])
+        .args(cli.grant_flags())
+        .args(["--extra", &cli.extra()])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid_file = cli.root().join("pid");
+    let pid_file = cli.root().join("out/pid");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !pid_file.exists() {
         assert!(Instant::now() < deadline, "the CLI starts");

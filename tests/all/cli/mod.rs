@@ -5,3 +5,5 @@
 mod adapters;
 mod common;
 mod run;
+mod stopping;
+mod terminal;

@@ -277,14 +277,41 @@ fn ctrl_c_leaves_no_child_or_grandchild_of_the_run_behind() {
 #[test]
 fn a_child_dies_with_moat_even_when_moat_is_killed() {
     let (mut moat, [child, grandchild]) = moat_with_children();
+    let killed = moat.id();
+    let in_a_cgroup = std::fs::read_to_string(format!("/proc/{grandchild}/cgroup"))
+        .is_ok_and(|cgroups| cgroups.contains(&format!("moat-{killed}-")));
     moat.kill().unwrap();
     moat.wait().unwrap();
-    // The parent-death signal reaches the direct child; a grandchild is
-    // beyond it (docs/security.md), so clean it up here.
+    // The parent-death signal reaches the direct child.
     wait_until_gone(&[child]);
+    // A grandchild is beyond it, and a moat killed with SIGKILL removes
+    // nothing: the next moat that starts a program removes what the dead
+    // one left, and kills what is still in its run's cgroup.
+    let (mut next, next_pids) = moat_with_children();
+    if in_a_cgroup {
+        wait_until_gone(&[grandchild]);
+    } else {
+        let _ = Command::new("kill")
+            .args(["-KILL", &grandchild.to_string()])
+            .status();
+    }
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("moat-run-{killed}-"))
+        })
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    // This one is stopped as a user would: it cleans up after itself.
     let _ = Command::new("kill")
-        .args(["-KILL", &grandchild.to_string()])
+        .args(["-TERM", &next.id().to_string()])
         .status();
+    next.wait().unwrap();
+    wait_until_gone(&next_pids);
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use moat_engine::AgentEvent;
 use moat_grants::{Grants, TrustLevel};
+use moat_sandbox::WasmAdapter;
 
 use crate::Request;
 use serde_json::{Value, json};
@@ -57,6 +58,9 @@ pub fn replayer() -> &'static Path {
     })
 }
 
+/// Where, inside its directory, the fake CLI writes its record.
+const OUT: &str = "out";
+
 /// One fake CLI installation.
 pub struct FakeCli {
     dir: tempfile::TempDir,
@@ -80,9 +84,18 @@ impl FakeCli {
         if std::fs::hard_link(exe, &program).is_err() {
             std::fs::copy(exe, &program).expect("copy the fake CLI");
         }
-        let record = root.join("record.json");
+        // The CLI is contained to the run's grants: its fixture sits beside
+        // it (readable), its record goes where the run may write.
         let fixture = crate::cli_fixture(cli, scenario);
-        let mut full = json!({"fixture": fixture, "record": record});
+        let local = root.join(fixture.file_name().expect("a fixture file"));
+        std::fs::copy(&fixture, &local).expect("copy the fixture");
+        let meta = moat_cli_fixture::meta_path(&fixture);
+        if meta.is_file() {
+            std::fs::copy(&meta, moat_cli_fixture::meta_path(&local)).expect("copy its meta");
+        }
+        std::fs::create_dir(root.join(OUT)).expect("make the record's directory");
+        let record = root.join(OUT).join("record.json");
+        let mut full = json!({"fixture": local, "record": record});
         if let (Some(full), Some(extra)) = (full.as_object_mut(), config.as_object()) {
             full.extend(extra.clone());
         }
@@ -117,6 +130,7 @@ impl FakeCli {
         Grants {
             run: vec![self.program.to_string_lossy().into_owned()],
             read: vec![self.dir()],
+            write: vec![self.dir().join(OUT)],
             ..Grants::none()
         }
     }
@@ -163,20 +177,33 @@ pub fn survivors(pids: &[u32], within: Duration) -> Vec<u32> {
     }
 }
 
+/// The built-in `adapter`, and `request` with the variables it declares
+/// granted too, as moat grants a built-in its declared needs.
+async fn builtin_with_its_env(adapter: &str, mut request: Request) -> (WasmAdapter, Request) {
+    let loaded = crate::llm_server::load_builtin(adapter).await;
+    let declared = Grants::from_needs(loaded.needs()).expect("valid needs");
+    request.scope.grants.merge(&Grants {
+        env: declared.env,
+        ..Grants::none()
+    });
+    (loaded, request)
+}
+
 /// Runs `request` on the built-in `adapter` and collects every event.
 pub async fn run(adapter: &str, request: Request) -> Vec<AgentEvent> {
-    let registry = crate::registry_of([crate::llm_server::load_builtin(adapter).await]);
-    crate::collect(&registry, request).await
+    let (adapter, request) = builtin_with_its_env(adapter, request).await;
+    crate::collect(&crate::registry_of([adapter]), request).await
 }
 
 /// Runs `request` on the built-in `adapter`, aborting it as soon as an
 /// event matching `when` arrives; every event, and whether the abort fired.
 pub async fn run_aborting(
     adapter: &str,
-    mut request: Request,
+    request: Request,
     when: impl Fn(&AgentEvent) -> bool,
 ) -> (Vec<AgentEvent>, bool) {
-    let registry = crate::registry_of([crate::llm_server::load_builtin(adapter).await]);
+    let (adapter, mut request) = builtin_with_its_env(adapter, request).await;
+    let registry = crate::registry_of([adapter]);
     let abort = tokio_util::sync::CancellationToken::new();
     request.abort = Some(abort.clone());
     let mut run = moat_engine::run_agent(&registry, request).expect("registered");

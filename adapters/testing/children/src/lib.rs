@@ -8,7 +8,12 @@
 //! - `block`: waits for a stdout line that never comes; when the run is
 //!   aborted the wait returns `interrupted` and the adapter ends with its
 //!   own `done` interrupted, resume token `children-resume`;
-//! - `spin`: computes forever, never looking at the abort flag.
+//! - `spin`: computes forever, never looking at the abort flag;
+//! - `daemons`: the child also starts a daemon (a double fork and
+//!   `setsid`: re-parented at once, in a session of its own, out of the
+//!   child's process group) that starts a process of its own; the text is
+//!   `pids CHILD GRANDCHILD DAEMON-CHILD DAEMON`, then `done` success at
+//!   once, everything still running.
 //!
 //! A test checks from the OS process table that neither pid outlives the
 //! run, whichever way it ended.
@@ -20,11 +25,24 @@ use moat_guest::{Adapter, AdapterInfo, DoneEvent, DoneStatus, ErrorInfo, Event, 
 /// then a long sleep in the child itself.
 const SCRIPT: &str = "sleep 300 & echo $!; exec sleep 301";
 
+/// The same, and a daemon: the subshell exits at once, so the `setsid`
+/// shell is re-parented; it prints its child's pid and its own.
+const DAEMONS: &str = "sleep 300 & echo $!; \
+    ( setsid sh -c 'sleep 303 & echo $!; echo $$; exec sleep 304' & ); \
+    exec sleep 301";
+
+/// Lines of pids each script prints.
+const fn pid_lines(daemons: bool) -> usize {
+    if daemons { 3 } else { 1 }
+}
+
+#[derive(PartialEq)]
 enum Mode {
     Done,
     Trap,
     Block,
     Spin,
+    Daemons,
 }
 
 /// A run with its child.
@@ -49,16 +67,22 @@ impl Adapter for Children {
             "trap" => Mode::Trap,
             "block" => Mode::Block,
             "spin" => Mode::Spin,
+            "daemons" => Mode::Daemons,
             other => {
                 return Err(ErrorInfo::new(
                     "INVALID_PROMPT",
-                    format!("unknown mode {other:?}; use done, trap, block or spin"),
+                    format!("unknown mode {other:?}; use done, trap, block, spin or daemons"),
                     false,
                 ));
             }
         };
+        let script = if mode == Mode::Daemons {
+            DAEMONS
+        } else {
+            SCRIPT
+        };
         let child = Command::new("sh")
-            .args(["-c", SCRIPT])
+            .args(["-c", script])
             .spawn()
             .map_err(|e| ErrorInfo::new("SPAWN_FAILED", e.to_string(), false))?;
         Ok(Children {
@@ -71,16 +95,17 @@ impl Adapter for Children {
     fn next(&mut self) -> Option<Event> {
         if !self.reported {
             self.reported = true;
-            let grandchild = match self.child.read_line() {
-                Ok(Some(pid)) => pid,
-                other => format!("unknown ({other:?})"),
-            };
-            return Some(Event::text(
-                format!("pids {} {grandchild}", self.child.id()).as_str(),
-            ));
+            let mut pids = vec![self.child.id().to_string()];
+            for _ in 0..pid_lines(self.mode == Mode::Daemons) {
+                pids.push(match self.child.read_line() {
+                    Ok(Some(pid)) => pid,
+                    other => format!("unknown ({other:?})"),
+                });
+            }
+            return Some(Event::text(format!("pids {}", pids.join(" ")).as_str()));
         }
         match self.mode {
-            Mode::Done => Some(DoneEvent::new(DoneStatus::Success).into()),
+            Mode::Done | Mode::Daemons => Some(DoneEvent::new(DoneStatus::Success).into()),
             Mode::Trap => panic!("trapping with children running"),
             Mode::Block => match self.child.read_line() {
                 Err(ProcessError::Interrupted) => Some(

@@ -9,6 +9,8 @@
 //! - `read PATH`: the file's first bytes;
 //! - `write PATH`: creates or truncates the file with a fixed line;
 //! - `list PATH`: the directory's entries, sorted, comma-separated;
+//! - `symlink LINK TARGET`: makes the symbolic link LINK pointing to
+//!   TARGET (as written, not resolved);
 //! - `env NAME`: the variable's value;
 //! - `envs`: every visible variable name, sorted, comma-separated;
 //! - `connect HOST:PORT`: opens a TCP connection (a raw socket);
@@ -68,7 +70,7 @@ impl Adapter for Escape {
                 ErrorInfo::new(
                     "INVALID_PROMPT",
                     format!(
-                        "unknown probe {line:?}; use read, write, list, env, envs, connect, lookup, http, spawn, shell, shell-in, shell-env, cat or fork"
+                        "unknown probe {line:?}; use read, write, list, symlink, env, envs, connect, lookup, http, spawn, shell, shell-in, shell-env, cat or fork"
                     ),
                     false,
                 )
@@ -105,6 +107,14 @@ fn probe(line: &str) -> Option<Result<String, String>> {
             .map(|()| format!("wrote {} bytes", WRITTEN.len()))
             .map_err(|e| e.to_string()),
         "list" => list(argument),
+        "symlink" => {
+            let (link, target) = argument.split_once(' ').unwrap_or((argument, ""));
+            // The one stable way to make a link on WASI.
+            #[allow(deprecated)]
+            std::fs::soft_link(target, link)
+                .map(|()| format!("linked {link} to {target}"))
+                .map_err(|e| e.to_string())
+        }
         "env" => std::env::var(argument).map_err(|e| e.to_string()),
         "envs" => {
             let mut names: Vec<String> = std::env::vars_os()

@@ -1,29 +1,61 @@
-//! Rendering a stream of events until it ends, with Ctrl-C wired to the
-//! run's abort token. Shared by `run` and `parallel`.
+//! Rendering a stream of events until it ends, with the ways a user stops
+//! moat wired to the run's abort token. Shared by `run` and `parallel`.
+//!
+//! The first `SIGINT` (Ctrl-C), `SIGTERM` or `SIGHUP` aborts the runs:
+//! each adapter may wind down for its drain, then ends with one `done`
+//! interrupted. Any second one stops them at once: every adapter and every
+//! process it started is killed, and each run still ends with its one
+//! `done` interrupted. Either way moat exits with the conventional code of
+//! the first signal (130, 143, 129).
 
 use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
 use futures::{Stream, StreamExt};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
 
-use crate::EXIT_INTERRUPTED;
 use crate::render::Renderer;
 
 /// How long the stream may be silent before the renderer is told.
 const SPINNER_DELAY: Duration = Duration::from_millis(150);
 
-/// Renders every event and returns the exit code: 0 when every run ended
-/// in success, 130 when any was interrupted, 1 otherwise.
+/// A signal that stops moat, and the exit code it gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// `SIGINT` (Ctrl-C): exit code 130.
+    Interrupt,
+    /// `SIGTERM`: exit code 143.
+    Terminate,
+    /// `SIGHUP` (the terminal went away): exit code 129.
+    Hangup,
+}
+
+impl Stopped {
+    /// 128 plus the signal's number, as shells report it.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Self::Interrupt => 130,
+            Self::Terminate => 143,
+            Self::Hangup => 129,
+        }
+    }
+}
+
+/// Renders every event and returns the exit code: the first stopping
+/// signal's when the user stopped moat (whatever the adapter reported), 0
+/// when every run ended in success, 1 otherwise.
 pub async fn render_until_done(
     events: impl Stream<Item = AgentEvent>,
     renderer: &mut dyn Renderer,
     abort: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
-    let ctrl_c = tokio::spawn(interrupt_on_ctrl_c(abort));
+    let stopped = Arc::new(OnceLock::new());
+    let signals = tokio::spawn(stop_on_signals(abort, stopped.clone()));
     let mut events = std::pin::pin!(events);
     let mut statuses = Vec::new();
     loop {
@@ -45,29 +77,74 @@ pub async fn render_until_done(
         renderer.event(&event).context("cannot write the output")?;
     }
     renderer.finish().context("cannot write the output")?;
-    ctrl_c.abort();
-    Ok(exit_code(&statuses))
+    signals.abort();
+    Ok(exit_code(&statuses, stopped.get().copied()))
 }
 
-fn exit_code(statuses: &[DoneStatus]) -> ExitCode {
-    if statuses.contains(&DoneStatus::Interrupted) {
-        ExitCode::from(EXIT_INTERRUPTED)
-    } else if !statuses.is_empty() && statuses.iter().all(|s| *s == DoneStatus::Success) {
+fn exit_code(statuses: &[DoneStatus], stopped: Option<Stopped>) -> ExitCode {
+    if let Some(stopped) = stopped {
+        return ExitCode::from(stopped.exit_code());
+    }
+    // An interruption nobody asked for is a failure like any other.
+    if !statuses.is_empty() && statuses.iter().all(|s| *s == DoneStatus::Success) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
 }
 
-/// The first Ctrl-C interrupts (every run ends with `done` interrupted);
-/// a second one leaves at once.
-async fn interrupt_on_ctrl_c(abort: CancellationToken) {
-    if tokio::signal::ctrl_c().await.is_err() {
+/// The first stopping signal aborts (`abort`, with the drain); a second
+/// one stops every run of the process at once.
+async fn stop_on_signals(abort: CancellationToken, stopped: Arc<OnceLock<Stopped>>) {
+    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::warn!("cannot listen for signals; Ctrl-C will not stop the run cleanly");
         return;
-    }
-    tracing::info!("interrupting (Ctrl-C again to quit at once)");
+    };
+    let mut next = async || {
+        tokio::select! {
+            _ = interrupt.recv() => Stopped::Interrupt,
+            _ = terminate.recv() => Stopped::Terminate,
+            _ = hangup.recv() => Stopped::Hangup,
+        }
+    };
+    let first = next().await;
+    let _ = stopped.set(first);
+    tracing::info!("interrupting ({first:?}; again to stop at once)");
     abort.cancel();
-    if tokio::signal::ctrl_c().await.is_ok() {
-        std::process::exit(i32::from(EXIT_INTERRUPTED));
+    next().await;
+    tracing::info!("stopping every run now");
+    moat_sandbox::stop_all_runs();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_code_is_the_hosts_view_not_the_adapters() {
+        let code = |statuses: &[DoneStatus], stopped| format!("{:?}", exit_code(statuses, stopped));
+        assert_eq!(
+            code(&[DoneStatus::Success], None),
+            format!("{:?}", ExitCode::SUCCESS)
+        );
+        // The user stopped it: their signal's code, whatever the adapter said.
+        assert_eq!(
+            code(&[DoneStatus::Success], Some(Stopped::Interrupt)),
+            format!("{:?}", ExitCode::from(130))
+        );
+        assert_eq!(
+            code(&[DoneStatus::Interrupted], Some(Stopped::Terminate)),
+            format!("{:?}", ExitCode::from(143))
+        );
+        // Interrupted without anyone asking: a failure.
+        assert_eq!(
+            code(&[DoneStatus::Interrupted], None),
+            format!("{:?}", ExitCode::FAILURE)
+        );
+        assert_eq!(code(&[], None), format!("{:?}", ExitCode::FAILURE));
     }
 }

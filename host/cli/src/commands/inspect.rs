@@ -9,7 +9,7 @@ use serde_json::json;
 use moat_engine::Adapter;
 use moat_grants::programs::GrantedPrograms;
 use moat_grants::{GrantSources, Grants, Provenance};
-use moat_sandbox::{CacheOutcome, Sandbox};
+use moat_sandbox::{CacheOutcome, Confinement, Sandbox};
 
 use crate::args::InspectArgs;
 use crate::resolve;
@@ -38,6 +38,8 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
         CacheOutcome::Replaced(reason) => format!("replaced ({reason})"),
         CacheOutcome::Uncached(reason) => format!("not cached ({reason})"),
     };
+    let timeout = humantime::format_duration(resolved.default_timeout()).to_string();
+    let confinement = resolve::confinement(&resolved, &args.grants);
     if args.json {
         let value = json!({
             "name": info.name,
@@ -54,6 +56,8 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
             "programs": programs_json(&grants),
             "alwaysRefused": ["sockets"],
             "toolPatterns": info.tool_patterns,
+            "defaultTimeout": timeout,
+            "containment": containment_json(&confinement),
             "imports": details.imports,
             "cache": {
                 "hit": details.cache == CacheOutcome::Hit,
@@ -78,12 +82,52 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
     println!("needs env    {}", list(&needs.env));
     println!("needs run    {}", list(&needs.programs));
     print_grants(&grants, &origins);
+    let whose = if resolved.profile.is_some() {
+        "the adapter's"
+    } else {
+        "moat's"
+    };
+    println!("timeout      {timeout} ({whose} default; --timeout sets another or none)");
+    println!("contain      {}", containment_shown(&confinement));
     println!("imports      {}", list(&details.imports));
     match &details.cache_path {
         Some(path) => println!("cache        {cache} ({})", path.display()),
         None => println!("cache        {cache}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the programs a run starts may reach, in one line.
+fn containment_shown(confinement: &Confinement) -> String {
+    match confinement {
+        Confinement::Off => "off (--no-contain): programs run with all of your rights".into(),
+        Confinement::Contained { program_state } => {
+            let state: Vec<String> = program_state
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            let kernel = if moat_sandbox::landlock_available() {
+                ""
+            } else {
+                " — NOT ENFORCED: this kernel has no Landlock"
+            };
+            format!(
+                "programs see the grants above, the system's programs and libraries (read), their install tree (read), a private temp dir, and their own state: {}{kernel}",
+                list(&state)
+            )
+        }
+    }
+}
+
+fn containment_json(confinement: &Confinement) -> serde_json::Value {
+    match confinement {
+        Confinement::Off => json!({"contained": false}),
+        Confinement::Contained { program_state } => json!({
+            "contained": true,
+            "enforced": moat_sandbox::landlock_available(),
+            "programState": program_state,
+        }),
+    }
 }
 
 fn print_grants(grants: &Grants, origins: &[String]) {
@@ -106,7 +150,7 @@ fn print_grants(grants: &Grants, origins: &[String]) {
 /// a run would find it.
 fn programs_json(grants: &Grants) -> serde_json::Value {
     let path = std::env::var_os("PATH");
-    let programs = GrantedPrograms::resolve(&grants.run, path.as_deref());
+    let programs = GrantedPrograms::resolve(&grants.run, path.as_deref(), &grants.write);
     programs
         .resolved()
         .map(|(grant, found)| json!({ "grant": grant, "path": found }))
@@ -116,7 +160,7 @@ fn programs_json(grants: &Grants) -> serde_json::Value {
 /// Each granted program, with where it was found or that it was not.
 fn programs_shown(grants: &Grants) -> Vec<String> {
     let path = std::env::var_os("PATH");
-    let programs = GrantedPrograms::resolve(&grants.run, path.as_deref());
+    let programs = GrantedPrograms::resolve(&grants.run, path.as_deref(), &grants.write);
     programs
         .resolved()
         .map(|(grant, found)| match found {

@@ -59,7 +59,7 @@ pub async fn parallel(sandbox: &Sandbox, args: ParallelArgs) -> anyhow::Result<E
         parallel_tasks.push(ParallelTask {
             request: RunRequest {
                 options: task.flags.options(),
-                limits: task.flags.limits(),
+                limits: task.flags.limits(loaded[&task.adapter].default_timeout()),
                 drain: task.flags.drain,
                 names: Arc::new(FlagNames),
                 ..RunRequest::new(agents[&task.adapter].clone(), task.prompt).with_scope(scope)

@@ -27,6 +27,7 @@ pub async fn run(sandbox: &Sandbox, args: RunArgs) -> anyhow::Result<ExitCode> {
     )?;
     let mut registry = Registry::scoped();
     let agent = resolved.adapter.info().name.clone();
+    let default_timeout = resolved.default_timeout();
     registry
         .register(Arc::new(resolved.adapter))
         .context("cannot register the adapter")?;
@@ -34,7 +35,7 @@ pub async fn run(sandbox: &Sandbox, args: RunArgs) -> anyhow::Result<ExitCode> {
     let abort = CancellationToken::new();
     let request = RunRequest {
         options: args.run.options(),
-        limits: args.run.limits(),
+        limits: args.run.limits(default_timeout),
         abort: Some(abort.clone()),
         drain: args.run.drain,
         names: Arc::new(FlagNames),

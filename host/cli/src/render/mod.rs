@@ -4,6 +4,7 @@ mod lines;
 mod ndjson;
 mod parallel;
 mod pretty;
+pub mod safe;
 mod style;
 mod text;
 mod text_flow;

@@ -108,6 +108,7 @@ fn label_of(event: &AgentEvent) -> &str {
 
 impl<W: Write> Renderer for Parallel<W> {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()> {
+        let event = &*super::safe::for_terminal(event);
         let label = label_of(event).to_string();
         let s = self.style;
         match &event.payload {

@@ -46,6 +46,7 @@ impl<W: Write> Pretty<W> {
 
 impl<W: Write> Renderer for Pretty<W> {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()> {
+        let event = &*super::safe::for_terminal(event);
         self.stop_spinner();
         let s = self.style;
         match &event.payload {

@@ -25,6 +25,7 @@ impl<W: Write> Text<W> {
 
 impl<W: Write> Renderer for Text<W> {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()> {
+        let event = &*super::safe::for_terminal(event);
         match &event.payload {
             EventPayload::TextDelta(TextDeltaPayload { delta }) => {
                 self.flow.delta(&mut self.out, delta)?

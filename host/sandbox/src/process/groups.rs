@@ -1,13 +1,21 @@
-//! The process groups of one run's children, reachable from any thread:
-//! the abort signals them from the engine's side while the guest may be
-//! waiting in a host call, and the end of the run kills them.
+//! What one run's children started, reachable from any thread: the abort
+//! signals it from the engine's side while the guest may be waiting in a
+//! host call, and the end of the run kills all of it.
 //!
 //! Each child leads its own process group, so a signal reaches whatever it
-//! started too (a CLI's shells and tools), not only the child itself.
+//! started too (a CLI's shells and tools). Killing goes further than the
+//! groups, so that nothing outlives the run: the run's cgroup where there
+//! is one ([`super::cgroup`]), else the process tree and moat's adopted
+//! orphans ([`super::tree`]).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use super::Signal;
+use super::cgroup::RunCgroup;
+use super::tree;
+use crate::Containment;
 
 /// The number of `signal` on this system.
 fn number(signal: Signal) -> libc::c_int {
@@ -18,33 +26,117 @@ fn number(signal: Signal) -> libc::c_int {
     }
 }
 
-/// The live process groups of a run. Cheap to clone; clones share them.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ChildGroups(Arc<Mutex<Vec<u32>>>);
+/// What the runs of this process started directly, and how many runs
+/// without a cgroup have children: the adopted orphans' possible owners.
+#[derive(Debug, Default)]
+struct Started {
+    pids: HashSet<u32>,
+    uncontained_runs: usize,
+}
+
+static STARTED: LazyLock<Mutex<Started>> = LazyLock::new(Mutex::default);
+
+fn started() -> MutexGuard<'static, Started> {
+    STARTED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A run's children. Cheap to clone; clones share them.
+#[derive(Debug, Clone)]
+pub(crate) struct ChildGroups(Arc<Mutex<Groups>>);
+
+#[derive(Debug)]
+struct Groups {
+    /// How to keep what the run starts from outliving it.
+    containment: Containment,
+    /// The live process groups (each led by a child).
+    leaders: Vec<u32>,
+    /// Where the run's children live, once it has had one; `None` inside
+    /// when no cgroup could be made.
+    cgroup: Option<Option<RunCgroup>>,
+    /// Whether this run counts in [`Started::uncontained_runs`].
+    uncontained: bool,
+    /// The run's own empty directory (its children's working and temporary
+    /// directory), made at the first child that needs it and removed with
+    /// the children, also when the host stops every run.
+    private_dir: Option<tempfile::TempDir>,
+}
 
 impl ChildGroups {
-    /// Records the group led by `pid`.
+    /// No children yet; they will be contained as `containment` says.
+    pub(crate) fn new(containment: Containment) -> Self {
+        Self(Arc::new(Mutex::new(Groups {
+            containment,
+            leaders: Vec::new(),
+            cgroup: None,
+            uncontained: false,
+            private_dir: None,
+        })))
+    }
+
+    /// Where the next child should join before it runs: the run's cgroup,
+    /// made at the first child. `None` when there is no cgroup: then moat
+    /// adopts orphans, to find them at the end.
+    pub(crate) fn cgroup_for_child(&self) -> Option<CString> {
+        let mut groups = self.lock();
+        if groups.cgroup.is_none() {
+            let cgroup = groups.containment.cgroups.then(RunCgroup::create).flatten();
+            if cgroup.is_none() && groups.containment.adopt_orphans {
+                tree::adopt_orphans();
+            }
+            groups.cgroup = Some(cgroup);
+        }
+        groups
+            .cgroup
+            .as_ref()
+            .and_then(Option::as_ref)
+            .map(|cgroup| cgroup.procs().clone())
+    }
+
+    /// The run's own empty directory, made now if it has none yet.
+    pub(crate) fn private_dir(&self) -> std::io::Result<std::path::PathBuf> {
+        let mut groups = self.lock();
+        if groups.private_dir.is_none() {
+            static SWEPT: std::sync::Once = std::sync::Once::new();
+            SWEPT.call_once(remove_stale_private_dirs);
+            let prefix = format!("{PRIVATE_DIR_PREFIX}{}-", std::process::id());
+            groups.private_dir = Some(tempfile::Builder::new().prefix(&prefix).tempdir()?);
+        }
+        let dir = groups.private_dir.as_ref().expect("made above");
+        Ok(dir.path().to_path_buf())
+    }
+
+    /// Records the child `pid`, leader of its group.
     pub(crate) fn add(&self, pid: u32) {
-        self.lock().push(pid);
+        let mut groups = self.lock();
+        groups.leaders.push(pid);
+        let mut started = started();
+        started.pids.insert(pid);
+        let contained = matches!(groups.cgroup, Some(Some(_)));
+        if !contained && groups.containment.adopt_orphans && !groups.uncontained {
+            groups.uncontained = true;
+            started.uncontained_runs += 1;
+        }
     }
 
     /// Kills the group led by `pid` and forgets it.
     pub(crate) fn kill_and_remove(&self, pid: u32) {
         let mut groups = self.lock();
-        if let Some(at) = groups.iter().position(|&g| g == pid) {
-            groups.swap_remove(at);
+        if let Some(at) = groups.leaders.iter().position(|&g| g == pid) {
+            groups.leaders.swap_remove(at);
+            kill_tree(&[pid]);
             let _ = signal_group(pid, Signal::Kill);
+            started().pids.remove(&pid);
         }
     }
 
     /// How many groups are live.
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().leaders.len()
     }
 
     /// Sends `signal` to the group led by `pid`, if it is one of ours.
     pub(crate) fn signal(&self, pid: u32, signal: Signal) -> std::io::Result<()> {
-        if !self.lock().contains(&pid) {
+        if !self.lock().leaders.contains(&pid) {
             return Err(std::io::Error::other("the child has been released"));
         }
         signal_group(pid, signal)
@@ -52,21 +144,90 @@ impl ChildGroups {
 
     /// Sends `signal` to every group.
     pub(crate) fn signal_all(&self, signal: Signal) {
-        for &pid in self.lock().iter() {
+        for &pid in &self.lock().leaders {
             let _ = signal_group(pid, signal);
         }
     }
 
-    /// Kills every group and forgets them.
+    /// Kills everything the run started, wherever it went.
     pub(crate) fn kill_all(&self) {
-        for pid in std::mem::take(&mut *self.lock()) {
+        let mut groups = self.lock();
+        let leaders = std::mem::take(&mut groups.leaders);
+        match &groups.cgroup {
+            Some(Some(cgroup)) => cgroup.kill(),
+            _ => kill_tree(&leaders),
+        }
+        for &pid in &leaders {
             let _ = signal_group(pid, Signal::Kill);
         }
+        let mut started = started();
+        if groups.uncontained {
+            groups.uncontained = false;
+            started.uncontained_runs -= 1;
+            // Orphans moat adopted can only be this run's when no other
+            // run without a cgroup has children. (Its own children, the
+            // leaders, are not orphans: whoever started them waits for
+            // them.)
+            if started.uncontained_runs == 0 {
+                let adopted = tree::adopted(&started.pids);
+                tree::kill_and_reap(&adopted);
+            }
+        }
+        for pid in &leaders {
+            started.pids.remove(pid);
+        }
+        // Nothing of the run is left to use it.
+        groups.private_dir = None;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u32>> {
+    fn lock(&self) -> MutexGuard<'_, Groups> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+impl Drop for Groups {
+    fn drop(&mut self) {
+        if self.uncontained {
+            started().uncontained_runs -= 1;
+        }
+        // The cgroup, when there is one, kills what is left and goes.
+    }
+}
+
+/// How a run's private directory is named: then the id of the moat process
+/// that made it, so the next moat can tell the left-behind ones.
+const PRIVATE_DIR_PREFIX: &str = "moat-run-";
+
+/// Removes the private directories of moat processes that are gone: one
+/// killed with `SIGKILL` cannot remove its own.
+fn remove_stale_private_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(PRIVATE_DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if owner > 0 && !tree::process_exists(owner) {
+            tracing::debug!(dir = %entry.path().display(), "removing the directory of a moat that is gone");
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Kills every descendant of `leaders` found in the process tree: those
+/// that left their process group are found while their parents live.
+fn kill_tree(leaders: &[u32]) {
+    if leaders.is_empty() {
+        return;
+    }
+    tree::kill_and_reap(&tree::descendants(leaders));
 }
 
 /// Signals the process group `pgid`. A group that is already gone is not

@@ -3,8 +3,9 @@
 //! A run may start only the programs of its `--allow-run` grants, resolved
 //! when the run starts ([`GrantedPrograms`]). Each child:
 //!
-//! - gets an empty environment plus the run's granted variables (with the
-//!   host's values) and the variables the adapter sets;
+//! - gets a small fixed base (`PATH`, safe), the run's granted variables
+//!   with the host's values, and the values the adapter sets for granted
+//!   names, never for a loader or interpreter hook ([`env`]);
 //! - runs in a directory inside the run's granted directories, or, when the
 //!   adapter names none, in an empty directory of the run's own that is
 //!   removed with the run;
@@ -28,9 +29,13 @@
 //! (`contract::v0_2_0::process`).
 
 mod calls;
+mod cgroup;
 mod child;
+mod env;
 mod groups;
+pub(crate) mod landlock;
 mod spawner;
+mod tree;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -39,8 +44,8 @@ use std::sync::Arc;
 pub use child::RunningChild;
 pub(crate) use groups::ChildGroups;
 use moat_engine::{Denial, DeniedRequest, Grant};
+use moat_grants::names;
 use moat_grants::programs::{GrantedPrograms, ProgramRefusal};
-use moat_grants::{Grants, names};
 pub(crate) use moat_process_model::{ExitStatus, ProcessError, Signal, Stdin};
 use moat_process_model::{
     MAX_ARGS_AND_VARS, MAX_ARGS_AND_VARS_BYTES, MAX_LINE_BYTES, MAX_LIVE_CHILDREN,
@@ -48,6 +53,10 @@ use moat_process_model::{
 
 use self::child::{LineReader, StderrTail};
 use crate::denials::DenialLog;
+use crate::scope::RunScope;
+
+/// A child's environment variables, name and value.
+type ChildVars = Vec<(String, String)>;
 
 /// What an adapter asks to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,14 +76,14 @@ pub(crate) struct SpawnRequest {
 pub(crate) struct ProcessTable {
     adapter: Arc<str>,
     programs: GrantedPrograms,
-    /// Granted variables with the host's values, read when the run started.
-    env: Vec<(String, String)>,
+    /// The children's environment, decided when the run started.
+    env: self::env::ChildEnv,
     /// Granted directories (read or write), canonical.
     dirs: Vec<PathBuf>,
-    /// The run's own empty directory, made at the first spawn without cwd.
-    private_dir: Option<tempfile::TempDir>,
     groups: ChildGroups,
     denials: DenialLog,
+    /// What the children may reach of the filesystem; `None`: not contained.
+    rights: Option<self::landlock::ProgramRights>,
 }
 
 impl ProcessTable {
@@ -82,18 +91,29 @@ impl ProcessTable {
     /// groups are kept in `groups`.
     pub(crate) fn new(
         adapter: Arc<str>,
-        grants: &Grants,
+        scope: &RunScope,
         env: Vec<(String, String)>,
         groups: ChildGroups,
         denials: DenialLog,
     ) -> Self {
+        let grants = &scope.grants;
         let path_var = std::env::var_os("PATH");
+        let read: Vec<PathBuf> = grants
+            .read
+            .iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .collect();
+        let write: Vec<PathBuf> = grants
+            .write
+            .iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .collect();
         Self {
+            rights: self::landlock::ProgramRights::new(&scope.confinement, &read, &write),
             adapter,
-            programs: GrantedPrograms::resolve(&grants.run, path_var.as_deref()),
-            env,
+            programs: GrantedPrograms::resolve(&grants.run, path_var.as_deref(), &grants.write),
+            env: self::env::ChildEnv::new(&grants.env, &env, &grants.write),
             dirs: grants.preopens().into_iter().map(|p| p.host).collect(),
-            private_dir: None,
             groups,
             denials,
         }
@@ -106,7 +126,12 @@ impl ProcessTable {
     ) -> Result<RunningChild, ProcessError> {
         let program = self.program(&request.program)?;
         check_sizes(&request)?;
+        let env = self
+            .env
+            .for_child(&shown(&request.program), &request.env)
+            .map_err(|denial| self.deny(denial))?;
         let cwd = self.cwd(request.cwd.as_deref(), &request.program)?;
+        let (env, landlock) = self.contain(&program, env)?;
         if self.groups.len() >= MAX_LIVE_CHILDREN {
             return Err(ProcessError::LimitReached(format!(
                 "a run may have {MAX_LIVE_CHILDREN} children at a time; wait for one and drop it before starting another"
@@ -116,8 +141,7 @@ impl ProcessTable {
         command
             .args(&request.args)
             .env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .envs(request.env.iter().map(|(k, v)| (k, v)))
+            .envs(env)
             .current_dir(&cwd)
             .stdin(match request.stdin {
                 Stdin::Null => Stdio::null(),
@@ -125,9 +149,12 @@ impl ProcessTable {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut process = spawner::spawn(command).await.map_err(|error| {
-            ProcessError::Io(format!("cannot start {}: {error}", program.display()))
-        })?;
+        let cgroup = self.groups.cgroup_for_child();
+        let mut process = spawner::spawn(command, cgroup, landlock)
+            .await
+            .map_err(|error| {
+                ProcessError::Io(format!("cannot start {}: {error}", program.display()))
+            })?;
         let pid = process
             .id()
             .ok_or_else(|| ProcessError::Io("the child exited at once".into()))?;
@@ -145,10 +172,41 @@ impl ProcessTable {
         })
     }
 
+    /// The Landlock ruleset a child of `program` runs under, and its
+    /// environment with `TMPDIR` the run's own directory (the one place
+    /// besides its grants it may write) unless the adapter chose one.
+    fn contain(
+        &mut self,
+        program: &Path,
+        mut env: ChildVars,
+    ) -> Result<(ChildVars, Option<std::os::fd::OwnedFd>), ProcessError> {
+        let Some(rights) = self.rights.clone() else {
+            return Ok((env, None));
+        };
+        let private_dir = self.private_dir()?;
+        let ruleset = rights
+            .ruleset(program, &private_dir, &self.env.path_dirs())
+            .map_err(|e| ProcessError::Io(format!("cannot contain {}: {e}", program.display())))?;
+        if !env.iter().any(|(name, _)| name == "TMPDIR") {
+            env.push(("TMPDIR".into(), private_dir.to_string_lossy().into_owned()));
+        }
+        Ok((env, ruleset))
+    }
+
     fn program(&self, requested: &str) -> Result<PathBuf, ProcessError> {
         match self.programs.find(requested) {
             Ok(path) => Ok(path),
             Err(ProgramRefusal::NotInstalled { message }) => Err(ProcessError::NotFound(message)),
+            Err(ProgramRefusal::Writable { path }) => Err(self.deny(Denial {
+                request: DeniedRequest::Program {
+                    program: shown(requested),
+                },
+                reason: format!(
+                    "it is in a directory the run may write ({}), where the adapter could have put it",
+                    shown(&path.to_string_lossy())
+                ),
+                remedy: None,
+            })),
             Err(ProgramRefusal::NotGranted) => {
                 let program = shown(requested);
                 // A relative path is never matched by a grant.
@@ -202,19 +260,9 @@ impl ProcessTable {
     }
 
     fn private_dir(&mut self) -> Result<PathBuf, ProcessError> {
-        if self.private_dir.is_none() {
-            let dir = tempfile::Builder::new()
-                .prefix("moat-run-")
-                .tempdir()
-                .map_err(|e| ProcessError::Io(format!("cannot make the run's directory: {e}")))?;
-            self.private_dir = Some(dir);
-        }
-        Ok(self
-            .private_dir
-            .as_ref()
-            .expect("made above")
-            .path()
-            .to_path_buf())
+        self.groups
+            .private_dir()
+            .map_err(|e| ProcessError::Io(format!("cannot make the run's directory: {e}")))
     }
 
     fn deny(&self, denial: Denial) -> ProcessError {

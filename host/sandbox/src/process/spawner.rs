@@ -8,7 +8,9 @@
 //! that lives as long as the process makes the signal mean what we want:
 //! if the host dies, even by `SIGKILL`, its direct children die with it.
 
+use std::ffi::{CStr, CString};
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
 use std::sync::mpsc::{Sender, channel};
 
@@ -23,12 +25,19 @@ struct Job {
 }
 
 /// Starts `command` (whose stdio the caller set up) in a new process group,
-/// killed when dropped and when the host dies.
-pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
+/// inside the run's cgroup when it has one (`cgroup`: its `cgroup.procs`),
+/// contained by the Landlock ruleset `landlock` when there is one
+/// ([`super::landlock`]), killed when dropped and when the host dies.
+pub(crate) async fn spawn(
+    mut command: Command,
+    cgroup: Option<CString>,
+    landlock: Option<OwnedFd>,
+) -> io::Result<Child> {
     let host_pid = std::process::id();
     command.kill_on_drop(true).process_group(0);
     // SAFETY: the closure runs in the forked child before exec and calls
-    // only async-signal-safe functions (prctl, getppid), allocating nothing.
+    // only async-signal-safe functions (prctl, getppid, open, write,
+    // close, the Landlock syscall), allocating nothing.
     unsafe {
         command.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
@@ -37,6 +46,13 @@ pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
             // The host may have died between fork and prctl.
             if libc::getppid() as u32 != host_pid {
                 return Err(io::Error::other("the host exited"));
+            }
+            if let Some(procs) = &cgroup {
+                join_cgroup(procs)?;
+            }
+            // Last: joining the cgroup writes outside what the ruleset allows.
+            if let Some(ruleset) = &landlock {
+                restrict_self(ruleset.as_raw_fd())?;
             }
             Ok(())
         });
@@ -55,6 +71,43 @@ pub(crate) async fn spawn(mut command: Command) -> io::Result<Child> {
     answer
         .await
         .map_err(|_| io::Error::other("the spawner thread is gone"))?
+}
+
+/// Puts the calling process under the Landlock ruleset `ruleset` for good
+/// (and its future children: the domain is inherited). `no_new_privs`
+/// first, as the kernel requires: a set-user-id program cannot undo it.
+/// Async-signal-safe: for a child between fork and exec.
+fn restrict_self(ruleset: RawFd) -> io::Result<()> {
+    // SAFETY: prctl and a raw syscall with integer arguments.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Moves the calling process into the cgroup whose `cgroup.procs` is
+/// `procs`. Async-signal-safe: for a child between fork and exec.
+pub(crate) fn join_cgroup(procs: &CStr) -> io::Result<()> {
+    // SAFETY: open, write and close on a valid C string and a local buffer.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        // "0": the writing process itself.
+        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if written != 1 {
+            return Err(error);
+        }
+    }
+    Ok(())
 }
 
 /// Tries a few times while exec fails with "text file busy": a program

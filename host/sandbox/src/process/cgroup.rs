@@ -1,0 +1,184 @@
+//! A cgroup (v2) per run: what a run's programs start stays in it whatever
+//! it does (`setsid`, double forks, its parent dying), so ending the run
+//! ends all of it (`cgroup.kill`).
+//!
+//! It is made under moat's own cgroup, where the process may create one:
+//! as root, or in a cgroup delegated to the user (systemd does for user
+//! services). Where it cannot, the run falls back on process groups and
+//! moat's adoption of orphans ([`super::tree`]).
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long removing a run's cgroup waits for its killed processes to go.
+const EMPTY_WAIT: Duration = Duration::from_secs(2);
+
+/// One run's cgroup.
+#[derive(Debug)]
+pub(crate) struct RunCgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, for the child to move itself in before exec.
+    procs: CString,
+}
+
+impl RunCgroup {
+    /// A fresh cgroup for one run, or `None` where cgroup v2 is not there
+    /// or moat may not make one.
+    pub(crate) fn create() -> Option<Self> {
+        static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+        let parent = parent()?;
+        let name = format!(
+            "moat-{}-{}",
+            std::process::id(),
+            SEQUENCE.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = parent.join(name);
+        if let Err(error) = std::fs::create_dir(&dir) {
+            tracing::debug!(dir = %dir.display(), "no cgroup for the run: {error}");
+            return None;
+        }
+        let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).ok()?;
+        Some(Self { dir, procs })
+    }
+
+    /// The `cgroup.procs` file a child writes `0` to, to join.
+    pub(crate) fn procs(&self) -> &CString {
+        &self.procs
+    }
+
+    /// Kills every process in the cgroup.
+    pub(crate) fn kill(&self) {
+        if std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok() {
+            return;
+        }
+        // Kernels before 5.14 have no cgroup.kill: one by one, until none
+        // is left (a process may fork while the others are being killed).
+        for _ in 0..100 {
+            let pids = self.pids();
+            if pids.is_empty() {
+                return;
+            }
+            for pid in pids {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+
+    fn pids(&self) -> Vec<libc::pid_t> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        self.kill();
+        let until = Instant::now() + EMPTY_WAIT;
+        loop {
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => return,
+                // Still populated: the killed processes are on their way.
+                Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(5)),
+                Err(error) => {
+                    tracing::warn!(dir = %self.dir.display(), "cannot remove the run's cgroup: {error}");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// moat's own cgroup in the cgroup v2 hierarchy, found once.
+fn parent() -> Option<&'static Path> {
+    static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PARENT
+        .get_or_init(|| {
+            let mount = cgroup2_mount()?;
+            let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+            let path = own.lines().find_map(|line| line.strip_prefix("0::"))?;
+            let dir = mount.join(path.trim_start_matches('/'));
+            if !dir.join("cgroup.procs").is_file() {
+                return None;
+            }
+            remove_stale(&dir);
+            Some(dir)
+        })
+        .as_deref()
+}
+
+/// Removes the run cgroups of moat processes that are gone. A moat killed
+/// with SIGKILL (or a test binary exiting with runs still open) cannot
+/// remove its own; the next moat does, killing what is still in them.
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("moat-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if owner <= 0 || super::tree::process_exists(owner) {
+            continue;
+        }
+        let stale = RunCgroup {
+            dir: entry.path(),
+            procs: CString::default(),
+        };
+        tracing::debug!(dir = %stale.dir.display(), "removing the cgroup of a moat that is gone");
+        drop(stale);
+    }
+}
+
+/// Where the cgroup v2 hierarchy is mounted.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        // "… mount-point … - cgroup2 source options"
+        let (fields, fs) = line.split_once(" - ")?;
+        if fs.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        fields.split_whitespace().nth(4).map(PathBuf::from)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_cgroup_holds_a_process_and_its_end_kills_it() {
+        let Some(cgroup) = RunCgroup::create() else {
+            eprintln!("skipped: no cgroup v2 that this process may write here");
+            return;
+        };
+        let procs = cgroup.procs().clone();
+        let mut command = std::process::Command::new("sleep");
+        command.arg("60");
+        // SAFETY: only open/write/close in the child.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                super::super::spawner::join_cgroup(&procs)
+            });
+        }
+        let mut child = command.spawn().unwrap();
+        assert_eq!(cgroup.pids(), [child.id() as libc::pid_t]);
+        drop(cgroup);
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "killed: {status:?}");
+    }
+}

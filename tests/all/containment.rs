@@ -1,0 +1,145 @@
+//! Granted programs are contained (Landlock): a granted `sh` reaches the
+//! run's grants, the system's programs and its private directory, and
+//! nothing else of the user's files; it cannot signal moat. Without
+//! containment it has the user's rights: the same probes succeed.
+
+use std::path::PathBuf;
+
+use moat_engine::DoneStatus;
+use moat_grants::Grants;
+use moat_sandbox::Confinement;
+use moat_testkit::components::ESCAPE;
+use moat_testkit::{run_component, single_done, texts};
+
+/// A directory the run is not granted, holding a secret; one granted for
+/// reading, holding a note; one granted for writing.
+struct Dirs {
+    _root: tempfile::TempDir,
+    secret: PathBuf,
+    readable: PathBuf,
+    writable: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let root = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(root.path()).unwrap();
+    let [secret, readable, writable] = ["secret", "readable", "writable"].map(|name| {
+        let dir = base.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        dir
+    });
+    std::fs::write(secret.join("key"), "the-secret").unwrap();
+    std::fs::write(readable.join("note"), "the-note").unwrap();
+    Dirs {
+        _root: root,
+        secret,
+        readable,
+        writable,
+    }
+}
+
+/// Runs one `shell` probe with `sh` granted, the dirs' grants and
+/// `confinement`: what the script printed.
+async fn shell(dirs: &Dirs, script: &str, confinement: Confinement) -> String {
+    let grants = Grants {
+        run: vec!["sh".into()],
+        read: vec![dirs.readable.clone()],
+        write: vec![dirs.writable.clone()],
+        ..Grants::none()
+    };
+    let events = run_component(ESCAPE, &format!("shell {script}"), |request| {
+        request.scope.grants = grants;
+        request.scope.confinement = confinement;
+    })
+    .await;
+    assert_eq!(single_done(&events).status, DoneStatus::Success);
+    texts(&events).concat()
+}
+
+/// A script that tries each thing and prints one word per outcome.
+fn probes(dirs: &Dirs) -> String {
+    let try_ = |label: &str, command: String| {
+        format!("if {command} >/dev/null 2>&1; then echo {label}=yes; else echo {label}=no; fi;")
+    };
+    [
+        try_("secret", format!("cat {}/key", dirs.secret.display())),
+        try_(
+            "home",
+            format!("ls {}", std::env::var("HOME").expect("HOME is set")),
+        ),
+        try_("note", format!("cat {}/note", dirs.readable.display())),
+        try_(
+            "write-read-grant",
+            format!("touch {}/new", dirs.readable.display()),
+        ),
+        try_(
+            "write-grant",
+            format!("touch {}/new", dirs.writable.display()),
+        ),
+        try_("tmp", "touch \"$TMPDIR/scratch\"".to_string()),
+        // The parent of the run's directories: where any temporary file of
+        // the user's lives.
+        try_(
+            "shared-tmp",
+            format!("touch {}/shared", dirs.secret.parent().unwrap().display()),
+        ),
+        try_("signal-moat", "kill -0 $PPID".to_string()),
+    ]
+    .concat()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_program_reaches_only_the_runs_grants() {
+    assert!(
+        moat_sandbox::landlock_available(),
+        "this kernel has no Landlock: containment cannot be tested here"
+    );
+    let dirs = dirs();
+    let out = shell(&dirs, &probes(&dirs), Confinement::default()).await;
+    for expected in [
+        "secret=no",
+        "home=no",
+        "note=yes",
+        "write-read-grant=no",
+        "write-grant=yes",
+        "tmp=yes",
+        "shared-tmp=no",
+        "signal-moat=no",
+    ] {
+        assert!(out.contains(expected), "{expected} in {out}");
+    }
+    assert!(!dirs.secret.parent().unwrap().join("shared").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_programs_own_state_is_writable_when_its_profile_says_so() {
+    let dirs = dirs();
+    let state = dirs.secret.clone();
+    let script = format!(
+        "cat {}/key && echo more >> {}/key",
+        state.display(),
+        state.display()
+    );
+    let out = shell(
+        &dirs,
+        &script,
+        Confinement::Contained {
+            program_state: vec![state.clone()],
+        },
+    )
+    .await;
+    assert!(out.contains("the-secret"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(state.join("key")).unwrap(),
+        "the-secretmore\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_containment_a_program_has_the_users_rights() {
+    let dirs = dirs();
+    let out = shell(&dirs, &probes(&dirs), Confinement::Off).await;
+    for expected in ["secret=yes", "write-read-grant=yes", "signal-moat=yes"] {
+        assert!(out.contains(expected), "{expected} in {out}");
+    }
+}
