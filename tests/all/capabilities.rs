@@ -648,3 +648,25 @@ async fn https_does_tls_to_the_checked_address_with_the_name_as_sni() {
         "the name travels as SNI"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_holds_at_most_its_share_of_open_connections() {
+    // Every response stays open (its body never ends) while the guest
+    // keeps it.
+    let server = TestServer::holding();
+    let port = server.port;
+    let over = moat_sandbox::MAX_CONNECTIONS + 6;
+    let (result, _) = http_line(
+        &format!("connections {over} http://127.0.0.1:{port}/"),
+        net(&[format!("127.0.0.1:{port}")]),
+    )
+    .await;
+    assert_eq!(
+        result,
+        format!(
+            "ok: {} answered, 6 refused: ErrorCode::ConnectionLimitReached",
+            moat_sandbox::MAX_CONNECTIONS
+        )
+    );
+    assert_eq!(server.connections(), moat_sandbox::MAX_CONNECTIONS);
+}

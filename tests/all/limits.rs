@@ -74,6 +74,28 @@ async fn a_spinning_adapter_runs_out_of_fuel() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_resources_a_run_piles_up_count_against_its_memory_cap() {
+    // 20,000 header maps of 16 KiB would hold 320 MiB of host memory
+    // outside the guest's 32 MiB: the run ends with MEMORY_LIMIT first.
+    let events = run_component(ESCAPE, "fields 20000 16384", |r| {
+        r.limits.max_memory_bytes = 32 * 1024 * 1024;
+    })
+    .await;
+    assert_eq!(error_codes(&events), ["MEMORY_LIMIT"], "{events:?}");
+    assert_eq!(single_done(&events).status, DoneStatus::Error);
+    assert!(error_message(&events, "MEMORY_LIMIT").contains("`limits.max_memory_bytes`"));
+
+    // One header map over its own limit (64 KiB) ends the run (wasi-http
+    // traps), saying why.
+    let events = run_component(ESCAPE, "fields 1 100000", |_| {}).await;
+    assert_eq!(single_done(&events).status, DoneStatus::Error);
+    assert!(
+        error_message(&events, "ADAPTER_ERROR").contains("fields exceeds limit"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allocating_adapter_is_stopped_by_the_memory_cap() {
     let events = run_component(OOM, "", |r| r.limits.max_memory_bytes = 32 * 1024 * 1024).await;
     assert_eq!(error_codes(&events), ["MEMORY_LIMIT"]);

@@ -6,9 +6,9 @@
 //!
 //! ```sh
 //! npm install --prefix ~/.cache/moat/clis @anthropic-ai/claude-code @openai/codex @google/gemini-cli
-//! MOAT_REAL_CLIS=1 MOAT_CLI_DIR=~/.cache/moat/clis cargo test -p moat-e2e --test real_clis -- --nocapture
+//! MOAT_REAL_CLIS=1 MOAT_CLI_DIR=~/.cache/moat/clis cargo test -p moat --test all real_clis -- --nocapture
 //! # with no network but loopback, in a network namespace:
-//! unshare -rn sh -c 'ip link set lo up && MOAT_REAL_CLIS=1 MOAT_CLI_DIR=$HOME/.cache/moat/clis cargo test --offline -p moat-e2e --test real_clis'
+//! unshare -rn sh -c 'ip link set lo up && MOAT_REAL_CLIS=1 MOAT_CLI_DIR=$HOME/.cache/moat/clis cargo test --offline -p moat --test all real_clis'
 //! ```
 //!
 //! Without `MOAT_REAL_CLIS=1` the test only says it was skipped. A CLI

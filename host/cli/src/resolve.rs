@@ -6,12 +6,16 @@ use std::time::Duration;
 use anyhow::Context;
 
 use moat_builtins as builtin;
-use moat_engine::{Adapter, RunLimits};
+use moat_engine::{Adapter, RunLimits, SettingNames};
 use moat_grants::{GrantSources, Grants, Provenance, TrustLevel};
-use moat_sandbox::{Confinement, Containment, RunScope, Sandbox, SandboxConfig, WasmAdapter};
+use moat_sandbox::{
+    Confinement, Containment, LoadError, MAX_MEMORY_CEILING, RunScope, Sandbox, SandboxConfig,
+    WasmAdapter,
+};
 
 use super::UsageError;
-use super::args::{Cli, GrantFlags};
+use super::args::{Cli, Command, GrantFlags};
+use super::names::FlagNames;
 
 /// A loaded adapter and where it came from.
 #[derive(Clone)]
@@ -39,6 +43,13 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     } else if let Some(dir) = &cli.cache_dir {
         config.cache_dir = Some(dir.clone());
     }
+    // `info()` runs under the cap of the runs: a `moat run` gets its
+    // `--max-memory`; `parallel` tasks may each set theirs and `inspect`
+    // only describes, so they get the ceiling.
+    config.info_max_memory_bytes = match &cli.command {
+        Command::Run(args) => args.run.max_memory,
+        _ => MAX_MEMORY_CEILING,
+    };
     // One command runs a handful of sessions at most.
     config.pool_sessions = 64;
     // This process starts no children but runs': orphans it adopts are
@@ -76,10 +87,15 @@ pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Re
         ))
         .into());
     }
-    let adapter = sandbox
-        .load_file(path)
-        .await
-        .map_err(|error| UsageError(format!("cannot load {name_or_path}: {error}")))?;
+    let adapter = sandbox.load_file(path).await.map_err(|error| {
+        let hint = match &error {
+            LoadError::Info {
+                limit: Some(limit), ..
+            } => format!("; raise it with {}", FlagNames.setting(*limit)),
+            _ => String::new(),
+        };
+        UsageError(format!("cannot load {name_or_path}: {error}{hint}"))
+    })?;
     Ok(Resolved {
         adapter,
         provenance: Provenance::Loaded,

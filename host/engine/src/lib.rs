@@ -100,6 +100,6 @@ pub use event::*;
 pub use names::{FieldNames, Setting, SettingNames};
 pub use parallel::{ParallelRun, ParallelTask, TaskEvent, run_parallel};
 pub use registry::{Registry, RegistryError};
-pub use run::{AgentRun, DEFAULT_DRAIN, EngineError, RunRequest, run_agent};
+pub use run::{AgentRun, DEFAULT_DRAIN, EngineError, MAX_CALL_IDS, RunRequest, run_agent};
 pub use tool_policy::{ToolPolicy, ToolPolicyViolation};
-pub use validate::{InvalidEvent, ValidEvent, validate_event};
+pub use validate::{InvalidEvent, MAX_CALL_ID_BYTES, MAX_SAFE_INTEGER, ValidEvent, validate_event};

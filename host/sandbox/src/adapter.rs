@@ -216,6 +216,8 @@ pub(crate) struct Linking<'a> {
     pub(crate) origin: &'a str,
     /// [`SandboxConfig::containment`](crate::SandboxConfig::containment).
     pub(crate) containment: crate::Containment,
+    /// [`SandboxConfig::info_max_memory_bytes`](crate::SandboxConfig::info_max_memory_bytes).
+    pub(crate) info_max_memory_bytes: u64,
 }
 
 /// A linked component and what it says of itself.
@@ -229,9 +231,13 @@ pub(crate) struct Linked {
 pub(crate) fn link<C: Contract>(linking: Linking<'_>) -> BoxFuture<'_, Result<Linked, LoadError>> {
     Box::pin(async move {
         let pre = C::pre(linking.pre).map_err(|e| LoadError::ContractMismatch(format!("{e:#}")))?;
-        let (info, needs) = describe::<C>(linking.engine, &pre, linking.origin.into())
-            .await
-            .map_err(LoadError::Info)?;
+        let (info, needs) = describe::<C>(
+            linking.engine,
+            &pre,
+            linking.origin.into(),
+            linking.info_max_memory_bytes,
+        )
+        .await?;
         Ok(Linked {
             runner: Box::new(Linker::<C> {
                 engine: linking.engine.clone(),
@@ -250,19 +256,23 @@ async fn describe<C: Contract>(
     engine: &Engine,
     pre: &C::Pre,
     name_hint: Arc<str>,
-) -> Result<(AdapterInfo, Needs), String> {
+    max_memory_bytes: u64,
+) -> Result<(AdapterInfo, Needs), LoadError> {
     const INFO_FUEL: u64 = 1_000_000_000;
     const INFO_TIMEOUT: Duration = Duration::from_secs(5);
     let mut store = new_store(
         engine,
         name_hint,
-        RunLimits::DEFAULT_MAX_MEMORY_BYTES,
+        max_memory_bytes,
         Some(INFO_FUEL),
         &RunScope::none(),
         None,
         crate::Containment::default(),
     )
-    .map_err(|e| format!("{e:#}"))?;
+    .map_err(|e| LoadError::Info {
+        message: format!("{e:#}"),
+        limit: None,
+    })?;
     let control = store.data().control.clone();
     let call = async {
         let instance = C::instantiate(pre, &mut store).await?;
@@ -271,13 +281,22 @@ async fn describe<C: Contract>(
     let result = tokio::time::timeout(INFO_TIMEOUT, call).await;
     match result {
         Ok(Ok(described)) => Ok(described),
-        Ok(Err(error)) => Err(classify(&store, &error, Some(INFO_FUEL)).to_string()),
+        Ok(Err(error)) => {
+            let failure = classify(&store, &error, Some(INFO_FUEL));
+            Err(LoadError::Info {
+                message: failure.to_string(),
+                // Its fuel is fixed; its memory cap is the run's.
+                limit: failure
+                    .limit()
+                    .filter(|l| *l == moat_engine::Setting::MaxMemory),
+            })
+        }
         Err(_) => {
             control.kill();
-            Err(format!(
-                "info() did not return within {} s",
-                INFO_TIMEOUT.as_secs()
-            ))
+            Err(LoadError::Info {
+                message: format!("info() did not return within {} s", INFO_TIMEOUT.as_secs()),
+                limit: None,
+            })
         }
     }
 }

@@ -27,6 +27,10 @@ pub struct SandboxConfig {
     pub epoch_tick: Duration,
     /// How the processes a run starts are kept from outliving it.
     pub containment: Containment,
+    /// The memory cap `info()` runs under when a component loads: that of
+    /// the runs it will make (`--max-memory`), so a component that needs
+    /// more than the default can be loaded once the user raises it.
+    pub info_max_memory_bytes: u64,
 }
 
 /// How the processes a run starts are kept from outliving it (beyond
@@ -63,6 +67,7 @@ impl Default for SandboxConfig {
             compile_timeout: Duration::from_secs(60),
             epoch_tick: Duration::from_millis(1),
             containment: Containment::default(),
+            info_max_memory_bytes: moat_engine::RunLimits::DEFAULT_MAX_MEMORY_BYTES,
         }
     }
 }

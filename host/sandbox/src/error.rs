@@ -89,8 +89,14 @@ pub enum LoadError {
     #[error("the component needs imports this host does not provide: {0}")]
     UnsupportedImports(String),
     /// `info()` trapped, ran out of its budget or took too long.
-    #[error("the adapter failed while describing itself: {0}")]
-    Info(String),
+    #[error("the adapter failed while describing itself: {message}")]
+    Info {
+        /// What happened.
+        message: String,
+        /// The limit it reached, when that is what stopped it: raising it
+        /// (for `info()`: the memory cap of the run) may let it load.
+        limit: Option<moat_engine::Setting>,
+    },
     /// `info()` returned values the host refuses (a bad name, invalid
     /// needs, control characters).
     #[error("the adapter's info() is invalid: {0}")]

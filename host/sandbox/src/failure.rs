@@ -30,7 +30,7 @@ pub(crate) fn classify(
             budget: fuel_budget.unwrap_or(u64::MAX),
         };
     }
-    if state.memory.was_hit() {
+    if state.memory.was_hit() || resources_ran_out(error) {
         return SessionFailure::MemoryLimit {
             limit_bytes: state.memory.limit_bytes(),
         };
@@ -39,6 +39,17 @@ pub(crate) fn classify(
     SessionFailure::Crashed {
         message: crash_message(error, &state.stderr.tail()),
     }
+}
+
+/// Whether the call failed because the run's resource table was full: the
+/// host memory its resources may take is bounded by its memory cap
+/// ([`crate::limits::max_resources`]).
+fn resources_ran_out(error: &wasmtime::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<wasmtime::component::ResourceTableError>()
+            .is_some_and(|e| matches!(e, wasmtime::component::ResourceTableError::Full))
+    })
 }
 
 /// "the adapter crashed (CAUSE); its last words: STDERR", keeping what

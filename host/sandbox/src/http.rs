@@ -73,7 +73,14 @@ pub(crate) struct NetAccess {
     rules: Arc<[NetRule]>,
     deadline: Option<Instant>,
     denials: DenialLog,
+    /// The run's open connections: at most [`MAX_CONNECTIONS`] at once.
+    connections: Arc<tokio::sync::Semaphore>,
 }
+
+/// Most connections one run may have open at once (a request holds one
+/// until its response body is read or dropped): sockets are the host's,
+/// shared by every run, and an adapter streams from one or two backends.
+pub const MAX_CONNECTIONS: usize = 64;
 
 impl NetAccess {
     /// Access as `rules` grant it, each request bounded by `deadline` (the
@@ -83,6 +90,7 @@ impl NetAccess {
             rules: rules.into(),
             deadline,
             denials,
+            connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
         }
     }
 }
@@ -102,9 +110,17 @@ impl WasiHttpHooks for NetAccess {
                 return Box::new(async { Err(HttpError::HttpRequestDenied) });
             }
         };
+        let Ok(connection) = self.connections.clone().try_acquire_owned() else {
+            tracing::info!(
+                "a request over the run's {MAX_CONNECTIONS} open connections was refused"
+            );
+            return Box::new(async { Err(HttpError::ConnectionLimitReached) });
+        };
         let deadline = self.deadline;
         let denials = self.denials.clone();
-        Box::new(async move { send(destination, request, options, deadline, denials).await })
+        Box::new(
+            async move { send(destination, request, options, deadline, denials, connection).await },
+        )
     }
 }
 
@@ -215,6 +231,8 @@ async fn send(
     options: Option<RequestOptions>,
     deadline: Option<Instant>,
     denials: DenialLog,
+    // Held as long as the connection is open.
+    connection_slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<
     (
         http::Response<WasiBody>,
@@ -329,6 +347,7 @@ async fn send(
     })
     .await?;
     let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(async move {
+        let _slot = connection_slot;
         match connection {
             Some(connection) => connection.await.map_err(|error| {
                 if error.is_timeout() {

@@ -78,7 +78,7 @@ pub use config::{Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_d
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion};
 pub use control::stop_all_runs;
 pub use error::{LoadError, SandboxError};
-pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
+pub use http::{MAX_CONNECTIONS, MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
 pub use process::RunningChild;
 pub use process::landlock::{Confinement, available as landlock_available};
 pub use runtime::{CompileReport, Sandbox};

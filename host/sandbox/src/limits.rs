@@ -1,9 +1,28 @@
-//! The memory cap of one run.
+//! The memory cap of one run, and what bounds the host memory a run holds
+//! outside its own linear memory: its resources (streams, header maps, open
+//! files, requests, children), each an entry of its resource table.
 
 use wasmtime::ResourceLimiter;
 
 /// Most table elements a run may have; Rust adapters need a few hundred.
 const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+/// Most bytes one `wasi:http` header map may take in host memory (the
+/// wire bytes and the map's own bookkeeping): headers of real APIs are a
+/// few KiB; wasmtime-wasi-http's default is twice this.
+pub(crate) const MAX_HEADER_MAP_BYTES: usize = 64 * 1024;
+
+/// Fewest resources a run may hold at once, whatever its memory cap.
+const MIN_RESOURCES: usize = 1024;
+
+/// Most resources a run may hold at once: as many of the largest kind (a
+/// full header map) as fit in its memory cap, so the host memory a run's
+/// resources take is bounded by its cap too, not by the host's RAM.
+/// Past it, creating one more traps and the run ends with MEMORY_LIMIT.
+pub(crate) fn max_resources(max_memory_bytes: u64) -> usize {
+    let fit = usize::try_from(max_memory_bytes / MAX_HEADER_MAP_BYTES as u64).unwrap_or(usize::MAX);
+    fit.max(MIN_RESOURCES)
+}
 
 /// Caps a run's linear memory. Growing past the cap traps at once: the run
 /// ends with MEMORY_LIMIT, whether or not the guest would have handled the

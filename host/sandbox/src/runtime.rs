@@ -124,6 +124,7 @@ impl Sandbox {
             pre: instance_pre,
             origin: &origin,
             containment: inner.config.containment,
+            info_max_memory_bytes: inner.config.info_max_memory_bytes,
         })
         .await?;
         info::validate(&linked.info, &linked.needs).map_err(LoadError::InvalidInfo)?;

@@ -12,7 +12,7 @@ use crate::capabilities::{self, CapabilityError};
 use crate::control::RunControl;
 use crate::denials::DenialLog;
 use crate::http::NetAccess;
-use crate::limits::MemoryCap;
+use crate::limits::{self, MemoryCap};
 use crate::output::{GuestOutput, StreamName};
 use crate::process::ProcessTable;
 
@@ -72,6 +72,10 @@ impl RunState {
             stderr.clone(),
         )?;
         let denials = DenialLog::default();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(limits::max_resources(max_memory_bytes));
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(limits::MAX_HEADER_MAP_BYTES);
         let processes = ProcessTable::new(
             adapter.clone(),
             scope,
@@ -88,8 +92,8 @@ impl RunState {
             net: NetAccess::new(&grants.net, deadline, denials.clone()),
             denials,
             wasi,
-            http: WasiHttpCtx::new(),
-            table: ResourceTable::new(),
+            http,
+            table,
             preopens: grants
                 .preopens()
                 .into_iter()

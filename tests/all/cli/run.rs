@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
-use moat_testkit::components::{CHILDREN, ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
+use moat_testkit::components::{BIG_INFO, CHILDREN, ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
 use moat_testkit::http_server::{SERVED, TestServer};
 use moat_testkit::llm_server::{LlmServer, Reply};
 use serde_json::Value;
@@ -1128,4 +1128,55 @@ fn moat_run_extra_passes_adapter_options_such_as_openai_tools_filtered_by_allowe
         assert_eq!(output.status.code(), Some(2), "{bad}");
         assert!(stderr(&output).contains("--extra"), "{}", stderr(&output));
     }
+}
+
+#[test]
+fn info_runs_under_the_runs_memory_cap_so_raising_it_lets_a_big_component_load() {
+    // Its info() touches 300 MiB: over the default cap of 256 MiB.
+    let refused = run(&["run", BIG_INFO, "hi", "--output", "ndjson"]);
+    assert_ne!(refused.status.code(), Some(0));
+    let message = stderr(&refused);
+    assert!(message.contains("--max-memory"), "{message}");
+
+    let raised = run(&[
+        "run",
+        BIG_INFO,
+        "hi",
+        "--max-memory",
+        "512MiB",
+        "--output",
+        "ndjson",
+    ]);
+    assert_eq!(raised.status.code(), Some(0), "{}", stderr(&raised));
+    let inspected = run(&["inspect", BIG_INFO]);
+    assert_eq!(inspected.status.code(), Some(0), "{}", stderr(&inspected));
+}
+
+#[test]
+fn a_run_is_bounded_by_default_and_none_must_be_asked_for() {
+    let inspected = run(&["inspect", "claude-code", "--json"]);
+    let json: Value = serde_json::from_slice(&inspected.stdout).unwrap();
+    assert_eq!(json["defaultTimeout"], "2h", "{json}");
+    let inspected = run(&["inspect", FLOOD, "--json"]);
+    let json: Value = serde_json::from_slice(&inspected.stdout).unwrap();
+    assert_eq!(json["defaultTimeout"], "1h", "moat's default: {json}");
+    assert_eq!(json["containment"]["contained"], true, "{json}");
+
+    let unbounded = run(&[
+        "run",
+        "echo",
+        "hi",
+        "--timeout",
+        "none",
+        "--output",
+        "ndjson",
+    ]);
+    assert_eq!(unbounded.status.code(), Some(0), "{}", stderr(&unbounded));
+    let wrong = run(&["run", "echo", "hi", "--timeout", "forever"]);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(
+        stderr(&wrong).contains("`none` for no limit"),
+        "{}",
+        stderr(&wrong)
+    );
 }

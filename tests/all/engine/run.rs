@@ -803,6 +803,52 @@ async fn invalid_event_over_the_size_limit_is_dropped() {
 }
 
 #[tokio::test]
+async fn the_call_ids_a_run_keeps_are_bounded() {
+    let call = |id: String| {
+        Step::emit(AdapterEventKind::ToolUse {
+            tool_name: "read".into(),
+            tool_use_id: id,
+            input: "{}".into(),
+            description: None,
+        })
+    };
+    let mut steps: Vec<Step> = (0..MAX_CALL_IDS + 3)
+        .map(|i| call(format!("t{i}")))
+        .collect();
+    // A known id is still accepted at the bound; so is its result.
+    steps.push(call("t0".into()));
+    steps.push(call("x".repeat(MAX_CALL_ID_BYTES + 1)));
+    steps.push(Step::done(DoneStatus::Success));
+    let (registry, _) = scripted(steps);
+    let events = run(&registry, request()).await;
+    let invalid: Vec<&ErrorPayload> = events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::Error(error) if error.code.as_deref() == Some("INVALID_EVENT") => {
+                Some(error)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        invalid.len(),
+        4,
+        "three new ids past the bound, one too long"
+    );
+    assert!(
+        invalid[0].message.contains("distinct calls"),
+        "{}",
+        invalid[0].message
+    );
+    assert!(
+        invalid[3].message.contains("over 512"),
+        "{}",
+        invalid[3].message
+    );
+    assert_eq!(last_done(&events).status, DoneStatus::Success);
+}
+
+#[tokio::test]
 async fn dropping_a_run_kills_its_adapter() {
     let (registry, probe) = scripted(vec![Step::text("a"), Step::Hang]);
     let mut run = run_agent(&registry, request()).unwrap();

@@ -9,6 +9,14 @@ use std::time::Duration;
 /// What the test server answers.
 pub const SERVED: &str = "hello from the test server";
 
+/// How the test server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Answer,
+    Silent,
+    Hold,
+}
+
 /// A tiny HTTP/1.1 server on 127.0.0.1 (the only address these tests
 /// send traffic to). It counts the connections it accepts, so a test can
 /// prove a refused request made none.
@@ -21,15 +29,21 @@ pub struct TestServer {
 impl TestServer {
     /// Answers every request with [`SERVED`].
     pub fn answering() -> Self {
-        Self::start(true)
+        Self::start(Mode::Answer)
     }
 
     /// Accepts connections and never answers.
     pub fn silent() -> Self {
-        Self::start(false)
+        Self::start(Mode::Silent)
     }
 
-    fn start(answer: bool) -> Self {
+    /// Answers every request with a response head, then holds the
+    /// connection open without sending the body it announced.
+    pub fn holding() -> Self {
+        Self::start(Mode::Hold)
+    }
+
+    fn start(mode: Mode) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let port = listener.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -39,7 +53,7 @@ impl TestServer {
                 let Ok(mut stream) = stream else { return };
                 counted.fetch_add(1, Ordering::SeqCst);
                 std::thread::spawn(move || {
-                    if !answer {
+                    if mode == Mode::Silent {
                         // Hold the connection open, saying nothing.
                         std::thread::sleep(Duration::from_secs(30));
                         return;
@@ -59,6 +73,12 @@ impl TestServer {
                         .find_map(|line| line.strip_prefix("content-length:"))
                         .and_then(|n| n.trim().parse::<usize>().ok())
                         .unwrap_or(0);
+                    if mode == Mode::Hold {
+                        let head = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+                        let _ = stream.write_all(head.as_bytes());
+                        std::thread::sleep(Duration::from_secs(30));
+                        return;
+                    }
                     let mut body = vec![0u8; length];
                     if stream.read_exact(&mut body).is_err() {
                         return;

@@ -24,6 +24,12 @@
 //! - `shell SCRIPT`: `spawn sh -c SCRIPT`; `shell-in DIR SCRIPT`: the same
 //!   with DIR as the working directory; `shell-env NAME=VALUE SCRIPT`: the
 //!   same with one variable set explicitly;
+//! - `fields N BYTES`: makes N `wasi:http` header maps of one BYTES-long
+//!   header each and keeps them all (host memory, outside the guest's),
+//!   reported as `ok: kept <n>` or `denied: kept <n>, then <error>`;
+//! - `connections N URL` (plain `http://HOST:PORT/PATH`): starts N GET
+//!   requests at once and keeps every response, reported as
+//!   `ok: <answered> answered, <refused> refused: <first error>`;
 //! - `cat TEXT`: starts `cat` with a piped stdin, writes TEXT and reads it
 //!   back;
 //! - `fork N`: starts `sleep 60` N times, keeping every child, reported as
@@ -70,7 +76,7 @@ impl Adapter for Escape {
                 ErrorInfo::new(
                     "INVALID_PROMPT",
                     format!(
-                        "unknown probe {line:?}; use read, write, list, symlink, env, envs, connect, lookup, http, spawn, shell, shell-in, shell-env, cat or fork"
+                        "unknown probe {line:?}; use read, write, list, symlink, env, envs, connect, lookup, http, fields, connections, spawn, shell, shell-in, shell-env, cat or fork"
                     ),
                     false,
                 )
@@ -140,6 +146,8 @@ fn probe(line: &str) -> Option<Result<String, String>> {
                 .map_err(|e| e.to_string())
         }
         "http" => http(argument),
+        "fields" => fields(argument),
+        "connections" => connections(argument),
         "spawn" => {
             let mut words = argument.split(' ').filter(|w| !w.is_empty());
             let program = words.next().unwrap_or_default();
@@ -227,6 +235,77 @@ fn fork(count: usize) -> Result<String, String> {
 }
 
 /// `METHOD URL [BODY]`: the status and the body's first bytes.
+fn fields(argument: &str) -> Result<String, String> {
+    use wasi::http::types::Fields;
+    let (count, bytes) = argument
+        .split_once(' ')
+        .and_then(|(n, b)| Some((n.parse::<usize>().ok()?, b.parse::<usize>().ok()?)))
+        .ok_or_else(|| "usage: fields N BYTES".to_string())?;
+    let value = vec![b'a'; bytes];
+    let mut kept = Vec::new();
+    for _ in 0..count {
+        let fields = Fields::new();
+        if let Err(error) = fields.append("x-big", &value) {
+            return Err(format!("kept {}, then {error:?}", kept.len()));
+        }
+        kept.push(fields);
+    }
+    Ok(format!("kept {}", kept.len()))
+}
+
+fn connections(argument: &str) -> Result<String, String> {
+    use wasi::http::outgoing_handler;
+    use wasi::http::types::{Fields, OutgoingRequest, Scheme};
+    let usage = || "usage: connections N http://HOST:PORT/PATH".to_string();
+    let (count, url) = argument.split_once(' ').ok_or_else(usage)?;
+    let count: usize = count.parse().map_err(|_| usage())?;
+    let rest = url.strip_prefix("http://").ok_or_else(usage)?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut pending = Vec::new();
+    for _ in 0..count {
+        let request = OutgoingRequest::new(Fields::new());
+        request
+            .set_scheme(Some(&Scheme::Http))
+            .map_err(|()| usage())?;
+        request
+            .set_authority(Some(authority))
+            .map_err(|()| usage())?;
+        request
+            .set_path_with_query(Some(&format!("/{path}")))
+            .map_err(|()| usage())?;
+        pending.push(outgoing_handler::handle(request, None));
+    }
+    let mut kept = Vec::new();
+    let mut refused = 0;
+    let mut first_error = String::new();
+    for future in pending {
+        let outcome = match future {
+            Ok(future) => {
+                future.subscribe().block();
+                match future.get() {
+                    Some(Ok(Ok(response))) => Ok(response),
+                    Some(Ok(Err(error))) => Err(format!("{error:?}")),
+                    other => Err(format!("{other:?}")),
+                }
+            }
+            Err(error) => Err(format!("{error:?}")),
+        };
+        match outcome {
+            Ok(response) => kept.push(response),
+            Err(error) => {
+                refused += 1;
+                if first_error.is_empty() {
+                    first_error = error;
+                }
+            }
+        }
+    }
+    Ok(format!(
+        "{} answered, {refused} refused: {first_error}",
+        kept.len()
+    ))
+}
+
 fn http(argument: &str) -> Result<String, String> {
     let (method, rest) = argument
         .split_once(' ')
