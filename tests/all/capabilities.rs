@@ -655,18 +655,37 @@ async fn a_run_holds_at_most_its_share_of_open_connections() {
     // keeps it.
     let server = TestServer::holding();
     let port = server.port;
-    let over = moat_sandbox::MAX_CONNECTIONS + 6;
-    let (result, _) = http_line(
-        &format!("connections {over} http://127.0.0.1:{port}/"),
-        net(&[format!("127.0.0.1:{port}")]),
+    let events = run_component(
+        ESCAPE,
+        &format!("connections 10 http://127.0.0.1:{port}/"),
+        |request| {
+            request.scope.grants = net(&[format!("127.0.0.1:{port}")]);
+            request.limits.max_connections = 4;
+        },
     )
     .await;
     assert_eq!(
-        result,
-        format!(
-            "ok: {} answered, 6 refused: ErrorCode::ConnectionLimitReached",
-            moat_sandbox::MAX_CONNECTIONS
-        )
+        texts(&events),
+        ["ok: 4 answered, 6 refused: ErrorCode::ConnectionLimitReached"]
     );
-    assert_eq!(server.connections(), moat_sandbox::MAX_CONNECTIONS);
+    assert_eq!(server.connections(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_holds_at_most_its_share_of_open_files_and_closing_makes_room() {
+    let tree = Tree::new();
+    let dir = show(&tree.granted);
+    let events = run_component(ESCAPE, &format!("open 20 {dir}\nopen 5 {dir}"), |request| {
+        request.scope.grants = tree.read_write();
+        request.limits.max_open_files = 8;
+    })
+    .await;
+    let results = texts(&events);
+    assert!(
+        results[0].starts_with("denied: kept 8, then"),
+        "{results:?}"
+    );
+    // The first probe's files were closed when it returned.
+    assert_eq!(results[1], "ok: kept 5", "{results:?}");
+    assert_eq!(single_done(&events).status, DoneStatus::Success);
 }

@@ -124,7 +124,8 @@ async fn a_programs_own_state_is_writable_when_its_profile_says_so() {
         &dirs,
         &script,
         Confinement::Contained {
-            program_state: vec![state.clone()],
+            state_dirs: vec![state.clone()],
+            state_files: Vec::new(),
         },
     )
     .await;

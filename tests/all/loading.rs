@@ -67,6 +67,25 @@ async fn a_component_without_the_adapter_export_is_refused() {
 }
 
 #[tokio::test]
+async fn a_component_with_a_function_too_big_to_compile_safely_is_refused_before_compiling() {
+    // 2 MiB of one function: compiling it would take the host's memory
+    // by the gigabyte; refused at once, by reading the code section.
+    let limit = moat_sandbox::DEFAULT_MAX_FUNCTION_BYTES;
+    let error = load_error(&moat_testkit::wasm::component_with_function(2 * limit)).await;
+    assert!(
+        matches!(error, LoadError::FunctionTooLarge { index: 0, .. }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains(&format!("{limit}-byte limit")),
+        "{error}"
+    );
+    // Small functions are compiled as ever (this one is no adapter).
+    let error = load_error(&moat_testkit::wasm::component_with_function(1000)).await;
+    assert!(matches!(error, LoadError::NotAnAdapter), "{error}");
+}
+
+#[tokio::test]
 async fn a_component_with_other_exports_is_refused_naming_the_export() {
     let error = sandbox()
         .load_file(Path::new(NOT_AN_ADAPTER))

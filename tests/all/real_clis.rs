@@ -117,6 +117,17 @@ fn offline(cli: &Cli, base_url: &str, home: &Path) -> Vec<String> {
     names
 }
 
+/// The messages of the run's errors.
+fn errors(events: &[AgentEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            moat_engine::EventPayload::Error(error) => Some(error.message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Runs `cli` on `scenario` against a fresh stub at `trust`; the events
 /// and the stub's request log.
 /// [`run_real`] of `scenario` at trust level unrestricted, checking that
@@ -131,9 +142,10 @@ fn run_successful(
     assert_eq!(
         single_done(&events).status,
         DoneStatus::Success,
-        "{}: {}",
+        "{}: {}: {:?}",
         cli.adapter,
-        describe(&events)
+        describe(&events),
+        errors(&events)
     );
     (events, requests)
 }
@@ -176,9 +188,19 @@ fn run_real(
         .enable_all()
         .build()
         .unwrap();
+    // As `moat run` does for a built-in: its declared variables granted,
+    // its programs contained with their state in the CLI's home.
+    let profile = moat_builtins::profile(cli.adapter).expect("a built-in");
+    let (state_dirs, state_files) = profile.state_paths(&home_dir, |name| std::env::var_os(name));
+    request.scope.confinement = moat_sandbox::Confinement::Contained {
+        state_dirs,
+        state_files,
+    };
     let events = runtime.block_on(async {
-        let registry =
-            moat_testkit::registry_of([moat_testkit::llm_server::load_builtin(cli.adapter).await]);
+        let adapter = moat_testkit::llm_server::load_builtin(cli.adapter).await;
+        let declared = adapter.needs().env.clone();
+        request.scope.grants.env.extend(declared);
+        let registry = moat_testkit::registry_of([adapter]);
         moat_testkit::collect(&registry, request).await
     });
     (events, stub.requests())
@@ -214,7 +236,13 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
 
         let (events, _) = run_successful(cli, &program, Scenario::ToolUse, scratch.path());
         let result = tool_result(&events);
-        assert_eq!(result.status, ToolStatus::Success, "{}", cli.adapter);
+        assert_eq!(
+            result.status,
+            ToolStatus::Success,
+            "{}: {:?}",
+            cli.adapter,
+            result.output
+        );
         assert_eq!(
             texts(&events).last().copied(),
             Some(TOOL_FOLLOW_UP),

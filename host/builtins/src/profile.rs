@@ -2,6 +2,8 @@
 //! about the backend it drives that the host needs before the run starts,
 //! kept here as data, one entry per built-in.
 
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The host-side facts of one built-in adapter.
@@ -12,10 +14,38 @@ pub struct Profile {
     /// How long a run may take when the user sets no timeout: about the
     /// longest a task of its backend may reasonably run.
     pub default_timeout: Duration,
-    /// Where the programs it runs keep their own configuration and state,
-    /// relative to the user's home: under containment they may read and
-    /// write these (and only these) outside the run's grants.
-    pub program_state: &'static [&'static str],
+    /// Directories where the programs it runs keep their own
+    /// configuration and state, relative to the user's home: under
+    /// containment they may read and write these outside the run's grants
+    /// (made when missing, as the program would on its first run).
+    pub state_dirs: &'static [&'static str],
+    /// Files of its state directly in the home directory: readable and
+    /// writable when they exist.
+    pub state_files: &'static [&'static str],
+    /// Variables that, when set, name a state directory of the program
+    /// elsewhere (e.g. `CODEX_HOME`).
+    pub state_vars: &'static [&'static str],
+}
+
+impl Profile {
+    /// The state directories and files of its programs for a user whose
+    /// home is `home`, with the variables `var` returns (the host's).
+    pub fn state_paths(
+        &self,
+        home: &Path,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let mut dirs: Vec<PathBuf> = self.state_dirs.iter().map(|d| home.join(d)).collect();
+        dirs.extend(
+            self.state_vars
+                .iter()
+                .filter_map(|name| var(name))
+                .map(PathBuf::from)
+                .filter(|dir| dir.is_absolute()),
+        );
+        let files = self.state_files.iter().map(|f| home.join(f)).collect();
+        (dirs, files)
+    }
 }
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -25,33 +55,45 @@ const PROFILES: &[Profile] = &[
     Profile {
         name: "echo",
         default_timeout: MINUTE,
-        program_state: &[],
+        state_dirs: &[],
+        state_files: &[],
+        state_vars: &[],
     },
     Profile {
         name: "openai",
         default_timeout: Duration::from_secs(10 * 60),
-        program_state: &[],
+        state_dirs: &[],
+        state_files: &[],
+        state_vars: &[],
     },
     Profile {
         name: "anthropic",
         default_timeout: Duration::from_secs(10 * 60),
-        program_state: &[],
+        state_dirs: &[],
+        state_files: &[],
+        state_vars: &[],
     },
     // The agent CLIs work on whole tasks: edits, builds, tests.
     Profile {
         name: "claude-code",
         default_timeout: Duration::from_secs(2 * 60 * 60),
-        program_state: &[".claude", ".claude.json", ".config/claude"],
+        state_dirs: &[".claude", ".config/claude"],
+        state_files: &[".claude.json"],
+        state_vars: &["CLAUDE_CONFIG_DIR"],
     },
     Profile {
         name: "codex",
         default_timeout: Duration::from_secs(2 * 60 * 60),
-        program_state: &[".codex"],
+        state_dirs: &[".codex"],
+        state_files: &[],
+        state_vars: &["CODEX_HOME"],
     },
     Profile {
         name: "gemini",
         default_timeout: Duration::from_secs(2 * 60 * 60),
-        program_state: &[".gemini"],
+        state_dirs: &[".gemini"],
+        state_files: &[],
+        state_vars: &[],
     },
 ];
 
@@ -70,7 +112,7 @@ mod tests {
         built_in.sort_unstable();
         assert_eq!(profiled, built_in);
         for profile in super::PROFILES {
-            for path in profile.program_state {
+            for path in profile.state_dirs.iter().chain(profile.state_files) {
                 assert!(
                     !path.starts_with('/') && !path.contains(".."),
                     "{}: {path} must stay under the home directory",

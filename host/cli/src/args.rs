@@ -70,6 +70,11 @@ pub struct ParallelArgs {
     /// Options every task gets unless its entry in --tasks says otherwise.
     #[command(flatten)]
     pub run: RunFlags,
+    /// The most memory the running tasks may have together (the sum of
+    /// their --max-memory), e.g. 4GiB; tasks beyond it wait for room
+    /// [default: half of this machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_total_memory)]
+    pub max_total_memory: Option<u64>,
     /// Output format [default: pretty on a terminal, ndjson otherwise].
     #[arg(long, short, value_enum)]
     pub output: Option<OutputFormat>,
@@ -124,6 +129,12 @@ pub struct RunFlags {
     /// dropped with an INVALID_EVENT error.
     #[arg(long, value_name = "SIZE", value_parser = parse_event_size, default_value = "1MiB")]
     pub max_event_size: usize,
+    /// Most network connections the adapter may have open at once.
+    #[arg(long, value_name = "N", default_value_t = RunLimits::DEFAULT_MAX_CONNECTIONS, value_parser = parse_count)]
+    pub max_connections: usize,
+    /// Most files and directories the adapter may have open at once.
+    #[arg(long, value_name = "N", default_value_t = RunLimits::DEFAULT_MAX_OPEN_FILES, value_parser = parse_count)]
+    pub max_open_files: usize,
     /// How long an interrupted adapter may take to wind down, e.g. 500ms.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
     pub drain: Duration,
@@ -216,6 +227,8 @@ impl RunFlags {
             fuel: self.fuel,
             max_memory_bytes: self.max_memory,
             max_event_bytes: self.max_event_size,
+            max_connections: self.max_connections,
+            max_open_files: self.max_open_files,
         }
     }
 }
@@ -310,6 +323,25 @@ pub fn parse_memory(text: &str) -> Result<u64, String> {
         ));
     }
     Ok(bytes)
+}
+
+/// A count of at least 1, at most 65,536 (more than any one run needs
+/// of a resource the host shares).
+fn parse_count(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n @ 1..=65_536) => Ok(n),
+        _ => Err("must be a whole number from 1 to 65536".into()),
+    }
+}
+
+fn parse_total_memory(text: &str) -> Result<u64, String> {
+    let size: bytesize::ByteSize = text
+        .parse()
+        .map_err(|_| "not a size; use e.g. 2GiB or 512MiB".to_string())?;
+    if size.as_u64() < 1024 * 1024 {
+        return Err("too small: a task needs at least 1MiB".into());
+    }
+    Ok(size.as_u64())
 }
 
 fn parse_event_size(text: &str) -> Result<usize, String> {

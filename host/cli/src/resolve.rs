@@ -175,13 +175,15 @@ pub fn confinement(resolved: &Resolved, flags: &GrantFlags) -> Confinement {
         return Confinement::Off;
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let program_state = match (resolved.profile, home) {
-        (Some(profile), Some(home)) => profile
-            .program_state
-            .iter()
-            .map(|path| home.join(path))
-            .collect(),
-        _ => Vec::new(),
-    };
-    Confinement::Contained { program_state }
+    match (resolved.profile, home) {
+        (Some(profile), Some(home)) => {
+            let (state_dirs, state_files) =
+                profile.state_paths(&home, |name| std::env::var_os(name));
+            Confinement::Contained {
+                state_dirs,
+                state_files,
+            }
+        }
+        _ => Confinement::default(),
+    }
 }

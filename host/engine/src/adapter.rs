@@ -58,6 +58,12 @@ pub struct RunLimits {
     /// Largest event (its text and JSON fields together) the engine
     /// accepts; larger ones are dropped with an INVALID_EVENT error.
     pub max_event_bytes: usize,
+    /// Most network connections the adapter may have open at once (the
+    /// host's sockets are shared by every run).
+    pub max_connections: usize,
+    /// Most files and directories the adapter may have open at once
+    /// (the host's file descriptors are shared by every run).
+    pub max_open_files: usize,
 }
 
 impl RunLimits {
@@ -68,6 +74,11 @@ impl RunLimits {
     pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
     /// Default largest accepted event.
     pub const DEFAULT_MAX_EVENT_BYTES: usize = 1024 * 1024;
+    /// Default open connections per run: an adapter streams from one or
+    /// two backends.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+    /// Default open files per run.
+    pub const DEFAULT_MAX_OPEN_FILES: usize = 256;
 }
 
 impl Default for RunLimits {
@@ -77,6 +88,8 @@ impl Default for RunLimits {
             fuel: None,
             max_memory_bytes: Self::DEFAULT_MAX_MEMORY_BYTES,
             max_event_bytes: Self::DEFAULT_MAX_EVENT_BYTES,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_open_files: Self::DEFAULT_MAX_OPEN_FILES,
         }
     }
 }

@@ -42,7 +42,7 @@ use std::task::{Context, Poll};
 
 use futures::FutureExt;
 use futures::stream::Stream;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -124,6 +124,7 @@ pub fn run_parallel<S: Send + Sync + 'static>(
         sender: Some(sender),
         receiver,
         tasks: Vec::new(),
+        memory_budget: None,
     })
 }
 
@@ -133,6 +134,8 @@ const SLOTS_PER_TASK: usize = 1;
 /// A task not started yet.
 struct Pending {
     agent: String,
+    /// The task's memory cap, what it takes of a memory budget.
+    memory_bytes: u64,
     /// The task's own abort token.
     abort: Option<CancellationToken>,
     role: Option<String>,
@@ -149,6 +152,7 @@ impl Pending {
     ) -> Self {
         Self {
             agent: request.agent.clone(),
+            memory_bytes: request.limits.max_memory_bytes,
             abort: request.abort.take(),
             role,
             run: Box::new(move |abort| AgentRun::new(adapter, request.with_abort(abort))),
@@ -171,9 +175,25 @@ pub struct ParallelRun {
     /// Interrupts every task: the caller's whole-run token, or our drop.
     stop: CancellationToken,
     tasks: Vec<AbortHandle>,
+    /// The sum of memory caps the running tasks may have; `None`: no
+    /// budget, every task starts at once.
+    memory_budget: Option<u64>,
 }
 
+/// The unit a memory budget is counted in (the semaphore's permits).
+const BUDGET_UNIT: u64 = 1024 * 1024;
+
 impl ParallelRun {
+    /// Runs tasks only while the sum of their memory caps
+    /// (`limits.max_memory_bytes`) fits in `bytes`: the others wait, in
+    /// order, for running ones to end (their timeouts start when they do).
+    /// A task whose cap alone is over the budget runs alone. Call before
+    /// the first pull.
+    pub fn with_memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
+        self
+    }
+
     /// The number of tasks.
     pub fn task_count(&self) -> usize {
         self.count
@@ -211,16 +231,38 @@ impl ParallelRun {
     /// Spawns a driving task per task.
     fn start(&mut self, sender: &mpsc::Sender<TaskEvent>) {
         debug!(tasks = self.pending.len(), "starting a parallel run");
+        let budget = self.memory_budget.map(|bytes| {
+            let units = bytes
+                .div_ceil(BUDGET_UNIT)
+                .clamp(1, Semaphore::MAX_PERMITS as u64);
+            (Arc::new(Semaphore::new(units as usize)), units)
+        });
         for (index, task) in std::mem::take(&mut self.pending).into_iter().enumerate() {
             let Pending {
                 agent,
+                memory_bytes,
                 abort,
                 role,
                 run,
             } = task;
             let (abort, guard) = task_token(&self.stop, abort);
-            let run = run(abort);
-            let handle = tokio::spawn(drive(index, agent, run, role, sender.clone(), guard));
+            let admission = budget.as_ref().map(|(semaphore, total)| {
+                let units = memory_bytes.div_ceil(BUDGET_UNIT).clamp(1, *total);
+                (semaphore.clone(), units as u32)
+            });
+            let sender = sender.clone();
+            let handle = tokio::spawn(async move {
+                // Waits for its share of the budget; an abort while waiting
+                // starts it at once, to end with its `done` interrupted.
+                let _share = match admission {
+                    Some((semaphore, units)) => tokio::select! {
+                        share = semaphore.acquire_many_owned(units) => share.ok(),
+                        () = abort.cancelled() => None,
+                    },
+                    None => None,
+                };
+                drive(index, agent, run(abort), role, sender, guard).await;
+            });
             self.tasks.push(handle.abort_handle());
         }
     }

@@ -169,18 +169,12 @@ async fn start_run<C: Contract>(
     // Captured now, as the engine does when it starts the run: an HTTP
     // request gets only what is left of the run's time.
     let deadline = limits.timeout.map(|t| tokio::time::Instant::now() + t);
-    let mut store = new_store(
-        engine,
-        name,
-        limits.max_memory_bytes,
-        limits.fuel,
-        scope,
-        deadline,
-        linked.containment,
-    )
-    .map_err(|e| SessionFailure::Crashed {
-        message: format!("cannot set up the run: {e:#}"),
-    })?;
+    let mut store =
+        new_store(engine, name, limits, scope, deadline, linked.containment).map_err(|e| {
+            SessionFailure::Crashed {
+                message: format!("cannot set up the run: {e:#}"),
+            }
+        })?;
     let instance = match C::instantiate(pre, &mut store).await {
         Ok(instance) => instance,
         Err(error) => return Err(classify(&store, &error, limits.fuel).into()),
@@ -263,8 +257,11 @@ async fn describe<C: Contract>(
     let mut store = new_store(
         engine,
         name_hint,
-        max_memory_bytes,
-        Some(INFO_FUEL),
+        &RunLimits {
+            max_memory_bytes,
+            fuel: Some(INFO_FUEL),
+            ..RunLimits::default()
+        },
         &RunScope::none(),
         None,
         crate::Containment::default(),

@@ -22,6 +22,8 @@ pub struct SandboxConfig {
     pub max_component_bytes: u64,
     /// How long compiling one component may take.
     pub compile_timeout: Duration,
+    /// Largest function body compiled: what bounds the compiler's memory.
+    pub max_function_bytes: usize,
     /// How often running guests are interrupted to yield to other tasks and
     /// to notice deadlines.
     pub epoch_tick: Duration,
@@ -65,6 +67,7 @@ impl Default for SandboxConfig {
             pool_sessions: 10_000,
             max_component_bytes: 64 * 1024 * 1024,
             compile_timeout: Duration::from_secs(60),
+            max_function_bytes: crate::precheck::DEFAULT_MAX_FUNCTION_BYTES,
             epoch_tick: Duration::from_millis(1),
             containment: Containment::default(),
             info_max_memory_bytes: moat_engine::RunLimits::DEFAULT_MAX_MEMORY_BYTES,
@@ -117,4 +120,21 @@ fn pooling(sessions: u32) -> PoolingAllocationConfig {
         .max_tables_per_component(4)
         .max_memory_size(MAX_MEMORY_CEILING as usize);
     pool
+}
+
+/// The share of this machine's memory the runs of one command may have
+/// together by default (the sum of their memory caps): half of it, leaving
+/// the rest to the host, the programs the runs start and everything else.
+pub fn default_memory_budget() -> Option<u64> {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let (pages, page_size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let total = u64::try_from(pages)
+        .ok()?
+        .checked_mul(u64::try_from(page_size).ok()?)?;
+    (total > 0).then_some(total / 2)
 }

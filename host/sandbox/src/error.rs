@@ -39,6 +39,20 @@ pub enum LoadError {
         /// The limit in bytes.
         limit: u64,
     },
+    /// One of its functions is larger than the sandbox compiles: the
+    /// compiler's memory grows with it.
+    #[error(
+        "function {index} of the component is {size} bytes, over the {limit}-byte limit \
+         for one function (compiling it could take gigabytes); refusing it"
+    )]
+    FunctionTooLarge {
+        /// The function's index among the component's function bodies.
+        index: usize,
+        /// Its body's size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// The compiler refused it (the compiler's message).
     #[error("the component does not compile: {0}")]
     Compile(String),

@@ -73,24 +73,29 @@ pub(crate) struct NetAccess {
     rules: Arc<[NetRule]>,
     deadline: Option<Instant>,
     denials: DenialLog,
-    /// The run's open connections: at most [`MAX_CONNECTIONS`] at once.
+    /// The run's open connections (a request holds one until its response
+    /// body is read or dropped).
     connections: Arc<tokio::sync::Semaphore>,
+    max_connections: usize,
 }
-
-/// Most connections one run may have open at once (a request holds one
-/// until its response body is read or dropped): sockets are the host's,
-/// shared by every run, and an adapter streams from one or two backends.
-pub const MAX_CONNECTIONS: usize = 64;
 
 impl NetAccess {
     /// Access as `rules` grant it, each request bounded by `deadline` (the
     /// end of the run's time).
-    pub(crate) fn new(rules: &[NetRule], deadline: Option<Instant>, denials: DenialLog) -> Self {
+    pub(crate) fn new(
+        rules: &[NetRule],
+        deadline: Option<Instant>,
+        denials: DenialLog,
+        max_connections: usize,
+    ) -> Self {
         Self {
             rules: rules.into(),
             deadline,
             denials,
-            connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+            connections: Arc::new(tokio::sync::Semaphore::new(
+                max_connections.min(tokio::sync::Semaphore::MAX_PERMITS),
+            )),
+            max_connections,
         }
     }
 }
@@ -112,7 +117,8 @@ impl WasiHttpHooks for NetAccess {
         };
         let Ok(connection) = self.connections.clone().try_acquire_owned() else {
             tracing::info!(
-                "a request over the run's {MAX_CONNECTIONS} open connections was refused"
+                "a request over the run's {} open connections was refused",
+                self.max_connections
             );
             return Box::new(async { Err(HttpError::ConnectionLimitReached) });
         };

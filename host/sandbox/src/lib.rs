@@ -60,25 +60,29 @@ mod control;
 mod denials;
 mod error;
 mod failure;
+mod filesystem;
 mod http;
 mod info;
 mod interrupt;
 mod limits;
 mod output;
+mod precheck;
 mod process;
 mod runtime;
 mod scope;
 mod session;
 mod state;
-mod symlinks;
 
 pub use adapter::{ComponentDetails, WasmAdapter};
 pub use cache::CacheOutcome;
-pub use config::{Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir};
+pub use config::{
+    Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir, default_memory_budget,
+};
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion};
 pub use control::stop_all_runs;
 pub use error::{LoadError, SandboxError};
-pub use http::{MAX_CONNECTIONS, MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
+pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
+pub use precheck::DEFAULT_MAX_FUNCTION_BYTES;
 pub use process::RunningChild;
 pub use process::landlock::{Confinement, available as landlock_available};
 pub use runtime::{CompileReport, Sandbox};

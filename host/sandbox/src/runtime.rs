@@ -64,7 +64,7 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
-        crate::symlinks::add_to_linker(&mut linker)
+        crate::filesystem::add_to_linker(&mut linker)
             .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         // Only `wasi:http/types` and `outgoing-handler`: every request goes
         // through the run's checks (sandbox/http.rs).
@@ -180,6 +180,7 @@ impl Sandbox {
     async fn compile(&self, bytes: Vec<u8>) -> Result<(Component, CacheOutcome), LoadError> {
         self.check_size(bytes.len() as u64)?;
         contract::check_binary_kind(&bytes)?;
+        crate::precheck::check_functions(&bytes, self.inner.config.max_function_bytes)?;
         let inner = self.inner.clone();
         let timeout = inner.config.compile_timeout;
         let task = tokio::task::spawn_blocking(move || {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use futures::future::BoxFuture;
-use moat_engine::{AdapterEvent, AdapterSession, Denial, SessionControl, SessionFailure};
+use moat_engine::{
+    AdapterEvent, AdapterSession, Denial, RunLimits, SessionControl, SessionFailure,
+};
 use wasmtime::component::ResourceAny;
 use wasmtime::{Engine, Store, UpdateDeadline};
 
@@ -22,17 +24,16 @@ use crate::state::RunState;
 pub(crate) fn new_store(
     engine: &Engine,
     adapter: Arc<str>,
-    max_memory_bytes: u64,
-    fuel: Option<u64>,
+    limits: &RunLimits,
     scope: &RunScope,
     deadline: Option<tokio::time::Instant>,
     containment: crate::Containment,
 ) -> wasmtime::Result<Store<RunState>> {
     let control = RunControl::new(engine.clone(), containment);
-    let state = RunState::new(adapter, control, max_memory_bytes, scope, deadline)?;
+    let state = RunState::new(adapter, control, limits, scope, deadline)?;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);
-    store.set_fuel(fuel.unwrap_or(u64::MAX))?;
+    store.set_fuel(limits.fuel.unwrap_or(u64::MAX))?;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|context| {
         if context.data().control.is_killed() {

@@ -12,9 +12,10 @@ use crate::capabilities::{self, CapabilityError};
 use crate::control::RunControl;
 use crate::denials::DenialLog;
 use crate::http::NetAccess;
-use crate::limits::{self, MemoryCap};
+use crate::limits::MemoryCap;
 use crate::output::{GuestOutput, StreamName};
 use crate::process::ProcessTable;
+use moat_engine::RunLimits;
 
 /// Longest guest log message kept; the rest is cut.
 const MAX_LOG_MESSAGE_BYTES: usize = 4 * 1024;
@@ -44,8 +45,12 @@ pub(crate) struct RunState {
     net: NetAccess,
     pub(crate) table: ResourceTable,
     /// The granted directories (canonical host paths): where a link the
-    /// guest makes may point ([`crate::symlinks`]).
+    /// guest makes may point ([`crate::filesystem`]).
     pub(crate) preopens: Vec<std::path::PathBuf>,
+    /// Files and directories the guest has open now ([`crate::filesystem`]).
+    pub(crate) open_files: usize,
+    /// Most it may have open at once.
+    pub(crate) max_open_files: usize,
 }
 
 impl RunState {
@@ -58,7 +63,7 @@ impl RunState {
     pub(crate) fn new(
         adapter: Arc<str>,
         control: Arc<RunControl>,
-        max_memory_bytes: u64,
+        limits: &RunLimits,
         scope: &RunScope,
         deadline: Option<tokio::time::Instant>,
     ) -> Result<Self, CapabilityError> {
@@ -73,9 +78,9 @@ impl RunState {
         )?;
         let denials = DenialLog::default();
         let mut table = ResourceTable::new();
-        table.set_max_capacity(limits::max_resources(max_memory_bytes));
+        table.set_max_capacity(crate::limits::max_resources(limits.max_memory_bytes));
         let mut http = WasiHttpCtx::new();
-        http.set_field_size_limit(limits::MAX_HEADER_MAP_BYTES);
+        http.set_field_size_limit(crate::limits::MAX_HEADER_MAP_BYTES);
         let processes = ProcessTable::new(
             adapter.clone(),
             scope,
@@ -87,9 +92,16 @@ impl RunState {
             processes,
             adapter,
             control,
-            memory: MemoryCap::new(max_memory_bytes),
+            memory: MemoryCap::new(limits.max_memory_bytes),
+            open_files: 0,
+            max_open_files: limits.max_open_files,
             stderr,
-            net: NetAccess::new(&grants.net, deadline, denials.clone()),
+            net: NetAccess::new(
+                &grants.net,
+                deadline,
+                denials.clone(),
+                limits.max_connections,
+            ),
             denials,
             wasi,
             http,

@@ -1180,3 +1180,34 @@ fn a_run_is_bounded_by_default_and_none_must_be_asked_for() {
         stderr(&wrong)
     );
 }
+
+#[test]
+fn parallel_tasks_over_the_total_memory_wait_for_room_and_all_finish() {
+    let output = run(&[
+        "parallel",
+        "--task",
+        "a:echo=one",
+        "--task",
+        "b:echo=two",
+        "--task",
+        "c:echo=three",
+        "--max-memory",
+        "256MiB",
+        "--max-total-memory",
+        "300MiB",
+        "--output",
+        "ndjson",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = events(&output);
+    let dones = events.iter().filter(|e| e.is_done()).count();
+    assert_eq!(dones, 3, "every task ran to its done");
+
+    let wrong = run(&["parallel", "--task", "echo=x", "--max-total-memory", "lots"]);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(
+        stderr(&wrong).contains("--max-total-memory"),
+        "{}",
+        stderr(&wrong)
+    );
+}

@@ -161,3 +161,78 @@ async fn a_dropped_next_call_loses_no_event() {
     let events = collect_parallel(run).await;
     assert_eq!(kinds(&of_task(&events, 0)), ["text", "done"]);
 }
+
+/// `count` adapters that each hold a slot for a while, counting how many
+/// are inside at once; the most seen.
+fn overlapping(
+    count: usize,
+) -> (
+    Vec<ScriptedAdapter>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let inside = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let adapters = (0..count)
+        .map(|i| {
+            let (enter, most_seen, leave) = (inside.clone(), most.clone(), inside.clone());
+            ScriptedAdapter::new(
+                &format!("t{i}"),
+                vec![
+                    Step::call(move || {
+                        let now = enter.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_seen.fetch_max(now, Ordering::SeqCst);
+                    }),
+                    Step::text("working"),
+                    Step::Sleep(Duration::from_millis(50)),
+                    Step::call(move || {
+                        leave.fetch_sub(1, Ordering::SeqCst);
+                    }),
+                    Step::done(DoneStatus::Success),
+                ],
+            )
+        })
+        .collect();
+    (adapters, most)
+}
+
+fn capped(agent: &str, max_memory_bytes: u64) -> ParallelTask {
+    let limits = RunLimits {
+        max_memory_bytes,
+        ..RunLimits::default()
+    };
+    ParallelTask::new(RunRequest::new(agent, "prompt").with_limits(limits))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_beyond_the_memory_budget_wait_for_room_instead_of_failing() {
+    const MIB: u64 = 1024 * 1024;
+    let (adapters, most) = overlapping(3);
+    let (one_at_a_time, _) = registry(adapters);
+    let tasks = ["t0", "t1", "t2"].map(|t| capped(t, 100 * MIB)).to_vec();
+    let run = run_parallel(&one_at_a_time, tasks, None)
+        .unwrap()
+        .with_memory_budget(150 * MIB);
+    let events = collect_parallel(run).await;
+    let dones: Vec<DoneStatus> = events
+        .iter()
+        .filter_map(|e| e.event.as_done().map(|d| d.status))
+        .collect();
+    assert_eq!(dones, [DoneStatus::Success; 3], "all ran, none failed");
+    assert_eq!(
+        most.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one at a time"
+    );
+
+    // With room for all three, they overlap.
+    let (adapters, most) = overlapping(3);
+    let (all_at_once, _) = registry(adapters);
+    let tasks = ["t0", "t1", "t2"].map(|t| capped(t, 100 * MIB)).to_vec();
+    let run = run_parallel(&all_at_once, tasks, None)
+        .unwrap()
+        .with_memory_budget(300 * MIB);
+    collect_parallel(run).await;
+    assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 3);
+}

@@ -25,5 +25,6 @@ pub mod http_server;
 pub mod llm;
 pub mod llm_server;
 pub mod native;
+pub mod wasm;
 
 pub use harness::*;

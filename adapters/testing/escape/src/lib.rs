@@ -30,6 +30,8 @@
 //! - `connections N URL` (plain `http://HOST:PORT/PATH`): starts N GET
 //!   requests at once and keeps every response, reported as
 //!   `ok: <answered> answered, <refused> refused: <first error>`;
+//! - `open N DIR`: creates and opens N files in DIR and keeps them all
+//!   open, reported as `ok: kept <n>` or `denied: kept <n>, then <error>`;
 //! - `cat TEXT`: starts `cat` with a piped stdin, writes TEXT and reads it
 //!   back;
 //! - `fork N`: starts `sleep 60` N times, keeping every child, reported as
@@ -76,7 +78,7 @@ impl Adapter for Escape {
                 ErrorInfo::new(
                     "INVALID_PROMPT",
                     format!(
-                        "unknown probe {line:?}; use read, write, list, symlink, env, envs, connect, lookup, http, fields, connections, spawn, shell, shell-in, shell-env, cat or fork"
+                        "unknown probe {line:?}; use read, write, list, symlink, env, envs, connect, lookup, http, fields, connections, open, spawn, shell, shell-in, shell-env, cat or fork"
                     ),
                     false,
                 )
@@ -148,6 +150,7 @@ fn probe(line: &str) -> Option<Result<String, String>> {
         "http" => http(argument),
         "fields" => fields(argument),
         "connections" => connections(argument),
+        "open" => open_many(argument),
         "spawn" => {
             let mut words = argument.split(' ').filter(|w| !w.is_empty());
             let program = words.next().unwrap_or_default();
@@ -249,6 +252,21 @@ fn fields(argument: &str) -> Result<String, String> {
             return Err(format!("kept {}, then {error:?}", kept.len()));
         }
         kept.push(fields);
+    }
+    Ok(format!("kept {}", kept.len()))
+}
+
+fn open_many(argument: &str) -> Result<String, String> {
+    let (count, dir) = argument
+        .split_once(' ')
+        .and_then(|(n, dir)| Some((n.parse::<usize>().ok()?, dir)))
+        .ok_or_else(|| "usage: open N DIR".to_string())?;
+    let mut kept = Vec::new();
+    for i in 0..count {
+        match std::fs::File::create(format!("{dir}/open-{i}")) {
+            Ok(file) => kept.push(file),
+            Err(error) => return Err(format!("kept {}, then {error}", kept.len())),
+        }
     }
     Ok(format!("kept {}", kept.len()))
 }

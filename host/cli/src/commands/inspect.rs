@@ -101,9 +101,13 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
 fn containment_shown(confinement: &Confinement) -> String {
     match confinement {
         Confinement::Off => "off (--no-contain): programs run with all of your rights".into(),
-        Confinement::Contained { program_state } => {
-            let state: Vec<String> = program_state
+        Confinement::Contained {
+            state_dirs,
+            state_files,
+        } => {
+            let state: Vec<String> = state_dirs
                 .iter()
+                .chain(state_files)
                 .map(|p| p.display().to_string())
                 .collect();
             let kernel = if moat_sandbox::landlock_available() {
@@ -122,10 +126,14 @@ fn containment_shown(confinement: &Confinement) -> String {
 fn containment_json(confinement: &Confinement) -> serde_json::Value {
     match confinement {
         Confinement::Off => json!({"contained": false}),
-        Confinement::Contained { program_state } => json!({
+        Confinement::Contained {
+            state_dirs,
+            state_files,
+        } => json!({
             "contained": true,
             "enforced": moat_sandbox::landlock_available(),
-            "programState": program_state,
+            "stateDirs": state_dirs,
+            "stateFiles": state_files,
         }),
     }
 }

@@ -67,7 +67,13 @@ pub async fn parallel(sandbox: &Sandbox, args: ParallelArgs) -> anyhow::Result<E
             role,
         });
     }
-    let run = run_parallel(&registry, parallel_tasks, Some(abort.clone()))?;
+    let mut run = run_parallel(&registry, parallel_tasks, Some(abort.clone()))?;
+    if let Some(budget) = args
+        .max_total_memory
+        .or_else(moat_sandbox::default_memory_budget)
+    {
+        run = run.with_memory_budget(budget);
+    }
     let mut renderer = render::for_parallel(format, &labels);
     render_until_done(run.into_stream(), renderer.as_mut(), abort).await
 }

@@ -14,6 +14,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// How a run's cgroup is named: then the id of the moat process that made
+/// it and a sequence number.
+const NAME_PREFIX: &str = "moat-";
+
 /// How long removing a run's cgroup waits for its killed processes to go.
 const EMPTY_WAIT: Duration = Duration::from_secs(2);
 
@@ -32,7 +36,7 @@ impl RunCgroup {
         static SEQUENCE: AtomicU64 = AtomicU64::new(0);
         let parent = parent()?;
         let name = format!(
-            "moat-{}-{}",
+            "{NAME_PREFIX}{}-{}",
             std::process::id(),
             SEQUENCE.fetch_add(1, Ordering::Relaxed)
         );
@@ -118,28 +122,12 @@ fn parent() -> Option<&'static Path> {
 /// with SIGKILL (or a test binary exiting with runs still open) cannot
 /// remove its own; the next moat does, killing what is still in them.
 fn remove_stale(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix("moat-"))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        if owner <= 0 || super::tree::process_exists(owner) {
-            continue;
-        }
-        let stale = RunCgroup {
-            dir: entry.path(),
+    for dir in super::tree::left_by_gone_moats(parent, NAME_PREFIX) {
+        tracing::debug!(dir = %dir.display(), "removing the cgroup of a moat that is gone");
+        drop(RunCgroup {
+            dir,
             procs: CString::default(),
-        };
-        tracing::debug!(dir = %stale.dir.display(), "removing the cgroup of a moat that is gone");
-        drop(stale);
+        });
     }
 }
 

@@ -201,23 +201,9 @@ const PRIVATE_DIR_PREFIX: &str = "moat-run-";
 /// Removes the private directories of moat processes that are gone: one
 /// killed with `SIGKILL` cannot remove its own.
 fn remove_stale_private_dirs() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix(PRIVATE_DIR_PREFIX))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        if owner > 0 && !tree::process_exists(owner) {
-            tracing::debug!(dir = %entry.path().display(), "removing the directory of a moat that is gone");
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
+    for dir in tree::left_by_gone_moats(&std::env::temp_dir(), PRIVATE_DIR_PREFIX) {
+        tracing::debug!(dir = %dir.display(), "removing the directory of a moat that is gone");
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 

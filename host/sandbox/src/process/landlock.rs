@@ -14,6 +14,7 @@
 //! rights and [`available`] says so, for the CLI's warning.
 
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -44,12 +45,14 @@ const DEVICES: &str = "/dev";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confinement {
     /// Contained to the run's grants (see the module's documentation), plus
-    /// `program_state`: absolute paths where the programs keep their own
-    /// configuration and state, readable and writable (for the built-in CLI
-    /// adapters, e.g. `~/.claude`).
+    /// the places the programs keep their own configuration and state,
+    /// readable and writable (for the built-in CLI adapters, e.g.
+    /// `~/.claude`).
     Contained {
-        /// Where the programs keep their own state.
-        program_state: Vec<PathBuf>,
+        /// Directories of their state (absolute), made when missing.
+        state_dirs: Vec<PathBuf>,
+        /// Files of their state (absolute), granted when they exist.
+        state_files: Vec<PathBuf>,
     },
     /// The programs run with all of the user's rights (`--no-contain`).
     Off,
@@ -58,7 +61,8 @@ pub enum Confinement {
 impl Default for Confinement {
     fn default() -> Self {
         Self::Contained {
-            program_state: Vec::new(),
+            state_dirs: Vec::new(),
+            state_files: Vec::new(),
         }
     }
 }
@@ -92,11 +96,25 @@ impl ProgramRights {
         read: &[PathBuf],
         write: &[PathBuf],
     ) -> Option<Self> {
-        let Confinement::Contained { program_state } = confinement else {
+        let Confinement::Contained {
+            state_dirs,
+            state_files,
+        } = confinement
+        else {
             return None;
         };
+        for dir in state_dirs.iter().filter(|dir| !dir.exists()) {
+            // Only its owner's: it will hold the program's credentials.
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+            if let Err(error) = made {
+                tracing::warn!(dir = %dir.display(), "cannot make a program's state directory: {error}");
+            }
+        }
         let mut writable = write.to_vec();
-        writable.extend(program_state.iter().cloned());
+        writable.extend(state_dirs.iter().chain(state_files).cloned());
         Some(Self {
             read: read.to_vec(),
             write: writable,

@@ -131,7 +131,8 @@ impl ProcessTable {
             .for_child(&shown(&request.program), &request.env)
             .map_err(|denial| self.deny(denial))?;
         let cwd = self.cwd(request.cwd.as_deref(), &request.program)?;
-        let (env, landlock) = self.contain(&program, env)?;
+        let chose_tmpdir = request.env.iter().any(|(name, _)| name == "TMPDIR");
+        let (env, landlock) = self.contain(&program, env, chose_tmpdir)?;
         if self.groups.len() >= MAX_LIVE_CHILDREN {
             return Err(ProcessError::LimitReached(format!(
                 "a run may have {MAX_LIVE_CHILDREN} children at a time; wait for one and drop it before starting another"
@@ -174,11 +175,13 @@ impl ProcessTable {
 
     /// The Landlock ruleset a child of `program` runs under, and its
     /// environment with `TMPDIR` the run's own directory (the one place
-    /// besides its grants it may write) unless the adapter chose one.
+    /// besides its grants it may write) unless the adapter chose one
+    /// (`chose_tmpdir`): the host's, when granted, is out of its reach.
     fn contain(
         &mut self,
         program: &Path,
         mut env: ChildVars,
+        chose_tmpdir: bool,
     ) -> Result<(ChildVars, Option<std::os::fd::OwnedFd>), ProcessError> {
         let Some(rights) = self.rights.clone() else {
             return Ok((env, None));
@@ -187,7 +190,8 @@ impl ProcessTable {
         let ruleset = rights
             .ruleset(program, &private_dir, &self.env.path_dirs())
             .map_err(|e| ProcessError::Io(format!("cannot contain {}: {e}", program.display())))?;
-        if !env.iter().any(|(name, _)| name == "TMPDIR") {
+        if !chose_tmpdir {
+            env.retain(|(name, _)| name != "TMPDIR");
             env.push(("TMPDIR".into(), private_dir.to_string_lossy().into_owned()));
         }
         Ok((env, ruleset))

@@ -112,6 +112,27 @@ pub(crate) fn kill_and_reap(pids: &[u32]) {
     }
 }
 
+/// The entries of `dir` named `<prefix><pid>-…` whose moat process `pid`
+/// is gone: what a moat killed with `SIGKILL` could not remove itself.
+pub(crate) fn left_by_gone_moats(dir: &std::path::Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let owner = name
+                .to_str()
+                .and_then(|name| name.strip_prefix(prefix))
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok());
+            owner.is_some_and(|pid| pid > 0 && !process_exists(pid))
+        })
+        .map(|entry| entry.path())
+        .collect()
+}
+
 /// Whether a process with this id exists (of any user).
 pub(crate) fn process_exists(pid: libc::pid_t) -> bool {
     // SAFETY: signal 0 only checks; it has no memory-safety preconditions.

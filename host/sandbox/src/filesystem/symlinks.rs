@@ -5,30 +5,26 @@
 //! the host and the run's granted programs are not cap-std: a relative
 //! link such as `../../.ssh` waits in the user's tree for them to follow.
 //!
-//! The check shadows wasmtime-wasi's definition in the linker and then
-//! calls it, so everything else about the call stays as it was.
+//! The check shadows wasmtime-wasi's definition and then calls it, so
+//! everything else about the call stays as it was.
 
 use std::os::fd::AsRawFd;
 use std::path::{Component, Path, PathBuf};
 
 use moat_engine::{Denial, DeniedRequest};
-use wasmtime::component::{Linker, Resource};
+use wasmtime::component::{LinkerInstance, Resource};
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{ErrorCode, HostDescriptor};
 
 use crate::state::RunState;
 
-/// The interface of `wasi:filesystem` wasmtime-wasi defines (newer minor
-/// versions a component imports resolve to it).
-const INTERFACE: &str = "wasi:filesystem/types@0.2.12";
 /// The function replaced.
 const SYMLINK_AT: &str = "[method]descriptor.symlink-at";
 
-/// Replaces `symlink-at` in `linker` (which has wasmtime-wasi's already)
-/// with the checked one.
-pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    linker.instance(INTERFACE)?.func_wrap_async(
+/// Replaces `symlink-at` in `types` (`wasi:filesystem/types`, which has
+/// wasmtime-wasi's already) with the checked one.
+pub(super) fn shadow(types: &mut LinkerInstance<'_, RunState>) -> wasmtime::Result<()> {
+    types.func_wrap_async(
         SYMLINK_AT,
         |mut store, (fd, target, link): (Resource<Descriptor>, String, String)| {
             Box::new(async move {
@@ -43,9 +39,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
                 }
             })
         },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
+    )
 }
 
 /// Refuses (and records the refusal of) a link `link` in the directory
