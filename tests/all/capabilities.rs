@@ -689,3 +689,15 @@ async fn a_run_holds_at_most_its_share_of_open_files_and_closing_makes_room() {
     assert_eq!(results[1], "ok: kept 5", "{results:?}");
     assert_eq!(single_done(&events).status, DoneStatus::Success);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_in_a_request_url_never_reach_the_host_header() {
+    let server = TestServer::answering();
+    let port = server.port;
+    let (result, _) = http_probe(
+        &format!("http://user:secret@127.0.0.1:{port}/echo-host"),
+        net(&[format!("127.0.0.1:{port}")]),
+    )
+    .await;
+    assert_eq!(result, format!("ok: 200 host: 127.0.0.1:{port}"));
+}

@@ -9,7 +9,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
-use moat_testkit::components::CHILDREN;
+use moat_testkit::components::{CHILDREN, LIAR};
 use moat_testkit::fake_cli::survivors;
 
 use super::common::{events, moat};
@@ -169,4 +169,33 @@ fn a_second_signal_stops_at_once_and_still_ends_with_one_done() {
     assert_one_interrupted_done(&rest.join().unwrap());
     let alive = survivors(&pids, Duration::from_secs(2));
     assert!(alive.is_empty(), "{alive:?} survived");
+}
+
+#[test]
+fn the_exit_code_is_what_moat_saw_not_what_the_adapter_claims() {
+    // Nobody stopped it: an `interrupted` it made up is a failure.
+    let output = moat()
+        .args(["run", LIAR, "interrupted", "--output", "ndjson"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+
+    // Stopped with Ctrl-C: 130, though the adapter claims success.
+    let mut liar = moat()
+        .args(["run", LIAR, "success-on-abort", "--output", "ndjson"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(liar.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("an event").unwrap();
+    assert!(first.contains("working"), "{first}");
+    signal(&liar, libc::SIGINT);
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = liar.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(
+        rest.last().is_some_and(|l| l.contains("\"done\"")),
+        "{rest:?}"
+    );
 }

@@ -27,7 +27,8 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Answers every request with [`SERVED`].
+    /// Answers every request with [`SERVED`] (a `GET /echo-host` with
+    /// `host: ` and the request's `Host` header, lowercased).
     pub fn answering() -> Self {
         Self::start(Mode::Answer)
     }
@@ -83,7 +84,15 @@ impl TestServer {
                     if stream.read_exact(&mut body).is_err() {
                         return;
                     }
-                    let answer = if length == 0 {
+                    let host = head
+                        .lines()
+                        .find_map(|line| line.strip_prefix("host:"))
+                        .map(str::trim)
+                        .unwrap_or_default()
+                        .to_string();
+                    let answer = if head.starts_with("get /echo-host ") {
+                        format!("host: {host}")
+                    } else if length == 0 {
                         SERVED.to_string()
                     } else {
                         format!("got: {}", String::from_utf8_lossy(&body))

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use futures::{Stream, StreamExt};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
@@ -55,7 +55,9 @@ pub async fn render_until_done(
     abort: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     let stopped = Arc::new(OnceLock::new());
-    let signals = tokio::spawn(stop_on_signals(abort, stopped.clone()));
+    // Listening starts now, before the first event is pulled (which starts
+    // the run): a signal from then on is ours, never the default action.
+    let signals = tokio::spawn(stop_on_signals(listen(), abort, stopped.clone()));
     let mut events = std::pin::pin!(events);
     let mut statuses = Vec::new();
     loop {
@@ -93,15 +95,31 @@ fn exit_code(statuses: &[DoneStatus], stopped: Option<Stopped>) -> ExitCode {
     }
 }
 
-/// The first stopping signal aborts (`abort`, with the drain); a second
-/// one stops every run of the process at once.
-async fn stop_on_signals(abort: CancellationToken, stopped: Arc<OnceLock<Stopped>>) {
-    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
+/// Listeners for the stopping signals, installed at once.
+type Listeners = Option<(Signal, Signal, Signal)>;
+
+fn listen() -> Listeners {
+    match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
         signal(SignalKind::hangup()),
-    ) else {
-        tracing::warn!("cannot listen for signals; Ctrl-C will not stop the run cleanly");
+    ) {
+        (Ok(interrupt), Ok(terminate), Ok(hangup)) => Some((interrupt, terminate, hangup)),
+        _ => {
+            tracing::warn!("cannot listen for signals; Ctrl-C will not stop the run cleanly");
+            None
+        }
+    }
+}
+
+/// The first stopping signal aborts (`abort`, with the drain); a second
+/// one stops every run of the process at once.
+async fn stop_on_signals(
+    listeners: Listeners,
+    abort: CancellationToken,
+    stopped: Arc<OnceLock<Stopped>>,
+) {
+    let Some((mut interrupt, mut terminate, mut hangup)) = listeners else {
         return;
     };
     let mut next = async || {
