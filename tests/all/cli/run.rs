@@ -1211,3 +1211,50 @@ fn parallel_tasks_over_the_total_memory_wait_for_room_and_all_finish() {
         stderr(&wrong)
     );
 }
+
+#[test]
+fn no_contain_gives_granted_programs_the_users_rights_and_inspect_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = std::fs::canonicalize(dir.path()).unwrap().join("secret");
+    std::fs::write(&secret, "the-secret").unwrap();
+    let probe = format!("shell cat {}", secret.display());
+    let contained = run(&[
+        "run",
+        ESCAPE,
+        &probe,
+        "--allow-run",
+        "sh",
+        "--output",
+        "text",
+    ]);
+    assert!(
+        !String::from_utf8_lossy(&contained.stdout).contains("the-secret"),
+        "contained by default"
+    );
+    let free = run(&[
+        "run",
+        ESCAPE,
+        &probe,
+        "--allow-run",
+        "sh",
+        "--no-contain",
+        "--output",
+        "text",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&free.stdout).contains("the-secret"),
+        "{}",
+        stderr(&free)
+    );
+
+    let inspected = run(&["inspect", "codex", "--no-contain", "--json"]);
+    let json: Value = serde_json::from_slice(&inspected.stdout).unwrap();
+    assert_eq!(json["containment"]["contained"], false, "{json}");
+    let inspected = run(&["inspect", "codex"]);
+    let text = String::from_utf8_lossy(&inspected.stdout);
+    assert!(
+        text.contains("contain      programs see the grants"),
+        "{text}"
+    );
+    assert!(text.contains(".codex"), "{text}");
+}
