@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use moat_engine::{RunLimits, RunOptions};
 use moat_grants::{Grants, NetRule, Policy, TrustLevel, canonical_dir, names};
 use moat_sandbox::MAX_MEMORY_CEILING;
+use moat_store::RunStatus;
 
 /// Run AI-agent adapters as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -23,6 +24,9 @@ pub struct Cli {
     /// Do not read or write the compiled-component cache.
     #[arg(long, global = true)]
     pub no_cache: bool,
+    /// The run store [default: ~/.local/state/moat/moat.db].
+    #[arg(long, global = true, env = "MOAT_STORE", value_name = "PATH")]
+    pub store: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -39,6 +43,77 @@ pub enum Command {
     Compile(CompileArgs),
     /// List the built-in adapters.
     Adapters,
+    /// List recorded runs (live ones unless --all).
+    Ps(PsArgs),
+    /// Show a run's record and result.
+    Show(ShowArgs),
+    /// Print a run's recorded events.
+    Logs(LogsArgs),
+    /// Cancel runs, wherever on this machine they run (idempotent).
+    Cancel(CancelArgs),
+    /// Remove ended runs older than an age, and their events.
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Every run, ended ones too.
+    #[arg(long, short)]
+    pub all: bool,
+    /// Only runs in these statuses (pending, running, completed, failed).
+    #[arg(long, value_delimiter = ',', value_parser = parse_status)]
+    pub status: Vec<RunStatus>,
+    /// At most this many, newest first.
+    #[arg(short = 'n', long = "last", value_name = "N")]
+    pub last: Option<usize>,
+    /// `table` (default) or `json`.
+    #[arg(long, short, value_enum, default_value = "table")]
+    pub output: ListFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A run id, or a prefix naming one run.
+    pub run: String,
+    /// As JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// A run id, or a prefix naming one run.
+    pub run: String,
+    /// Output format [default: pretty on a terminal, ndjson otherwise].
+    #[arg(long, short, value_enum)]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Run ids, or prefixes naming one run each.
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Remove runs that ended longer ago than this, e.g. 7d.
+    #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
+    pub older_than: Duration,
+}
+
+/// How `moat ps` lists runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    /// Aligned columns, for people.
+    Table,
+    /// One JSON array of records.
+    Json,
+}
+
+fn parse_status(text: &str) -> Result<RunStatus, String> {
+    text.parse()
 }
 
 #[derive(Debug, Args)]
@@ -53,6 +128,9 @@ pub struct RunArgs {
     /// Output format [default: pretty on a terminal, ndjson otherwise].
     #[arg(long, short, value_enum)]
     pub output: Option<OutputFormat>,
+    /// Leave nothing on disk: no record of the run in the store.
+    #[arg(long)]
+    pub no_store: bool,
 }
 
 #[derive(Debug, Args)]

@@ -94,13 +94,30 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    // The store's commands need no sandbox.
+    let store = cli.store.as_deref();
+    match cli.command {
+        Command::Ps(args) => return commands::ps(store, args),
+        Command::Show(args) => return commands::show(store, args),
+        Command::Logs(args) => return commands::logs(store, args),
+        Command::Cancel(args) => return commands::cancel(store, args),
+        Command::Prune(args) => return commands::prune(store, args),
+        _ => {}
+    }
     let sandbox = resolve::sandbox(&cli)?;
     match cli.command {
-        Command::Run(args) => commands::run(&sandbox, args).await,
+        Command::Run(args) => commands::run(&sandbox, cli.store.as_deref(), args).await,
         Command::Parallel(args) => commands::parallel(&sandbox, args).await,
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters => commands::adapters(&sandbox).await,
+        Command::Ps(_)
+        | Command::Show(_)
+        | Command::Logs(_)
+        | Command::Cancel(_)
+        | Command::Prune(_) => {
+            unreachable!("answered above")
+        }
     }
 }
 

@@ -187,3 +187,17 @@ pub fn confinement(resolved: &Resolved, flags: &GrantFlags) -> Confinement {
         _ => Confinement::default(),
     }
 }
+
+/// The run store the flags name (or the default one), opened: its runs of
+/// moat processes that are gone are failed now.
+pub fn store(cli_store: Option<&Path>) -> anyhow::Result<std::sync::Arc<moat_store::Store>> {
+    let path = match cli_store {
+        Some(path) => path.to_path_buf(),
+        None => moat_store::Store::default_path().ok_or_else(|| {
+            UsageError("no home directory for the run store: pass --store PATH".into())
+        })?,
+    };
+    let store = moat_store::Store::open(&path)
+        .map_err(|error| anyhow::anyhow!("{error}; --store PATH uses another, --no-store none"))?;
+    Ok(std::sync::Arc::new(store))
+}

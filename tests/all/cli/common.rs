@@ -4,11 +4,16 @@ use std::process::{Command, Output, Stdio};
 
 use moat_engine::AgentEvent;
 
-/// `moat` with the tests' shared cache and quiet logs.
+/// `moat` with the tests' shared cache, their shared run store (never the
+/// user's) and quiet logs.
 pub fn moat() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_moat"));
     command
         .env("MOAT_CACHE_DIR", moat_testkit::shared_cache_dir())
+        .env(
+            "MOAT_STORE",
+            moat_testkit::repo_root().join("target/e2e-store/moat.db"),
+        )
         .env_remove("MOAT_LOG")
         .stdin(Stdio::null());
     command

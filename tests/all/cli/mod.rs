@@ -1,9 +1,11 @@
 //! The real `moat` binary, run as a user runs it: output formats, exit
 //! codes, limits, Ctrl-C, inspect and compile, every bad input (`run`),
-//! and the built-in CLI adapters with a stand-in CLI (`adapters`).
+//! the built-in CLI adapters with a stand-in CLI (`adapters`), and the run
+//! store: records, logs, cancel from elsewhere, crashes (`store`).
 
 mod adapters;
 mod common;
 mod run;
 mod stopping;
+mod store;
 mod terminal;

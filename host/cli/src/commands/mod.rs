@@ -6,9 +6,11 @@ mod drive;
 mod inspect;
 mod parallel;
 mod run;
+mod runs;
 
 pub use adapters::adapters;
 pub use compile::compile;
 pub use inspect::inspect;
 pub use parallel::parallel;
 pub use run::run;
+pub use runs::{cancel, logs, prune, ps, show};

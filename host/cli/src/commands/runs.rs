@@ -1,0 +1,198 @@
+//! The recorded runs: `moat ps`, `show`, `logs`, `cancel`, `prune`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use moat_store::{RunFilter, RunRecord, RunStatus};
+
+use crate::args::{CancelArgs, ListFormat, LogsArgs, PruneArgs, PsArgs, ShowArgs};
+use crate::render::{self, safe};
+use crate::{UsageError, resolve};
+
+/// Longest prompt excerpt in a `ps` row.
+const PROMPT_EXCERPT: usize = 40;
+
+pub fn ps(store: Option<&Path>, args: PsArgs) -> anyhow::Result<ExitCode> {
+    let store = resolve::store(store)?;
+    let statuses = if !args.status.is_empty() {
+        args.status
+    } else if args.all {
+        Vec::new()
+    } else {
+        vec![RunStatus::Pending, RunStatus::Running]
+    };
+    let runs = store.list(&RunFilter {
+        statuses,
+        limit: args.last,
+    })?;
+    if args.output == ListFormat::Json {
+        let records: Vec<Value> = runs.iter().map(record_json).collect();
+        println!("{}", serde_json::to_string_pretty(&records)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = moat_engine::now_ms();
+    println!(
+        "{:<28}  {:<12}  {:<10}  {:>8}  {:>8}  {:>9}  PROMPT",
+        "ID", "ADAPTER", "STATUS", "AGE", "TOOK", "TOKENS"
+    );
+    for run in &runs {
+        let age = ago(now.saturating_sub(run.created_ms));
+        let took = run
+            .started_ms
+            .map(|start| ago(run.ended_ms.unwrap_or(now).saturating_sub(start)))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:<28}  {:<12}  {:<10}  {:>8}  {:>8}  {:>9}  {}",
+            run.id,
+            safe::text(&run.run.adapter),
+            run.status,
+            age,
+            took,
+            tokens(run).map_or_else(|| "-".into(), |t| t.to_string()),
+            first_line(&run.run.prompt),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn show(store: Option<&Path>, args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let store = resolve::store(store)?;
+    let id = store
+        .resolve(&args.run)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let run = store.get(&id)?.context("the run went while it was read")?;
+    let value = record_json(&run);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("id           {}", run.id);
+    if let Some(parent) = &run.run.parent {
+        println!("parent       {parent}");
+    }
+    println!(
+        "adapter      {} (sha256 {})",
+        safe::text(&run.run.adapter),
+        run.run.component_sha256
+    );
+    match &run.reason {
+        Some(reason) => println!("status       {} ({reason})", run.status),
+        None => println!("status       {}", run.status),
+    }
+    println!("owner pid    {}", run.owner_pid);
+    println!("created      {}", time(run.created_ms));
+    if let Some(started) = run.started_ms {
+        println!("started      {}", time(started));
+    }
+    if let Some(ended) = run.ended_ms {
+        println!("ended        {}", time(ended));
+    }
+    match run.run.timeout_ms {
+        Some(ms) => println!("timeout      {}", ago(ms)),
+        None => println!("timeout      none"),
+    }
+    println!("prompt       {}", safe::text(&run.run.prompt));
+    if let Some(done) = &run.done {
+        println!("done         {}", safe::text(&done.to_string()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn logs(store: Option<&Path>, args: LogsArgs) -> anyhow::Result<ExitCode> {
+    let store = resolve::store(store)?;
+    let id = store
+        .resolve(&args.run)
+        .map_err(|e| UsageError(e.to_string()))?;
+    let mut renderer = render::for_format(render::default_format(args.output));
+    let mut success = None;
+    for (_, event) in store.events(&id, 0)? {
+        if let Some(done) = event.as_done() {
+            success = Some(done.status == moat_engine::DoneStatus::Success);
+        }
+        renderer.event(&event).context("cannot write the output")?;
+    }
+    renderer.finish().context("cannot write the output")?;
+    // As `moat run` would have exited; a run still going is not a failure.
+    Ok(match success {
+        Some(false) => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+pub fn cancel(store: Option<&Path>, args: CancelArgs) -> anyhow::Result<ExitCode> {
+    let store = resolve::store(store)?;
+    for run in &args.runs {
+        // Idempotent: a run that is unknown has nothing left to stop.
+        match store.resolve(run) {
+            Ok(id) => store.request_cancel(&id)?,
+            Err(moat_store::StoreError::NotFound(_)) => {}
+            Err(error) => return Err(UsageError(error.to_string()).into()),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn prune(store: Option<&Path>, args: PruneArgs) -> anyhow::Result<ExitCode> {
+    let store = resolve::store(store)?;
+    let removed = store.prune(args.older_than)?;
+    println!("removed {removed} runs");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A record as JSON, for `ps --output json` and `show --json`.
+fn record_json(run: &RunRecord) -> Value {
+    json!({
+        "id": run.id.as_str(),
+        "parent": run.run.parent.as_ref().map(|p| p.as_str().to_owned()),
+        "adapter": run.run.adapter,
+        "componentSha256": run.run.component_sha256,
+        "status": run.status.as_str(),
+        "reason": run.reason.as_ref().map(|r| r.as_str().to_owned()),
+        "prompt": run.run.prompt,
+        "options": run.run.options,
+        "grants": run.run.grants,
+        "limits": run.run.limits,
+        "timeoutMs": run.run.timeout_ms,
+        "ownerPid": run.owner_pid,
+        "createdMs": run.created_ms,
+        "startedMs": run.started_ms,
+        "endedMs": run.ended_ms,
+        "done": run.done,
+    })
+}
+
+/// Input and output tokens of the run's `done`, when it reported them.
+fn tokens(run: &RunRecord) -> Option<u64> {
+    let tokens = run.done.as_ref()?.get("usage")?.get("tokens")?;
+    let count = |side: &str| tokens.get(side)?.get("total")?.as_u64();
+    Some(count("input").unwrap_or(0) + count("output").unwrap_or(0))
+}
+
+fn first_line(prompt: &str) -> String {
+    let line = prompt.lines().next().unwrap_or_default();
+    let cut = line.floor_char_boundary(PROMPT_EXCERPT);
+    let excerpt = if cut < line.len() {
+        format!("{}…", &line[..cut])
+    } else {
+        line.to_owned()
+    };
+    safe::text(&excerpt).into_owned()
+}
+
+/// A duration in milliseconds, rounded for a column: `850ms`, `12s`, `3m`.
+fn ago(ms: u64) -> String {
+    let rounded = if ms < 1000 {
+        std::time::Duration::from_millis(ms)
+    } else {
+        std::time::Duration::from_secs(ms / 1000)
+    };
+    humantime::format_duration(rounded).to_string()
+}
+
+fn time(ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(at).to_string()
+}

@@ -1,0 +1,562 @@
+//! moat's run store: every run is a process record — an id at once, its
+//! adapter, prompt, options, grants and limits, a status the host writes
+//! (`pending → running → completed | failed`, with a reason) — and its
+//! events in order, in one SQLite database (WAL) that every moat process
+//! on the machine shares.
+//!
+//! - Events are written in batches by a thread of their own
+//!   ([`writer`](crate::Store::record_event)): a run pays a channel send
+//!   per event; a `kill -9` loses at most the batch being written.
+//! - A run's terminal status is written once: later attempts change
+//!   nothing ([`Store::finish`]). Ending a run ends its live children with
+//!   `parent ended`.
+//! - Each process holds a lease that dies with it; opening the store fails
+//!   the runs of owners that are gone with `engine restart`, and only
+//!   those ([`Store::reconcile`]), each given a synthesized `done` so every
+//!   ended run has exactly one.
+//!
+//! ```no_run
+//! use moat_store::{NewRun, Outcome, RunStatus, Store};
+//! # fn main() -> Result<(), moat_store::StoreError> {
+//! let store = Store::open(&Store::default_path().expect("a home directory"))?;
+//! let id = store.create_run(&NewRun {
+//!     parent: None,
+//!     adapter: "echo".into(),
+//!     component_sha256: "…".into(),
+//!     prompt: "hi".into(),
+//!     options: serde_json::json!({}),
+//!     grants: serde_json::json!({}),
+//!     limits: serde_json::json!({}),
+//!     timeout_ms: Some(60_000),
+//! })?;
+//! store.mark_running(&id)?;
+//! // store.record_event(&id, seq, &event)? for each event, then:
+//! store.finish(&id, &Outcome { status: RunStatus::Completed, reason: None, done: None })?;
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod id;
+mod owner;
+mod record;
+mod recorder;
+mod schema;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, Usage};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+pub use error::StoreError;
+pub use id::{PREFIX as RUN_ID_PREFIX, RunId};
+pub use record::{FailReason, NewRun, Outcome, RunRecord, RunStatus};
+pub use recorder::Recorder;
+pub use schema::VERSION as SCHEMA_VERSION;
+
+use owner::Owner;
+use writer::Writer;
+
+/// How long a query waits for another process's write to finish.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which runs [`Store::list`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only runs in these statuses; empty: any.
+    pub statuses: Vec<RunStatus>,
+    /// At most this many, newest first; `None`: all.
+    pub limit: Option<usize>,
+}
+
+/// The run store of this process: the database, its writer thread and this
+/// process's lease.
+pub struct Store {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+    writer: Writer,
+    owner: Owner,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// `$MOAT_STORE`, else `$XDG_STATE_HOME/moat/moat.db`, else
+    /// `~/.local/state/moat/moat.db`.
+    pub fn default_path() -> Option<PathBuf> {
+        if let Some(path) = std::env::var_os("MOAT_STORE") {
+            return Some(PathBuf::from(path));
+        }
+        if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
+            return Some(PathBuf::from(dir).join("moat").join("moat.db"));
+        }
+        let home = std::env::var_os("HOME")?;
+        Some(PathBuf::from(home).join(".local/state/moat/moat.db"))
+    }
+
+    /// Opens (creating, migrating) the store at `path`, takes this
+    /// process's lease and fails the runs of owners that are gone.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let open_error = |reason: String| StoreError::Open {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| open_error(e.to_string()))?;
+        }
+        let mut conn = connect(path)?;
+        schema::migrate(&mut conn).map_err(|error| match error {
+            StoreError::NewerSchema { .. } => error,
+            other => open_error(other.to_string()),
+        })?;
+        let owner = Owner::take(&owners_dir(path)).map_err(|e| open_error(e.to_string()))?;
+        let writer = Writer::start(path)?;
+        let store = Self {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+            writer,
+            owner,
+        };
+        store.reconcile()?;
+        Ok(store)
+    }
+
+    /// Where the store is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records a run, `pending`, owned by this process: its id.
+    pub fn create_run(&self, run: &NewRun) -> Result<RunId, StoreError> {
+        let id = RunId::new();
+        self.conn().execute(
+            "INSERT INTO runs (id, parent_id, adapter, component_sha256, prompt, options, grants,
+                               limits, timeout_ms, status, owner, owner_pid, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, ?12)",
+            params![
+                id.as_str(),
+                run.parent.as_ref().map(RunId::as_str),
+                run.adapter,
+                run.component_sha256,
+                run.prompt,
+                run.options.to_string(),
+                run.grants.to_string(),
+                run.limits.to_string(),
+                run.timeout_ms.map(|ms| ms as i64),
+                self.owner.id(),
+                std::process::id(),
+                now_ms() as i64,
+            ],
+        )
+        .map_err(write_error)?;
+        Ok(id)
+    }
+
+    /// `pending → running`, when its adapter starts. A run already ended
+    /// (cancelled before it started) stays ended: `Ok(false)`.
+    pub fn mark_running(&self, id: &RunId) -> Result<bool, StoreError> {
+        let changed = self
+            .conn()
+            .execute(
+                "UPDATE runs SET status = 'running', started_ms = ?2
+                 WHERE id = ?1 AND status = 'pending'",
+                params![id.as_str(), now_ms() as i64],
+            )
+            .map_err(write_error)?;
+        Ok(changed == 1)
+    }
+
+    /// Queues the run's event number `seq` (from 0, in order) for the next
+    /// batch. An error once writing has failed: the caller must end the
+    /// run rather than lose events silently.
+    pub fn record_event(&self, id: &RunId, seq: u64, event: &AgentEvent) -> Result<(), StoreError> {
+        let json = serde_json::to_string(event)
+            .map_err(|e| StoreError::Write(format!("cannot encode an event: {e}")))?;
+        self.writer.event(id.as_str(), seq, event.type_name(), json)
+    }
+
+    /// Waits until every queued event is in the database.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.writer.flush()
+    }
+
+    /// Ends the run as `outcome` says, after its queued events are stored;
+    /// then ends its live children with `parent ended`. Only the first end
+    /// counts: `Ok(false)` when it had ended already.
+    pub fn finish(&self, id: &RunId, outcome: &Outcome) -> Result<bool, StoreError> {
+        self.writer.flush()?;
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(write_error)?;
+        let changed = end_run(&tx, id.as_str(), outcome)?;
+        if changed {
+            cascade(&tx, id.as_str())?;
+        }
+        tx.commit().map_err(write_error)?;
+        Ok(changed)
+    }
+
+    /// Asks the moat that owns the run to cancel it (it polls
+    /// [`Store::cancels_requested`]). Idempotent: a run that ended, was
+    /// already asked, or does not exist needs nothing more.
+    pub fn request_cancel(&self, id: &RunId) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "UPDATE runs SET cancel_requested = 1
+                 WHERE id = ?1 AND status IN ('pending', 'running')",
+                [id.as_str()],
+            )
+            .map_err(write_error)?;
+        Ok(())
+    }
+
+    /// This process's live runs that someone asked to cancel.
+    pub fn cancels_requested(&self) -> Result<Vec<RunId>, StoreError> {
+        let conn = self.conn();
+        let mut query = conn.prepare_cached(
+            "SELECT id FROM runs WHERE owner = ?1 AND cancel_requested = 1
+             AND status IN ('pending', 'running')",
+        )?;
+        let ids: Vec<String> = query
+            .query_map([self.owner.id()], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(ids.iter().filter_map(|id| RunId::parse(id)).collect())
+    }
+
+    /// The run with this id.
+    pub fn get(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        let conn = self.conn();
+        let record = conn
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM runs WHERE id = ?1"),
+                [id.as_str()],
+                record,
+            )
+            .optional()?;
+        Ok(record)
+    }
+
+    /// The run whose id is `text` or starts with it (a prefix long enough
+    /// to name one run, like git's).
+    pub fn resolve(&self, text: &str) -> Result<RunId, StoreError> {
+        let text = text.trim();
+        let escaped: String = text
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if escaped.len() != text.len() || text.is_empty() {
+            return Err(StoreError::NotFound(text.to_owned()));
+        }
+        let conn = self.conn();
+        let mut query = conn.prepare("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 LIMIT 2")?;
+        // Every id starting with `text` sorts in [text, text + '~').
+        let ids: Vec<String> = query
+            .query_map(params![text, format!("{text}~")], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        match ids.as_slice() {
+            [one] => RunId::parse(one).ok_or_else(|| StoreError::NotFound(text.to_owned())),
+            [] => Err(StoreError::NotFound(text.to_owned())),
+            _ => {
+                let count: i64 = conn.query_row(
+                    "SELECT count(*) FROM runs WHERE id >= ?1 AND id < ?2",
+                    params![text, format!("{text}~")],
+                    |row| row.get(0),
+                )?;
+                Err(StoreError::Ambiguous {
+                    prefix: text.to_owned(),
+                    count: count as usize,
+                })
+            }
+        }
+    }
+
+    /// Runs as `filter` says, newest first.
+    pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
+        let conn = self.conn();
+        let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+        let condition = if statuses.is_empty() {
+            String::new()
+        } else {
+            let quoted: Vec<String> = statuses.iter().map(|s| format!("'{s}'")).collect();
+            format!("WHERE status IN ({})", quoted.join(", "))
+        };
+        let limit = filter.limit.map_or(-1, |n| n as i64);
+        let mut query = conn.prepare(&format!(
+            "SELECT {COLUMNS} FROM runs {condition} ORDER BY id DESC LIMIT ?1"
+        ))?;
+        let records = query
+            .query_map([limit], record)?
+            .collect::<Result<_, _>>()?;
+        Ok(records)
+    }
+
+    /// The run's stored events from number `from` on, in order.
+    pub fn events(&self, id: &RunId, from: u64) -> Result<Vec<(u64, AgentEvent)>, StoreError> {
+        let conn = self.conn();
+        let mut query = conn.prepare(
+            "SELECT seq, event FROM events WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq",
+        )?;
+        let rows = query.query_map(params![id.as_str(), from as i64], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })?;
+        let mut events = Vec::new();
+        for row in rows {
+            let (seq, json) = row?;
+            match serde_json::from_str(&json) {
+                Ok(event) => events.push((seq as u64, event)),
+                Err(error) => {
+                    tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    /// Removes ended runs (and their events) that ended before `age` ago;
+    /// how many.
+    pub fn prune(&self, age: Duration) -> Result<usize, StoreError> {
+        let before = now_ms().saturating_sub(age.as_millis() as u64) as i64;
+        let conn = self.conn();
+        conn.execute("PRAGMA foreign_keys = ON", [])?;
+        let removed = conn
+            .execute(
+                "DELETE FROM runs WHERE status IN ('completed', 'failed') AND ended_ms < ?1",
+                [before],
+            )
+            .map_err(write_error)?;
+        Ok(removed)
+    }
+
+    /// Fails every live run whose owner is gone (`engine restart`), with a
+    /// synthesized `done` each, and their live children (`parent ended`):
+    /// the runs that failed.
+    pub fn reconcile(&self) -> Result<Vec<RunId>, StoreError> {
+        let owners: Vec<String> = {
+            let conn = self.conn();
+            let mut query = conn.prepare(
+                "SELECT DISTINCT owner FROM runs WHERE status IN ('pending', 'running')",
+            )?;
+            query
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<_, _>>()?
+        };
+        let dir = owners_dir(&self.path);
+        let gone: Vec<String> = owners
+            .into_iter()
+            .filter(|owner| owner != self.owner.id() && !owner::is_alive(&dir, owner))
+            .collect();
+        let mut failed = Vec::new();
+        for owner in gone {
+            let mut conn = self.conn();
+            let tx = conn.transaction().map_err(write_error)?;
+            let ids: Vec<String> = {
+                let mut query = tx.prepare(
+                    "SELECT id FROM runs WHERE owner = ?1 AND status IN ('pending', 'running')",
+                )?;
+                query
+                    .query_map([&owner], |row| row.get(0))?
+                    .collect::<Result<_, _>>()?
+            };
+            for id in &ids {
+                let outcome = Outcome {
+                    status: RunStatus::Failed,
+                    reason: Some(FailReason::EngineRestart),
+                    done: None,
+                };
+                if end_run(&tx, id, &outcome)? {
+                    cascade(&tx, id)?;
+                    failed.extend(RunId::parse(id));
+                }
+            }
+            tx.commit().map_err(write_error)?;
+            if !ids.is_empty() {
+                tracing::warn!(
+                    owner,
+                    runs = ids.len(),
+                    "runs of a moat that is gone failed: engine restart"
+                );
+            }
+        }
+        Ok(failed)
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The columns [`record`] reads, in its order.
+const COLUMNS: &str = "id, parent_id, adapter, component_sha256, prompt, options, grants, limits,
+    timeout_ms, status, reason, done, owner_pid, created_ms, started_ms, ended_ms";
+
+fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
+    let json = |index: usize| -> rusqlite::Result<serde_json::Value> {
+        let text: String = row.get(index)?;
+        Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
+    };
+    let id: String = row.get(0)?;
+    let status: String = row.get(9)?;
+    let done: Option<String> = row.get(11)?;
+    Ok(RunRecord {
+        id: RunId::parse(&id).unwrap_or_default(),
+        run: NewRun {
+            parent: row
+                .get::<_, Option<String>>(1)?
+                .and_then(|parent| RunId::parse(&parent)),
+            adapter: row.get(2)?,
+            component_sha256: row.get(3)?,
+            prompt: row.get(4)?,
+            options: json(5)?,
+            grants: json(6)?,
+            limits: json(7)?,
+            timeout_ms: row.get::<_, Option<i64>>(8)?.map(|ms| ms as u64),
+        },
+        status: status.parse().unwrap_or(RunStatus::Failed),
+        reason: row
+            .get::<_, Option<String>>(10)?
+            .map(|reason| FailReason::from_stored(&reason)),
+        done: done.and_then(|text| serde_json::from_str(&text).ok()),
+        owner_pid: row.get::<_, i64>(12)? as u32,
+        created_ms: row.get::<_, i64>(13)? as u64,
+        started_ms: row.get::<_, Option<i64>>(14)?.map(|ms| ms as u64),
+        ended_ms: row.get::<_, Option<i64>>(15)?.map(|ms| ms as u64),
+    })
+}
+
+/// Writes the run's terminal status if it has none yet; when it ended
+/// without a stored `done` (its owner died, or it was ended from outside),
+/// stores one so every ended run has exactly one.
+fn end_run(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    outcome: &Outcome,
+) -> Result<bool, StoreError> {
+    let changed = tx
+        .execute(
+            "UPDATE runs SET status = ?2, reason = ?3, done = ?4, ended_ms = ?5
+             WHERE id = ?1 AND status IN ('pending', 'running')",
+            params![
+                id,
+                outcome.status.as_str(),
+                outcome.reason.as_ref().map(FailReason::as_str),
+                outcome.done.as_ref().map(serde_json::Value::to_string),
+                now_ms() as i64,
+            ],
+        )
+        .map_err(write_error)?;
+    if changed == 0 {
+        return Ok(false);
+    }
+    let has_done: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE run_id = ?1 AND kind = 'done')",
+        [id],
+        |row| row.get(0),
+    )?;
+    if !has_done {
+        let (next, agent): (i64, String) = tx.query_row(
+            "SELECT coalesce((SELECT max(seq) + 1 FROM events WHERE run_id = ?1), 0),
+                    (SELECT adapter FROM runs WHERE id = ?1)",
+            [id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        let event = synthesized_done(&agent, outcome);
+        let json = serde_json::to_string(&event)
+            .map_err(|e| StoreError::Write(format!("cannot encode an event: {e}")))?;
+        tx.execute(
+            "INSERT INTO events (run_id, seq, kind, event) VALUES (?1, ?2, 'done', ?3)",
+            params![id, next, json],
+        )
+        .map_err(write_error)?;
+    }
+    Ok(true)
+}
+
+/// Ends every live descendant of `parent` with `parent ended`.
+fn cascade(tx: &rusqlite::Transaction<'_>, parent: &str) -> Result<(), StoreError> {
+    let children: Vec<String> = {
+        let mut query = tx.prepare(
+            "SELECT id FROM runs WHERE parent_id = ?1 AND status IN ('pending', 'running')",
+        )?;
+        query
+            .query_map([parent], |row| row.get(0))?
+            .collect::<Result<_, _>>()?
+    };
+    for child in children {
+        let outcome = Outcome {
+            status: RunStatus::Failed,
+            reason: Some(FailReason::ParentEnded),
+            done: None,
+        };
+        if end_run(tx, &child, &outcome)? {
+            cascade(tx, &child)?;
+        }
+    }
+    Ok(())
+}
+
+/// The `done` the store writes for a run that ended without one.
+fn synthesized_done(agent: &str, outcome: &Outcome) -> AgentEvent {
+    let status = match (&outcome.status, &outcome.reason) {
+        (RunStatus::Completed, _) => DoneStatus::Success,
+        (_, Some(FailReason::Cancelled | FailReason::ParentEnded)) => DoneStatus::Interrupted,
+        _ => DoneStatus::Error,
+    };
+    AgentEvent {
+        agent: agent.to_owned(),
+        timestamp: now_ms(),
+        session_id: moat_engine::new_session_id(),
+        role: None,
+        payload: EventPayload::Done(DonePayload {
+            status,
+            result: None,
+            resume_token: None,
+            usage: Usage::default(),
+            duration_ms: 0,
+            metadata: None,
+        }),
+    }
+}
+
+/// A connection to the store at `path`, set up for sharing: WAL, a busy
+/// timeout, foreign keys.
+pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {
+    let open_error = |error: rusqlite::Error| StoreError::Open {
+        path: path.to_path_buf(),
+        reason: error.to_string(),
+    };
+    let conn = Connection::open(path).map_err(open_error)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(open_error)?;
+    // WAL with NORMAL: a crash of the process loses nothing committed; a
+    // crash of the machine at most the last transactions.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(open_error)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(open_error)?;
+    Ok(conn)
+}
+
+/// Where the leases of the processes using the store at `path` live.
+fn owners_dir(path: &Path) -> PathBuf {
+    let mut dir = path.as_os_str().to_owned();
+    dir.push(".owners");
+    PathBuf::from(dir)
+}
+
+fn write_error(error: rusqlite::Error) -> StoreError {
+    StoreError::Write(error.to_string())
+}
+
+fn now_ms() -> u64 {
+    moat_engine::now_ms()
+}

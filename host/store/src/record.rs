@@ -1,0 +1,173 @@
+//! A run as the store keeps it: a process record.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::id::RunId;
+
+/// Where a run is in its life. `Completed` and `Failed` are terminal: a
+/// run reaches exactly one of them, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    /// Recorded; its adapter not started yet.
+    Pending,
+    /// Its adapter is running.
+    Running,
+    /// It ended with `done` success.
+    Completed,
+    /// It ended any other way; the record says why.
+    Failed,
+}
+
+impl RunStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RunStatus; 4] = [
+        RunStatus::Pending,
+        RunStatus::Running,
+        RunStatus::Completed,
+        RunStatus::Failed,
+    ];
+
+    /// Its name in the store and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Whether the run is over.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
+            .ok_or_else(|| {
+                format!("unknown status {text:?}; use pending, running, completed or failed")
+            })
+    }
+}
+
+/// Why a run failed, as the seed's error classification names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailReason {
+    /// Its timeout expired.
+    Timeout,
+    /// Someone cancelled it (or stopped the moat that ran it).
+    Cancelled,
+    /// The adapter reported an error or crashed.
+    AdapterError,
+    /// The moat process that owned it is gone.
+    EngineRestart,
+    /// Its parent run ended.
+    ParentEnded,
+    /// The store could not record it.
+    StoreError,
+    /// Another reason, in words.
+    Other(String),
+}
+
+impl FailReason {
+    /// Its words in the store.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::AdapterError => "adapter error",
+            Self::EngineRestart => "engine restart",
+            Self::ParentEnded => "parent ended",
+            Self::StoreError => "store error",
+            Self::Other(reason) => reason,
+        }
+    }
+
+    /// The reason stored as `text`.
+    pub fn from_stored(text: &str) -> Self {
+        match text {
+            "timeout" => Self::Timeout,
+            "cancelled" => Self::Cancelled,
+            "adapter error" => Self::AdapterError,
+            "engine restart" => Self::EngineRestart,
+            "parent ended" => Self::ParentEnded,
+            "store error" => Self::StoreError,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for FailReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What is known of a run before it starts: everything but its status and
+/// times, which the store keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    /// The run that started it, for nested runs.
+    pub parent: Option<RunId>,
+    /// The adapter's name.
+    pub adapter: String,
+    /// SHA-256 of the adapter's component, lowercase hex.
+    pub component_sha256: String,
+    /// The prompt.
+    pub prompt: String,
+    /// The run's options (JSON).
+    pub options: serde_json::Value,
+    /// Its effective grants (JSON).
+    pub grants: serde_json::Value,
+    /// Its limits (JSON).
+    pub limits: serde_json::Value,
+    /// Its resolved timeout in milliseconds; `None`: none.
+    pub timeout_ms: Option<u64>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// `Completed` or `Failed`.
+    pub status: RunStatus,
+    /// Why, when it failed.
+    pub reason: Option<FailReason>,
+    /// The `done` payload (JSON), when there was one.
+    pub done: Option<serde_json::Value>,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    /// Its id.
+    pub id: RunId,
+    /// What it was started with.
+    pub run: NewRun,
+    /// Where it is.
+    pub status: RunStatus,
+    /// Why it failed.
+    pub reason: Option<FailReason>,
+    /// Its `done` payload, once it ended.
+    pub done: Option<serde_json::Value>,
+    /// The process id of the moat that runs (or ran) it.
+    pub owner_pid: u32,
+    /// When it was recorded, started and ended (ms since the Unix epoch).
+    pub created_ms: u64,
+    /// When its adapter started.
+    pub started_ms: Option<u64>,
+    /// When it reached its terminal status.
+    pub ended_ms: Option<u64>,
+}

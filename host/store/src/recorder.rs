@@ -1,0 +1,105 @@
+//! Recording one run as its events go by: each event stored in order, and
+//! the run's terminal status derived from what the host saw — the `done`
+//! and the errors the engine raised — never from what the adapter claims
+//! about itself alone.
+
+use std::sync::Arc;
+
+use moat_engine::{AgentEvent, DoneStatus, EventPayload, codes};
+
+use crate::{FailReason, NewRun, Outcome, RunId, RunStatus, Store, StoreError};
+
+/// One run being recorded.
+#[derive(Debug)]
+pub struct Recorder {
+    store: Arc<Store>,
+    id: RunId,
+    next_seq: u64,
+    /// The engine's TIMEOUT error, if one came: the run failed by timeout.
+    timed_out: bool,
+    /// The outcome, once `done` went by.
+    outcome: Option<Outcome>,
+}
+
+impl Recorder {
+    /// Records `run` (`pending`) in `store`: its id is known from now on.
+    pub fn create(store: Arc<Store>, run: &NewRun) -> Result<Self, StoreError> {
+        let id = store.create_run(run)?;
+        Ok(Self {
+            store,
+            id,
+            next_seq: 0,
+            timed_out: false,
+            outcome: None,
+        })
+    }
+
+    /// The store it records into.
+    pub fn store(&self) -> Arc<Store> {
+        self.store.clone()
+    }
+
+    /// The run's id.
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+
+    /// The adapter started.
+    pub fn running(&self) -> Result<(), StoreError> {
+        self.store.mark_running(&self.id).map(drop)
+    }
+
+    /// Stores the run's next event. An error means the store can no
+    /// longer record this run: the caller must stop it.
+    pub fn record(&mut self, event: &AgentEvent) -> Result<(), StoreError> {
+        match &event.payload {
+            EventPayload::Error(error) if error.code.as_deref() == Some(codes::TIMEOUT) => {
+                self.timed_out = true;
+            }
+            EventPayload::Done(done) => {
+                self.outcome = Some(self.outcome_of(done.status, event));
+            }
+            _ => {}
+        }
+        self.store.record_event(&self.id, self.next_seq, event)?;
+        self.next_seq += 1;
+        Ok(())
+    }
+
+    /// Ends the record: as its `done` said, or, without one (the stream
+    /// was cut), failed with `reason`. Returns whether this ended it (the
+    /// store may have ended it first: a cancel, its parent's end).
+    pub fn finish(self, reason: FailReason) -> Result<bool, StoreError> {
+        let outcome = self.outcome.clone().unwrap_or(Outcome {
+            status: RunStatus::Failed,
+            reason: Some(reason),
+            done: None,
+        });
+        self.store.finish(&self.id, &outcome)
+    }
+
+    fn outcome_of(&self, status: DoneStatus, event: &AgentEvent) -> Outcome {
+        let done = serde_json::to_value(event)
+            .ok()
+            .and_then(|value| value.get("payload").cloned());
+        let (status, reason) = match status {
+            DoneStatus::Success => (RunStatus::Completed, None),
+            _ if self.timed_out => (RunStatus::Failed, Some(FailReason::Timeout)),
+            DoneStatus::Interrupted => (RunStatus::Failed, Some(FailReason::Cancelled)),
+            DoneStatus::MaxTurns => (
+                RunStatus::Failed,
+                Some(FailReason::Other("max turns".into())),
+            ),
+            DoneStatus::MaxBudget => (
+                RunStatus::Failed,
+                Some(FailReason::Other("max budget".into())),
+            ),
+            DoneStatus::Error => (RunStatus::Failed, Some(FailReason::AdapterError)),
+        };
+        Outcome {
+            status,
+            reason,
+            done,
+        }
+    }
+}

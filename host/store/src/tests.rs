@@ -1,0 +1,373 @@
+//! The store against real SQLite files in temporary directories.
+
+use std::path::PathBuf;
+
+use moat_engine::{AgentEvent, DoneStatus, EventPayload};
+use serde_json::json;
+
+use super::*;
+
+fn new_run(parent: Option<&RunId>) -> NewRun {
+    NewRun {
+        parent: parent.cloned(),
+        adapter: "echo".into(),
+        component_sha256: "ab".repeat(32),
+        prompt: "hi".into(),
+        options: json!({"model": "m"}),
+        grants: json!({}),
+        limits: json!({"timeoutMs": 1000}),
+        timeout_ms: Some(1000),
+    }
+}
+
+fn text(content: &str) -> AgentEvent {
+    AgentEvent {
+        agent: "echo".into(),
+        timestamp: 1,
+        session_id: "s".into(),
+        role: None,
+        payload: EventPayload::text(content),
+    }
+}
+
+fn completed() -> Outcome {
+    Outcome {
+        status: RunStatus::Completed,
+        reason: None,
+        done: Some(json!({"status": "success"})),
+    }
+}
+
+fn scratch() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state/moat.db");
+    (dir, path)
+}
+
+fn dones(store: &Store, id: &RunId) -> usize {
+    store
+        .events(id, 0)
+        .unwrap()
+        .iter()
+        .filter(|(_, event)| event.is_done())
+        .count()
+}
+
+#[test]
+fn a_run_is_recorded_pending_then_running_then_ended_once() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    let id = store.create_run(&new_run(None)).unwrap();
+    assert_eq!(store.get(&id).unwrap().unwrap().status, RunStatus::Pending);
+    assert!(store.mark_running(&id).unwrap());
+    for seq in 0..100 {
+        store
+            .record_event(&id, seq, &text(&seq.to_string()))
+            .unwrap();
+    }
+    assert!(store.finish(&id, &completed()).unwrap());
+    let failed = Outcome {
+        status: RunStatus::Failed,
+        reason: Some(FailReason::Cancelled),
+        done: None,
+    };
+    assert!(
+        !store.finish(&id, &failed).unwrap(),
+        "only the first end counts"
+    );
+    let record = store.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Completed);
+    assert_eq!(record.run, new_run(None));
+    assert!(record.started_ms.is_some() && record.ended_ms.is_some());
+    assert_eq!(record.owner_pid, std::process::id());
+    let events = store.events(&id, 0).unwrap();
+    assert_eq!(events.len(), 101, "100 events and the done the store added");
+    assert!(
+        events
+            .iter()
+            .enumerate()
+            .all(|(i, (seq, _))| *seq == i as u64)
+    );
+    assert_eq!(store.events(&id, 99).unwrap().len(), 2);
+    assert!(
+        !store.mark_running(&id).unwrap(),
+        "an ended run stays ended"
+    );
+}
+
+#[test]
+fn a_newer_schema_is_refused_untouched_and_garbage_is_a_clear_error() {
+    let (_dir, path) = scratch();
+    drop(Store::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    drop(conn);
+    let error = Store::open(&path).unwrap_err();
+    assert!(matches!(error, StoreError::NewerSchema { .. }), "{error}");
+    assert!(error.to_string().contains("use a newer moat"), "{error}");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION + 1, "not altered");
+
+    let (_dir, garbage) = scratch();
+    std::fs::create_dir_all(garbage.parent().unwrap()).unwrap();
+    std::fs::write(&garbage, vec![7u8; 8192]).unwrap();
+    let error = Store::open(&garbage).unwrap_err();
+    assert!(
+        error.to_string().contains("cannot open the run store"),
+        "{error}"
+    );
+}
+
+#[test]
+fn only_the_runs_of_owners_that_are_gone_are_failed_at_open() {
+    let (_dir, path) = scratch();
+    let alive = Store::open(&path).unwrap();
+    let kept = alive.create_run(&new_run(None)).unwrap();
+    alive.mark_running(&kept).unwrap();
+
+    let doomed = Store::open(&path).unwrap();
+    let lost = doomed.create_run(&new_run(None)).unwrap();
+    doomed.mark_running(&lost).unwrap();
+    doomed.record_event(&lost, 0, &text("before")).unwrap();
+    let child = alive.create_run(&new_run(Some(&lost))).unwrap();
+    drop(doomed); // its lease goes, as when its process dies
+
+    let fresh = Store::open(&path).unwrap();
+    let lost_record = fresh.get(&lost).unwrap().unwrap();
+    assert_eq!(lost_record.status, RunStatus::Failed);
+    assert_eq!(lost_record.reason, Some(FailReason::EngineRestart));
+    assert_eq!(
+        fresh.events(&lost, 0).unwrap().len(),
+        2,
+        "its event, then a done"
+    );
+    assert_eq!(dones(&fresh, &lost), 1);
+    let child_record = fresh.get(&child).unwrap().unwrap();
+    assert_eq!(child_record.reason, Some(FailReason::ParentEnded));
+    assert_eq!(
+        fresh.get(&kept).unwrap().unwrap().status,
+        RunStatus::Running,
+        "a live owner's run is left alone"
+    );
+}
+
+#[test]
+fn ending_a_run_ends_its_live_descendants() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    let parent = store.create_run(&new_run(None)).unwrap();
+    let child = store.create_run(&new_run(Some(&parent))).unwrap();
+    let grandchild = store.create_run(&new_run(Some(&child))).unwrap();
+    let done_child = store.create_run(&new_run(Some(&parent))).unwrap();
+    store.finish(&done_child, &completed()).unwrap();
+    store.finish(&parent, &completed()).unwrap();
+    for id in [&child, &grandchild] {
+        let record = store.get(id).unwrap().unwrap();
+        assert_eq!(record.reason, Some(FailReason::ParentEnded));
+        let done = &store.events(id, 0).unwrap()[0].1;
+        assert_eq!(done.as_done().unwrap().status, DoneStatus::Interrupted);
+    }
+    assert_eq!(
+        store.get(&done_child).unwrap().unwrap().status,
+        RunStatus::Completed
+    );
+}
+
+#[test]
+fn a_prefix_names_a_run_when_it_names_only_one() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    let ids: Vec<RunId> = (0..3)
+        .map(|_| store.create_run(&new_run(None)).unwrap())
+        .collect();
+    assert_eq!(store.resolve(ids[1].as_str()).unwrap(), ids[1]);
+    let last = ids[2].as_str();
+    assert_eq!(store.resolve(&last[..last.len() - 1]).unwrap(), ids[2]);
+    assert!(matches!(
+        store.resolve("r_"),
+        Err(StoreError::Ambiguous { count: 3, .. })
+    ));
+    assert!(matches!(
+        store.resolve("r_zzzz"),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(store.resolve("r_%"), Err(StoreError::NotFound(_))));
+}
+
+#[test]
+fn cancel_is_idempotent_and_reaches_the_owner() {
+    let (_dir, path) = scratch();
+    let owner = Store::open(&path).unwrap();
+    let other = Store::open(&path).unwrap();
+    let id = owner.create_run(&new_run(None)).unwrap();
+    owner.mark_running(&id).unwrap();
+    other.request_cancel(&id).unwrap();
+    other.request_cancel(&id).unwrap();
+    other.request_cancel(&RunId::new()).unwrap();
+    assert_eq!(
+        owner.cancels_requested().unwrap(),
+        std::slice::from_ref(&id)
+    );
+    assert!(other.cancels_requested().unwrap().is_empty(), "not its run");
+    owner.finish(&id, &completed()).unwrap();
+    assert!(owner.cancels_requested().unwrap().is_empty());
+}
+
+#[test]
+fn listing_filters_by_status_newest_first_and_prune_removes_old_ended_runs() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    let a = store.create_run(&new_run(None)).unwrap();
+    let b = store.create_run(&new_run(None)).unwrap();
+    store.record_event(&a, 0, &text("x")).unwrap();
+    store.finish(&a, &completed()).unwrap();
+    let all = store.list(&RunFilter::default()).unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        [b.clone(), a.clone()]
+    );
+    let live = RunFilter {
+        statuses: vec![RunStatus::Pending],
+        limit: None,
+    };
+    assert_eq!(store.list(&live).unwrap().len(), 1);
+    assert_eq!(
+        store.prune(Duration::from_secs(3600)).unwrap(),
+        0,
+        "too recent"
+    );
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(store.prune(Duration::ZERO).unwrap(), 1);
+    assert!(store.get(&a).unwrap().is_none());
+    assert!(
+        store.events(&a, 0).unwrap().is_empty(),
+        "its events went with it"
+    );
+    assert!(
+        store.get(&b).unwrap().is_some(),
+        "a live run is never pruned"
+    );
+}
+
+mod interleavings {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Process `p` starts a run (a child of the newest run, sometimes).
+        Start { process: usize, nested: bool },
+        /// The run `r` emits an event (if its process still has it).
+        Event { run: usize },
+        /// The run `r` ends (success or error) through its process.
+        Finish { run: usize, success: bool },
+        /// Process `p` asks to cancel run `r`; its owner acts on it.
+        Cancel { process: usize, run: usize },
+        /// Process `p` dies without ending its runs.
+        Crash { process: usize },
+        /// Process `p` (re)starts: opening the store reconciles.
+        Restart { process: usize },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..3usize, any::<bool>()).prop_map(|(process, nested)| Op::Start { process, nested }),
+            (0..8usize).prop_map(|run| Op::Event { run }),
+            (0..8usize, any::<bool>()).prop_map(|(run, success)| Op::Finish { run, success }),
+            (0..3usize, 0..8usize).prop_map(|(process, run)| Op::Cancel { process, run }),
+            (0..3usize).prop_map(|process| Op::Crash { process }),
+            (0..3usize).prop_map(|process| Op::Restart { process }),
+        ]
+    }
+
+    struct Run {
+        id: RunId,
+        process: usize,
+        next_seq: u64,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn every_run_ends_once_with_exactly_one_done(ops in proptest::collection::vec(op(), 1..40)) {
+            let (_dir, path) = scratch();
+            let mut processes: Vec<Option<Store>> = (0..3).map(|_| Some(Store::open(&path).unwrap())).collect();
+            let mut runs: Vec<Run> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Start { process, nested } => {
+                        let Some(store) = &processes[process] else { continue };
+                        let parent = runs.last().filter(|_| nested).map(|r| r.id.clone());
+                        let id = store.create_run(&new_run(parent.as_ref())).unwrap();
+                        store.mark_running(&id).unwrap();
+                        runs.push(Run { id, process, next_seq: 0 });
+                    }
+                    Op::Event { run } => {
+                        let Some(run) = runs.get_mut(run) else { continue };
+                        let Some(store) = &processes[run.process] else { continue };
+                        // The owner may not know yet that the store ended it.
+                        store.record_event(&run.id, run.next_seq, &text("e")).unwrap();
+                        run.next_seq += 1;
+                    }
+                    Op::Finish { run, success } => {
+                        let Some(run) = runs.get_mut(run) else { continue };
+                        let Some(store) = &processes[run.process] else { continue };
+                        // As the engine does: the done event, then the
+                        // status (maybe after the store ended it).
+                        let status = if success { DoneStatus::Success } else { DoneStatus::Error };
+                        let mut done = text("");
+                        done.payload = EventPayload::Done(moat_engine::DonePayload {
+                            status,
+                            result: None,
+                            resume_token: None,
+                            usage: Default::default(),
+                            duration_ms: 0,
+                            metadata: None,
+                        });
+                        store.record_event(&run.id, run.next_seq, &done).unwrap();
+                        run.next_seq += 1;
+                        let outcome = if success {
+                            completed()
+                        } else {
+                            Outcome { status: RunStatus::Failed, reason: Some(FailReason::AdapterError), done: None }
+                        };
+                        store.finish(&run.id, &outcome).unwrap();
+                    }
+                    Op::Cancel { process, run } => {
+                        let (Some(asker), Some(run)) = (&processes[process], runs.get(run)) else { continue };
+                        asker.request_cancel(&run.id).unwrap();
+                        if let Some(owner) = &processes[run.process] {
+                            for id in owner.cancels_requested().unwrap() {
+                                let outcome = Outcome { status: RunStatus::Failed, reason: Some(FailReason::Cancelled), done: None };
+                                owner.finish(&id, &outcome).unwrap();
+                            }
+                        }
+                    }
+                    Op::Crash { process } => {
+                        processes[process] = None;
+                    }
+                    Op::Restart { process } => {
+                        processes[process] = Some(Store::open(&path).unwrap());
+                    }
+                }
+            }
+            // Every process goes; the next one to open cleans up.
+            processes.clear();
+            let last = Store::open(&path).unwrap();
+            for run in &runs {
+                let record = last.get(&run.id).unwrap().unwrap();
+                prop_assert!(record.status.is_terminal(), "{:?} is {}", run.id, record.status);
+                prop_assert_eq!(dones(&last, &run.id), 1, "{:?}", record);
+                let events = last.events(&run.id, 0).unwrap();
+                prop_assert!(events.last().unwrap().1.is_done(), "done is last");
+                prop_assert!(events.iter().enumerate().all(|(i, (seq, _))| *seq == i as u64));
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The run store through the real binary: every `moat run` is recorded
+//! with its events; `ps`, `show` and `logs` read it back from another
+//! process; `cancel` from a second process stops a run; a `kill -9`ed moat's
+//! runs fail with `engine restart` (and only those); a store that cannot be
+//! opened says so in one line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use moat_engine::{AgentEvent, DoneStatus};
+use moat_testkit::components::COOPERATIVE;
+use serde_json::Value;
+
+use super::common::{events, moat};
+
+/// A store of the test's own.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    store: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("state/moat.db");
+        Self { _dir: dir, store }
+    }
+
+    fn moat(&self) -> Command {
+        let mut command = moat();
+        command.env("MOAT_STORE", &self.store);
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.moat().args(args).output().unwrap()
+    }
+
+    /// `moat ps --all --output json`.
+    fn runs(&self) -> Vec<Value> {
+        let output = self.run(&["ps", "--all", "--output", "json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+
+    /// The stored events of `id`.
+    fn logs(&self, id: &str) -> Vec<AgentEvent> {
+        let output = self.run(&["logs", id, "--output", "ndjson"]);
+        events(&output)
+    }
+
+    /// Starts a long cooperative run and waits until it is running and has
+    /// stored events: moat, and the run's id.
+    fn start_long_run(&self) -> (Child, String) {
+        let mut child = self
+            .moat()
+            .args(["run", COOPERATIVE, "go", "--output", "ndjson"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        match self.wait_until_running(Duration::from_secs(30)) {
+            Some(id) => (child, id),
+            None => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!("the run never showed up running ({status:?})");
+            }
+        }
+    }
+
+    /// The id of a running run with at least three stored events, once
+    /// there is one.
+    fn wait_until_running(&self, patience: Duration) -> Option<String> {
+        let until = Instant::now() + patience;
+        while Instant::now() < until {
+            if let Some(run) = self.runs().into_iter().find(|r| r["status"] == "running") {
+                let id = run["id"].as_str().unwrap().to_owned();
+                if self.logs(&id).len() >= 3 {
+                    return Some(id);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn record<'a>(runs: &'a [Value], id: &str) -> &'a Value {
+    runs.iter()
+        .find(|r| r["id"] == id)
+        .expect("the run is listed")
+}
+
+fn dones(events: &[AgentEvent]) -> Vec<DoneStatus> {
+    events
+        .iter()
+        .filter_map(|e| e.as_done().map(|d| d.status))
+        .collect()
+}
+
+#[test]
+fn a_run_is_recorded_with_its_events_and_read_back_by_another_process() {
+    let scratch = Scratch::new();
+    let output = scratch.run(&["run", "echo", "hello store", "--output", "ndjson"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let runs = scratch.runs();
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["adapter"], "echo");
+    assert_eq!(run["prompt"], "hello store");
+    assert_eq!(run["timeoutMs"], 60_000, "the built-in's default, stored");
+    let id = run["id"].as_str().unwrap();
+    assert!(id.starts_with("r_"), "{id}");
+    assert_eq!(
+        scratch.logs(id),
+        events(&output),
+        "the same events, in order"
+    );
+    // A prefix names it; `show` prints its record.
+    let shown = scratch.run(&["show", &id[..10]]);
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("status       completed"));
+    // Nothing is recorded with --no-store.
+    let unstored = scratch.run(&["run", "echo", "hi", "--no-store", "--output", "ndjson"]);
+    assert_eq!(unstored.status.code(), Some(0));
+    assert_eq!(scratch.runs().len(), 1);
+}
+
+#[test]
+fn no_store_leaves_nothing_on_disk() {
+    let scratch = Scratch::new();
+    let output = scratch.run(&["run", "echo", "hi", "--no-store", "--output", "ndjson"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(!scratch.store.exists());
+    assert!(!scratch.store.parent().unwrap().exists());
+}
+
+#[test]
+fn cancel_from_a_second_process_stops_the_run_with_its_done() {
+    let scratch = Scratch::new();
+    let (mut running, id) = scratch.start_long_run();
+    let asked = Instant::now();
+    let cancel = scratch.run(&["cancel", &id]);
+    assert_eq!(cancel.status.code(), Some(0), "{}", stderr(&cancel));
+    let status = running.wait().unwrap();
+    let took = asked.elapsed();
+    assert_eq!(status.code(), Some(1), "a cancelled run is not a success");
+    // The owner polls every 200 ms; the adapter drains within 500 ms.
+    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
+    let runs = scratch.runs();
+    let run = record(&runs, &id);
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["reason"], "cancelled");
+    let events = scratch.logs(&id);
+    assert_eq!(dones(&events), [DoneStatus::Interrupted]);
+    assert!(events.last().unwrap().is_done());
+    // Idempotent: again, and for runs that are over or unknown.
+    let again = scratch.run(&["cancel", &id, "r_0000000000"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+}
+
+#[test]
+fn a_killed_moats_runs_fail_with_engine_restart_and_keep_their_events() {
+    let scratch = Scratch::new();
+    let (mut running, id) = scratch.start_long_run();
+    let seen = scratch.logs(&id);
+    running.kill().unwrap();
+    running.wait().unwrap();
+    let runs = scratch.runs();
+    let run = record(&runs, &id);
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["reason"], "engine restart");
+    let events = scratch.logs(&id);
+    assert!(events.len() > seen.len(), "what was stored, and a done");
+    assert_eq!(&events[..seen.len()], &seen[..], "stored events intact");
+    assert_eq!(dones(&events), [DoneStatus::Error]);
+}
+
+#[test]
+fn two_moats_at_once_never_fail_each_others_runs() {
+    let scratch = Scratch::new();
+    let (mut running, id) = scratch.start_long_run();
+    // A second moat opens the same store (and reconciles it) while the
+    // first one's run is live.
+    let other = scratch.run(&["run", "echo", "hi", "--output", "ndjson"]);
+    assert_eq!(other.status.code(), Some(0), "{}", stderr(&other));
+    let runs = scratch.runs();
+    assert_eq!(record(&runs, &id)["status"], "running");
+    assert_eq!(runs.len(), 2);
+    scratch.run(&["cancel", &id]);
+    running.wait().unwrap();
+}
+
+#[test]
+fn a_store_that_cannot_be_opened_is_one_clear_line() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.store.parent().unwrap()).unwrap();
+    std::fs::write(&scratch.store, vec![7u8; 8192]).unwrap();
+    for args in [&["ps"][..], &["run", "echo", "hi"][..]] {
+        let output = scratch.run(args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let message = stderr(&output);
+        assert!(message.contains("cannot open the run store"), "{message}");
+        assert!(message.contains("--no-store"), "{message}");
+        assert_eq!(message.trim().lines().count(), 1, "{message}");
+    }
+    let unstored = scratch.run(&["run", "echo", "hi", "--no-store"]);
+    assert_eq!(unstored.status.code(), Some(0), "{}", stderr(&unstored));
+    assert!(Path::new(&scratch.store).exists());
+}
