@@ -49,6 +49,8 @@ pub enum Command {
     Show(ShowArgs),
     /// Print a run's recorded events.
     Logs(LogsArgs),
+    /// Wait until runs end; the exit code is what `moat run` would give.
+    Wait(WaitArgs),
     /// Cancel runs, wherever on this machine they run (idempotent).
     Cancel(CancelArgs),
     /// Remove ended runs older than an age, and their events.
@@ -81,9 +83,19 @@ pub struct ShowArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Run ids, or prefixes naming one run each.
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct LogsArgs {
     /// A run id, or a prefix naming one run.
     pub run: String,
+    /// After the stored events, the live ones, until the run ends.
+    #[arg(long, short)]
+    pub follow: bool,
     /// Output format [default: pretty on a terminal, ndjson otherwise].
     #[arg(long, short, value_enum)]
     pub output: Option<OutputFormat>,
@@ -129,8 +141,16 @@ pub struct RunArgs {
     #[arg(long, short, value_enum)]
     pub output: Option<OutputFormat>,
     /// Leave nothing on disk: no record of the run in the store.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "detach")]
     pub no_store: bool,
+    /// Print the run's id and return at once; the run goes on in a moat
+    /// process of its own (see `moat ps`, `logs`, `wait`, `cancel`).
+    #[arg(long)]
+    pub detach: bool,
+    /// The process a `--detach` started: prints the run's id once it is
+    /// recorded, then renders nothing.
+    #[arg(long, hide = true)]
+    pub detached_child: bool,
 }
 
 #[derive(Debug, Args)]

@@ -100,6 +100,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ps(args) => return commands::ps(store, args),
         Command::Show(args) => return commands::show(store, args),
         Command::Logs(args) => return commands::logs(store, args),
+        Command::Wait(args) => return commands::wait(store, args),
         Command::Cancel(args) => return commands::cancel(store, args),
         Command::Prune(args) => return commands::prune(store, args),
         _ => {}
@@ -114,6 +115,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ps(_)
         | Command::Show(_)
         | Command::Logs(_)
+        | Command::Wait(_)
         | Command::Cancel(_)
         | Command::Prune(_) => {
             unreachable!("answered above")

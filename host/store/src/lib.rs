@@ -50,7 +50,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, Usage};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 pub use error::StoreError;
 pub use id::{PREFIX as RUN_ID_PREFIX, RunId};
@@ -196,7 +196,9 @@ impl Store {
     pub fn finish(&self, id: &RunId, outcome: &Outcome) -> Result<bool, StoreError> {
         self.writer.flush()?;
         let mut conn = self.conn();
-        let tx = conn.transaction().map_err(write_error)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(write_error)?;
         let changed = end_run(&tx, id.as_str(), outcome)?;
         if changed {
             cascade(&tx, id.as_str())?;
@@ -357,7 +359,9 @@ impl Store {
         let mut failed = Vec::new();
         for owner in gone {
             let mut conn = self.conn();
-            let tx = conn.transaction().map_err(write_error)?;
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(write_error)?;
             let ids: Vec<String> = {
                 let mut query = tx.prepare(
                     "SELECT id FROM runs WHERE owner = ?1 AND status IN ('pending', 'running')",

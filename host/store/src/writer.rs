@@ -153,7 +153,7 @@ fn write_batches(
 }
 
 fn commit(conn: &mut Connection, batch: &[Message]) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert = tx.prepare_cached(INSERT_UNLESS_ENDED)?;
         for message in batch {

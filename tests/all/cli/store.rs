@@ -214,3 +214,49 @@ fn a_store_that_cannot_be_opened_is_one_clear_line() {
     assert_eq!(unstored.status.code(), Some(0), "{}", stderr(&unstored));
     assert!(Path::new(&scratch.store).exists());
 }
+
+#[test]
+fn a_detached_run_prints_its_id_goes_on_and_can_be_waited_for() {
+    let scratch = Scratch::new();
+    let detached = scratch.run(&["run", "echo", "hello later", "--detach"]);
+    assert_eq!(detached.status.code(), Some(0), "{}", stderr(&detached));
+    let id = String::from_utf8(detached.stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(id.starts_with("r_"), "only the id: {id:?}");
+    let waited = scratch.run(&["wait", &id]);
+    assert_eq!(waited.status.code(), Some(0), "{}", stderr(&waited));
+    assert_eq!(record(&scratch.runs(), &id)["status"], "completed");
+    let text = scratch.run(&["logs", &id, "--output", "text"]);
+    assert_eq!(String::from_utf8_lossy(&text.stdout).trim(), "hello later");
+
+    // A run that fails makes `wait` fail, as `moat run` would.
+    let failing = scratch.run(&["run", COOPERATIVE, "go", "--detach"]);
+    let failing = String::from_utf8(failing.stdout).unwrap().trim().to_owned();
+    scratch.run(&["cancel", &failing]);
+    let waited = scratch.run(&["wait", &id, &failing]);
+    assert_eq!(waited.status.code(), Some(1));
+}
+
+#[test]
+fn logs_follow_prints_stored_then_live_events_until_done() {
+    let scratch = Scratch::new();
+    let (mut running, id) = scratch.start_long_run();
+    let follow = scratch
+        .moat()
+        .args(["logs", &id, "--follow", "--output", "ndjson"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let it print what is stored and some live events, then end the run.
+    std::thread::sleep(Duration::from_millis(300));
+    let stored_before_cancel = scratch.logs(&id).len();
+    scratch.run(&["cancel", &id]);
+    running.wait().unwrap();
+    let output = follow.wait_with_output().unwrap();
+    let followed = events(&output);
+    assert!(followed.len() >= stored_before_cancel, "live events too");
+    assert_eq!(followed, scratch.logs(&id), "every stored event, in order");
+    assert_eq!(dones(&followed), [DoneStatus::Interrupted]);
+}

@@ -13,4 +13,4 @@ pub use compile::compile;
 pub use inspect::inspect;
 pub use parallel::parallel;
 pub use run::run;
-pub use runs::{cancel, logs, prune, ps, show};
+pub use runs::{cancel, logs, prune, ps, show, wait};

@@ -1,6 +1,6 @@
 //! `moat run`: one adapter, one prompt, events rendered as they arrive.
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -24,6 +24,9 @@ pub async fn run(
     args: RunArgs,
 ) -> anyhow::Result<ExitCode> {
     let prompt = read_prompt(args.prompt.as_deref())?;
+    if args.detach {
+        return detach(&prompt);
+    }
     let resolved = resolve::adapter(sandbox, &args.adapter).await?;
     let store = if args.no_store {
         None
@@ -58,12 +61,75 @@ pub async fn run(
         None => None,
     };
     let run = run_agent(&registry, request)?;
-    let mut renderer = render::for_format(render::default_format(args.output));
+    let mut renderer = if args.detached_child {
+        // The run is recorded: tell the `--detach` that started us, then
+        // say nothing more (its events are in the store).
+        let id = recorder
+            .as_ref()
+            .map(|r| r.id().to_string())
+            .unwrap_or_default();
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "{id}").and_then(|()| stdout.flush())?;
+        render::silent()
+    } else {
+        render::for_format(render::default_format(args.output))
+    };
     match recorder {
         None => render_until_done(run.into_stream(), renderer.as_mut(), abort).await,
         Some(recorder) => {
             let recorded = recording(run.into_stream(), recorder, abort.clone());
             render_until_done(recorded, renderer.as_mut(), abort).await
+        }
+    }
+}
+
+/// How long `--detach` waits for its run's process to report the run's id.
+const DETACH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `moat run --detach`: this same command again, without `--detach`, as a
+/// process of its own that owns the run; prints the run's id once that process has
+/// recorded it, and returns.
+fn detach(prompt: &str) -> anyhow::Result<ExitCode> {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().context("cannot find moat's own program")?;
+    let args: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|arg| arg != "--detach")
+        .chain([std::ffi::OsString::from("--detached-child")])
+        .collect();
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    // A process group of its own: the terminal's Ctrl-C is not for it.
+    command.process_group(0);
+    let mut child = command.spawn().context("cannot start the run's process")?;
+    // The prompt as this process read it (from stdin, maybe).
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(prompt.as_bytes())?;
+    }
+    let stdout = child
+        .stdout
+        .take()
+        .context("the run's process has no stdout")?;
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = sender.send(line);
+    });
+    match receiver.recv_timeout(DETACH_PATIENCE) {
+        Ok(line) if moat_store::RunId::parse(line.trim()).is_some() => {
+            println!("{}", line.trim());
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => {
+            let _ = child.kill();
+            let status = child.wait()?;
+            anyhow::bail!("the run did not start ({status}); run it without --detach to see why")
         }
     }
 }

@@ -6,11 +6,14 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use moat_store::{RunFilter, RunRecord, RunStatus};
+use moat_store::{RunFilter, RunId, RunRecord, RunStatus, Store};
 
-use crate::args::{CancelArgs, ListFormat, LogsArgs, PruneArgs, PsArgs, ShowArgs};
+use crate::args::{CancelArgs, ListFormat, LogsArgs, PruneArgs, PsArgs, ShowArgs, WaitArgs};
 use crate::render::{self, safe};
 use crate::{UsageError, resolve};
+
+/// How often `wait` and `logs --follow` look at the store again.
+const POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Longest prompt excerpt in a `ps` row.
 const PROMPT_EXCERPT: usize = 40;
@@ -108,17 +111,57 @@ pub fn logs(store: Option<&Path>, args: LogsArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| UsageError(e.to_string()))?;
     let mut renderer = render::for_format(render::default_format(args.output));
     let mut success = None;
-    for (_, event) in store.events(&id, 0)? {
-        if let Some(done) = event.as_done() {
-            success = Some(done.status == moat_engine::DoneStatus::Success);
+    let mut next = 0;
+    loop {
+        for (seq, event) in store.events(&id, next)? {
+            next = seq + 1;
+            if let Some(done) = event.as_done() {
+                success = Some(done.status == moat_engine::DoneStatus::Success);
+            }
+            renderer.event(&event).context("cannot write the output")?;
         }
-        renderer.event(&event).context("cannot write the output")?;
+        if !args.follow || success.is_some() || ended_without_more(&store, &id, next)? {
+            break;
+        }
+        std::thread::sleep(POLL);
     }
     renderer.finish().context("cannot write the output")?;
     // As `moat run` would have exited; a run still going is not a failure.
     Ok(match success {
         Some(false) => ExitCode::FAILURE,
         _ => ExitCode::SUCCESS,
+    })
+}
+
+/// Whether the run ended and every event it will ever have is read (from
+/// `next` on there are none).
+fn ended_without_more(store: &Store, id: &RunId, next: u64) -> anyhow::Result<bool> {
+    let ended = store.get(id)?.is_none_or(|run| run.status.is_terminal());
+    Ok(ended && store.events(id, next)?.is_empty())
+}
+
+pub fn wait(store: Option<&Path>, args: WaitArgs) -> anyhow::Result<ExitCode> {
+    let store = resolve::store(store)?;
+    let ids = args
+        .runs
+        .iter()
+        .map(|run| store.resolve(run).map_err(|e| UsageError(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut all_completed = true;
+    for id in ids {
+        let run = loop {
+            match store.get(&id)? {
+                Some(run) if run.status.is_terminal() => break run,
+                Some(_) => std::thread::sleep(POLL),
+                None => return Err(UsageError(format!("run {id} was pruned while waiting")).into()),
+            }
+        };
+        all_completed &= run.status == RunStatus::Completed;
+    }
+    Ok(if all_completed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     })
 }
 

@@ -27,6 +27,17 @@ pub trait Renderer {
     }
 }
 
+/// A renderer that shows nothing (a detached run's events are in the store).
+pub fn silent() -> Box<dyn Renderer> {
+    struct Silent;
+    impl Renderer for Silent {
+        fn event(&mut self, _: &AgentEvent) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    Box::new(Silent)
+}
+
 /// The renderer for a format, writing to stdout.
 pub fn for_format(format: OutputFormat) -> Box<dyn Renderer> {
     match format {
