@@ -173,6 +173,9 @@ pub struct ParallelArgs {
     /// [default: half of this machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = parse_total_memory)]
     pub max_total_memory: Option<u64>,
+    /// Leave nothing on disk: no record of the tasks in the store.
+    #[arg(long)]
+    pub no_store: bool,
     /// Output format [default: pretty on a terminal, ndjson otherwise].
     #[arg(long, short, value_enum)]
     pub output: Option<OutputFormat>,

@@ -108,7 +108,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let sandbox = resolve::sandbox(&cli)?;
     match cli.command {
         Command::Run(args) => commands::run(&sandbox, cli.store.as_deref(), args).await,
-        Command::Parallel(args) => commands::parallel(&sandbox, args).await,
+        Command::Parallel(args) => commands::parallel(&sandbox, cli.store.as_deref(), args).await,
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters => commands::adapters(&sandbox).await,

@@ -260,3 +260,73 @@ fn logs_follow_prints_stored_then_live_events_until_done() {
     assert_eq!(followed, scratch.logs(&id), "every stored event, in order");
     assert_eq!(dones(&followed), [DoneStatus::Interrupted]);
 }
+
+#[test]
+fn the_resolved_timeout_is_on_the_record_and_its_expiry_fails_the_run_with_timeout() {
+    let scratch = Scratch::new();
+    let output = scratch.run(&[
+        "run",
+        COOPERATIVE,
+        "go",
+        "--timeout",
+        "300ms",
+        "--output",
+        "ndjson",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let runs = scratch.runs();
+    let run = &runs[0];
+    assert_eq!(run["timeoutMs"], 300);
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["reason"], "timeout");
+    let id = run["id"].as_str().unwrap();
+    assert_eq!(dones(&scratch.logs(id)).len(), 1);
+}
+
+#[test]
+fn parallel_tasks_are_runs_each_recorded_and_cancellable_alone() {
+    let scratch = Scratch::new();
+    let mut parallel = scratch
+        .moat()
+        .args(["parallel", "--task", &format!("a:{COOPERATIVE}=go")])
+        .args([
+            "--task",
+            &format!("b:{COOPERATIVE}=go"),
+            "--output",
+            "ndjson",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let running = loop {
+        let running: Vec<String> = scratch
+            .runs()
+            .iter()
+            .filter(|r| r["status"] == "running")
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect();
+        if running.len() == 2 || Instant::now() > until {
+            break running;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if running.len() != 2 {
+        let _ = parallel.kill();
+        let _ = parallel.wait();
+        panic!("two running tasks: {running:?}");
+    }
+    // One task cancelled: it ends, the other goes on.
+    scratch.run(&["cancel", &running[0]]);
+    let waited = scratch.run(&["wait", &running[0]]);
+    assert_eq!(waited.status.code(), Some(1));
+    assert_eq!(record(&scratch.runs(), &running[1])["status"], "running");
+    scratch.run(&["cancel", &running[1]]);
+    parallel.wait().unwrap();
+    for id in &running {
+        let runs = scratch.runs();
+        assert_eq!(record(&runs, id)["reason"], "cancelled");
+        assert_eq!(dones(&scratch.logs(id)), [DoneStatus::Interrupted]);
+    }
+}

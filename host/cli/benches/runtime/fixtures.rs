@@ -3,15 +3,9 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::future::BoxFuture;
-use moat_engine::{
-    Adapter, AdapterEvent, AdapterEventKind, AdapterInfo, AdapterSession, DoneStatus, ErrorInfo,
-    Registry, RunLimits, RunOptions, RunRequest, SessionControl, SessionFailure, StartError,
-};
+use moat_engine::{Adapter, Registry, RunRequest};
 use moat_sandbox::{RunScope, Sandbox, SandboxConfig, WasmAdapter};
-use moat_testkit::native::done_info;
 
 use crate::common::bench_dir;
 use tokio::runtime::Runtime;
@@ -78,108 +72,6 @@ impl Subject {
     /// Native adapters ignore the scope; components get nothing granted.
     pub fn request(&self, prompt: &str) -> RunRequest<RunScope> {
         RunRequest::new(self.name.clone(), prompt).with_scope(RunScope::none())
-    }
-}
-
-/// The delta every `flood` event carries (see adapters/testing/flood).
-const FLOOD_DELTA: &str = "x";
-
-/// The native twin of the `flood` testing component: N `text_delta` "x"
-/// events, then `done` success. Events are made one at a time in `next`,
-/// as the component makes them, so the baseline holds only the engine's
-/// own per-event work (a scripted adapter would add cloning its script).
-pub struct NativeFlood {
-    info: AdapterInfo,
-}
-
-impl NativeFlood {
-    pub fn new() -> Self {
-        Self {
-            info: AdapterInfo {
-                name: "native-flood".into(),
-                version: "0.0.0".into(),
-                description: "Emits N text deltas (N = prompt), natively".into(),
-                ..AdapterInfo::default()
-            },
-        }
-    }
-}
-
-impl<S: Send + Sync> Adapter<S> for NativeFlood {
-    fn info(&self) -> &AdapterInfo {
-        &self.info
-    }
-
-    fn start<'a>(
-        &'a self,
-        prompt: &'a str,
-        _options: &'a RunOptions,
-        _limits: &'a RunLimits,
-        _scope: &'a S,
-    ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>> {
-        let started = match prompt.trim().parse() {
-            Ok(remaining) => {
-                let session: Box<dyn AdapterSession> = Box::new(FloodSession {
-                    remaining,
-                    done: false,
-                    control: Arc::default(),
-                });
-                Ok(session)
-            }
-            Err(_) => Err(StartError::refused(ErrorInfo {
-                code: None,
-                message: format!("the prompt must be a number of events, not {prompt:?}"),
-                recoverable: false,
-            })),
-        };
-        Box::pin(std::future::ready(started))
-    }
-}
-
-struct FloodSession {
-    remaining: u64,
-    done: bool,
-    control: Arc<FloodControl>,
-}
-
-/// Only `kill` matters: the engine kills a session whose run is dropped.
-#[derive(Default)]
-struct FloodControl {
-    killed: AtomicBool,
-}
-
-impl SessionControl for FloodControl {
-    fn interrupt(&self) {}
-
-    fn kill(&self) {
-        self.killed.store(true, Ordering::SeqCst);
-    }
-}
-
-impl AdapterSession for FloodSession {
-    fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>> {
-        let result = if self.control.killed.load(Ordering::SeqCst) {
-            Err(SessionFailure::Killed)
-        } else if self.remaining > 0 {
-            self.remaining -= 1;
-            let delta = AdapterEventKind::TextDelta(FLOOD_DELTA.to_owned());
-            Ok(Some(AdapterEvent::new(delta)))
-        } else if !self.done {
-            self.done = true;
-            let done = AdapterEventKind::Done(done_info(DoneStatus::Success));
-            Ok(Some(AdapterEvent::new(done)))
-        } else {
-            Ok(None)
-        };
-        Box::pin(std::future::ready(result))
-    }
-
-    fn control(&self) -> Arc<dyn SessionControl> {
-        Arc::clone(&self.control) as Arc<dyn SessionControl>
-    }
-
-    fn close(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(std::future::ready(()))
     }
 }
 

@@ -31,11 +31,11 @@ mod start_and_events;
 
 use criterion::Criterion;
 use moat_sandbox::Sandbox;
-use moat_testkit::native::{NativeEcho, ScriptedAdapter, Step};
+use moat_testkit::native::{NativeEcho, NativeFlood, ScriptedAdapter, Step};
 use tokio::runtime::Runtime;
 use tracing_subscriber::EnvFilter;
 
-use fixtures::{NativeFlood, Subject};
+use fixtures::Subject;
 
 /// How big each figure is.
 struct Scale {

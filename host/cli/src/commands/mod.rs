@@ -5,6 +5,7 @@ mod compile;
 mod drive;
 mod inspect;
 mod parallel;
+mod recording;
 mod run;
 mod runs;
 

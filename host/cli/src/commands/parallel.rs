@@ -11,13 +11,18 @@ use moat_engine::{Adapter, ParallelTask, Registry, RunRequest, run_parallel};
 use moat_sandbox::{RunScope, Sandbox};
 
 use super::drive::render_until_done;
+use super::recording;
 use crate::args::{OutputFormat, ParallelArgs};
 use crate::names::FlagNames;
 use crate::resolve::Resolved;
 use crate::tasks::{self, Task};
 use crate::{UsageError, render, resolve};
 
-pub async fn parallel(sandbox: &Sandbox, args: ParallelArgs) -> anyhow::Result<ExitCode> {
+pub async fn parallel(
+    sandbox: &Sandbox,
+    cli_store: Option<&std::path::Path>,
+    args: ParallelArgs,
+) -> anyhow::Result<ExitCode> {
     let tasks = match &args.tasks_file {
         Some(file) => tasks::from_file(file, &args.run)?,
         None => args
@@ -40,8 +45,15 @@ pub async fn parallel(sandbox: &Sandbox, args: ParallelArgs) -> anyhow::Result<E
     let format = render::default_format(args.output);
     let labels = labels(&tasks, &agents);
 
+    let store = if args.no_store {
+        None
+    } else {
+        Some(resolve::store(cli_store)?)
+    };
     let abort = CancellationToken::new();
     let mut parallel_tasks = Vec::with_capacity(tasks.len());
+    let mut recorders = Vec::new();
+    let mut task_aborts = Vec::new();
     for (task, label) in tasks.into_iter().zip(&labels) {
         // Each task gets its own grants: its adapter, trust, cwd and flags.
         let scope = resolve::scope(
@@ -56,16 +68,22 @@ pub async fn parallel(sandbox: &Sandbox, args: ParallelArgs) -> anyhow::Result<E
             OutputFormat::Pretty => Some(label.clone()),
             _ => task.role.clone(),
         };
-        parallel_tasks.push(ParallelTask {
-            request: RunRequest {
-                options: task.flags.options(),
-                limits: task.flags.limits(loaded[&task.adapter].default_timeout()),
-                drain: task.flags.drain,
-                names: Arc::new(FlagNames),
-                ..RunRequest::new(agents[&task.adapter].clone(), task.prompt).with_scope(scope)
-            },
-            role,
-        });
+        // Its own abort, for a cancel of this task alone (`moat cancel`).
+        let task_abort = CancellationToken::new();
+        let request = RunRequest {
+            options: task.flags.options(),
+            limits: task.flags.limits(loaded[&task.adapter].default_timeout()),
+            drain: task.flags.drain,
+            names: Arc::new(FlagNames),
+            abort: Some(task_abort.clone()),
+            ..RunRequest::new(agents[&task.adapter].clone(), task.prompt).with_scope(scope)
+        };
+        if let Some(store) = &store {
+            let sha256 = loaded[&task.adapter].adapter.details().sha256.clone();
+            recorders.push(recording::record(store.clone(), &request, sha256)?);
+            task_aborts.push(task_abort);
+        }
+        parallel_tasks.push(ParallelTask { request, role });
     }
     let mut run = run_parallel(&registry, parallel_tasks, Some(abort.clone()))?;
     if let Some(budget) = args
@@ -75,7 +93,11 @@ pub async fn parallel(sandbox: &Sandbox, args: ParallelArgs) -> anyhow::Result<E
         run = run.with_memory_budget(budget);
     }
     let mut renderer = render::for_parallel(format, &labels);
-    render_until_done(run.into_stream(), renderer.as_mut(), abort).await
+    if store.is_none() {
+        return render_until_done(run.into_stream(), renderer.as_mut(), abort).await;
+    }
+    let recorded = recording::recorded(run.into_tagged_stream(), recorders, task_aborts);
+    render_until_done(recorded, renderer.as_mut(), abort).await
 }
 
 /// Loads each distinct adapter once; returns the registry and, per adapter

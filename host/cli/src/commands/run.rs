@@ -7,12 +7,11 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use futures::{Stream, StreamExt};
-use moat_engine::{Adapter, AgentEvent, Registry, RunRequest, run_agent};
+use moat_engine::{Adapter, Registry, RunRequest, run_agent};
 use moat_sandbox::Sandbox;
-use moat_store::{FailReason, NewRun, Recorder, Store};
 
 use super::drive::render_until_done;
+use super::recording;
 use crate::args::RunArgs;
 use crate::names::FlagNames;
 use crate::render;
@@ -57,7 +56,7 @@ pub async fn run(
         ..RunRequest::new(agent, prompt).with_scope(scope)
     };
     let recorder = match store {
-        Some(store) => Some(record(store, &request, sha256)?),
+        Some(store) => Some(recording::record(store, &request, sha256)?),
         None => None,
     };
     let run = run_agent(&registry, request)?;
@@ -77,7 +76,8 @@ pub async fn run(
     match recorder {
         None => render_until_done(run.into_stream(), renderer.as_mut(), abort).await,
         Some(recorder) => {
-            let recorded = recording(run.into_stream(), recorder, abort.clone());
+            let events = recording::single(run.into_stream());
+            let recorded = recording::recorded(events, vec![recorder], vec![abort.clone()]);
             render_until_done(recorded, renderer.as_mut(), abort).await
         }
     }
@@ -132,101 +132,6 @@ fn detach(prompt: &str) -> anyhow::Result<ExitCode> {
             anyhow::bail!("the run did not start ({status}); run it without --detach to see why")
         }
     }
-}
-
-/// The record of the run `request` asks for, `pending`, before its adapter
-/// starts.
-fn record(
-    store: Arc<Store>,
-    request: &RunRequest<moat_sandbox::RunScope>,
-    component_sha256: String,
-) -> anyhow::Result<Recorder> {
-    let limits = &request.limits;
-    let run = NewRun {
-        parent: None,
-        adapter: request.agent.clone(),
-        component_sha256,
-        prompt: request.prompt.clone(),
-        options: serde_json::to_value(&request.options)?,
-        grants: serde_json::to_value(&request.scope.grants)?,
-        limits: serde_json::json!({
-            "timeoutMs": limits.timeout.map(|t| t.as_millis() as u64),
-            "fuel": limits.fuel,
-            "maxMemoryBytes": limits.max_memory_bytes,
-            "maxEventBytes": limits.max_event_bytes,
-            "maxConnections": limits.max_connections,
-            "maxOpenFiles": limits.max_open_files,
-        }),
-        timeout_ms: limits.timeout.map(|t| t.as_millis() as u64),
-    };
-    Ok(Recorder::create(store, &run)?)
-}
-
-/// How often a recorded run looks for a cancel asked from elsewhere.
-const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// `events`, each stored as it passes; the run is stopped (`abort`) when
-/// the store cannot record it, or when someone cancels it through the
-/// store. Its record ends with the stream.
-fn recording(
-    events: impl Stream<Item = AgentEvent> + Send + 'static,
-    recorder: Recorder,
-    abort: CancellationToken,
-) -> impl Stream<Item = AgentEvent> {
-    if let Err(error) = recorder.running() {
-        tracing::error!("cannot record the run: {error}");
-    }
-    let store = recorder.store();
-    let id = recorder.id().clone();
-    let watcher = tokio::spawn({
-        let abort = abort.clone();
-        async move {
-            loop {
-                tokio::time::sleep(CANCEL_POLL).await;
-                let (store, id) = (store.clone(), id.clone());
-                let asked = tokio::task::spawn_blocking(move || {
-                    store.cancels_requested().is_ok_and(|ids| ids.contains(&id))
-                })
-                .await
-                .unwrap_or(false);
-                if asked {
-                    tracing::info!("the run was cancelled through the store");
-                    abort.cancel();
-                    return;
-                }
-            }
-        }
-    });
-    let recorder = std::sync::Arc::new(std::sync::Mutex::new(Some(recorder)));
-    let ending = recorder.clone();
-    let stored = events.map(move |event| -> Option<AgentEvent> {
-        let mut guard = recorder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(recorder) = guard.as_mut()
-            && let Err(error) = recorder.record(&event)
-        {
-            eprintln!("moat: {error}; stopping the run");
-            abort.cancel();
-            *guard = None;
-        }
-        Some(event)
-    });
-    stored
-        .chain(futures::stream::once(async move {
-            watcher.abort();
-            let recorder = ending
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take();
-            if let Some(recorder) = recorder
-                && let Err(error) = recorder.finish(FailReason::Cancelled)
-            {
-                eprintln!("moat: {error}");
-            }
-            None
-        }))
-        .filter_map(std::future::ready)
 }
 
 fn read_prompt(prompt: Option<&str>) -> anyhow::Result<String> {

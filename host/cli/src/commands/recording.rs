@@ -1,0 +1,129 @@
+//! Recording the runs a command starts in the run store: a record per run
+//! before its adapter starts, each event as it passes, the outcome at its
+//! end, and cancels asked through the store (`moat cancel`) turned into the
+//! run's abort.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use moat_engine::{AgentEvent, RunRequest, TaskEvent};
+use moat_sandbox::RunScope;
+use moat_store::{FailReason, NewRun, Recorder, RunId, Store};
+use tokio_util::sync::CancellationToken;
+
+/// How often a recorded run looks for a cancel asked from elsewhere.
+const CANCEL_POLL: Duration = Duration::from_millis(200);
+
+/// Records the run `request` asks for (`pending`), before its adapter
+/// starts; `component_sha256` names its component.
+pub fn record(
+    store: Arc<Store>,
+    request: &RunRequest<RunScope>,
+    component_sha256: String,
+) -> anyhow::Result<Recorder> {
+    let limits = &request.limits;
+    let timeout_ms = limits.timeout.map(|t| t.as_millis() as u64);
+    let run = NewRun {
+        parent: None,
+        adapter: request.agent.clone(),
+        component_sha256,
+        prompt: request.prompt.clone(),
+        options: serde_json::to_value(&request.options)?,
+        grants: serde_json::to_value(&request.scope.grants)?,
+        limits: serde_json::json!({
+            "timeoutMs": timeout_ms,
+            "fuel": limits.fuel,
+            "maxMemoryBytes": limits.max_memory_bytes,
+            "maxEventBytes": limits.max_event_bytes,
+            "maxConnections": limits.max_connections,
+            "maxOpenFiles": limits.max_open_files,
+        }),
+        timeout_ms,
+    };
+    Ok(Recorder::create(store, &run)?)
+}
+
+/// One run's events as [`recorded`] takes them.
+pub fn single(events: impl Stream<Item = AgentEvent>) -> impl Stream<Item = TaskEvent> {
+    events.map(|event| TaskEvent { task: 0, event })
+}
+
+/// `events` (of the tasks whose records are `recorders`, in task order),
+/// each stored as it passes. A task is stopped (its `aborts` token) when
+/// the store cannot record it or someone cancels it through the store; a
+/// task's record ends with its `done`, or with the stream.
+pub fn recorded(
+    events: impl Stream<Item = TaskEvent> + Send + 'static,
+    recorders: Vec<Recorder>,
+    aborts: Vec<CancellationToken>,
+) -> impl Stream<Item = AgentEvent> {
+    let store = recorders.first().map(Recorder::store);
+    let ids: Vec<RunId> = recorders.iter().map(|r| r.id().clone()).collect();
+    for recorder in &recorders {
+        if let Err(error) = recorder.running() {
+            tracing::error!("cannot record the run: {error}");
+        }
+    }
+    let watcher = store.map(|store| tokio::spawn(watch_cancels(store, ids, aborts.clone())));
+    let recorders: Arc<Mutex<Vec<Option<Recorder>>>> =
+        Arc::new(Mutex::new(recorders.into_iter().map(Some).collect()));
+    let ending = recorders.clone();
+    let stored = events.map(move |TaskEvent { task, event }| {
+        let mut recorders = recorders.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = recorders.get_mut(task) {
+            if let Some(recorder) = slot.as_mut()
+                && let Err(error) = recorder.record(&event)
+            {
+                eprintln!("moat: {error}; stopping the run");
+                if let Some(abort) = aborts.get(task) {
+                    abort.cancel();
+                }
+                *slot = None;
+            }
+            if event.is_done() {
+                finish(slot.take());
+            }
+        }
+        Some(event)
+    });
+    stored
+        .chain(futures::stream::once(async move {
+            if let Some(watcher) = watcher {
+                watcher.abort();
+            }
+            let left: Vec<Option<Recorder>> =
+                std::mem::take(&mut *ending.lock().unwrap_or_else(PoisonError::into_inner));
+            // A stream cut before a task's done: the task was stopped.
+            left.into_iter().for_each(finish);
+            None
+        }))
+        .filter_map(std::future::ready)
+}
+
+fn finish(recorder: Option<Recorder>) {
+    if let Some(recorder) = recorder
+        && let Err(error) = recorder.finish(FailReason::Cancelled)
+    {
+        eprintln!("moat: {error}");
+    }
+}
+
+/// Aborts the runs `ids` someone cancels through the store.
+async fn watch_cancels(store: Arc<Store>, ids: Vec<RunId>, aborts: Vec<CancellationToken>) {
+    loop {
+        tokio::time::sleep(CANCEL_POLL).await;
+        let store = store.clone();
+        let asked = tokio::task::spawn_blocking(move || store.cancels_requested())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        for (id, abort) in ids.iter().zip(&aborts) {
+            if asked.contains(id) && !abort.is_cancelled() {
+                tracing::info!(run = %id, "cancelled through the store");
+                abort.cancel();
+            }
+        }
+    }
+}
