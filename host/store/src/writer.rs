@@ -3,6 +3,7 @@
 //! commit), so a run pays a channel send per event, not a commit. A
 //! `kill -9` loses at most what had not been committed yet.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,13 +13,14 @@ use rusqlite::Connection;
 
 use crate::error::StoreError;
 
-/// Stores an event unless its run already has its `done` (the store may
-/// have ended it: a cancel, its parent's end), so `done` stays last and
+/// Once a run has its `done` (the store may have ended it: a cancel, its
+/// parent's end), nothing more is stored for it, so `done` stays last and
 /// alone; what the owner emits after that is dropped.
-pub(crate) const INSERT_UNLESS_ENDED: &str =
-    "INSERT OR IGNORE INTO events (run_id, seq, kind, event)
-     SELECT ?1, ?2, ?3, ?4
-     WHERE NOT EXISTS (SELECT 1 FROM events WHERE run_id = ?1 AND kind = 'done')";
+const HAS_DONE: &str = "SELECT EXISTS (SELECT 1 FROM events WHERE run_id = ?1 AND kind = 'done')";
+
+/// Stores one event (a seq already taken is left alone).
+const INSERT: &str =
+    "INSERT OR IGNORE INTO events (run_id, seq, kind, event) VALUES (?1, ?2, ?3, ?4)";
 
 /// Most events committed in one transaction.
 const MAX_BATCH: usize = 4096;
@@ -155,7 +157,12 @@ fn write_batches(
 fn commit(conn: &mut Connection, batch: &[Message]) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
-        let mut insert = tx.prepare_cached(INSERT_UNLESS_ENDED)?;
+        // Whether each run of the batch has its done already: asked once
+        // per run and batch (inside the write lock, so no other process
+        // ends it meanwhile), then kept up to date as the batch goes.
+        let mut ended: HashMap<&str, bool> = HashMap::new();
+        let mut has_done = tx.prepare_cached(HAS_DONE)?;
+        let mut insert = tx.prepare_cached(INSERT)?;
         for message in batch {
             if let Message::Event {
                 run,
@@ -164,7 +171,16 @@ fn commit(conn: &mut Connection, batch: &[Message]) -> rusqlite::Result<()> {
                 json,
             } = message
             {
+                let done = match ended.get(run.as_str()) {
+                    Some(done) => *done,
+                    None => has_done.query_row([run], |row| row.get(0))?,
+                };
+                if done {
+                    ended.insert(run, true);
+                    continue;
+                }
                 insert.execute((run, *seq as i64, kind, json))?;
+                ended.insert(run, kind == "done");
             }
         }
     }
