@@ -6,6 +6,9 @@
 //!    adds to an event (target ≤ 1.3×).
 //! 2. `stored_events`: events queued straight into the store and flushed:
 //!    how many a store writes per second (target ≥ 300k/s).
+//! 3. `start/open_record_finish`: what the store adds to starting (and
+//!    ending) one `moat run`: opening the store (with its reconciliation),
+//!    recording the run, marking it running and ending it (target ≤ 5 ms).
 //!
 //! The store is a real SQLite file in a temporary directory. Without
 //! `--bench` (as under `cargo test --benches`) each runs once, small.
@@ -112,6 +115,17 @@ fn main() {
                 took += started.elapsed();
             }
             took
+        })
+    });
+    group.finish();
+    let mut group = criterion.benchmark_group("start");
+    let path = dir.path().join("bench.db");
+    group.bench_function("open_record_finish", |b| {
+        b.iter(|| {
+            let store = Arc::new(Store::open(&path).unwrap());
+            let recorder = Recorder::create(store, &new_run()).unwrap();
+            recorder.running().unwrap();
+            recorder.finish(FailReason::Cancelled).unwrap();
         })
     });
     group.finish();
