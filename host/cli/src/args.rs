@@ -147,6 +147,10 @@ pub struct RunArgs {
     /// process of its own (see `moat ps`, `logs`, `wait`, `cancel`).
     #[arg(long)]
     pub detach: bool,
+    /// Record the run as a child of the live run RUN (an id or a prefix):
+    /// when RUN ends, this run is stopped and ends `parent ended`.
+    #[arg(long, value_name = "RUN", conflicts_with = "no_store")]
+    pub parent: Option<String>,
     /// The process a `--detach` started: prints the run's id once it is
     /// recorded, then renders nothing.
     #[arg(long, hide = true)]

@@ -18,3 +18,6 @@ pub const INVALID_EVENT: &str = "INVALID_EVENT";
 pub const CAPABILITY_DENIED: &str = "CAPABILITY_DENIED";
 /// The adapter used a tool outside the run's effective tool set.
 pub const TOOL_POLICY_VIOLATION: &str = "TOOL_POLICY_VIOLATION";
+/// The host could not record the run (its run store failed mid-run) and
+/// stopped it rather than go on without recording.
+pub const STORE_ERROR: &str = "STORE_ERROR";

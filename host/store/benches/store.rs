@@ -1,9 +1,11 @@
 //! The run store's cost: `cargo bench -p moat-store --bench store`.
 //!
-//! 1. `per_event/{no_store,store}`: a native flood of small events through
-//!    the engine (`run_agent`, pulled), without and with each event
-//!    recorded (`Recorder`), in the same run: the ratio is what storing
-//!    adds to an event (target ≤ 1.3×).
+//! 1. `per_event/{wasm,native}_{no_store,store}`: a flood of small events
+//!    through the engine (`run_agent`, pulled), without and with each
+//!    event recorded (`Recorder`), in the same run: the ratio is what
+//!    storing adds to an event (target ≤ 1.3×). `wasm` is the run moat
+//!    makes (the testing `flood` component in the sandbox); `native` an
+//!    in-process flood, the engine's own cost and the harshest baseline.
 //! 2. `stored_events`: events queued straight into the store and flushed:
 //!    how many a store writes per second (target ≥ 300k/s).
 //! 3. `start/open_record_finish`: what the store adds to starting (and
@@ -13,12 +15,14 @@
 //! The store is a real SQLite file in a temporary directory. Without
 //! `--bench` (as under `cargo test --benches`) each runs once, small.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use futures::StreamExt;
 use moat_engine::{AgentEvent, EventPayload, Registry, RunRequest, run_agent};
+use moat_sandbox::{RunScope, Sandbox, SandboxConfig};
 use moat_store::{FailReason, NewRun, Recorder, Store};
 use moat_testkit::native::NativeFlood;
 
@@ -28,7 +32,7 @@ const EVENTS: u64 = 10_000;
 fn new_run() -> NewRun {
     NewRun {
         parent: None,
-        adapter: "native-flood".into(),
+        adapter: "flood".into(),
         component_sha256: String::new(),
         prompt: EVENTS.to_string(),
         options: serde_json::json!({}),
@@ -38,24 +42,29 @@ fn new_run() -> NewRun {
     }
 }
 
-/// One flood run of [`EVENTS`] events, recorded in `store` when given:
-/// how long it took.
-async fn flood(registry: &Registry, store: Option<&Arc<Store>>) -> Duration {
+/// One flood run of [`EVENTS`] events by the adapter `name` of `registry`,
+/// recorded in `store` when given: how long it took, from the record's
+/// creation to its end.
+async fn flood(registry: &Registry<RunScope>, name: &str, store: Option<&Arc<Store>>) -> Duration {
     let started = Instant::now();
-    let request = RunRequest::new("native-flood", EVENTS.to_string());
+    let request = RunRequest::new(name, EVENTS.to_string()).with_scope(RunScope::none());
     let mut recorder = store.map(|store| Recorder::create(store.clone(), &new_run()).unwrap());
     let mut events = run_agent(registry, request).unwrap().into_stream();
-    let mut count = 0;
+    let mut deltas = 0;
     while let Some(event) = events.next().await {
         if let Some(recorder) = recorder.as_mut() {
             recorder.record(&event).unwrap();
         }
-        count += 1;
+        match event.payload {
+            EventPayload::TextDelta(_) => deltas += 1,
+            EventPayload::Done(done) => assert_eq!(done.status, moat_engine::DoneStatus::Success),
+            other => panic!("{name}: unexpected event {other:?}"),
+        }
     }
     if let Some(recorder) = recorder {
         recorder.finish(FailReason::Cancelled).unwrap();
     }
-    assert_eq!(count, EVENTS + 1, "every delta and the done");
+    assert_eq!(deltas, EVENTS, "{name}: every delta arrives");
     started.elapsed()
 }
 
@@ -78,25 +87,32 @@ fn main() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("bench.db")).unwrap());
-    let mut registry = Registry::new();
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(dir.path().join("cache")),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let wasm = runtime
+        .block_on(sandbox.load_file(Path::new(moat_testkit::components::FLOOD)))
+        .unwrap();
+    let wasm_name = moat_engine::Adapter::<RunScope>::info(&wasm).name.clone();
+    let mut registry = Registry::scoped();
+    registry.register(Arc::new(wasm)).unwrap();
     registry.register(Arc::new(NativeFlood::new())).unwrap();
 
     let mut group = criterion.benchmark_group("per_event");
     group.throughput(Throughput::Elements(EVENTS));
-    group.bench_function("no_store", |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| runtime.block_on(flood(&registry, None)))
-                .sum()
-        })
-    });
-    group.bench_function("store", |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| runtime.block_on(flood(&registry, Some(&store))))
-                .sum()
-        })
-    });
+    for (side, adapter) in [("wasm", wasm_name.as_str()), ("native", "native-flood")] {
+        for (with, store) in [("no_store", None), ("store", Some(&store))] {
+            group.bench_function(format!("{side}_{with}"), |b| {
+                b.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| runtime.block_on(flood(&registry, adapter, store)))
+                        .sum()
+                })
+            });
+        }
+    }
     group.finish();
 
     let mut group = criterion.benchmark_group("stored_events");

@@ -27,6 +27,9 @@ pub enum StoreError {
     /// No run has this id or prefix.
     #[error("no run {0}; `moat ps --all` lists them")]
     NotFound(String),
+    /// A child run was asked for under a run that has ended.
+    #[error("run {0} has ended; a child run needs a live parent")]
+    ParentEnded(crate::RunId),
     /// Several runs start with this prefix.
     #[error("{prefix} names {count} runs; give more of the id")]
     Ambiguous {

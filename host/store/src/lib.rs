@@ -35,6 +35,8 @@
 //! # Ok(()) }
 //! ```
 
+mod blocks;
+mod checkpoint;
 mod error;
 mod id;
 mod owner;
@@ -127,7 +129,11 @@ impl Store {
             writer,
             owner,
         };
-        store.reconcile()?;
+        // A store that cannot be written now (a full disk) can still be
+        // read: the runs of owners that are gone are failed next time.
+        if let Err(error) = store.reconcile() {
+            tracing::warn!("the runs of moats that are gone stay as they are for now: {error}");
+        }
         Ok(store)
     }
 
@@ -139,7 +145,27 @@ impl Store {
     /// Records a run, `pending`, owned by this process: its id.
     pub fn create_run(&self, run: &NewRun) -> Result<RunId, StoreError> {
         let id = RunId::new();
-        self.conn().execute(
+        let mut conn = self.conn();
+        // With a parent, its status is read and the child written under
+        // one write lock: a parent never ends between the two unnoticed.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(write_error)?;
+        if let Some(parent) = &run.parent {
+            let status: Option<String> = tx
+                .query_row(
+                    "SELECT status FROM runs WHERE id = ?1",
+                    [parent.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            match status.as_deref() {
+                None => return Err(StoreError::NotFound(parent.to_string())),
+                Some("pending" | "running") => {}
+                Some(_) => return Err(StoreError::ParentEnded(parent.clone())),
+            }
+        }
+        tx.execute(
             "INSERT INTO runs (id, parent_id, adapter, component_sha256, prompt, options, grants,
                                limits, timeout_ms, status, owner, owner_pid, created_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, ?12)",
@@ -159,6 +185,7 @@ impl Store {
             ],
         )
         .map_err(write_error)?;
+        tx.commit().map_err(write_error)?;
         Ok(id)
     }
 
@@ -180,9 +207,7 @@ impl Store {
     /// batch. An error once writing has failed: the caller must end the
     /// run rather than lose events silently.
     pub fn record_event(&self, id: &RunId, seq: u64, event: &AgentEvent) -> Result<(), StoreError> {
-        let json = serde_json::to_string(event)
-            .map_err(|e| StoreError::Write(format!("cannot encode an event: {e}")))?;
-        self.writer.event(id.as_str(), seq, event.type_name(), json)
+        self.writer.event(&id.as_str().into(), seq, event)
     }
 
     /// Waits until every queued event is in the database.
@@ -193,8 +218,27 @@ impl Store {
     /// Ends the run as `outcome` says, after its queued events are stored;
     /// then ends its live children with `parent ended`. Only the first end
     /// counts: `Ok(false)` when it had ended already.
+    ///
+    /// When its events could not all be stored, it ends failed with `store
+    /// error` instead (if the store takes even that), and the write error
+    /// is returned.
     pub fn finish(&self, id: &RunId, outcome: &Outcome) -> Result<bool, StoreError> {
-        self.writer.flush()?;
+        let flushed = self.writer.flush();
+        let unrecorded = Outcome {
+            status: RunStatus::Failed,
+            reason: Some(FailReason::StoreError),
+            done: None,
+        };
+        let outcome = if flushed.is_ok() {
+            outcome
+        } else {
+            &unrecorded
+        };
+        let ended = self.end(id, outcome);
+        flushed.and(ended)
+    }
+
+    fn end(&self, id: &RunId, outcome: &Outcome) -> Result<bool, StoreError> {
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -203,6 +247,12 @@ impl Store {
         if changed {
             cascade(&tx, id.as_str())?;
         }
+        // Its owner has stopped it: nothing is left to ask of it.
+        tx.execute(
+            "UPDATE runs SET cancel_requested = 0 WHERE id = ?1",
+            [id.as_str()],
+        )
+        .map_err(write_error)?;
         tx.commit().map_err(write_error)?;
         Ok(changed)
     }
@@ -221,13 +271,14 @@ impl Store {
         Ok(())
     }
 
-    /// This process's live runs that someone asked to cancel.
+    /// This process's runs to stop, until it ends them
+    /// ([`Store::finish`]): those someone asked to cancel, and those the
+    /// store ended from outside (their parent ended), which [`cascade`]
+    /// marks the same way.
     pub fn cancels_requested(&self) -> Result<Vec<RunId>, StoreError> {
         let conn = self.conn();
-        let mut query = conn.prepare_cached(
-            "SELECT id FROM runs WHERE owner = ?1 AND cancel_requested = 1
-             AND status IN ('pending', 'running')",
-        )?;
+        let mut query =
+            conn.prepare_cached("SELECT id FROM runs WHERE owner = ?1 AND cancel_requested = 1")?;
         let ids: Vec<String> = query
             .query_map([self.owner.id()], |row| row.get(0))?
             .collect::<Result<_, _>>()?;
@@ -304,19 +355,32 @@ impl Store {
     /// The run's stored events from number `from` on, in order.
     pub fn events(&self, id: &RunId, from: u64) -> Result<Vec<(u64, AgentEvent)>, StoreError> {
         let conn = self.conn();
-        let mut query = conn.prepare(
-            "SELECT seq, event FROM events WHERE run_id = ?1 AND seq >= ?2 ORDER BY seq",
+        let mut query = conn.prepare_cached(
+            "SELECT first_seq, encoding, events FROM event_blocks
+             WHERE run_id = ?1 AND last_seq >= ?2 ORDER BY first_seq",
         )?;
         let rows = query.query_map(params![id.as_str(), from as i64], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get(2)?))
         })?;
         let mut events = Vec::new();
         for row in rows {
-            let (seq, json) = row?;
-            match serde_json::from_str(&json) {
-                Ok(event) => events.push((seq as u64, event)),
+            let (first, encoding, stored) = row?;
+            let block = match blocks::decode(&encoding, stored) {
+                Ok(block) => block,
                 Err(error) => {
-                    tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
+                    tracing::warn!(run = %id, first, "a stored block cannot be read: {error}");
+                    continue;
+                }
+            };
+            for (seq, json) in (first as u64..).zip(block.split(|&byte| byte == b'\n')) {
+                if seq < from {
+                    continue;
+                }
+                match serde_json::from_slice(json) {
+                    Ok(event) => events.push((seq, event)),
+                    Err(error) => {
+                        tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
+                    }
                 }
             }
         }
@@ -460,24 +524,21 @@ fn end_run(
     if changed == 0 {
         return Ok(false);
     }
-    let has_done: bool = tx.query_row(
-        "SELECT EXISTS (SELECT 1 FROM events WHERE run_id = ?1 AND kind = 'done')",
-        [id],
-        |row| row.get(0),
-    )?;
+    let has_done: bool = tx.query_row(writer::HAS_DONE, [id], |row| row.get(0))?;
     if !has_done {
         let (next, agent): (i64, String) = tx.query_row(
-            "SELECT coalesce((SELECT max(seq) + 1 FROM events WHERE run_id = ?1), 0),
+            "SELECT coalesce((SELECT max(last_seq) + 1 FROM event_blocks WHERE run_id = ?1), 0),
                     (SELECT adapter FROM runs WHERE id = ?1)",
             [id],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )?;
         let event = synthesized_done(&agent, outcome);
-        let json = serde_json::to_string(&event)
+        let json = serde_json::to_vec(&event)
             .map_err(|e| StoreError::Write(format!("cannot encode an event: {e}")))?;
+        let plain = blocks::Encoding::Plain.as_str();
         tx.execute(
-            "INSERT INTO events (run_id, seq, kind, event) VALUES (?1, ?2, 'done', ?3)",
-            params![id, next, json],
+            writer::INSERT_BLOCK,
+            params![id, next, next, true, plain, json],
         )
         .map_err(write_error)?;
     }
@@ -501,6 +562,12 @@ fn cascade(tx: &rusqlite::Transaction<'_>, parent: &str) -> Result<(), StoreErro
             done: None,
         };
         if end_run(tx, &child, &outcome)? {
+            // Its owner stops it as it would a cancel.
+            tx.execute(
+                "UPDATE runs SET cancel_requested = 1 WHERE id = ?1",
+                [&child],
+            )
+            .map_err(write_error)?;
             cascade(tx, &child)?;
         }
     }
@@ -546,6 +613,13 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(open_error)?;
     conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(open_error)?;
+    // No checkpoint inside a commit: the writer has them made on a thread
+    // of their own (checkpoint.rs). After a checkpoint the WAL file is cut
+    // back, so its size says how much waits to be checkpointed.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .map_err(open_error)?;
+    conn.pragma_update(None, "journal_size_limit", 0)
         .map_err(open_error)?;
     Ok(conn)
 }

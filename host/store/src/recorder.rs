@@ -14,6 +14,8 @@ use crate::{FailReason, NewRun, Outcome, RunId, RunStatus, Store, StoreError};
 pub struct Recorder {
     store: Arc<Store>,
     id: RunId,
+    /// The id as the writer takes it, shared by every event.
+    key: Arc<str>,
     next_seq: u64,
     /// The engine's TIMEOUT error, if one came: the run failed by timeout.
     timed_out: bool,
@@ -27,6 +29,7 @@ impl Recorder {
         let id = store.create_run(run)?;
         Ok(Self {
             store,
+            key: id.as_str().into(),
             id,
             next_seq: 0,
             timed_out: false,
@@ -61,7 +64,7 @@ impl Recorder {
             }
             _ => {}
         }
-        self.store.record_event(&self.id, self.next_seq, event)?;
+        self.store.writer.event(&self.key, self.next_seq, event)?;
         self.next_seq += 1;
         Ok(())
     }

@@ -8,7 +8,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::StoreError;
 
 /// The migrations, in order: `MIGRATIONS[n]` takes version `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: runs and their events.
     "CREATE TABLE runs (
         id               TEXT PRIMARY KEY,
@@ -42,6 +42,25 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, seq)
     ) WITHOUT ROWID;
     CREATE UNIQUE INDEX one_done_per_run ON events (run_id) WHERE kind = 'done';",
+    // 2: events stored in blocks: one row per run and write batch, its
+    // events as newline-separated JSON (seqs first_seq..=last_seq), so a
+    // batch of thousands of events is a handful of rows; `encoding` says
+    // whether it is LZ4-compressed (blocks.rs). `has_done` marks the block
+    // that ends with the run's done: one per run.
+    "CREATE TABLE event_blocks (
+        run_id    TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        first_seq INTEGER NOT NULL,
+        last_seq  INTEGER NOT NULL,
+        has_done  INTEGER NOT NULL CHECK (has_done IN (0, 1)),
+        encoding  TEXT NOT NULL CHECK (encoding IN ('ndjson', 'ndjson+lz4')),
+        events    BLOB NOT NULL,
+        PRIMARY KEY (run_id, first_seq),
+        CHECK (last_seq >= first_seq)
+    );
+    CREATE UNIQUE INDEX one_done_block_per_run ON event_blocks (run_id) WHERE has_done = 1;
+    INSERT INTO event_blocks (run_id, first_seq, last_seq, has_done, encoding, events)
+        SELECT run_id, seq, seq, kind = 'done', 'ndjson', CAST(event AS BLOB) FROM events;
+    DROP TABLE events;",
 ];
 
 /// The schema version this binary writes.

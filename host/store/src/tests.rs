@@ -304,7 +304,12 @@ mod interleavings {
                     Op::Start { process, nested } => {
                         let Some(store) = &processes[process] else { continue };
                         let parent = runs.last().filter(|_| nested).map(|r| r.id.clone());
-                        let id = store.create_run(&new_run(parent.as_ref())).unwrap();
+                        let id = match store.create_run(&new_run(parent.as_ref())) {
+                            Ok(id) => id,
+                            // A child of a run that has ended is refused.
+                            Err(StoreError::ParentEnded(_)) => continue,
+                            Err(other) => panic!("{other}"),
+                        };
                         store.mark_running(&id).unwrap();
                         runs.push(Run { id, process, next_seq: 0 });
                     }
@@ -370,4 +375,84 @@ mod interleavings {
             }
         }
     }
+}
+
+#[test]
+fn a_version_1_store_keeps_its_runs_and_events_when_migrated() {
+    let (_dir, path) = scratch();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let event = |n: u64| serde_json::to_string(&text(&n.to_string())).unwrap();
+    let id = RunId::new();
+    {
+        // A store as the first moat with one wrote it.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(schema::MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, adapter, component_sha256, prompt, options, grants, limits,
+                               status, owner, owner_pid, created_ms)
+             VALUES (?1, 'echo', '', 'hi', '{}', '{}', '{}', 'completed', 'gone', 1, 0)",
+            [id.as_str()],
+        )
+        .unwrap();
+        for seq in 0..3_i64 {
+            conn.execute(
+                "INSERT INTO events (run_id, seq, kind, event) VALUES (?1, ?2, 'text', ?3)",
+                params![id.as_str(), seq, event(seq as u64)],
+            )
+            .unwrap();
+        }
+    }
+    let store = Store::open(&path).unwrap();
+    let version: i64 = store
+        .conn()
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let texts: Vec<String> = store
+        .events(&id, 0)
+        .unwrap()
+        .into_iter()
+        .map(|(seq, e)| format!("{seq}:{}", serde_json::to_string(&e).unwrap()))
+        .collect();
+    let expected: Vec<String> = (0..3).map(|n| format!("{n}:{}", event(n))).collect();
+    assert_eq!(texts, expected);
+}
+
+#[test]
+fn a_child_needs_a_live_parent_and_its_owner_is_asked_to_stop_it_when_the_parent_ends() {
+    let (_dir, path) = scratch();
+    let parents_moat = Store::open(&path).unwrap();
+    let childs_moat = Store::open(&path).unwrap();
+    let parent = parents_moat.create_run(&new_run(None)).unwrap();
+    let child = childs_moat.create_run(&new_run(Some(&parent))).unwrap();
+    childs_moat.mark_running(&child).unwrap();
+    assert!(childs_moat.cancels_requested().unwrap().is_empty());
+    parents_moat.finish(&parent, &completed()).unwrap();
+    let record = childs_moat.get(&child).unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Failed);
+    assert_eq!(record.reason, Some(FailReason::ParentEnded));
+    assert_eq!(
+        childs_moat.cancels_requested().unwrap(),
+        std::slice::from_ref(&child),
+        "the child's moat is told to stop it"
+    );
+    assert!(parents_moat.cancels_requested().unwrap().is_empty());
+    // Its moat stops it: nothing more is asked, the store's end stands.
+    let stopped = Outcome {
+        status: RunStatus::Failed,
+        reason: Some(FailReason::Cancelled),
+        done: None,
+    };
+    assert!(!childs_moat.finish(&child, &stopped).unwrap());
+    assert!(childs_moat.cancels_requested().unwrap().is_empty());
+    assert_eq!(dones(&childs_moat, &child), 1);
+    assert!(matches!(
+        childs_moat.create_run(&new_run(Some(&parent))),
+        Err(StoreError::ParentEnded(_))
+    ));
+    assert!(matches!(
+        childs_moat.create_run(&new_run(Some(&RunId::new()))),
+        Err(StoreError::NotFound(_))
+    ));
 }

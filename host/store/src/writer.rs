@@ -1,46 +1,158 @@
 //! Events are written by one thread per store in batches: whatever arrived
 //! while the previous transaction committed goes into the next one (group
-//! commit), so a run pays a channel send per event, not a commit. A
-//! `kill -9` loses at most what had not been committed yet.
+//! commit), so a run pays the encoding of its event into a buffer, not a
+//! commit. Each batch stores one block per run (its
+//! events as newline-separated JSON), so thousands of events are a handful
+//! of rows. A `kill -9` loses at most what had not been committed yet.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
+use moat_engine::AgentEvent;
 use rusqlite::Connection;
 
+use crate::blocks::{self, Encoding};
+use crate::checkpoint::Checkpointer;
 use crate::error::StoreError;
 
 /// Once a run has its `done` (the store may have ended it: a cancel, its
 /// parent's end), nothing more is stored for it, so `done` stays last and
 /// alone; what the owner emits after that is dropped.
-const HAS_DONE: &str = "SELECT EXISTS (SELECT 1 FROM events WHERE run_id = ?1 AND kind = 'done')";
+pub(crate) const HAS_DONE: &str =
+    "SELECT EXISTS (SELECT 1 FROM event_blocks WHERE run_id = ?1 AND has_done = 1)";
 
-/// Stores one event (a seq already taken is left alone).
-const INSERT: &str =
-    "INSERT OR IGNORE INTO events (run_id, seq, kind, event) VALUES (?1, ?2, ?3, ?4)";
+/// Stores one block of a run's events.
+pub(crate) const INSERT_BLOCK: &str =
+    "INSERT INTO event_blocks (run_id, first_seq, last_seq, has_done, encoding, events)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
-/// Most events committed in one transaction.
-const MAX_BATCH: usize = 4096;
+/// Encoded events waiting to be written, at most: past it a run waits for
+/// the disk (backpressure) instead of queueing without end, and a batch
+/// never holds more memory than this.
+const MAX_PENDING_BYTES: usize = 16 << 20;
 
-enum Message {
-    Event {
-        run: String,
-        seq: u64,
-        kind: String,
-        json: String,
-    },
-    /// Answered once everything sent before it is committed (or failed).
-    Flush(Sender<Result<(), String>>),
+/// How long the writer gathers events before committing them, unless a
+/// flush is waiting or much is queued: a few commits per second per busy
+/// store instead of one per handful of events (a commit rewrites the
+/// table's and indexes' pages whatever its size). It is also what a
+/// `kill -9` can lose at most, with the commit under way.
+const COMMIT_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Queued bytes that are committed without waiting out the interval.
+const COMMIT_BYTES: usize = 256 << 10;
+
+/// A reply to a flush: once everything queued before it is committed.
+type FlushReply = SyncSender<Result<(), String>>;
+
+/// What the runs queued since the last batch was taken: one block per run
+/// (and per gap in its seqs), in order of arrival.
+#[derive(Default)]
+struct Pending {
+    blocks: Vec<(Arc<str>, Block)>,
+    flushes: Vec<FlushReply>,
+    bytes: usize,
+    /// The handle is gone: write what is left and stop.
+    closed: bool,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && self.flushes.is_empty()
+    }
+
+    /// Whether to commit now rather than gather more.
+    fn is_urgent(&self) -> bool {
+        self.closed || !self.flushes.is_empty() || self.bytes >= COMMIT_BYTES
+    }
+
+    /// Encodes `event` straight into its run's block. Events are encoded
+    /// by the run that makes them, into a buffer the writer takes whole:
+    /// nothing allocated per event crosses threads (freeing another
+    /// thread's allocations is what made a per-event message slow).
+    fn add(&mut self, run: &Arc<str>, seq: u64, event: &AgentEvent) -> Result<(), String> {
+        let open = self
+            .blocks
+            .iter_mut()
+            .rev()
+            .find(|(id, _)| Arc::ptr_eq(id, run) || id == run)
+            .map(|(_, block)| block)
+            .filter(|block| !block.has_done && seq == block.last_seq + 1);
+        let block = match open {
+            Some(block) => {
+                block.events.push(b'\n');
+                block
+            }
+            None => {
+                self.blocks.push((
+                    run.clone(),
+                    Block {
+                        first_seq: seq,
+                        last_seq: seq,
+                        has_done: false,
+                        events: Vec::with_capacity(4096),
+                    },
+                ));
+                &mut self.blocks.last_mut().expect("just pushed").1
+            }
+        };
+        let before = block.events.len();
+        if let Err(error) = serde_json::to_writer(&mut block.events, event) {
+            block.events.truncate(before.saturating_sub(1));
+            return Err(format!("cannot encode an event: {error}"));
+        }
+        block.last_seq = seq;
+        block.has_done = event.is_done();
+        self.bytes += block.events.len() - before;
+        Ok(())
+    }
+}
+
+/// What the writer thread and its handle share.
+#[derive(Default)]
+struct Shared {
+    pending: Mutex<Pending>,
+    /// Wakes the writer: something was queued, or the handle is gone.
+    queued: Condvar,
+    /// Wakes waiting runs: the writer took a batch.
+    taken: Condvar,
+    /// Set with the first write failure: the quick check on every event.
+    failed: AtomicBool,
+    /// The first write failure; once set, nothing more is written.
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn failure(&self) -> Option<String> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn fail(&self, reason: &str) {
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(|| reason.to_owned());
+        self.failed.store(true, Ordering::Release);
+    }
 }
 
 /// The writer thread's handle.
 pub(crate) struct Writer {
-    sender: Option<Sender<Message>>,
-    /// The first write failure; once set, nothing more is written.
-    failure: Arc<Mutex<Option<String>>>,
+    shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -48,44 +160,55 @@ impl Writer {
     /// Starts the writer on a connection of its own to the store at `path`.
     pub(crate) fn start(path: &Path) -> Result<Self, StoreError> {
         let conn = crate::connect(path)?;
-        let (sender, receiver) = channel();
-        let failure = Arc::new(Mutex::new(None));
+        let shared = Arc::new(Shared::default());
         let thread = std::thread::Builder::new()
             .name("moat-store-writer".into())
             .spawn({
-                let failure = failure.clone();
-                move || write_batches(conn, receiver, failure)
+                let shared = shared.clone();
+                let mut checkpointer = Checkpointer::new(path);
+                move || write_batches(conn, &shared, &mut checkpointer)
             })
             .map_err(|e| StoreError::Write(format!("cannot start the writer: {e}")))?;
         Ok(Self {
-            sender: Some(sender),
-            failure,
+            shared,
             thread: Some(thread),
         })
     }
 
-    /// Queues an event; an error when writing has already failed.
+    /// Queues the event number `seq` of `run`; an error when writing has
+    /// already failed.
     pub(crate) fn event(
         &self,
-        run: &str,
+        run: &Arc<str>,
         seq: u64,
-        kind: &str,
-        json: String,
+        event: &AgentEvent,
     ) -> Result<(), StoreError> {
         self.check()?;
-        let message = Message::Event {
-            run: run.to_owned(),
-            seq,
-            kind: kind.to_owned(),
-            json,
-        };
-        self.send(message)
+        let mut pending = self.shared.pending();
+        while pending.bytes >= MAX_PENDING_BYTES && !self.shared.failed.load(Ordering::Acquire) {
+            pending = self
+                .shared
+                .taken
+                .wait(pending)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        // The writer waits for a first event, then gathers until the
+        // interval is out or much is queued: wake it only then (a wake is a
+        // system call).
+        let was_empty = pending.is_empty();
+        let was_small = pending.bytes < COMMIT_BYTES;
+        pending.add(run, seq, event).map_err(StoreError::Write)?;
+        if was_empty || (was_small && pending.bytes >= COMMIT_BYTES) {
+            self.shared.queued.notify_one();
+        }
+        Ok(())
     }
 
     /// Waits until every event queued before is committed.
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
-        let (reply, answer) = channel();
-        self.send(Message::Flush(reply))?;
+        let (reply, answer) = sync_channel(1);
+        self.shared.pending().flushes.push(reply);
+        self.shared.queued.notify_one();
         answer
             .recv()
             .map_err(|_| StoreError::Write("the writer is gone".into()))?
@@ -94,94 +217,113 @@ impl Writer {
 
     /// The first write failure, if there was one.
     pub(crate) fn check(&self) -> Result<(), StoreError> {
-        match &*self.failure.lock().unwrap_or_else(PoisonError::into_inner) {
-            Some(reason) => Err(StoreError::Write(reason.clone())),
+        match self.shared.failure() {
+            Some(reason) => Err(StoreError::Write(reason)),
             None => Ok(()),
         }
-    }
-
-    fn send(&self, message: Message) -> Result<(), StoreError> {
-        self.sender
-            .as_ref()
-            .and_then(|sender| sender.send(message).ok())
-            .ok_or_else(|| StoreError::Write("the writer is gone".into()))
     }
 }
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        // Closing the channel ends the thread once it has written the rest.
-        self.sender = None;
+        // The thread writes what is left, then ends.
+        self.shared.pending().closed = true;
+        self.shared.queued.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
-fn write_batches(
-    mut conn: Connection,
-    receiver: Receiver<Message>,
-    failure: Arc<Mutex<Option<String>>>,
-) {
-    while let Ok(first) = receiver.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match receiver.try_recv() {
-                Ok(message) => batch.push(message),
-                Err(_) => break,
+/// One run's events of a batch, encoded: newline-separated JSON.
+struct Block {
+    first_seq: u64,
+    last_seq: u64,
+    has_done: bool,
+    events: Vec<u8>,
+}
+
+/// Takes whatever was queued while the previous batch committed and
+/// commits it as the next (group commit), until the handle is gone.
+fn write_batches(mut conn: Connection, shared: &Shared, checkpointer: &mut Checkpointer) {
+    loop {
+        let batch = {
+            let mut pending = shared.pending();
+            while pending.is_empty() && !pending.closed {
+                pending = shared
+                    .queued
+                    .wait(pending)
+                    .unwrap_or_else(PoisonError::into_inner);
             }
-        }
-        let failed = failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let result = match failed {
-            Some(reason) => Err(reason),
-            None => commit(&mut conn, &batch).map_err(|e| e.to_string()),
+            if pending.is_empty() {
+                return;
+            }
+            let gathering = Instant::now();
+            while !pending.is_urgent() {
+                let Some(left) = COMMIT_INTERVAL.checked_sub(gathering.elapsed()) else {
+                    break;
+                };
+                pending = shared
+                    .queued
+                    .wait_timeout(pending, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+            let closed = pending.closed;
+            let batch = std::mem::take(&mut *pending);
+            pending.closed = closed;
+            shared.taken.notify_all();
+            batch
         };
-        if let Err(reason) = &result {
-            tracing::error!("the run store could not be written: {reason}");
-            failure
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert_with(|| reason.clone());
-        }
-        for message in batch {
-            if let Message::Flush(reply) = message {
-                let _ = reply.send(result.clone());
-            }
+        let result = match shared.failure() {
+            Some(reason) => Err(reason),
+            None => match commit(&mut conn, &batch.blocks) {
+                Ok(()) => {
+                    checkpointer.committed();
+                    Ok(())
+                }
+                Err(error) => {
+                    let reason = error.to_string();
+                    tracing::error!("the run store could not be written: {reason}");
+                    shared.fail(&reason);
+                    shared.taken.notify_all();
+                    Err(reason)
+                }
+            },
+        };
+        for reply in batch.flushes {
+            let _ = reply.send(result.clone());
         }
     }
 }
 
-fn commit(conn: &mut Connection, batch: &[Message]) -> rusqlite::Result<()> {
+fn commit(conn: &mut Connection, blocks: &[(Arc<str>, Block)]) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         // Whether each run of the batch has its done already: asked once
-        // per run and batch (inside the write lock, so no other process
-        // ends it meanwhile), then kept up to date as the batch goes.
+        // per run and batch, inside the write lock, so no other process
+        // ends it meanwhile.
         let mut ended: HashMap<&str, bool> = HashMap::new();
         let mut has_done = tx.prepare_cached(HAS_DONE)?;
-        let mut insert = tx.prepare_cached(INSERT)?;
-        for message in batch {
-            if let Message::Event {
-                run,
-                seq,
-                kind,
-                json,
-            } = message
-            {
-                let done = match ended.get(run.as_str()) {
-                    Some(done) => *done,
-                    None => has_done.query_row([run], |row| row.get(0))?,
-                };
-                if done {
-                    ended.insert(run, true);
-                    continue;
-                }
-                insert.execute((run, *seq as i64, kind, json))?;
-                ended.insert(run, kind == "done");
+        let mut insert = tx.prepare_cached(INSERT_BLOCK)?;
+        for (run, block) in blocks {
+            let done = match ended.get(&**run) {
+                Some(done) => *done,
+                None => has_done.query_row([&**run], |row| row.get(0))?,
+            };
+            if done {
+                ended.insert(run, true);
+                continue;
             }
+            insert.execute((
+                &**run,
+                block.first_seq as i64,
+                block.last_seq as i64,
+                block.has_done,
+                Encoding::Lz4.as_str(),
+                blocks::compress(&block.events),
+            ))?;
+            ended.insert(run, block.has_done);
         }
     }
     tx.commit()

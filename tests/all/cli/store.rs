@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use moat_engine::{AgentEvent, DoneStatus};
+use moat_engine::{AgentEvent, DoneStatus, codes};
 use moat_testkit::components::COOPERATIVE;
 use serde_json::Value;
 
@@ -213,6 +213,163 @@ fn a_store_that_cannot_be_opened_is_one_clear_line() {
     let unstored = scratch.run(&["run", "echo", "hi", "--no-store"]);
     assert_eq!(unstored.status.code(), Some(0), "{}", stderr(&unstored));
     assert!(Path::new(&scratch.store).exists());
+}
+
+#[test]
+fn a_child_run_ends_with_parent_ended_when_its_parent_ends_and_its_moat_stops_it() {
+    let scratch = Scratch::new();
+    let (mut parents_moat, parent) = scratch.start_long_run();
+    let childs_moat = scratch
+        .moat()
+        .args(["run", COOPERATIVE, "go", "--output", "ndjson"])
+        .args(["--parent", &parent[..8]])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let child = loop {
+        let runs = scratch.runs();
+        if let Some(run) = runs
+            .iter()
+            .find(|r| r["parent"] == parent.as_str() && r["status"] == "running")
+        {
+            break run["id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < until, "the child never ran: {runs:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+
+    scratch.run(&["cancel", &parent]);
+    parents_moat.wait().unwrap();
+    // The child's own moat is told through the store and stops it.
+    let stopped = Instant::now();
+    let output = childs_moat.wait_with_output().unwrap();
+    assert!(stopped.elapsed() < Duration::from_secs(5));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(events(&output).last().unwrap().is_done());
+
+    let runs = scratch.runs();
+    assert_eq!(record(&runs, &parent)["reason"], "cancelled");
+    let run = record(&runs, &child);
+    assert_eq!(run["status"], "failed");
+    assert_eq!(run["reason"], "parent ended");
+    let stored = scratch.logs(&child);
+    assert_eq!(dones(&stored), [DoneStatus::Interrupted]);
+    assert!(stored.last().unwrap().is_done());
+
+    // A child of a run that has ended is refused in one line.
+    let late = scratch.run(&["run", "echo", "hi", "--parent", &parent]);
+    assert_eq!(late.status.code(), Some(1));
+    let message = stderr(&late);
+    assert!(message.contains("has ended"), "{message}");
+    assert_eq!(message.trim().lines().count(), 1, "{message}");
+}
+
+/// What a script run in a mount namespace of its own left in `out`.
+fn read(out: &Path, name: &str) -> String {
+    std::fs::read_to_string(out.join(name)).unwrap_or_default()
+}
+
+#[test]
+fn a_store_whose_disk_fills_mid_run_stops_the_run_with_an_error_and_a_full_disk_is_refused_at_start()
+ {
+    // A real full disk: a small tmpfs, mounted in a mount namespace of the
+    // script's own (so nothing outlives the test), holding the store.
+    let scratch = Scratch::new();
+    let disk = scratch._dir.path().join("disk");
+    let out = scratch._dir.path().join("out");
+    std::fs::create_dir_all(&disk).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let script = r#"
+        mount -t tmpfs -o size=384k tmpfs "$DISK" || exit 77
+        head -c 65536 /dev/zero > "$DISK/room"
+        export MOAT_STORE="$DISK/state/moat.db"
+        "$MOAT" run "$FLOOD" 2000000 --output ndjson > "$OUT/run.out" 2> "$OUT/run.err"
+        echo $? > "$OUT/run.code"
+        rm "$DISK/room"
+        "$MOAT" ps --all --output json > "$OUT/ps.out" 2> "$OUT/ps.err"
+        # The only run: its id's prefix `r_` names it.
+        "$MOAT" logs r_ --output ndjson > "$OUT/logs.out" 2> "$OUT/logs.err"
+        cat /dev/zero > "$DISK/full" 2> /dev/null
+        MOAT_STORE="$DISK/other/moat.db" "$MOAT" run echo hi > "$OUT/full.out" 2> "$OUT/full.err"
+        echo $? > "$OUT/full.code"
+    "#;
+    let status = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", script])
+        .env("DISK", &disk)
+        .env("OUT", &out)
+        .env("MOAT", env!("CARGO_BIN_EXE_moat"))
+        .env("FLOOD", moat_testkit::components::FLOOD)
+        .env("MOAT_CACHE_DIR", moat_testkit::shared_cache_dir())
+        .env_remove("MOAT_LOG")
+        .status();
+    match status.map(|s| s.code()) {
+        Ok(Some(77)) | Err(_) => {
+            eprintln!("skipped: this machine cannot mount a tmpfs in a mount namespace");
+            return;
+        }
+        _ => {}
+    }
+
+    // Mid-run: the run stopped with STORE_ERROR and one done, error.
+    assert_eq!(
+        read(&out, "run.code").trim(),
+        "1",
+        "{}",
+        read(&out, "run.err")
+    );
+    let shown: Vec<AgentEvent> = read(&out, "run.out")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let errors: Vec<_> = shown.iter().filter_map(AgentEvent::as_error).collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.code.as_deref() == Some(codes::STORE_ERROR)
+                && e.message.contains("could not be written")),
+        "{errors:?}"
+    );
+    assert_eq!(dones(&shown), [DoneStatus::Error]);
+    assert!(shown.last().unwrap().is_done());
+    let deltas = shown
+        .iter()
+        .filter(|e| e.type_name() == "text_delta")
+        .count();
+    assert!(deltas < 2_000_000, "the run was stopped, not finished");
+
+    // The record ended failed, with what was stored before the disk
+    // filled intact and one done.
+    let runs: Vec<Value> = serde_json::from_str(&read(&out, "ps.out"))
+        .unwrap_or_else(|e| panic!("{e}: {}", read(&out, "ps.err")));
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["status"], "failed");
+    let reason = runs[0]["reason"].as_str().unwrap();
+    assert!(
+        ["store error", "engine restart"].contains(&reason),
+        "{reason}"
+    );
+    let stored: Vec<AgentEvent> = read(&out, "logs.out")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(stored.len() > 1, "{}", read(&out, "logs.err"));
+    assert_eq!(dones(&stored), [DoneStatus::Error]);
+    assert!(stored.last().unwrap().is_done());
+    assert_eq!(
+        &stored[..stored.len() - 1],
+        &shown[..stored.len() - 1],
+        "stored in order"
+    );
+
+    // At start: a full disk is one line naming the store and the way out.
+    assert_eq!(read(&out, "full.code").trim(), "1");
+    let message = read(&out, "full.err");
+    assert!(message.contains("cannot open the run store"), "{message}");
+    assert!(message.contains("full"), "{message}");
+    assert!(message.contains("--no-store"), "{message}");
+    assert_eq!(message.trim().lines().count(), 1, "{message}");
 }
 
 #[test]

@@ -80,7 +80,7 @@ pub async fn parallel(
         };
         if let Some(store) = &store {
             let sha256 = loaded[&task.adapter].adapter.details().sha256.clone();
-            recorders.push(recording::record(store.clone(), &request, sha256)?);
+            recorders.push(recording::record(store.clone(), &request, sha256, None)?);
             task_aborts.push(task_abort);
         }
         parallel_tasks.push(ParallelTask { request, role });

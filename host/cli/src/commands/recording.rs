@@ -7,25 +7,27 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use moat_engine::{AgentEvent, RunRequest, TaskEvent};
+use moat_engine::{AgentEvent, DoneStatus, EventPayload, RunRequest, TaskEvent, codes};
 use moat_sandbox::RunScope;
-use moat_store::{FailReason, NewRun, Recorder, RunId, Store};
+use moat_store::{FailReason, NewRun, Recorder, RunId, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 
 /// How often a recorded run looks for a cancel asked from elsewhere.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
 /// Records the run `request` asks for (`pending`), before its adapter
-/// starts; `component_sha256` names its component.
+/// starts; `component_sha256` names its component, `parent` the live run
+/// whose end ends it.
 pub fn record(
     store: Arc<Store>,
     request: &RunRequest<RunScope>,
     component_sha256: String,
+    parent: Option<RunId>,
 ) -> anyhow::Result<Recorder> {
     let limits = &request.limits;
     let timeout_ms = limits.timeout.map(|t| t.as_millis() as u64);
     let run = NewRun {
-        parent: None,
+        parent,
         adapter: request.agent.clone(),
         component_sha256,
         prompt: request.prompt.clone(),
@@ -69,23 +71,41 @@ pub fn recorded(
     let recorders: Arc<Mutex<Vec<Option<Recorder>>>> =
         Arc::new(Mutex::new(recorders.into_iter().map(Some).collect()));
     let ending = recorders.clone();
-    let stored = events.map(move |TaskEvent { task, event }| {
+    // Tasks stopped because the store failed: their `done` says error.
+    let mut unrecorded = vec![false; aborts.len().max(1)];
+    let stored = events.flat_map(move |TaskEvent { task, mut event }| {
         let mut recorders = recorders.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Vec::with_capacity(1);
         if let Some(slot) = recorders.get_mut(task) {
             if let Some(recorder) = slot.as_mut()
                 && let Err(error) = recorder.record(&event)
             {
-                eprintln!("moat: {error}; stopping the run");
+                // Never go on without recording: the run stops, and says
+                // why in its own stream.
+                out.push(store_failure(&event, &error));
                 if let Some(abort) = aborts.get(task) {
                     abort.cancel();
                 }
-                *slot = None;
+                if let Some(flag) = unrecorded.get_mut(task) {
+                    *flag = true;
+                }
+                // Its record ends `failed` / `store error`, if the store
+                // takes even that.
+                if let Some(recorder) = slot.take() {
+                    let _ = recorder.finish(FailReason::StoreError);
+                }
             }
             if event.is_done() {
                 finish(slot.take());
             }
         }
-        Some(event)
+        if let EventPayload::Done(done) = &mut event.payload
+            && unrecorded.get(task).copied().unwrap_or(false)
+        {
+            done.status = DoneStatus::Error;
+        }
+        out.push(event);
+        futures::stream::iter(out.into_iter().map(Some))
     });
     stored
         .chain(futures::stream::once(async move {
@@ -101,6 +121,23 @@ pub fn recorded(
         .filter_map(std::future::ready)
 }
 
+/// The `error` a run gets when the store can no longer record it.
+fn store_failure(beside: &AgentEvent, error: &StoreError) -> AgentEvent {
+    AgentEvent {
+        agent: beside.agent.clone(),
+        timestamp: moat_engine::now_ms(),
+        session_id: beside.session_id.clone(),
+        role: beside.role.clone(),
+        payload: EventPayload::error(
+            codes::STORE_ERROR,
+            format!(
+                "{error}; the run is stopped rather than left unrecorded (--no-store runs without the store)"
+            ),
+            false,
+        ),
+    }
+}
+
 fn finish(recorder: Option<Recorder>) {
     if let Some(recorder) = recorder
         && let Err(error) = recorder.finish(FailReason::Cancelled)
@@ -109,7 +146,8 @@ fn finish(recorder: Option<Recorder>) {
     }
 }
 
-/// Aborts the runs `ids` someone cancels through the store.
+/// Aborts the runs `ids` someone cancels through the store, or the store
+/// ended from outside (their parent ended).
 async fn watch_cancels(store: Arc<Store>, ids: Vec<RunId>, aborts: Vec<CancellationToken>) {
     loop {
         tokio::time::sleep(CANCEL_POLL).await;

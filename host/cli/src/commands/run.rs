@@ -56,7 +56,13 @@ pub async fn run(
         ..RunRequest::new(agent, prompt).with_scope(scope)
     };
     let recorder = match store {
-        Some(store) => Some(recording::record(store, &request, sha256)?),
+        Some(store) => {
+            let parent = match &args.parent {
+                Some(text) => Some(store.resolve(text)?),
+                None => None,
+            };
+            Some(recording::record(store, &request, sha256, parent)?)
+        }
         None => None,
     };
     let run = run_agent(&registry, request)?;
