@@ -281,11 +281,18 @@ impl DoneEvent {
     }
 
     /// Sets backend-specific details (a JSON object, e.g. a stop reason).
+    /// Put the run's turns (model round trips), when the backend reports
+    /// or implies them, under [`TURNS_METADATA_KEY`]: the host's result
+    /// reads them there.
     pub fn with_metadata(mut self, metadata: &Value) -> Self {
         self.metadata = Some(encode(metadata));
         self
     }
 }
+
+/// The `done` metadata key for the run's turns, as the host's result reads
+/// it (`moat_engine::TURNS_METADATA_KEY`, the same words).
+pub const TURNS_METADATA_KEY: &str = "turns";
 
 impl ExtensionEvent {
     /// A namespaced extension event (`"vendor:name"`) with any JSON payload.

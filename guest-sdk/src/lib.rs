@@ -69,6 +69,7 @@ pub use bindings::moat::adapter::types::{
     ExtensionEvent, InitEvent, InputTokens, Needs, Options, OutputTokens, PermissionRequestEvent,
     TokenCoverage, TokenReport, ToolResultEvent, ToolStatus, ToolUseEvent, TrustLevel, Usage,
 };
+pub use events::TURNS_METADATA_KEY;
 pub use host::interrupted;
 #[cfg(not(target_arch = "wasm32"))]
 pub use host::testing;

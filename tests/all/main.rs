@@ -19,3 +19,4 @@ mod openai;
 mod parallel_runs;
 mod processes;
 mod real_clis;
+mod results;

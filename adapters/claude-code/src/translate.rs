@@ -24,12 +24,13 @@
 use std::collections::HashSet;
 
 use moat_cli_support::{
-    LineTranslator, MAX_MESSAGE, RunState, clip, session_id, token_report, tool_input, tool_output,
+    LineTranslator, MAX_MESSAGE, RunState, clip, session_id, summary, token_report, tool_input,
+    tool_output,
 };
 use moat_guest::json::{Value, json};
 use moat_guest::{
-    Cost, CostSource, DoneEvent, DoneStatus, Event, InitEvent, InputTokens, TokenReport,
-    ToolStatus, Usage,
+    Cost, CostSource, DoneEvent, DoneStatus, Event, InitEvent, InputTokens, TURNS_METADATA_KEY,
+    TokenReport, ToolStatus, ToolUseEvent, Usage,
 };
 
 /// The CLI's name in messages.
@@ -178,10 +179,10 @@ impl ClaudeTranslator {
                     if id.is_empty() || !self.run.tools.record(id, name) {
                         continue;
                     }
-                    out.push(
-                        self.run
-                            .tag(Event::tool_use(name, id, &tool_input(&block["input"]))),
-                    );
+                    let input = tool_input(&block["input"]);
+                    let summary = summary::summarize(summary::CLAUDE_CODE, name, &input);
+                    let call = ToolUseEvent::new(name, id, &input).with_description(summary);
+                    out.push(self.run.tag(call.into()));
                 }
                 _ => {}
             }
@@ -276,14 +277,16 @@ impl ClaudeTranslator {
             self.run.session = Some(session.clone());
             done = done.with_resume_token(session);
         }
-        let metadata = json!({
+        let mut metadata = json!({
             "subtype": subtype,
-            "numTurns": line["num_turns"],
             "stopReason": line["stop_reason"],
             "apiErrorStatus": line["api_error_status"],
             "permissionDenials": denied_names,
             "cliDurationMs": line["duration_ms"],
         });
+        if let Some(turns) = line["num_turns"].as_u64() {
+            metadata[TURNS_METADATA_KEY] = turns.into();
+        }
         done = done.with_metadata(&metadata);
         self.run.done = true;
         out.push(self.run.tag(done.into()));

@@ -9,7 +9,8 @@
 //! the three have in common: the adapter itself ([`CliAdapter`], given a
 //! [`Cli`]), the translator plumbing ([`LineTranslator`] on a
 //! [`RunState`]), bounded JSON line parsing, tool bookkeeping, the events
-//! that end a run the CLI did not end itself, argument checks, and — for
+//! that end a run the CLI did not end itself, argument checks, one
+//! summarizer of tool calls for people ([`summary`]), and — for
 //! native builds — the helpers of the adapters' unit tests ([`testing`]).
 //!
 //! Everything a CLI prints is untrusted: nothing here panics on bad input,
@@ -20,6 +21,7 @@ mod args;
 mod child;
 mod run;
 mod session;
+pub mod summary;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 mod tools;

@@ -20,11 +20,11 @@
 //!
 //! `turn.started`, `item.updated` and unknown types are ignored.
 
-use moat_cli_support::{LineTranslator, RunState, session_id, tool_input};
+use moat_cli_support::{LineTranslator, RunState, session_id, summary, tool_input};
 use moat_guest::json::{Value, json};
 use moat_guest::{
     DoneEvent, DoneStatus, Event, InitEvent, InputTokens, OutputTokens, TokenCoverage, TokenReport,
-    ToolStatus, Usage,
+    ToolStatus, ToolUseEvent, Usage,
 };
 
 /// The CLI's name in messages.
@@ -113,7 +113,9 @@ impl CodexTranslator {
         };
         if let Some((name, input)) = Self::tool_call(item) {
             if self.run.tools.record(id, &name) {
-                out.push(self.run.tag(Event::tool_use(name.as_str(), id, &input)));
+                let summary = summary::summarize(summary::CODEX, &name, &input);
+                let call = ToolUseEvent::new(name.as_str(), id, &input).with_description(summary);
+                out.push(self.run.tag(call.into()));
             }
             if completed {
                 let (status, output) = tool_outcome(item);

@@ -22,10 +22,11 @@
 //! Without a `result` line the exit code decides: 53 → max_turns (Gemini's
 //! turn-limit code), anything else → error.
 
-use moat_cli_support::{Exit, LineTranslator, RunState, token_report, tool_input};
+use moat_cli_support::{Exit, LineTranslator, RunState, summary, token_report, tool_input};
 use moat_guest::json::{Value, json};
 use moat_guest::{
-    DoneEvent, DoneStatus, Event, InitEvent, InputTokens, TokenReport, ToolStatus, Usage,
+    DoneEvent, DoneStatus, Event, InitEvent, InputTokens, TokenReport, ToolStatus, ToolUseEvent,
+    Usage,
 };
 
 /// The CLI's name in messages.
@@ -62,7 +63,8 @@ pub struct GeminiTranslator {
     init_sent: bool,
     /// Assistant text streamed since the last flush.
     text: String,
-    /// All assistant text of the run: the result.
+    /// The assistant text since the last tool call: the result (text
+    /// before a call is narration, not the answer).
     answer: String,
 }
 
@@ -118,16 +120,17 @@ impl GeminiTranslator {
 
     fn tool_use(&mut self, line: &Value, out: &mut Vec<Event>) {
         self.flush_text(out);
+        self.answer.clear();
         let (Some(id), Some(name)) = (line["tool_id"].as_str(), line["tool_name"].as_str()) else {
             return;
         };
         if id.is_empty() || !self.run.tools.record(id, name) {
             return;
         }
-        out.push(
-            self.run
-                .tag(Event::tool_use(name, id, &tool_input(&line["parameters"]))),
-        );
+        let input = tool_input(&line["parameters"]);
+        let summary = summary::summarize(summary::GEMINI, name, &input);
+        let call = ToolUseEvent::new(name, id, &input).with_description(summary);
+        out.push(self.run.tag(call.into()));
     }
 
     fn tool_result(&mut self, line: &Value, out: &mut Vec<Event>) {

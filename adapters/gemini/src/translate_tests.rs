@@ -178,7 +178,8 @@ fn error_lines_are_recoverable_and_failed_tools_are_errors() {
     assert!(result.output.contains("no x"));
     assert_eq!(
         done_of(&events).result.as_deref(),
-        Some("TryingWhole message.")
+        Some("Whole message."),
+        "the text before the tool call is narration, not the answer"
     );
 }
 

@@ -370,6 +370,9 @@ pub enum OutputFormat {
     Ndjson,
     /// Only the assistant's text.
     Text,
+    /// One JSON object at the end: the run's result (status, text,
+    /// sessionId, resumeToken, usage, error).
+    Json,
 }
 
 /// `--trust`: one of the trust levels, by name.

@@ -91,6 +91,7 @@ pub mod event;
 pub mod names;
 pub mod parallel;
 pub mod registry;
+pub mod result;
 pub mod run;
 pub mod tool_policy;
 pub mod validate;
@@ -100,6 +101,10 @@ pub use event::*;
 pub use names::{FieldNames, Setting, SettingNames};
 pub use parallel::{ParallelRun, ParallelTask, TaskEvent, run_parallel};
 pub use registry::{Registry, RegistryError};
+pub use result::{
+    EngineCallbacks, EngineResult, ResultError, ResultFold, ResultUsage, TOOL_USE_SUMMARY_EVENT,
+    TURNS_METADATA_KEY, run_to_result,
+};
 pub use run::{AgentRun, DEFAULT_DRAIN, EngineError, MAX_CALL_IDS, RunRequest, run_agent};
 pub use tool_policy::{ToolPolicy, ToolPolicyViolation};
 pub use validate::{InvalidEvent, MAX_CALL_ID_BYTES, MAX_SAFE_INTEGER, ValidEvent, validate_event};

@@ -23,13 +23,19 @@ fn done(events: &[AgentEvent]) -> &moat_engine::DonePayload {
 /// arguments (one per line) and its pid beside itself, prints the stdout
 /// lines of the recording `cli/scenario` (up to the first one containing
 /// `upto`, when given), then runs `after` (shell).
-struct StandIn {
+pub(super) struct StandIn {
     dir: tempfile::TempDir,
     program: PathBuf,
 }
 
 impl StandIn {
-    fn new(name: &str, cli: &str, scenario: &str, upto: Option<&str>, after: &str) -> Self {
+    pub(super) fn new(
+        name: &str,
+        cli: &str,
+        scenario: &str,
+        upto: Option<&str>,
+        after: &str,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let fixture = moat_testkit::cli_fixture(cli, scenario);
@@ -73,7 +79,7 @@ impl StandIn {
     }
 
     /// The flags that let a run start it and let it write its `out`.
-    fn grant_flags(&self) -> [String; 4] {
+    pub(super) fn grant_flags(&self) -> [String; 4] {
         [
             "--allow-run".into(),
             self.program.to_string_lossy().into_owned(),
@@ -82,7 +88,7 @@ impl StandIn {
         ]
     }
 
-    fn extra(&self) -> String {
+    pub(super) fn extra(&self) -> String {
         serde_json::json!({"program": self.program}).to_string()
     }
 }

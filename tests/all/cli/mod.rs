@@ -1,10 +1,12 @@
 //! The real `moat` binary, run as a user runs it: output formats, exit
 //! codes, limits, Ctrl-C, inspect and compile, every bad input (`run`),
 //! the built-in CLI adapters with a stand-in CLI (`adapters`), and the run
-//! store: records, logs, cancel from elsewhere, crashes (`store`).
+//! store: records, logs, cancel from elsewhere, crashes (`store`), and a
+//! run's result as one JSON object (`result`).
 
 mod adapters;
 mod common;
+mod result;
 mod run;
 mod stopping;
 mod store;

@@ -31,7 +31,8 @@ fn no_human_output_mode_prints_an_adapters_escape_sequences() {
         assert!(stdout.contains("\\x1b]52;c;"), "{format}: {stdout}");
         assert!(stdout.contains("\\u{202e}"), "{format}: {stdout}");
     }
-    // Pretty shows every kind of event the adapter sent.
+    // Pretty shows every kind of event the adapter sent (its text in place
+    // of the deltas the text repeats, a tool call by its description).
     let output = moat()
         .args(["run", ESCAPES, "x", "--output", "pretty"])
         .output()
@@ -40,10 +41,9 @@ fn no_human_output_mode_prints_an_adapters_escape_sequences() {
     for field in [
         "model",
         "thinking",
-        "delta",
+        "text",
         "tool",
-        "arg",
-        "value",
+        "description",
         "output",
         "CODE",
         "message",

@@ -43,6 +43,14 @@ pub async fn parallel(
         .map(|(arg, resolved)| (arg.clone(), resolved.adapter.info().name.clone()))
         .collect();
     let format = render::default_format(args.output);
+    if format == OutputFormat::Json {
+        return Err(UsageError(
+            "--output json gives one run's result and moat parallel has several tasks; \
+             use --output ndjson (each task's result is also in `moat show RUN --json`)"
+                .into(),
+        )
+        .into());
+    }
     let labels = labels(&tasks, &agents);
 
     let store = if args.no_store {

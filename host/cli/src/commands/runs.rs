@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde_json::{Value, json};
 
+use moat_engine::ResultFold;
 use moat_store::{RunFilter, RunId, RunRecord, RunStatus, Store};
 
 use crate::args::{CancelArgs, ListFormat, LogsArgs, PruneArgs, PsArgs, ShowArgs, WaitArgs};
@@ -67,7 +68,20 @@ pub fn show(store: Option<&Path>, args: ShowArgs) -> anyhow::Result<ExitCode> {
         .resolve(&args.run)
         .map_err(|e| UsageError(e.to_string()))?;
     let run = store.get(&id)?.context("the run went while it was read")?;
-    let value = record_json(&run);
+    let mut value = record_json(&run);
+    // An ended run's result, folded from its stored events as `moat run
+    // --output json` folds them live.
+    let result = match run.status {
+        RunStatus::Completed | RunStatus::Failed => {
+            let mut fold = ResultFold::new();
+            for (_, event) in store.events(&id, 0)? {
+                fold.observe(&event, &mut ());
+            }
+            Some(fold.finish())
+        }
+        RunStatus::Pending | RunStatus::Running => None,
+    };
+    value["result"] = serde_json::to_value(&result)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
@@ -100,6 +114,9 @@ pub fn show(store: Option<&Path>, args: ShowArgs) -> anyhow::Result<ExitCode> {
     println!("prompt       {}", safe::text(&run.run.prompt));
     if let Some(done) = &run.done {
         println!("done         {}", safe::text(&done.to_string()));
+    }
+    if let Some(text) = result.as_ref().and_then(|r| r.text.as_deref()) {
+        println!("answer       {}", safe::text(text));
     }
     Ok(ExitCode::SUCCESS)
 }

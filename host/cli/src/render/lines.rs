@@ -3,13 +3,23 @@
 
 use std::time::Duration;
 
-use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload};
+use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, JsonObject};
 use serde_json::Value;
 
 use super::style::{Style, clip, status_word, tool_status_word, usage_summary};
 
 /// Longest tool input or output shown.
 const CLIP: usize = 200;
+
+/// A tool call's line: its summary for people when the adapter gave one,
+/// else its input.
+pub fn tool_line(s: Style, name: &str, input: &JsonObject, summary: Option<&str>) -> String {
+    let detail = match summary {
+        Some(summary) => clip(summary, CLIP),
+        None => s.dim(&clip(&Value::Object(input.clone()).to_string(), CLIP)),
+    };
+    format!("{} {} {detail}", s.cyan("→"), s.cyan(name))
+}
 
 /// The line for an event, or `None` for assistant text (which streams) and
 /// `done` (see [`done_line`]).
@@ -24,13 +34,7 @@ pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
         }
         EventPayload::Thinking(thinking) => s.dim(&format!("… {}", clip(&thinking.summary, CLIP))),
         EventPayload::ToolUse(tool) => {
-            let input = clip(&Value::Object(tool.input.clone()).to_string(), CLIP);
-            format!(
-                "{} {} {}",
-                s.cyan("→"),
-                s.cyan(&tool.tool_name),
-                s.dim(&input)
-            )
+            tool_line(s, &tool.tool_name, &tool.input, tool.description.as_deref())
         }
         EventPayload::ToolResult(result) => {
             let output = match &result.output {

@@ -1,5 +1,6 @@
 //! Rendering events for the terminal or for programs.
 
+mod json;
 mod lines;
 mod ndjson;
 mod parallel;
@@ -44,6 +45,7 @@ pub fn for_format(format: OutputFormat) -> Box<dyn Renderer> {
         OutputFormat::Pretty => Box::new(pretty::Pretty::new(io::stdout())),
         OutputFormat::Ndjson => Box::new(ndjson::Ndjson::new(io::stdout())),
         OutputFormat::Text => Box::new(text::Text::new(io::stdout())),
+        OutputFormat::Json => Box::new(json::Json::new(io::stdout())),
     }
 }
 

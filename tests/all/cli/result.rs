@@ -1,0 +1,157 @@
+//! `moat run --output json`: the run's result (the engine contract's
+//! EngineResult, folded from its events) as the only thing on stdout —
+//! from a real CLI's recording, the built-in echo and a crashing
+//! component — and the same result in `moat show --json`.
+
+use std::process::Output;
+
+use moat_testkit::components::PANIC;
+use serde_json::{Value, json};
+
+use super::adapters::StandIn;
+use super::common::moat;
+
+/// The one JSON object on stdout.
+fn result(output: &Output) -> Value {
+    let stdout = String::from_utf8(output.stdout.clone()).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one line on stdout: {stdout}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_claude_code_run_gives_its_answer_usage_turns_and_cost_but_not_its_narration() {
+    let cli = StandIn::new("claude", "claude", "tool-use", None, "exit 0");
+    let output = moat()
+        .args(["run", "claude-code", "Run a command.", "--output", "json"])
+        .args(["--trust", "unrestricted"])
+        .args(cli.grant_flags())
+        .args(["--extra", &cli.extra()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = result(&output);
+    assert_eq!(result["status"], "success");
+    // "Let me run a command." came with the tool call: narration, not the
+    // answer.
+    assert_eq!(result["text"], "The command printed moat-tool-use.");
+    let session = "e46c405f-a3fd-49f0-beda-50dd63f16bb5";
+    assert_eq!(result["sessionId"], session);
+    assert_eq!(result["resumeToken"], session);
+    let usage = &result["usage"];
+    assert_eq!(usage["turns"], 2);
+    assert_eq!(usage["toolUses"], 1);
+    assert_eq!(usage["costUsd"], 0.0037158);
+    assert_eq!(usage["costSource"], "agent_estimate");
+    for tokens in [
+        "inputTokens",
+        "outputTokens",
+        "cacheReadTokens",
+        "cacheWriteTokens",
+    ] {
+        assert!(usage[tokens].as_u64().is_some(), "{tokens}: {usage}");
+    }
+    assert!(usage["durationMs"].as_u64().is_some());
+    assert!(result.get("error").is_none());
+}
+
+#[test]
+fn what_the_backend_did_not_report_is_absent_and_a_crash_carries_its_error() {
+    let echo = moat()
+        .args(["run", "echo", "hello", "--output", "json", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(echo.status.code(), Some(0), "{}", stderr(&echo));
+    let echoed = result(&echo);
+    assert_eq!(echoed["status"], "success");
+    assert!(echoed["text"].as_str().unwrap().contains("hello"));
+    let usage = echoed["usage"].as_object().unwrap();
+    for absent in ["inputTokens", "outputTokens", "costUsd", "turns"] {
+        assert!(
+            !usage.contains_key(absent),
+            "{absent} was invented: {usage:?}"
+        );
+    }
+
+    let crash = moat()
+        .args(["run", PANIC, "x", "--output", "json", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(crash.status.code(), Some(1));
+    let crashed = result(&crash);
+    assert_eq!(crashed["status"], "error");
+    assert_eq!(crashed["error"]["code"], "ADAPTER_ERROR");
+    assert!(crashed.get("text").is_none());
+}
+
+#[test]
+fn show_json_gives_a_stored_run_the_result_run_printed_and_parallel_refuses_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("moat.db");
+    let run = moat()
+        .env("MOAT_STORE", &store)
+        .args(["run", "echo", "stored", "--output", "json"])
+        .output()
+        .unwrap();
+    let printed = result(&run);
+    let listed = moat()
+        .env("MOAT_STORE", &store)
+        .args(["ps", "--all", "--output", "json"])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap();
+    let shown = moat()
+        .env("MOAT_STORE", &store)
+        .args(["show", id, "--json"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["result"], printed);
+
+    let parallel = moat()
+        .args(["parallel", "--task", "echo=a", "--task", "echo=b"])
+        .args(["--output", "json", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(parallel.status.code(), Some(2));
+    let message = stderr(&parallel);
+    assert!(message.contains("--output ndjson"), "{message}");
+    assert_eq!(message.trim().lines().count(), 1, "{message}");
+    assert_eq!(json!(parallel.stdout), json!([]));
+}
+
+#[test]
+fn pretty_shows_narration_and_tool_lines_as_they_come_and_the_answer_set_apart_at_the_end() {
+    let cli = StandIn::new("claude", "claude", "tool-use", None, "exit 0");
+    let output = moat()
+        .args(["run", "claude-code", "Run a command.", "--output", "pretty"])
+        .args(["--trust", "unrestricted", "--no-store"])
+        .args(cli.grant_flags())
+        .args(["--extra", &cli.extra()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = |wanted: &str| {
+        lines
+            .iter()
+            .position(|line| *line == wanted)
+            .unwrap_or_else(|| panic!("no line {wanted:?} in:\n{stdout}"))
+    };
+    let narration = at("Let me run a command.");
+    let call = at("→ Bash Run `echo moat-tool-use`");
+    let answer = at("The command printed moat-tool-use.");
+    assert!(narration < call && call < answer, "{stdout}");
+    assert_eq!(lines[answer - 1], "", "set apart: {stdout}");
+    assert_eq!(lines[answer + 1], "", "set apart: {stdout}");
+    assert_eq!(
+        stdout.matches("The command printed moat-tool-use.").count(),
+        1,
+        "the answer once: {stdout}"
+    );
+}
