@@ -47,6 +47,7 @@ async fn text_streams_deltas_then_text_then_done_with_usage_inclusive_of_the_cac
     );
     assert_eq!(tokens.output.total, 15);
     assert_eq!(metadata(&events)["stopReason"], "end_turn");
+    assert_eq!(metadata(&events)["turns"], 1, "one model call");
     assert_eq!(
         events.last().unwrap().session_id,
         "msg_01XFDUDYJgAACzvnptvVoYEL"

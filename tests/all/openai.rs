@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use moat_engine::{DoneStatus, EventPayload, InputTokens, OutputTokens};
+use moat_engine::{CostSource, DoneStatus, EventPayload, InputTokens, OutputTokens, PriceTable};
 use moat_testkit::llm::{LlmAdapter, deltas, error, grant, metadata, tool_uses};
 use moat_testkit::llm_server::{LlmServer, Reply};
 use moat_testkit::{describe, error_codes, single_done, texts};
@@ -51,6 +51,38 @@ async fn plain_text_streams_deltas_then_the_text_then_done_without_usage() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_price_table_gives_a_run_with_tokens_a_cost_marked_as_its_own() {
+    let table = |models: Value| {
+        std::sync::Arc::new(
+            PriceTable::from_json(&json!({"source": "test", "models": models}).to_string())
+                .unwrap(),
+        )
+    };
+    let server = LlmServer::start(Reply::sse(TEXT_USAGE));
+    let priced = table(json!({"gpt-4o-mini*": {"inputPerMTok": 0.15, "outputPerMTok": 0.6}}));
+    let events = OPENAI
+        .run_on(&server, |request| request.price_table = Some(priced))
+        .await;
+    let cost = single_done(&events)
+        .usage
+        .cost
+        .expect("a cost from the table");
+    assert_eq!(cost.source, CostSource::PriceTable);
+    // 19 input tokens at $0.15 and 10 output at $0.60 per million.
+    assert!(
+        (cost.usd - (19.0 * 0.15 + 10.0 * 0.6) / 1e6).abs() < 1e-15,
+        "{cost:?}"
+    );
+
+    let server = LlmServer::start(Reply::sse(TEXT_USAGE));
+    let other = table(json!({"llama3": {"inputPerMTok": 1, "outputPerMTok": 1}}));
+    let events = OPENAI
+        .run_on(&server, |request| request.price_table = Some(other))
+        .await;
+    assert_eq!(single_done(&events).usage.cost, None, "no price: absent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_and_usage_reach_the_done_exactly_with_the_session_id() {
     let server = LlmServer::start(Reply::sse(TEXT_USAGE));
     let events = OPENAI.run_on(&server, |_| {}).await;
@@ -74,6 +106,7 @@ async fn text_and_usage_reach_the_done_exactly_with_the_session_id() {
         }
     );
     assert_eq!(metadata(&events)["finishReason"], "stop");
+    assert_eq!(metadata(&events)["turns"], 1, "one model call");
     let last = events.last().unwrap();
     assert_eq!(last.session_id, "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG");
 }

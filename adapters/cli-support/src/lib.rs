@@ -32,7 +32,7 @@ use moat_guest::{DoneEvent, DoneStatus, Event};
 pub use adapter::{Cli, CliAdapter};
 pub use args::{Invocation, check_exact_names, program, unsupported};
 pub use child::{CLI_NOT_FOUND, ChildProcess, spawn};
-pub use run::{LineTranslator, MAX_MESSAGE, RunState, token_report};
+pub use run::{LineTranslator, MAX_MESSAGE, RunState, TurnCounter, token_report};
 pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, EXIT_GRACE, ReadError};
 pub use tools::ToolTracker;
 

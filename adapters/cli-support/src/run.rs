@@ -3,8 +3,13 @@
 //! CLI's line format: taking a line in, ending a run the CLI did not end,
 //! aborting, and the events most lines turn into.
 
+use std::cell::Cell;
+
 use moat_guest::json::Value;
-use moat_guest::{DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport};
+use moat_guest::{
+    DoneStatus, Event, EventKind, InputTokens, OutputTokens, TURNS_METADATA_KEY, TokenCoverage,
+    TokenReport,
+};
 
 use crate::{
     Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line, session_id,
@@ -24,6 +29,41 @@ pub struct RunState {
     pub done: bool,
     /// The tool calls seen.
     pub tools: ToolTracker,
+    /// The model round trips the events imply.
+    pub turns: TurnCounter,
+}
+
+/// Model round trips (turns) as a run's events imply them, for CLIs that do
+/// not report them: a turn starts with model output (text, thinking, a tool
+/// call) and ends at a tool result, after which the model is called again.
+#[derive(Debug, Default)]
+pub struct TurnCounter {
+    turns: Cell<u64>,
+    in_turn: Cell<bool>,
+}
+
+impl TurnCounter {
+    /// Takes one event in.
+    pub fn saw(&self, kind: &EventKind) {
+        let model_output = matches!(
+            kind,
+            EventKind::Text(_)
+                | EventKind::TextDelta(_)
+                | EventKind::Thinking(_)
+                | EventKind::ToolUse(_)
+        );
+        if model_output && !self.in_turn.replace(true) {
+            self.turns.set(self.turns.get() + 1);
+        }
+        if matches!(kind, EventKind::ToolResult(_)) {
+            self.in_turn.set(false);
+        }
+    }
+
+    /// The turns so far.
+    pub fn count(&self) -> u64 {
+        self.turns.get()
+    }
 }
 
 impl RunState {
@@ -32,8 +72,26 @@ impl RunState {
         self.session.as_deref()
     }
 
-    /// `event` with the run's session id, when known.
-    pub fn tag(&self, event: Event) -> Event {
+    /// `event` with the run's session id, when known. Every event a
+    /// translator emits passes here, so this is also where the turns are
+    /// counted, and where a `done` gets them (under
+    /// [`TURNS_METADATA_KEY`]) unless the CLI reported its own.
+    pub fn tag(&self, mut event: Event) -> Event {
+        self.turns.saw(&event.kind);
+        if let EventKind::Done(done) = &mut event.kind
+            && self.turns.count() > 0
+        {
+            let mut metadata = done
+                .metadata
+                .as_deref()
+                .and_then(|m| moat_guest::serde_json::from_str::<Value>(m).ok())
+                .filter(Value::is_object)
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            if metadata.get(TURNS_METADATA_KEY).is_none() {
+                metadata[TURNS_METADATA_KEY] = self.turns.count().into();
+                done.metadata = Some(metadata.to_string());
+            }
+        }
         with_session(event, self.session())
     }
 

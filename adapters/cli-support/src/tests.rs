@@ -223,3 +223,51 @@ fn an_invocation_runs_in_the_run_cwd_with_only_the_variables_added() {
     assert_eq!(call.env, [("A".to_owned(), "1".to_owned())]);
     assert!(call.has("-p"));
 }
+
+#[test]
+fn turns_are_implied_by_model_output_after_tool_results_and_a_reported_count_is_kept() {
+    use moat_guest::json::json;
+    use moat_guest::{DoneEvent, DoneStatus, Event, TURNS_METADATA_KEY, ToolStatus};
+
+    let run = crate::RunState::default();
+    let turns = |run: &crate::RunState, done: Event| -> Option<u64> {
+        let moat_guest::EventKind::Done(done) = run.tag(done).kind else {
+            panic!("a done");
+        };
+        let metadata: moat_guest::json::Value =
+            moat_guest::serde_json::from_str(done.metadata.as_deref()?).ok()?;
+        metadata[TURNS_METADATA_KEY].as_u64()
+    };
+    for event in [
+        Event::thinking("plan"),
+        Event::text_delta("Let me look."),
+        Event::tool_use("Read", "t1", &json!({})),
+        Event::tool_use("Read", "t2", &json!({})),
+        Event::tool_result("t1", "Read", ToolStatus::Success, &json!("a")),
+        Event::tool_result("t2", "Read", ToolStatus::Success, &json!("b")),
+        Event::text("Both read."),
+        Event::tool_use("Bash", "t3", &json!({})),
+        Event::tool_result("t3", "Bash", ToolStatus::Success, &json!("")),
+        Event::text("Done."),
+    ] {
+        run.tag(event);
+    }
+    assert_eq!(
+        turns(&run, DoneEvent::new(DoneStatus::Success).into()),
+        Some(3)
+    );
+    let reported = DoneEvent::new(DoneStatus::Success).with_metadata(&json!({"turns": 7, "x": 1}));
+    assert_eq!(
+        turns(&run, reported.into()),
+        Some(7),
+        "the CLI's own count wins"
+    );
+    assert_eq!(
+        turns(
+            &crate::RunState::default(),
+            DoneEvent::new(DoneStatus::Error).into()
+        ),
+        None,
+        "no model output: no turns"
+    );
+}

@@ -4,7 +4,7 @@
 
 use moat_guest::json::{Map, Value, json};
 use moat_guest::sse::{SseEvent, SseParser};
-use moat_guest::{DoneEvent, DoneStatus, Event};
+use moat_guest::{DoneEvent, DoneStatus, Event, TURNS_METADATA_KEY};
 
 use crate::failure::{Failure, cut};
 
@@ -165,10 +165,12 @@ impl StreamState {
     }
 
     /// The answer is complete: `done` (success) with the stop reason (as
-    /// `reason_key`) and the model in its metadata, tagged.
+    /// `reason_key`), the model and the turns in its metadata, tagged.
     pub fn finish(&mut self, mut done: DoneEvent, reason_key: &str) -> Event {
         self.ended = true;
         let mut metadata = Map::new();
+        // A turn is a model call, and a run of these adapters makes one.
+        metadata.insert(TURNS_METADATA_KEY.into(), json!(1));
         if let Some(reason) = &self.stop_reason {
             metadata.insert(reason_key.into(), json!(reason));
         }

@@ -1,11 +1,12 @@
 //! Command-line arguments.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use moat_engine::{RunLimits, RunOptions};
+use moat_engine::{PriceTable, RunLimits, RunOptions};
 use moat_grants::{Grants, NetRule, Policy, TrustLevel, canonical_dir, names};
 use moat_sandbox::MAX_MEMORY_CEILING;
 use moat_store::RunStatus;
@@ -243,6 +244,11 @@ pub struct RunFlags {
     /// How long an interrupted adapter may take to wind down, e.g. 500ms.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
     pub drain: Duration,
+    /// Prices per model (JSON: {"models": {"gpt-4o": {"inputPerMTok": 2.5,
+    /// "outputPerMTok": 10}}}) for runs whose backend reports tokens but no
+    /// cost; such a cost is marked `price_table`.
+    #[arg(long, value_name = "FILE", value_parser = parse_price_table)]
+    pub price_table: Option<Arc<PriceTable>>,
     #[command(flatten)]
     pub grants: GrantFlags,
 }
@@ -513,6 +519,13 @@ fn parse_env_name(text: &str) -> Result<String, String> {
 
 fn parse_program(text: &str) -> Result<String, String> {
     names::program(text).map_err(|e| e.reason().to_string())
+}
+
+fn parse_price_table(text: &str) -> Result<Arc<PriceTable>, String> {
+    let json = std::fs::read_to_string(text).map_err(|e| format!("cannot read it: {e}"))?;
+    PriceTable::from_json(&json)
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
 }
 
 fn parse_policy(text: &str) -> Result<Policy, String> {

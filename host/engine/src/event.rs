@@ -107,6 +107,9 @@ pub enum CostSource {
     AgentEstimate,
     /// The adapter computed it from a price table.
     AdapterEstimate,
+    /// The host computed it from the price table the user supplied
+    /// (`moat_engine::price`).
+    PriceTable,
 }
 
 /// The money a run cost.

@@ -90,6 +90,7 @@ pub mod codes;
 pub mod event;
 pub mod names;
 pub mod parallel;
+pub mod price;
 pub mod registry;
 pub mod result;
 pub mod run;
@@ -100,6 +101,7 @@ pub use adapter::*;
 pub use event::*;
 pub use names::{FieldNames, Setting, SettingNames};
 pub use parallel::{ParallelRun, ParallelTask, TaskEvent, run_parallel};
+pub use price::{ModelPrice, PriceTable, PriceTableError};
 pub use registry::{Registry, RegistryError};
 pub use result::{
     EngineCallbacks, EngineResult, ResultError, ResultFold, ResultUsage, TOOL_USE_SUMMARY_EVENT,

@@ -48,6 +48,7 @@ use super::event::{
     AgentEvent, DonePayload, DoneStatus, EventPayload, Usage, new_session_id, now_ms,
 };
 use super::names::{FieldNames, Setting, SettingNames};
+use super::price::PriceTable;
 use super::registry::Registry;
 use super::tool_policy::{ToolPolicy, ToolPolicyViolation};
 use super::validate::{InvalidEvent, ValidEvent, millis, validate_event};
@@ -108,6 +109,8 @@ pub struct RunRequest<S = ()> {
     /// The words the run's messages use for settings and grants (the
     /// library's field names by default).
     pub names: Arc<dyn SettingNames>,
+    /// Prices for a `done` that reports tokens but no cost.
+    pub price_table: Option<Arc<PriceTable>>,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for RunRequest<S> {
@@ -137,6 +140,7 @@ impl RunRequest {
             abort: None,
             drain: DEFAULT_DRAIN,
             names: Arc::new(FieldNames),
+            price_table: None,
         }
     }
 }
@@ -154,6 +158,7 @@ impl<S> RunRequest<S> {
             abort: self.abort,
             drain: self.drain,
             names: self.names,
+            price_table: self.price_table,
         }
     }
 
@@ -366,6 +371,9 @@ struct Driver<S> {
     permission_ids: HashSet<String>,
     /// Whether an `init` has been handed out.
     seen_init: bool,
+    /// The model the backend named in its `init`.
+    model: Option<String>,
+    price_table: Option<Arc<PriceTable>>,
     watch: Option<Watch>,
 }
 
@@ -392,6 +400,8 @@ impl<S: Send + Sync + 'static> Driver<S> {
             tool_use_ids: HashSet::new(),
             permission_ids: HashSet::new(),
             seen_init: false,
+            model: None,
+            price_table: request.price_table,
             watch: None,
         }
     }
@@ -565,9 +575,10 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 Ok(valid) => {
                     let unmatched = self.unmatched_result(&valid.payload);
                     self.observe(&valid);
-                    if matches!(valid.payload, EventPayload::Done(_)) {
+                    if let EventPayload::Done(mut done) = valid.payload {
                         debug!(agent = %self.agent, "the adapter is done");
-                        self.emit(valid.payload);
+                        self.price(&mut done);
+                        self.emit(EventPayload::Done(done));
                         live.close_in_background();
                         return self.end();
                     }
@@ -682,6 +693,9 @@ impl<S: Send + Sync + 'static> Driver<S> {
             self.session_id = Some(id.clone());
         }
         match &event.payload {
+            EventPayload::Init(init) if self.model.is_none() => {
+                self.model.clone_from(&init.model);
+            }
             EventPayload::ToolUse(tool_use) => {
                 self.tool_use_ids.insert(tool_use.tool_use_id.clone());
             }
@@ -690,6 +704,18 @@ impl<S: Send + Sync + 'static> Driver<S> {
             }
             _ => {}
         }
+    }
+
+    /// Gives a `done` that reports tokens but no cost the cost the price
+    /// table says, for the model the backend named, else the one asked for.
+    fn price(&self, done: &mut DonePayload) {
+        let (Some(table), Some(tokens), None) =
+            (&self.price_table, &done.usage.tokens, &done.usage.cost)
+        else {
+            return;
+        };
+        let model = self.model.as_deref().or(self.options.model.as_deref());
+        done.usage.cost = model.and_then(|model| table.cost(model, tokens));
     }
 
     /// Refuses a call id the run has no room left to remember: the ids a

@@ -155,3 +155,28 @@ fn pretty_shows_narration_and_tool_lines_as_they_come_and_the_answer_set_apart_a
         "the answer once: {stdout}"
     );
 }
+
+#[test]
+fn a_price_table_that_cannot_be_used_is_one_line_naming_the_flag_and_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("prices.json");
+    std::fs::write(
+        &table,
+        r#"{"models": {"m": {"inputPerMTok": -1, "outputPerMTok": 1}}}"#,
+    )
+    .unwrap();
+    for (file, problem) in [
+        (table.to_str().unwrap(), "not a number of dollars"),
+        ("/no/such/prices.json", "cannot read it"),
+    ] {
+        let output = moat()
+            .args(["run", "echo", "hi", "--no-store", "--price-table", file])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2));
+        let message = stderr(&output);
+        assert!(message.contains("--price-table"), "{message}");
+        assert!(message.contains(problem), "{message}");
+        assert_eq!(message.trim().lines().count(), 1, "{message}");
+    }
+}

@@ -83,6 +83,7 @@ pub async fn parallel(
             limits: task.flags.limits(loaded[&task.adapter].default_timeout()),
             drain: task.flags.drain,
             names: Arc::new(FlagNames),
+            price_table: task.flags.price_table.clone(),
             abort: Some(task_abort.clone()),
             ..RunRequest::new(agents[&task.adapter].clone(), task.prompt).with_scope(scope)
         };

@@ -53,6 +53,7 @@ pub async fn run(
         abort: Some(abort.clone()),
         drain: args.run.drain,
         names: Arc::new(FlagNames),
+        price_table: args.run.price_table.clone(),
         ..RunRequest::new(agent, prompt).with_scope(scope)
     };
     let recorder = match store {
