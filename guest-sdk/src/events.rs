@@ -290,6 +290,13 @@ impl DoneEvent {
     }
 }
 
+/// The error code for a resume the backend cannot honour because it no
+/// longer has (or never had) the session. A run that ends with it before
+/// anything else happened is retried by the host as a fresh session,
+/// unless the caller said not to (`moat_engine::codes::SESSION_NOT_FOUND`,
+/// the same words).
+pub const SESSION_NOT_FOUND: &str = "SESSION_NOT_FOUND";
+
 /// The `done` metadata key for the run's turns, as the host's result reads
 /// it (`moat_engine::TURNS_METADATA_KEY`, the same words).
 pub const TURNS_METADATA_KEY: &str = "turns";

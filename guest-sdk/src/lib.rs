@@ -69,7 +69,7 @@ pub use bindings::moat::adapter::types::{
     ExtensionEvent, InitEvent, InputTokens, Needs, Options, OutputTokens, PermissionRequestEvent,
     TokenCoverage, TokenReport, ToolResultEvent, ToolStatus, ToolUseEvent, TrustLevel, Usage,
 };
-pub use events::TURNS_METADATA_KEY;
+pub use events::{SESSION_NOT_FOUND, TURNS_METADATA_KEY};
 pub use host::interrupted;
 #[cfg(not(target_arch = "wasm32"))]
 pub use host::testing;

@@ -20,3 +20,4 @@ mod parallel_runs;
 mod processes;
 mod real_clis;
 mod results;
+mod resume;

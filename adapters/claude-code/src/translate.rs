@@ -24,8 +24,8 @@
 use std::collections::HashSet;
 
 use moat_cli_support::{
-    LineTranslator, MAX_MESSAGE, RunState, clip, session_id, summary, token_report, tool_input,
-    tool_output,
+    LineTranslator, MAX_MESSAGE, RunState, clip, error_code, session_id, summary, token_report,
+    tool_input, tool_output,
 };
 use moat_guest::json::{Value, json};
 use moat_guest::{
@@ -241,11 +241,11 @@ impl ClaudeTranslator {
                 })
                 .filter(|message| !message.is_empty())
                 .unwrap_or_else(|| format!("Claude Code ended with {subtype}"));
-            out.push(self.run.tag(Event::error(
-                "CLI_ERROR",
-                clip(&message, MAX_MESSAGE),
-                false,
-            )));
+            let code = error_code::<Self>(&message, "CLI_ERROR");
+            out.push(
+                self.run
+                    .tag(Event::error(code, clip(&message, MAX_MESSAGE), false)),
+            );
         }
         let mut denied_names = Vec::new();
         if let Some(denials) = line["permission_denials"].as_array() {
@@ -319,6 +319,9 @@ fn model_usage(models: &Value, status: DoneStatus) -> Option<TokenReport> {
 impl LineTranslator for ClaudeTranslator {
     const CLI: &'static str = CLI;
     const SESSION_FIELD: Option<&'static str> = Some("session_id");
+    /// Claude Code 2.1.197, `--resume` of an id it has no conversation for
+    /// (tests/fixtures/cli/claude/resume-missing.jsonl).
+    const SESSION_GONE: &'static [&'static str] = &["No conversation found with session ID"];
     fn run(&self) -> &RunState {
         &self.run
     }

@@ -328,3 +328,11 @@ fn a_failing_command_is_an_error_result_with_its_output() {
     );
     assert_eq!(done_of(&events).status, DoneStatus::Success);
 }
+
+#[test]
+fn resuming_a_session_the_cli_does_not_have_is_session_not_found() {
+    moat_cli_support::testing::assert_session_not_found(
+        &replay("resume-missing"),
+        "No conversation found",
+    );
+}

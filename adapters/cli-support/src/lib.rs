@@ -32,7 +32,7 @@ use moat_guest::{DoneEvent, DoneStatus, Event};
 pub use adapter::{Cli, CliAdapter};
 pub use args::{Invocation, check_exact_names, program, unsupported};
 pub use child::{CLI_NOT_FOUND, ChildProcess, spawn};
-pub use run::{LineTranslator, MAX_MESSAGE, RunState, TurnCounter, token_report};
+pub use run::{LineTranslator, MAX_MESSAGE, RunState, TurnCounter, error_code, token_report};
 pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, EXIT_GRACE, ReadError};
 pub use tools::ToolTracker;
 
@@ -171,13 +171,14 @@ pub fn stderr_quote(stderr: &str) -> String {
 }
 
 /// The events that end a run the CLI did not end with its own result
-/// line: an error naming how the CLI ended (with the tail of its stderr),
-/// then `done` with `status`.
+/// line: an error (`code`) naming how the CLI ended (with the tail of its
+/// stderr), then `done` with `status`.
 pub fn failure(
     cli: &str,
     exit: Exit,
     stderr: &str,
     status: DoneStatus,
+    code: &str,
     session: Option<&str>,
     tool_uses: u32,
 ) -> Vec<Event> {
@@ -192,7 +193,7 @@ pub fn failure(
         done = done.with_resume_token(session);
     }
     vec![
-        with_session(Event::error(CLI_FAILED, message, false), session),
+        with_session(Event::error(code, message, false), session),
         with_session(done.into(), session),
     ]
 }

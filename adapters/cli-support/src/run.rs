@@ -7,13 +7,13 @@ use std::cell::Cell;
 
 use moat_guest::json::Value;
 use moat_guest::{
-    DoneStatus, Event, EventKind, InputTokens, OutputTokens, TURNS_METADATA_KEY, TokenCoverage,
-    TokenReport,
+    DoneStatus, Event, EventKind, InputTokens, OutputTokens, SESSION_NOT_FOUND, TURNS_METADATA_KEY,
+    TokenCoverage, TokenReport,
 };
 
 use crate::{
-    Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line, session_id,
-    with_session,
+    CLI_FAILED, Exit, ToolTracker, Translator, clip, oversize, oversize_error, parse_line,
+    session_id, with_session,
 };
 
 /// The longest CLI message forwarded in an error event.
@@ -113,7 +113,14 @@ impl RunState {
     /// The events ending a run the CLI ended without a result line
     /// ([`failure`](crate::failure) with `status`), or none when `done` was
     /// already sent; the run is done afterwards.
-    pub fn fail(&mut self, cli: &str, exit: Exit, stderr: &str, status: DoneStatus) -> Vec<Event> {
+    pub fn fail(
+        &mut self,
+        cli: &str,
+        exit: Exit,
+        stderr: &str,
+        status: DoneStatus,
+        code: &str,
+    ) -> Vec<Event> {
         if self.done {
             return Vec::new();
         }
@@ -123,6 +130,7 @@ impl RunState {
             exit,
             stderr,
             status,
+            code,
             self.session(),
             self.tools.count(),
         )
@@ -167,6 +175,11 @@ pub trait LineTranslator {
     /// The run's state, to change.
     fn run_mut(&mut self) -> &mut RunState;
 
+    /// What the CLI says (on stderr, or in its result's error) when the
+    /// session it was asked to resume is gone: such a failure is reported
+    /// as [`SESSION_NOT_FOUND`], which the host retries as a fresh session.
+    const SESSION_GONE: &'static [&'static str] = &[];
+
     /// Translates the JSON object of one stdout line of a run not yet done.
     fn object(&mut self, line: &Value, out: &mut Vec<Event>);
 
@@ -197,7 +210,8 @@ impl<T: LineTranslator> Translator for T {
         }
         let mut out = Vec::new();
         let status = self.ended(exit, &mut out);
-        out.extend(self.run_mut().fail(T::CLI, exit, stderr, status));
+        let code = error_code::<T>(stderr, CLI_FAILED);
+        out.extend(self.run_mut().fail(T::CLI, exit, stderr, status, code));
         out
     }
 
@@ -207,6 +221,19 @@ impl<T: LineTranslator> Translator for T {
 
     fn is_done(&self) -> bool {
         self.run().done
+    }
+}
+
+/// [`SESSION_NOT_FOUND`] when `message` is what `T`'s CLI says of a
+/// session it does not have, else `otherwise`.
+pub fn error_code<T: LineTranslator>(message: &str, otherwise: &'static str) -> &'static str {
+    if T::SESSION_GONE
+        .iter()
+        .any(|marker| message.contains(marker))
+    {
+        SESSION_NOT_FOUND
+    } else {
+        otherwise
     }
 }
 

@@ -271,7 +271,15 @@ mod tests {
         }
         fn finish(&mut self, exit: Exit, stderr: &str) -> Vec<Event> {
             self.done = true;
-            crate::failure("fake", exit, stderr, DoneStatus::Error, None, 0)
+            crate::failure(
+                "fake",
+                exit,
+                stderr,
+                DoneStatus::Error,
+                crate::CLI_FAILED,
+                None,
+                0,
+            )
         }
         fn interrupted(&mut self) -> Event {
             self.done = true;

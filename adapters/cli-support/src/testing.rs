@@ -239,3 +239,17 @@ pub fn assert_succeeded<'a>(events: &'a [Event], result: &str, session: &str) ->
     assert_eq!(done.result.as_deref(), Some(result));
     done
 }
+
+/// Checks a run whose resumed session the CLI did not have: one error,
+/// `SESSION_NOT_FOUND` and fatal, quoting the CLI, then `done` error (what
+/// the host turns into a fresh session).
+pub fn assert_session_not_found(events: &[Event], quoting: &str) {
+    let errors = errors(events);
+    let [error] = errors.as_slice() else {
+        panic!("one error: {errors:?}");
+    };
+    assert_eq!(error.code.as_deref(), Some(moat_guest::SESSION_NOT_FOUND));
+    assert!(!error.recoverable);
+    assert!(error.message.contains(quoting), "{}", error.message);
+    assert_eq!(done_of(events).status, moat_guest::DoneStatus::Error);
+}

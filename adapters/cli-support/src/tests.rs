@@ -45,6 +45,7 @@ fn failure_is_an_error_then_done_with_the_resume_token() {
         Exit::code(2),
         "boom\n",
         DoneStatus::Error,
+        CLI_FAILED,
         Some("s1"),
         3,
     );
@@ -191,10 +192,13 @@ fn run_state_accepts_objects_until_done_and_ends_the_run_once() {
         (error.message.as_str(), error.recoverable),
         ("it failed", true)
     );
-    let events = run.fail("fake", Exit::code(2), "", DoneStatus::Error);
+    let events = run.fail("fake", Exit::code(2), "", DoneStatus::Error, CLI_FAILED);
     assert_eq!(events.len(), 2);
     assert!(run.done && events[1].is_done());
-    assert_eq!(run.fail("fake", Exit::code(2), "", DoneStatus::Error), []);
+    assert_eq!(
+        run.fail("fake", Exit::code(2), "", DoneStatus::Error, CLI_FAILED),
+        []
+    );
     assert!(run.accept("fake", r#"{"type":"x"}"#, &mut out).is_none());
     assert!(run.interrupt().is_done());
 }

@@ -244,6 +244,9 @@ fn turn_tokens(usage: &Value) -> Option<TokenReport> {
 
 impl LineTranslator for CodexTranslator {
     const CLI: &'static str = CLI;
+    /// Codex 0.169.0, `exec resume` of a thread it has no rollout for
+    /// (tests/fixtures/cli/codex/resume-missing.jsonl).
+    const SESSION_GONE: &'static [&'static str] = &["no rollout found for thread id"];
     fn run(&self) -> &RunState {
         &self.run
     }

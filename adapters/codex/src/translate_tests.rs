@@ -293,3 +293,11 @@ fn a_command_the_read_only_sandbox_refuses_leaves_no_item_and_none_is_invented()
     );
     assert_eq!(done_of(&events).usage.tool_uses, 0);
 }
+
+#[test]
+fn resuming_a_session_the_cli_does_not_have_is_session_not_found() {
+    moat_cli_support::testing::assert_session_not_found(
+        &replay("resume-missing"),
+        "no rollout found",
+    );
+}

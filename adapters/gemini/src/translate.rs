@@ -211,6 +211,10 @@ fn stats_tokens(stats: &Value, failed: bool) -> Option<TokenReport> {
 impl LineTranslator for GeminiTranslator {
     const CLI: &'static str = CLI;
     const SESSION_FIELD: Option<&'static str> = Some("session_id");
+    /// Gemini CLI 0.61.0, `--resume` of a session it does not have (exit
+    /// 42; "No previous sessions found for this project." or "Invalid
+    /// session identifier …": tests/fixtures/cli/gemini/resume-missing.jsonl).
+    const SESSION_GONE: &'static [&'static str] = &["Error resuming session"];
     fn run(&self) -> &RunState {
         &self.run
     }

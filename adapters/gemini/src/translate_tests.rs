@@ -236,3 +236,11 @@ fn a_failing_shell_command_is_what_gemini_says_a_successful_call_with_its_output
     assert!(result.output.contains("No such file"), "{}", result.output);
     assert_eq!(texts(&events), ["The file does not exist."]);
 }
+
+#[test]
+fn resuming_a_session_the_cli_does_not_have_is_session_not_found() {
+    moat_cli_support::testing::assert_session_not_found(
+        &replay("resume-missing"),
+        "No previous sessions found",
+    );
+}

@@ -148,6 +148,10 @@ pub struct RunArgs {
     /// process of its own (see `moat ps`, `logs`, `wait`, `cancel`).
     #[arg(long)]
     pub detach: bool,
+    /// Continue the session of the recorded run RUN (an id or a prefix):
+    /// its resume token, with the same adapter.
+    #[arg(long = "continue", value_name = "RUN", conflicts_with = "resume")]
+    pub continue_run: Option<String>,
     /// Record the run as a child of the live run RUN (an id or a prefix):
     /// when RUN ends, this run is stopped and ends `parent ended`.
     #[arg(long, value_name = "RUN", conflicts_with = "no_store")]
@@ -200,6 +204,10 @@ pub struct RunFlags {
     /// Resume token of an earlier session.
     #[arg(long, value_name = "TOKEN")]
     pub resume: Option<String>,
+    /// When the backend no longer has the session to resume, end the run
+    /// with the error instead of starting a fresh session.
+    #[arg(long)]
+    pub no_resume_fallback: bool,
     /// Maximum number of agent turns.
     #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,

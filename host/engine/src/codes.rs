@@ -21,3 +21,7 @@ pub const TOOL_POLICY_VIOLATION: &str = "TOOL_POLICY_VIOLATION";
 /// The host could not record the run (its run store failed mid-run) and
 /// stopped it rather than go on without recording.
 pub const STORE_ERROR: &str = "STORE_ERROR";
+/// The backend no longer has the session a run asked to resume; unless the
+/// caller turned the fallback off, the engine starts the run again as a
+/// fresh session (`moat:resume_fallback`).
+pub const SESSION_NOT_FOUND: &str = "SESSION_NOT_FOUND";

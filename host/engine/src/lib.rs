@@ -107,6 +107,9 @@ pub use result::{
     EngineCallbacks, EngineResult, ResultError, ResultFold, ResultUsage, TOOL_USE_SUMMARY_EVENT,
     TURNS_METADATA_KEY, run_to_result,
 };
-pub use run::{AgentRun, DEFAULT_DRAIN, EngineError, MAX_CALL_IDS, RunRequest, run_agent};
+pub use run::{
+    AgentRun, DEFAULT_DRAIN, EngineError, MAX_CALL_IDS, RESUME_FALLBACK_EVENT, RunRequest,
+    run_agent,
+};
 pub use tool_policy::{ToolPolicy, ToolPolicyViolation};
 pub use validate::{InvalidEvent, MAX_CALL_ID_BYTES, MAX_SAFE_INTEGER, ValidEvent, validate_event};

@@ -45,7 +45,8 @@ use super::adapter::{
 };
 use super::codes;
 use super::event::{
-    AgentEvent, DonePayload, DoneStatus, EventPayload, Usage, new_session_id, now_ms,
+    AgentEvent, DonePayload, DoneStatus, EventPayload, ExtensionPayload, Usage, new_session_id,
+    now_ms,
 };
 use super::names::{FieldNames, Setting, SettingNames};
 use super::price::PriceTable;
@@ -111,7 +112,15 @@ pub struct RunRequest<S = ()> {
     pub names: Arc<dyn SettingNames>,
     /// Prices for a `done` that reports tokens but no cost.
     pub price_table: Option<Arc<PriceTable>>,
+    /// Whether a resume the backend cannot honour (`SESSION_NOT_FOUND`
+    /// before anything else happened) starts the run again as a fresh
+    /// session, announced by a [`RESUME_FALLBACK_EVENT`]. On by default.
+    pub resume_fallback: bool,
 }
+
+/// The extension event that says a run fell back from a resume the
+/// backend could not honour to a fresh session: `{"reason", "resume"}`.
+pub const RESUME_FALLBACK_EVENT: &str = "moat:resume_fallback";
 
 impl<S: std::fmt::Debug> std::fmt::Debug for RunRequest<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -141,6 +150,7 @@ impl RunRequest {
             drain: DEFAULT_DRAIN,
             names: Arc::new(FieldNames),
             price_table: None,
+            resume_fallback: true,
         }
     }
 }
@@ -159,6 +169,7 @@ impl<S> RunRequest<S> {
             drain: self.drain,
             names: self.names,
             price_table: self.price_table,
+            resume_fallback: self.resume_fallback,
         }
     }
 
@@ -374,6 +385,12 @@ struct Driver<S> {
     /// The model the backend named in its `init`.
     model: Option<String>,
     price_table: Option<Arc<PriceTable>>,
+    resume_fallback: bool,
+    /// The backend said the session to resume is gone: why, until the
+    /// attempt's `done` arrives and the run starts again afresh.
+    session_gone: Option<String>,
+    /// Whether this attempt produced anything but `init` and errors.
+    output_seen: bool,
     watch: Option<Watch>,
 }
 
@@ -402,6 +419,9 @@ impl<S: Send + Sync + 'static> Driver<S> {
             seen_init: false,
             model: None,
             price_table: request.price_table,
+            resume_fallback: request.resume_fallback,
+            session_gone: None,
+            output_seen: false,
             watch: None,
         }
     }
@@ -424,8 +444,9 @@ impl<S: Send + Sync + 'static> Driver<S> {
             debug!(agent = %self.agent, "aborted before start; the adapter is not started");
             return self.interrupted();
         }
-        let started = Instant::now();
-        self.started_at = Some(started);
+        // A fresh session after a failed resume runs under the limits of
+        // the run's first start.
+        let started = *self.started_at.get_or_insert_with(Instant::now);
         self.deadline = self.limits.timeout.map(|t| started + t);
         debug!(agent = %self.agent, "starting the adapter");
         let outcome = {
@@ -575,7 +596,19 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 Ok(valid) => {
                     let unmatched = self.unmatched_result(&valid.payload);
                     self.observe(&valid);
+                    if !aborting && let Some(reason) = self.resume_gone(&valid.payload) {
+                        // Held back: the attempt's done comes next, and a
+                        // fresh session after it.
+                        debug!(agent = %self.agent, %reason, "the session to resume is gone");
+                        self.session_gone = Some(reason);
+                        self.phase = Phase::Running(live);
+                        return;
+                    }
                     if let EventPayload::Done(mut done) = valid.payload {
+                        if let Some(reason) = self.session_gone.take() {
+                            live.close_in_background();
+                            return self.start_afresh(reason);
+                        }
                         debug!(agent = %self.agent, "the adapter is done");
                         self.price(&mut done);
                         self.emit(EventPayload::Done(done));
@@ -692,6 +725,10 @@ impl<S: Send + Sync + 'static> Driver<S> {
         if let Some(id) = &event.session_id {
             self.session_id = Some(id.clone());
         }
+        self.output_seen |= !matches!(
+            event.payload,
+            EventPayload::Init(_) | EventPayload::Error(_) | EventPayload::Done(_)
+        );
         match &event.payload {
             EventPayload::Init(init) if self.model.is_none() => {
                 self.model.clone_from(&init.model);
@@ -704,6 +741,35 @@ impl<S: Send + Sync + 'static> Driver<S> {
             }
             _ => {}
         }
+    }
+
+    /// The backend's reason, when `payload` says the session this run
+    /// resumes is gone and the run may still start afresh: the fallback is
+    /// on, it has not been used, and nothing but `init` came before.
+    fn resume_gone(&self, payload: &EventPayload) -> Option<String> {
+        let EventPayload::Error(error) = payload else {
+            return None;
+        };
+        let eligible = error.code.as_deref() == Some(codes::SESSION_NOT_FOUND)
+            && self.resume_fallback
+            && self.options.resume.is_some()
+            && !self.output_seen;
+        eligible.then(|| error.message.clone())
+    }
+
+    /// Starts the run again without its resume token, saying so first.
+    fn start_afresh(&mut self, reason: String) {
+        let resume = self.options.resume.take();
+        warn!(agent = %self.agent, %reason, "resuming failed; starting a fresh session");
+        self.emit(EventPayload::Extension(ExtensionPayload {
+            name: RESUME_FALLBACK_EVENT.to_owned(),
+            payload: serde_json::json!({"reason": reason, "resume": resume}),
+        }));
+        // The fresh session's own init and calls are its first.
+        self.seen_init = false;
+        self.tool_use_ids.clear();
+        self.permission_ids.clear();
+        self.phase = Phase::Idle;
     }
 
     /// Gives a `done` that reports tokens but no cost the cost the price

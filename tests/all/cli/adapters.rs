@@ -70,7 +70,7 @@ impl StandIn {
         std::fs::canonicalize(self.dir.path()).unwrap()
     }
 
-    fn args(&self) -> Vec<String> {
+    pub(super) fn args(&self) -> Vec<String> {
         std::fs::read_to_string(self.root().join("out/args"))
             .unwrap()
             .lines()

@@ -180,3 +180,52 @@ fn a_price_table_that_cannot_be_used_is_one_line_naming_the_flag_and_the_problem
         assert_eq!(message.trim().lines().count(), 1, "{message}");
     }
 }
+
+#[test]
+fn continue_resumes_a_recorded_runs_session_with_the_same_adapter_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("moat.db");
+    let first = StandIn::new("claude", "claude", "text", None, "exit 0");
+    let run = moat()
+        .env("MOAT_STORE", &store)
+        .args(["run", "claude-code", "Say hello.", "--output", "json"])
+        .args(first.grant_flags())
+        .args(["--extra", &first.extra()])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let token = result(&run)["resumeToken"].as_str().unwrap().to_owned();
+    let listed = moat()
+        .env("MOAT_STORE", &store)
+        .args(["ps", "--all", "--output", "json"])
+        .output()
+        .unwrap();
+    let runs: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap().to_owned();
+
+    let second = StandIn::new("claude", "claude", "text", None, "exit 0");
+    let continued = moat()
+        .env("MOAT_STORE", &store)
+        .args(["run", "claude-code", "And again.", "--output", "json"])
+        .args(["--continue", &id[..10]])
+        .args(second.grant_flags())
+        .args(["--extra", &second.extra()])
+        .output()
+        .unwrap();
+    assert_eq!(continued.status.code(), Some(0), "{}", stderr(&continued));
+    let args = second.args();
+    assert!(args.contains(&format!("--resume={token}")), "{args:?}");
+
+    let wrong = moat()
+        .env("MOAT_STORE", &store)
+        .args(["run", "echo", "hi", "--continue", &id])
+        .output()
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(2));
+    let message = stderr(&wrong);
+    assert!(
+        message.contains("used the adapter claude-code, not echo"),
+        "{message}"
+    );
+    assert_eq!(message.trim().lines().count(), 1, "{message}");
+}

@@ -75,6 +75,14 @@ impl FakeCli {
     /// overrides the replay's configuration (`speed`, `hang_after`,
     /// `ignore_sigterm`, `spawn_grandchild`, `exit_code`).
     pub fn new(name: &str, cli: &str, scenario: &str, config: Value) -> Self {
+        Self::starts(name, cli, &[scenario], config)
+    }
+
+    /// Like [`FakeCli::new`], replaying `scenarios[0]` at its first start,
+    /// `scenarios[1]` at its second, and so on (the last one from then on):
+    /// a CLI the adapter runs more than once.
+    pub fn starts(name: &str, cli: &str, scenarios: &[&str], config: Value) -> Self {
+        let (scenario, later) = scenarios.split_first().expect("a scenario");
         let exe = replayer();
         let dir = tempfile::tempdir().expect("a temporary directory");
         let root = std::fs::canonicalize(dir.path()).expect("canonical temp dir");
@@ -95,7 +103,18 @@ impl FakeCli {
         }
         std::fs::create_dir(root.join(OUT)).expect("make the record's directory");
         let record = root.join(OUT).join("record.json");
-        let mut full = json!({"fixture": local, "record": record});
+        let then: Vec<PathBuf> = later
+            .iter()
+            .map(|scenario| {
+                let fixture = crate::cli_fixture(cli, scenario);
+                let local = root.join(fixture.file_name().expect("a fixture file"));
+                std::fs::copy(&fixture, &local).expect("copy the fixture");
+                let meta = moat_cli_fixture::meta_path(&fixture);
+                std::fs::copy(&meta, moat_cli_fixture::meta_path(&local)).expect("copy its meta");
+                local
+            })
+            .collect();
+        let mut full = json!({"fixture": local, "record": record, "then": then});
         if let (Some(full), Some(extra)) = (full.as_object_mut(), config.as_object()) {
             full.extend(extra.clone());
         }
@@ -117,6 +136,18 @@ impl FakeCli {
     pub fn recorded(&self) -> Option<Value> {
         let text = std::fs::read_to_string(&self.record).ok()?;
         serde_json::from_str(&text).ok()
+    }
+
+    /// The arguments the adapter gave the CLI at its start number `n`
+    /// (from 1) of a [`FakeCli::starts`]; `None` if it never started that
+    /// often.
+    pub fn args_of_start(&self, n: usize) -> Option<Vec<String>> {
+        let record = match n {
+            1 => self.record.clone(),
+            n => PathBuf::from(format!("{}.{n}", self.record.display())),
+        };
+        let recorded: Value = serde_json::from_str(&std::fs::read_to_string(record).ok()?).ok()?;
+        serde_json::from_value(recorded["args"].clone()).ok()
     }
 
     /// The arguments the adapter gave the CLI.

@@ -19,8 +19,15 @@
 //!  "ignore_sigterm": false,   // survive SIGTERM (only SIGKILL ends it)
 //!  "spawn_grandchild": false, // start a sleeping grandchild first (orphan tests)
 //!  "record": "/tmp/x.json",   // write argv, pids, cwd and environment here
-//!  "exit_code": null}         // override the recorded exit code
+//!  "exit_code": null,         // override the recorded exit code
+//!  "then": ["tests/fixtures/cli/claude/text.jsonl"]}
+//!                             // what the 2nd, 3rd… start replays (the last
+//!                             // one again after that)
 //! ```
+//!
+//! With `then`, each start counts itself in `fake-cli.starts` beside the
+//! record (else the configuration), and `record` gets the start's number appended (`x.json`,
+//! `x.json.2`, …) so every start's arguments stay readable.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -56,6 +63,8 @@ struct Config {
     record: Option<PathBuf>,
     #[serde(default)]
     exit_code: Option<i32>,
+    #[serde(default)]
+    then: Vec<PathBuf>,
 }
 
 fn real_time() -> f64 {
@@ -75,6 +84,17 @@ pub fn process_gone(pid: u32) -> bool {
                 == Some("Z")
         }
     }
+}
+
+/// This start's number (from 1), counted in the file `counter`.
+fn count_start(counter: &Path) -> anyhow::Result<usize> {
+    let before: usize = std::fs::read_to_string(counter)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0);
+    std::fs::write(counter, (before + 1).to_string())
+        .with_context(|| format!("write {}", counter.display()))?;
+    Ok(before + 1)
 }
 
 /// Runs the fake CLI with the process's arguments: replays, then exits the
@@ -97,10 +117,27 @@ pub fn main() -> anyhow::Result<()> {
     )
     .with_context(|| format!("parse {}", config_path.display()))?;
     // Relative fixture paths are relative to the configuration file.
-    let fixture = config_path
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(&config.fixture);
+    let dir = config_path.parent().unwrap_or(Path::new("."));
+    let start = if config.then.is_empty() {
+        1
+    } else {
+        // Beside the record when there is one: the one place a contained
+        // fake may write.
+        let counter_dir = config
+            .record
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(dir);
+        count_start(&counter_dir.join("fake-cli.starts"))?
+    };
+    let fixture = match start {
+        1 => dir.join(&config.fixture),
+        n => dir.join(&config.then[(n - 2).min(config.then.len() - 1)]),
+    };
+    let record = config.record.as_ref().map(|record| match start {
+        1 => record.clone(),
+        n => PathBuf::from(format!("{}.{n}", record.display())),
+    });
 
     if config.ignore_sigterm {
         // SAFETY: setting a signal to SIG_IGN installs no handler code; it
@@ -122,7 +159,7 @@ pub fn main() -> anyhow::Result<()> {
     } else {
         None
     };
-    if let Some(record) = &config.record {
+    if let Some(record) = &record {
         let env: serde_json::Map<String, serde_json::Value> = std::env::vars()
             .map(|(name, value)| (name, json!(value)))
             .collect();
@@ -136,7 +173,7 @@ pub fn main() -> anyhow::Result<()> {
     }
 
     let lines = read_lines(&fixture)?;
-    let exit_code = match config.exit_code {
+    let exit_code = match config.exit_code.filter(|_| start == 1) {
         Some(code) => code,
         None => read_meta(&meta_path(&fixture))?.exit_code.unwrap_or(1),
     };

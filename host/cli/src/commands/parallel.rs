@@ -84,6 +84,7 @@ pub async fn parallel(
             drain: task.flags.drain,
             names: Arc::new(FlagNames),
             price_table: task.flags.price_table.clone(),
+            resume_fallback: !task.flags.no_resume_fallback,
             abort: Some(task_abort.clone()),
             ..RunRequest::new(agents[&task.adapter].clone(), task.prompt).with_scope(scope)
         };

@@ -46,14 +46,19 @@ pub async fn run(
         .register(Arc::new(resolved.adapter))
         .context("cannot register the adapter")?;
 
+    let mut options = args.run.options();
+    if let Some(run) = &args.continue_run {
+        options.resume = Some(continued_session(cli_store, run, &agent)?);
+    }
     let abort = CancellationToken::new();
     let request = RunRequest {
-        options: args.run.options(),
+        options,
         limits: args.run.limits(default_timeout),
         abort: Some(abort.clone()),
         drain: args.run.drain,
         names: Arc::new(FlagNames),
         price_table: args.run.price_table.clone(),
+        resume_fallback: !args.run.no_resume_fallback,
         ..RunRequest::new(agent, prompt).with_scope(scope)
     };
     let recorder = match store {
@@ -88,6 +93,40 @@ pub async fn run(
             render_until_done(recorded, renderer.as_mut(), abort).await
         }
     }
+}
+
+/// The resume token `--continue RUN` names: the one the recorded run ended
+/// with, when it ran the same adapter.
+fn continued_session(
+    cli_store: Option<&std::path::Path>,
+    run: &str,
+    agent: &str,
+) -> anyhow::Result<String> {
+    let store = resolve::store(cli_store)?;
+    let id = store.resolve(run).map_err(|e| UsageError(e.to_string()))?;
+    let record = store
+        .get(&id)?
+        .ok_or_else(|| UsageError(format!("no run {id}")))?;
+    if record.run.adapter != agent {
+        return Err(UsageError(format!(
+            "--continue {id}: that run used the adapter {}, not {agent}",
+            record.run.adapter
+        ))
+        .into());
+    }
+    record
+        .done
+        .as_ref()
+        .and_then(|done| done.get("resumeToken"))
+        .and_then(|token| token.as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            UsageError(format!(
+                "--continue {id}: that run left no session to continue ({}); start afresh without --continue",
+                record.status
+            ))
+            .into()
+        })
 }
 
 /// How long `--detach` waits for its run's process to report the run's id.
