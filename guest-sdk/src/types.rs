@@ -113,6 +113,9 @@ impl Default for Options {
             trust: TrustLevel::default(),
             system_prompt: None,
             extra: None,
+            directories: Vec::new(),
+            mcp_servers: None,
+            agents: None,
         }
     }
 }

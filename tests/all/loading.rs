@@ -118,6 +118,33 @@ async fn a_component_built_against_the_current_contract_loads_and_runs() {
 }
 
 #[tokio::test]
+async fn a_component_of_an_older_supported_contract_runs_beside_and_is_refused_what_it_cannot_carry()
+ {
+    // Built from wit/v0.2.0 directly, while everything else is 0.3.0.
+    let adapter = load(CONTRACT_V0_2).await;
+    assert_eq!(adapter.details().contract.to_string(), "0.2.0");
+    assert_ne!(moat_sandbox::contract::LATEST.to_string(), "0.2.0");
+    let events = run_component(CONTRACT_V0_2, "hi", |_| {}).await;
+    let done = single_done(&events);
+    assert_eq!(done.status, moat_engine::DoneStatus::Success);
+    assert_eq!(done.result.as_deref(), Some("0.2.0: hi"));
+
+    // Directories, MCP servers and sub-agents came with 0.3.0: a 0.2.0
+    // adapter is refused them before it runs, rather than never told.
+    let refused = run_component(CONTRACT_V0_2, "hi", |request| {
+        request.options.directories = vec!["/data".into()];
+        request.options.agents = Some(serde_json::json!({}));
+    })
+    .await;
+    let message = moat_testkit::error_message(&refused, "UNSUPPORTED_OPTION");
+    assert!(
+        message.contains("0.2.0") && message.contains("directories, agents"),
+        "{message}"
+    );
+    assert_eq!(moat_testkit::error_codes(&refused), ["UNSUPPORTED_OPTION"]);
+}
+
+#[tokio::test]
 async fn a_component_of_an_incompatible_contract_version_is_refused_naming_both_versions() {
     let error = sandbox()
         .load_file(Path::new(FUTURE_CONTRACT))

@@ -9,6 +9,9 @@
 //! | effort | `--effort=E` |
 //! | system prompt | `--system-prompt=S` |
 //! | cwd | the process's working directory |
+//! | directories | `--add-dir=D` each |
+//! | agents | `--agents=JSON` (its sub-agents, as given) |
+//! | MCP servers | refused: not passed on yet |
 //! | `extra.program` | the CLI's absolute path, granted by that path (default: `claude` on PATH) |
 //! | allowed tools | `--tools=a,b` (only these exist) and `--allowedTools=a,b` (they run without asking), `--strict-mcp-config` (no MCP servers) |
 //! | disallowed tools | `--disallowedTools=…` |
@@ -73,6 +76,13 @@ pub fn forbidden(trust: TrustLevel) -> Vec<&'static str> {
 /// cannot honour.
 pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
     let program = moat_cli_support::program("claude-code", PROGRAM, options)?;
+    if options.mcp_servers.is_some() {
+        return Err(unsupported(
+            "claude-code",
+            "MCP servers",
+            "this adapter does not pass MCP servers on yet",
+        ));
+    }
     let mut args: Vec<String> = [
         "-p",
         "--output-format=stream-json",
@@ -105,6 +115,12 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     }
     if let Some(system) = &options.system_prompt {
         args.push(format!("--system-prompt={system}"));
+    }
+    for dir in &options.directories {
+        args.push(format!("--add-dir={dir}"));
+    }
+    if let Some(agents) = &options.agents {
+        args.push(format!("--agents={agents}"));
     }
 
     let forbidden = forbidden(options.trust);

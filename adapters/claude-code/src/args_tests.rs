@@ -189,3 +189,26 @@ fn patterns_mcp_tools_bad_budgets_and_extra_options_are_refused() {
     ];
     moat_cli_support::testing::assert_refused(invocation, &refused);
 }
+
+#[test]
+fn directories_and_sub_agents_reach_their_switches_and_mcp_servers_are_refused() {
+    let call = run(&Options {
+        directories: vec!["/data".into(), "/docs".into()],
+        agents: Some(r#"{"reviewer":{"description":"d","prompt":"p"}}"#.into()),
+        ..options()
+    });
+    assert!(
+        call.has("--add-dir=/data") && call.has("--add-dir=/docs"),
+        "{:?}",
+        call.args
+    );
+    assert!(call.has(r#"--agents={"reviewer":{"description":"d","prompt":"p"}}"#));
+    let mcp = invocation(
+        "x",
+        &Options {
+            mcp_servers: Some("{}".into()),
+            ..options()
+        },
+    );
+    assert!(mcp.unwrap_err().message.contains("MCP"));
+}

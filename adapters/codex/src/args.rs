@@ -4,11 +4,14 @@
 //! |---|---|
 //! | model | `--model=M` |
 //! | cwd | `--cd=DIR`, and the process's working directory |
+//! | directories | `--add-dir=D` each (writable beside the workspace) |
 //! | `extra.program` | the CLI's absolute path, granted by that path (default: `codex` on PATH) |
 //! | resume | `codex exec … resume ID -- PROMPT` |
 //! | effort | `-c model_reasoning_effort=E` |
 //! | system prompt | `-c developer_instructions="…"` |
 //! | max turns, max budget | refused: Codex has no such switch |
+//! | sub-agents | refused: Codex has none |
+//! | MCP servers | refused: not passed on yet |
 //! | allowed / disallowed tools | refused: Codex cannot restrict its built-in tools by name |
 //!
 //! Trust levels (Codex's sandbox modes and tool switches):
@@ -37,6 +40,16 @@ const MAX_THREAD_ID: usize = 128;
 /// honour.
 pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
     let program = moat_cli_support::program("codex", PROGRAM, options)?;
+    if options.agents.is_some() {
+        return Err(unsupported("codex", "--agents", "Codex has no sub-agents"));
+    }
+    if options.mcp_servers.is_some() {
+        return Err(unsupported(
+            "codex",
+            "MCP servers",
+            "this adapter does not pass MCP servers on yet",
+        ));
+    }
     if options.max_turns.is_some() {
         return Err(unsupported(
             "codex",
@@ -91,6 +104,9 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     }
     if let Some(cwd) = &options.cwd {
         args.push(format!("--cd={cwd}"));
+    }
+    for dir in &options.directories {
+        args.push(format!("--add-dir={dir}"));
     }
     if let Some(effort) = &options.effort {
         if effort.is_empty() || !effort.chars().all(|c| c.is_ascii_lowercase()) {
@@ -235,5 +251,31 @@ mod tests {
             },
         ];
         moat_cli_support::testing::assert_refused(invocation, &refused);
+    }
+    #[test]
+    fn directories_reach_their_switch_and_sub_agents_and_mcp_servers_are_refused() {
+        let call = run(&Options {
+            directories: vec!["/data".into()],
+            ..Options::default()
+        });
+        assert!(call.has("--add-dir=/data"), "{:?}", call.args);
+        for refused in [
+            Options {
+                agents: Some("{}".into()),
+                ..Options::default()
+            },
+            Options {
+                mcp_servers: Some("{}".into()),
+                ..Options::default()
+            },
+        ] {
+            let error = invocation("x", &refused).unwrap_err();
+            assert_eq!(
+                error.code.as_deref(),
+                Some("UNSUPPORTED_OPTION"),
+                "{}",
+                error.message
+            );
+        }
     }
 }

@@ -6,9 +6,12 @@
 //! | model | `--model=M` (given, Gemini makes no routing call) |
 //! | resume | `--resume=SESSION_ID` |
 //! | cwd | the process's working directory |
+//! | directories | `--include-directories=D` each |
 //! | `extra.program` | the CLI's absolute path, granted by that path (default: `gemini` on PATH) |
 //! | max turns | refused: only a settings-file entry (`model.maxSessionTurns`) sets it |
 //! | max budget, effort, system prompt | refused: no command-line switch |
+//! | sub-agents | refused: Gemini CLI has none |
+//! | MCP servers | refused: not passed on yet |
 //! | allowed / disallowed tools | refused: `--allowed-tools` only skips confirmation, it does not restrict |
 //!
 //! Trust levels (Gemini's approval modes; headless, a tool that would need
@@ -42,6 +45,15 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     }
     if options.max_budget_usd.is_some() {
         return refuse("--max-budget-usd", "it has no spending limit");
+    }
+    if options.agents.is_some() {
+        return refuse("--agents", "Gemini CLI has no sub-agents");
+    }
+    if options.mcp_servers.is_some() {
+        return refuse(
+            "MCP servers",
+            "this adapter does not pass MCP servers on yet",
+        );
     }
     if options.effort.is_some() {
         return refuse("--effort", "it has no reasoning-effort switch");
@@ -79,6 +91,9 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     }
     if let Some(session) = &options.resume {
         args.push(format!("--resume={session}"));
+    }
+    for dir in &options.directories {
+        args.push(format!("--include-directories={dir}"));
     }
     Ok(Invocation::new(program, args, options))
 }
@@ -163,5 +178,35 @@ mod tests {
             },
         ];
         moat_cli_support::testing::assert_refused(invocation, &refused);
+    }
+    #[test]
+    fn directories_reach_their_switch_and_sub_agents_and_mcp_servers_are_refused() {
+        let call = invocation(
+            "x",
+            &Options {
+                directories: vec!["/data".into()],
+                ..controlled()
+            },
+        )
+        .unwrap();
+        assert!(call.has("--include-directories=/data"), "{:?}", call.args);
+        for refused in [
+            Options {
+                agents: Some("{}".into()),
+                ..controlled()
+            },
+            Options {
+                mcp_servers: Some("{}".into()),
+                ..controlled()
+            },
+        ] {
+            let error = invocation("x", &refused).unwrap_err();
+            assert_eq!(
+                error.code.as_deref(),
+                Some("UNSUPPORTED_OPTION"),
+                "{}",
+                error.message
+            );
+        }
     }
 }

@@ -40,7 +40,7 @@ pub fn prepare(
     options: &Options,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Prepared, ErrorInfo> {
-    endpoint::refuse_resume_and_budget(&rules.vendor, options)?;
+    endpoint::refuse_unsupported(&rules.vendor, options)?;
     let model = endpoint::require_model(&rules.vendor, options)?;
     let mut extra = options.extra_object()?;
     let base_override = endpoint::take_base_url(&mut extra)?;

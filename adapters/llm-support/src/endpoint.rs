@@ -138,9 +138,26 @@ pub fn invalid(message: &str) -> ErrorInfo {
     ErrorInfo::new(INVALID_OPTIONS, message, false)
 }
 
-/// Refuses what an API that keeps no session and has no prices cannot
-/// honour: a resume token and a budget.
-pub fn refuse_resume_and_budget(vendor: &Vendor, options: &Options) -> Result<(), ErrorInfo> {
+/// Refuses what a model API cannot honour: a resume token (it keeps no
+/// session), a budget (no prices), directories (no files), sub-agents, and
+/// MCP servers (no tool loop in these adapters yet).
+pub fn refuse_unsupported(vendor: &Vendor, options: &Options) -> Result<(), ErrorInfo> {
+    let refuse = |message: String| Err(ErrorInfo::new(UNSUPPORTED_OPTION, message, false));
+    if !options.directories.is_empty() {
+        return refuse(format!(
+            "the {} adapter gives the model no files, so extra directories cannot be honoured",
+            vendor.adapter
+        ));
+    }
+    if options.agents.is_some() {
+        return refuse(format!("{} has no sub-agents", vendor.api));
+    }
+    if options.mcp_servers.is_some() {
+        return refuse(format!(
+            "the {} adapter does not run MCP tools yet",
+            vendor.adapter
+        ));
+    }
     if options.resume.is_some() {
         return Err(ErrorInfo::new(
             UNSUPPORTED_OPTION,

@@ -201,6 +201,17 @@ pub struct RunFlags {
     /// `unrestricted` grant it read-write.
     #[arg(long, value_name = "DIR", value_parser = parse_cwd)]
     pub cwd: Option<String>,
+    /// A directory the backend may use besides the working directory (an
+    /// existing directory; repeat for more). It reaches the backend through
+    /// its own switch, and trust `controlled` and `unrestricted` grant it
+    /// read-write, as they do the working directory.
+    #[arg(long = "add-dir", value_name = "DIR", value_parser = parse_cwd)]
+    pub add_dirs: Vec<String>,
+    /// Sub-agents for backends that have them (Claude Code), from a JSON
+    /// file: {"NAME": {"description": …, "prompt": …, "tools"?: […],
+    /// "model"?: …}}. Adapters whose backend has none refuse the run.
+    #[arg(long, value_name = "FILE", value_parser = parse_agents)]
+    pub agents: Option<serde_json::Value>,
     /// Resume token of an earlier session.
     #[arg(long, value_name = "TOKEN")]
     pub resume: Option<String>,
@@ -322,6 +333,8 @@ impl RunFlags {
             model: self.model.clone(),
             max_turns: self.max_turns,
             resume: self.resume.clone(),
+            directories: self.add_dirs.clone(),
+            agents: self.agents.clone(),
             system_prompt: self.system.clone(),
             allowed_tools: self.allowed_tools.clone().map(|list| list.0),
             disallowed_tools: self
@@ -365,6 +378,9 @@ pub struct InspectArgs {
     /// The working directory to show the grants of.
     #[arg(long, value_name = "DIR", value_parser = parse_cwd)]
     pub cwd: Option<String>,
+    /// Directories the backend may use besides it, as `moat run --add-dir`.
+    #[arg(long = "add-dir", value_name = "DIR", value_parser = parse_cwd)]
+    pub add_dirs: Vec<String>,
     /// Grants to show the effect of, as `moat run` takes them.
     #[command(flatten)]
     pub grants: GrantFlags,
@@ -527,6 +543,16 @@ fn parse_env_name(text: &str) -> Result<String, String> {
 
 fn parse_program(text: &str) -> Result<String, String> {
     names::program(text).map_err(|e| e.reason().to_string())
+}
+
+fn parse_agents(text: &str) -> Result<serde_json::Value, String> {
+    let json = std::fs::read_to_string(text).map_err(|e| format!("cannot read it: {e}"))?;
+    let agents: serde_json::Value =
+        serde_json::from_str(&json).map_err(|e| format!("not JSON: {e}"))?;
+    match agents.as_object() {
+        Some(map) if map.values().all(serde_json::Value::is_object) => Ok(agents),
+        _ => Err("must be a JSON object of sub-agents by name, each an object".into()),
+    }
 }
 
 fn parse_price_table(text: &str) -> Result<Arc<PriceTable>, String> {

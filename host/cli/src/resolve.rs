@@ -109,6 +109,7 @@ pub fn grant_sources(
     resolved: &Resolved,
     trust: TrustLevel,
     cwd: Option<&str>,
+    directories: &[String],
     flags: &GrantFlags,
 ) -> anyhow::Result<GrantSources> {
     let info = resolved.adapter.info();
@@ -122,6 +123,7 @@ pub fn grant_sources(
         provenance: resolved.provenance,
         trust,
         cwd: cwd.map(PathBuf::from),
+        directories: directories.iter().map(PathBuf::from).collect(),
         grant_declared: flags.grant_declared || policy.grant_declared,
         policy: policy.grants,
         flags: flags.grants(),
@@ -133,9 +135,10 @@ pub fn grants(
     resolved: &Resolved,
     trust: TrustLevel,
     cwd: Option<&str>,
+    directories: &[String],
     flags: &GrantFlags,
 ) -> anyhow::Result<Grants> {
-    let sources = grant_sources(resolved, trust, cwd, flags)?;
+    let sources = grant_sources(resolved, trust, cwd, directories, flags)?;
     let grants = sources
         .effective(resolved.adapter.needs())
         .map_err(|e| UsageError(format!("the adapter's declared needs: {e}")))?;
@@ -148,9 +151,10 @@ pub fn scope(
     resolved: &Resolved,
     trust: TrustLevel,
     cwd: Option<&str>,
+    directories: &[String],
     flags: &GrantFlags,
 ) -> anyhow::Result<RunScope> {
-    let grants = grants(resolved, trust, cwd, flags)?;
+    let grants = grants(resolved, trust, cwd, directories, flags)?;
     let confinement = confinement(resolved, flags);
     if !grants.run.is_empty()
         && confinement != Confinement::Off

@@ -42,6 +42,31 @@ pub struct RunOptions {
     pub system_prompt: Option<String>,
     /// Adapter-specific options (a JSON object).
     pub extra: Option<serde_json::Value>,
+    /// Directories the backend may use besides `cwd` (absolute; the layer
+    /// that runs the adapter grants them).
+    pub directories: Vec<String>,
+    /// MCP servers for the backend, the common `mcpServers` JSON object.
+    pub mcp_servers: Option<serde_json::Value>,
+    /// Sub-agents for backends that have them (a JSON object by name).
+    pub agents: Option<serde_json::Value>,
+}
+
+impl RunOptions {
+    /// The options a contract without directories, MCP servers and
+    /// sub-agents cannot carry, by their field names, when set.
+    pub fn beyond_contract_0_2(&self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        if !self.directories.is_empty() {
+            set.push("directories");
+        }
+        if self.mcp_servers.is_some() {
+            set.push("mcpServers");
+        }
+        if self.agents.is_some() {
+            set.push("agents");
+        }
+        set
+    }
 }
 
 /// Resource limits the runtime enforces on one run.

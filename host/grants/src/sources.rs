@@ -5,8 +5,8 @@
 //! |---|---|
 //! | declared needs | a built-in adapter: exactly what its `info()` declares; a loaded component: nothing, unless `--grant-declared` (or `grant-declared` in the policy) or trust `unrestricted` |
 //! | trust `sandbox` | nothing |
-//! | trust `controlled` | read and write of `--cwd`, when given |
-//! | trust `unrestricted` | read and write of `--cwd`, when given, and the declared needs |
+//! | trust `controlled` | read and write of `--cwd` and every `--add-dir`, when given |
+//! | trust `unrestricted` | read and write of `--cwd` and every `--add-dir`, when given, and the declared needs |
 //! | policy | the file's top-level grants and its `[adapters.NAME]` entry |
 //! | flags | `--allow-net`, `--allow-read`, `--allow-write`, `--allow-env`, `--allow-run` |
 //!
@@ -39,6 +39,9 @@ pub struct GrantSources {
     /// The run's working directory (`--cwd`), already canonical (see
     /// [`canonical_dir`](super::canonical_dir)).
     pub cwd: Option<PathBuf>,
+    /// The directories the backend may use besides it (`--add-dir`),
+    /// canonical too: the trust preset treats them as it treats `cwd`.
+    pub directories: Vec<PathBuf>,
     /// Grant a loaded component what it declares.
     pub grant_declared: bool,
     /// What the policy file grants this adapter.
@@ -57,13 +60,17 @@ impl GrantSources {
 
     /// What the trust level gives on its own.
     pub fn trust_preset(&self) -> Grants {
-        match (self.trust, &self.cwd) {
-            (TrustLevel::Controlled | TrustLevel::Unrestricted, Some(cwd)) => Grants {
-                read: vec![cwd.clone()],
-                write: vec![cwd.clone()],
-                ..Grants::none()
-            },
-            _ => Grants::none(),
+        match self.trust {
+            TrustLevel::Controlled | TrustLevel::Unrestricted => {
+                let dirs: Vec<PathBuf> =
+                    self.cwd.iter().chain(&self.directories).cloned().collect();
+                Grants {
+                    read: dirs.clone(),
+                    write: dirs,
+                    ..Grants::none()
+                }
+            }
+            TrustLevel::Sandbox => Grants::none(),
         }
     }
 

@@ -229,3 +229,95 @@ fn continue_resumes_a_recorded_runs_session_with_the_same_adapter_only() {
     );
     assert_eq!(message.trim().lines().count(), 1, "{message}");
 }
+
+#[test]
+fn add_dir_and_agents_reach_claude_code_add_dir_is_granted_by_trust_and_others_refuse() {
+    let data = tempfile::tempdir().unwrap();
+    let data = std::fs::canonicalize(data.path()).unwrap();
+    let agents_dir = tempfile::tempdir().unwrap();
+    let agents = agents_dir.path().join("agents.json");
+    std::fs::write(
+        &agents,
+        r#"{"reviewer": {"description": "Reviews", "prompt": "Review."}}"#,
+    )
+    .unwrap();
+    let cli = StandIn::new("claude", "claude", "text", None, "exit 0");
+    let output = moat()
+        .args([
+            "run",
+            "claude-code",
+            "Say hello.",
+            "--no-store",
+            "--output",
+            "json",
+        ])
+        .args(["--trust", "controlled", "--add-dir", data.to_str().unwrap()])
+        .args(["--agents", agents.to_str().unwrap()])
+        .args(cli.grant_flags())
+        .args(["--extra", &cli.extra()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let args = cli.args();
+    assert!(
+        args.contains(&format!("--add-dir={}", data.display())),
+        "{args:?}"
+    );
+    assert!(
+        args.iter()
+            .any(|a| a.starts_with("--agents=") && a.contains("reviewer")),
+        "{args:?}"
+    );
+
+    // The directory is granted as the working directory is: read-write
+    // from trust controlled on, nothing at sandbox.
+    let grants = |trust: &str| -> Value {
+        let inspected = moat()
+            .args(["inspect", "echo", "--json", "--trust", trust])
+            .args(["--add-dir", data.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(inspected.status.code(), Some(0), "{}", stderr(&inspected));
+        serde_json::from_slice::<Value>(&inspected.stdout).unwrap()["grants"].clone()
+    };
+    let dir = json!(data.to_str().unwrap());
+    let controlled = grants("controlled");
+    assert!(
+        controlled["read"].as_array().unwrap().contains(&dir),
+        "{controlled}"
+    );
+    assert!(
+        controlled["write"].as_array().unwrap().contains(&dir),
+        "{controlled}"
+    );
+    let sandboxed = grants("sandbox");
+    assert!(
+        !sandboxed.to_string().contains(data.to_str().unwrap()),
+        "{sandboxed}"
+    );
+
+    // An adapter whose backend cannot take it refuses before it starts.
+    let refused = moat()
+        .args([
+            "run",
+            "openai",
+            "hi",
+            "--no-store",
+            "--output",
+            "json",
+            "--model",
+            "m",
+        ])
+        .args(["--add-dir", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let refusal = result(&refused);
+    assert_eq!(refusal["error"]["code"], "UNSUPPORTED_OPTION");
+    assert!(
+        refusal["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no files")
+    );
+}

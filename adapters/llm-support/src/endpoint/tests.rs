@@ -71,20 +71,47 @@ fn resume_budget_and_a_missing_model_are_refused_in_the_vendors_words() {
         resume: Some("r".into()),
         ..options(Some("m"), None)
     };
-    let error = refuse_resume_and_budget(&VENDOR, &resume).unwrap_err();
+    let error = refuse_unsupported(&VENDOR, &resume).unwrap_err();
     assert_eq!(error.code.as_deref(), Some(UNSUPPORTED_OPTION));
     assert!(error.message.starts_with("the Acme API keeps no session"));
     let budget = Options {
         max_budget_usd: Some(1.0),
         ..options(Some("m"), None)
     };
-    let error = refuse_resume_and_budget(&VENDOR, &budget).unwrap_err();
+    let error = refuse_unsupported(&VENDOR, &budget).unwrap_err();
     assert!(
         error.message.contains("the acme adapter"),
         "{}",
         error.message
     );
-    assert!(refuse_resume_and_budget(&VENDOR, &options(None, None)).is_ok());
+    assert!(refuse_unsupported(&VENDOR, &options(None, None)).is_ok());
+    for (beyond, words) in [
+        (
+            Options {
+                directories: vec!["/w".into()],
+                ..options(Some("m"), None)
+            },
+            "no files",
+        ),
+        (
+            Options {
+                agents: Some("{}".into()),
+                ..options(Some("m"), None)
+            },
+            "no sub-agents",
+        ),
+        (
+            Options {
+                mcp_servers: Some("{}".into()),
+                ..options(Some("m"), None)
+            },
+            "MCP",
+        ),
+    ] {
+        let error = refuse_unsupported(&VENDOR, &beyond).unwrap_err();
+        assert_eq!(error.code.as_deref(), Some(UNSUPPORTED_OPTION));
+        assert!(error.message.contains(words), "{}", error.message);
+    }
 
     let model = require_model(&VENDOR, &options(Some(" m "), None));
     assert_eq!(model.unwrap(), "m");

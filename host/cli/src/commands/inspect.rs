@@ -20,7 +20,13 @@ const REFUSED_NOTE: &str =
 
 pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<ExitCode> {
     let resolved = resolve::adapter(sandbox, &args.adapter).await?;
-    let sources = resolve::grant_sources(&resolved, args.trust, args.cwd.as_deref(), &args.grants)?;
+    let sources = resolve::grant_sources(
+        &resolved,
+        args.trust,
+        args.cwd.as_deref(),
+        &args.add_dirs,
+        &args.grants,
+    )?;
     let needs = resolved.adapter.needs();
     let grants = sources.effective(needs)?;
     let declares_needs = !Grants::from_needs(needs)?.is_empty();

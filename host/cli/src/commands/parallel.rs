@@ -68,6 +68,7 @@ pub async fn parallel(
             &loaded[&task.adapter],
             task.flags.trust,
             task.flags.cwd.as_deref(),
+            &task.flags.add_dirs,
             &task.flags.grants,
         )?;
         // Pretty output tells tasks apart by role, so every task gets one

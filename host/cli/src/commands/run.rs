@@ -36,6 +36,7 @@ pub async fn run(
         &resolved,
         args.run.trust,
         args.run.cwd.as_deref(),
+        &args.run.add_dirs,
         &args.run.grants,
     )?;
     let mut registry = Registry::scoped();

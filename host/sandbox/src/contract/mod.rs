@@ -1,7 +1,8 @@
 //! The `moat:adapter` contract, every version this host runs, side by side.
 //!
 //! Each version of the WIT package lives in its own folder of `wit/`
-//! (`wit/v0.2.0`) and has its own module here (`v0_2_0`), generated from
+//! (`wit/v0.2.0`, `wit/v0.3.0`) and has its own module here (`v0_2_0`,
+//! `v0_3_0`), generated from
 //! that folder, which implements [`Contract`]: how the sandbox instantiates
 //! a component of that version, calls its exports and answers its imports.
 //! [`SUPPORTED`] lists them; a component is run by the module of the
@@ -11,6 +12,7 @@
 //! (docs/contract-versions.md says for how long a version stays).
 
 mod v0_2_0;
+mod v0_3_0;
 
 use std::fmt;
 use std::future::Future;
@@ -31,7 +33,10 @@ pub const ADAPTER_INTERFACE: &str = "moat:adapter/adapter";
 
 /// Every contract version this host runs, oldest first: a component is run
 /// by the entry of the version it was built against.
-pub(crate) const SUPPORTED: &[Supported] = &[Supported::of::<v0_2_0::Contract>()];
+pub(crate) const SUPPORTED: &[Supported] = &[
+    Supported::of::<v0_2_0::Contract>(),
+    Supported::of::<v0_3_0::Contract>(),
+];
 
 /// The newest contract version this host runs: the one the guest SDK of
 /// this workspace builds against.

@@ -27,6 +27,9 @@ wasmtime::component::bindgen!({
     },
 });
 
+/// The code of the refusal of an option this contract cannot carry.
+const UNSUPPORTED_OPTION: &str = "UNSUPPORTED_OPTION";
+
 /// Contract 0.2.0, as the sandbox runs it.
 pub(crate) struct Contract;
 
@@ -66,6 +69,19 @@ impl super::Contract for Contract {
         options: &RunOptions,
         trust: TrustLevel,
     ) -> wasmtime::Result<Result<ResourceAny, ErrorInfo>> {
+        let beyond = options.beyond_contract_0_2();
+        if !beyond.is_empty() {
+            // Refused before the guest runs: 0.2.0 has no field for them.
+            return Ok(Err(ErrorInfo {
+                code: Some(UNSUPPORTED_OPTION.to_owned()),
+                message: format!(
+                    "this adapter was built against moat:adapter@0.2.0, which cannot carry {}; \
+                     rebuild it with the current moat SDK",
+                    beyond.join(", ")
+                ),
+                recoverable: false,
+            }));
+        }
         let options = convert::options(options, trust);
         let started = instance
             .moat_adapter_adapter()
