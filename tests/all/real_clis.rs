@@ -157,6 +157,19 @@ fn run_real(
     trust: TrustLevel,
     scratch: &Path,
 ) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
+    run_real_with(cli, program, scenario, trust, scratch, |_, _| {})
+}
+
+/// [`run_real`], with `configure` given the request and the run's home
+/// directory before it starts.
+fn run_real_with(
+    cli: &Cli,
+    program: &Path,
+    scenario: Scenario,
+    trust: TrustLevel,
+    scratch: &Path,
+    configure: impl FnOnce(&mut moat_testkit::Request, &Path),
+) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
     let stub =
         StubServer::start("127.0.0.1:0", StubConfig::new(scenario)).expect("the stub starts");
     // Inside the scratch directory made before any TMPDIR was changed.
@@ -183,6 +196,7 @@ fn run_real(
     if cli.program == "claude" && trust == TrustLevel::Unrestricted {
         request.options.allowed_tools = Some(vec!["Bash".into()]);
     }
+    configure(&mut request, &home_dir);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -250,8 +264,57 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             cli.adapter
         );
         check_trust_levels(cli, &program, scratch.path());
+        check_directories_and_resume_fallback(cli, &program, scratch.path());
         eprintln!("{}: ok", cli.adapter);
     }
+}
+
+/// The real CLI takes the switch its adapter gives an extra directory, and
+/// says in its own words that a session to resume is gone, which moat turns
+/// into a fresh session.
+fn check_directories_and_resume_fallback(cli: &Cli, program: &Path, scratch: &Path) {
+    let (events, _) = run_real_with(
+        cli,
+        program,
+        Scenario::Text,
+        TrustLevel::Controlled,
+        scratch,
+        |request, home| {
+            let extra = home.join("extra");
+            std::fs::create_dir_all(&extra).unwrap();
+            request.options.directories = vec![extra.to_string_lossy().into_owned()];
+            request.scope.grants.write.push(extra);
+        },
+    );
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{} with a directory: {}: {:?}",
+        cli.adapter,
+        describe(&events),
+        errors(&events)
+    );
+    let (events, _) = run_real_with(
+        cli,
+        program,
+        Scenario::Text,
+        TrustLevel::Controlled,
+        scratch,
+        |request, _| request.options.resume = Some("0b7c1e8e-1111-4222-8333-444455556666".into()),
+    );
+    let fell_back = events.iter().any(|e| {
+        matches!(&e.payload, moat_engine::EventPayload::Extension(x)
+            if x.name == moat_engine::RESUME_FALLBACK_EVENT)
+    });
+    assert!(fell_back, "{}: {}", cli.adapter, describe(&events));
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{} after the fallback: {}: {:?}",
+        cli.adapter,
+        describe(&events),
+        errors(&events)
+    );
 }
 
 /// The tools each trust level leaves the model, as the stub saw them
@@ -283,6 +346,7 @@ fn check_trust_levels(cli: &Cli, program: &Path, scratch: &Path) {
                 has(&controlled, "Edit") && has(&controlled, "WebFetch"),
                 "{controlled:?}"
             );
+            assert!(has(&offered(TrustLevel::Unrestricted), "Bash"));
         }
         "codex" => {
             let sandbox = offered(TrustLevel::Sandbox);

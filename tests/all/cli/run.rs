@@ -319,9 +319,10 @@ fn inspect_shows_contract_needs_and_cache_state() {
     let output = run(&["inspect", "echo"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = String::from_utf8_lossy(&output.stdout);
+    let contract = moat_guest::CONTRACT_VERSION;
     for needle in [
         "name         echo",
-        "moat:adapter@0.2.0",
+        contract,
         "origin       built-in",
         "needs hosts  none",
         "cache",
@@ -347,7 +348,7 @@ fn compile_fills_the_cache_so_the_next_load_does_not_compile() {
     let inspected = with_cache(&["inspect", FLOOD, "--json"]);
     let json: Value = serde_json::from_slice(&inspected.stdout).unwrap();
     assert_eq!(json["cache"]["hit"], Value::Bool(true), "{json}");
-    assert_eq!(json["contract"], "moat:adapter@0.2.0");
+    assert_eq!(json["contract"], moat_guest::CONTRACT_VERSION);
     assert!(Path::new(json["cache"]["path"].as_str().unwrap()).starts_with(cache.path()));
 
     let again = with_cache(&["compile", FLOOD]);
