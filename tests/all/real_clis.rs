@@ -21,7 +21,7 @@ use moat_backend_stub::{Scenario, StubConfig, StubServer};
 use moat_engine::{AgentEvent, DoneStatus, ToolStatus};
 use moat_grants::Grants;
 use moat_grants::TrustLevel;
-use moat_testkit::{describe, single_done, texts, tool_result};
+use moat_testkit::{describe, error_codes, single_done, texts, tool_result};
 use serde_json::json;
 
 /// One CLI and how to run it offline.
@@ -265,6 +265,12 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
         );
         check_trust_levels(cli, &program, scratch.path());
         check_directories_and_resume_fallback(cli, &program, scratch.path());
+        check_mcp_servers(
+            cli,
+            &program,
+            &bin.join("mcp-server-filesystem"),
+            scratch.path(),
+        );
         eprintln!("{}: ok", cli.adapter);
     }
 }
@@ -314,6 +320,59 @@ fn check_directories_and_resume_fallback(cli: &Cli, program: &Path, scratch: &Pa
         cli.adapter,
         describe(&events),
         errors(&events)
+    );
+}
+
+/// The official MCP filesystem server, handed to the real CLI in its own
+/// format, is started by it and its tools offered to the model: the tool
+/// list the stub received names them. Gemini CLI refuses MCP servers (not
+/// passed on yet) before it starts.
+fn check_mcp_servers(cli: &Cli, program: &Path, server: &Path, scratch: &Path) {
+    assert!(server.exists(), "{} is not installed", server.display());
+    let (events, requests) = run_real_with(
+        cli,
+        program,
+        Scenario::Text,
+        TrustLevel::Controlled,
+        scratch,
+        |request, home| {
+            let shared = home.join("shared");
+            std::fs::create_dir_all(&shared).unwrap();
+            request.options.mcp_servers = Some(json!({
+                "files": {"command": server, "args": [shared]}
+            }));
+        },
+    );
+    if cli.program == "gemini" {
+        assert_eq!(
+            error_codes(&events),
+            ["UNSUPPORTED_OPTION"],
+            "{}",
+            describe(&events)
+        );
+        return;
+    }
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{} with an MCP server: {}: {:?}",
+        cli.adapter,
+        describe(&events),
+        errors(&events)
+    );
+    let offered: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.api == cli.api)
+        .flat_map(|r| &r.tools)
+        .collect();
+    // Claude Code offers each tool (`mcp__files__list_directory`); Codex
+    // offers the server as one namespace of tools (`mcp__files`).
+    assert!(
+        offered
+            .iter()
+            .any(|tool| tool.contains("list_directory") || *tool == "mcp__files"),
+        "{}: the MCP server's tools were not offered: {offered:?}",
+        cli.adapter
     );
 }
 

@@ -11,7 +11,7 @@
 //! | cwd | the process's working directory |
 //! | directories | `--add-dir=D` each |
 //! | agents | `--agents=JSON` (its sub-agents, as given) |
-//! | MCP servers | refused: not passed on yet |
+//! | MCP servers | `--mcp-config={"mcpServers": …}` and `--strict-mcp-config` (only the run's own), their tools approved (`--allowedTools=mcp__NAME`) at every trust level |
 //! | `extra.program` | the CLI's absolute path, granted by that path (default: `claude` on PATH) |
 //! | allowed tools | `--tools=a,b` (only these exist) and `--allowedTools=a,b` (they run without asking), `--strict-mcp-config` (no MCP servers) |
 //! | disallowed tools | `--disallowedTools=…` |
@@ -32,6 +32,7 @@
 //! read as another switch, and the prompt comes after `--`.
 
 use moat_cli_support::{Invocation, check_exact_names, unsupported};
+use moat_guest::json::{Map, Value, json};
 use moat_guest::{ErrorInfo, Options, TrustLevel};
 
 /// The program run.
@@ -76,13 +77,13 @@ pub fn forbidden(trust: TrustLevel) -> Vec<&'static str> {
 /// cannot honour.
 pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
     let program = moat_cli_support::program("claude-code", PROGRAM, options)?;
-    if options.mcp_servers.is_some() {
-        return Err(unsupported(
-            "claude-code",
-            "MCP servers",
-            "this adapter does not pass MCP servers on yet",
-        ));
-    }
+    let mcp_servers: Option<Map<String, Value>> = options
+        .mcp_servers
+        .as_deref()
+        .map(|text| moat_guest::json::parse("options.mcp-servers", text))
+        .transpose()?;
+    let mut approved: Vec<String> = Vec::new();
+    let mut strict = false;
     let mut args: Vec<String> = [
         "-p",
         "--output-format=stream-json",
@@ -152,22 +153,36 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
             }
             // Only the allowed tools exist, and they run without asking.
             args.push(format!("--tools={}", allowed.join(",")));
-            args.push("--strict-mcp-config".to_owned());
-            if !allowed.is_empty() {
-                args.push(format!("--allowedTools={}", allowed.join(",")));
-            }
+            strict = true;
+            approved.extend(allowed.iter().cloned());
         }
         None => match options.trust {
             TrustLevel::Sandbox => {
                 args.push("--tools=".to_owned());
-                args.push("--strict-mcp-config".to_owned());
+                strict = true;
             }
-            TrustLevel::Controlled => args.push(format!("--allowedTools={}", WEB_TOOLS.join(","))),
-            TrustLevel::Unrestricted => args.push(format!(
-                "--allowedTools={}",
-                [SHELL_TOOLS, WEB_TOOLS].concat().join(",")
-            )),
+            TrustLevel::Controlled => approved.extend(WEB_TOOLS.iter().map(|t| (*t).to_owned())),
+            TrustLevel::Unrestricted => approved.extend(
+                [SHELL_TOOLS, WEB_TOOLS]
+                    .concat()
+                    .iter()
+                    .map(|t| (*t).to_owned()),
+            ),
         },
+    }
+    // MCP servers work at every trust level: given in a config of the
+    // run's own (and only that one: --strict-mcp-config), their tools
+    // approved so the headless run does not deny them.
+    if let Some(servers) = &mcp_servers {
+        args.push(format!("--mcp-config={}", json!({ "mcpServers": servers })));
+        strict = true;
+        approved.extend(servers.keys().map(|name| format!("mcp__{name}")));
+    }
+    if strict {
+        args.push("--strict-mcp-config".to_owned());
+    }
+    if !approved.is_empty() {
+        args.push(format!("--allowedTools={}", approved.join(",")));
     }
     let mut disallowed: Vec<String> = forbidden.iter().map(|tool| (*tool).to_owned()).collect();
     for tool in &options.disallowed_tools {

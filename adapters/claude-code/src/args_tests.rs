@@ -191,7 +191,7 @@ fn patterns_mcp_tools_bad_budgets_and_extra_options_are_refused() {
 }
 
 #[test]
-fn directories_and_sub_agents_reach_their_switches_and_mcp_servers_are_refused() {
+fn directories_sub_agents_and_mcp_servers_reach_their_switches() {
     let call = run(&Options {
         directories: vec!["/data".into(), "/docs".into()],
         agents: Some(r#"{"reviewer":{"description":"d","prompt":"p"}}"#.into()),
@@ -203,12 +203,42 @@ fn directories_and_sub_agents_reach_their_switches_and_mcp_servers_are_refused()
         call.args
     );
     assert!(call.has(r#"--agents={"reviewer":{"description":"d","prompt":"p"}}"#));
-    let mcp = invocation(
+    assert!(!call.args.iter().any(|a| a.starts_with("--mcp-config")));
+
+    // At every trust level: the run's own config only, its tools approved.
+    for trust in [TrustLevel::Sandbox, TrustLevel::Unrestricted] {
+        let call = run(&Options {
+            mcp_servers: Some(r#"{"files":{"command":"npx","args":["-y","fs"]}}"#.into()),
+            trust,
+            ..options()
+        });
+        assert!(
+            call.has(
+                r#"--mcp-config={"mcpServers":{"files":{"args":["-y","fs"],"command":"npx"}}}"#
+            ),
+            "{:?}",
+            call.args
+        );
+        assert_eq!(
+            call.args
+                .iter()
+                .filter(|a| *a == "--strict-mcp-config")
+                .count(),
+            1
+        );
+        let approved = call
+            .args
+            .iter()
+            .find_map(|a| a.strip_prefix("--allowedTools="))
+            .unwrap_or_else(|| panic!("{:?}", call.args));
+        assert!(approved.split(',').any(|t| t == "mcp__files"), "{approved}");
+    }
+    let bad = invocation(
         "x",
         &Options {
-            mcp_servers: Some("{}".into()),
+            mcp_servers: Some("[1]".into()),
             ..options()
         },
     );
-    assert!(mcp.unwrap_err().message.contains("MCP"));
+    assert!(bad.unwrap_err().message.contains("mcp-servers"));
 }

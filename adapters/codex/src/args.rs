@@ -11,7 +11,7 @@
 //! | system prompt | `-c developer_instructions="…"` |
 //! | max turns, max budget | refused: Codex has no such switch |
 //! | sub-agents | refused: Codex has none |
-//! | MCP servers | refused: not passed on yet |
+//! | MCP servers | `-c mcp_servers.NAME.command="…"`, `.args=[…]`, `.env.VAR="…"`, or `.url="…"` and `.http_headers.H="…"` |
 //! | allowed / disallowed tools | refused: Codex cannot restrict its built-in tools by name |
 //!
 //! Trust levels (Codex's sandbox modes and tool switches):
@@ -28,6 +28,7 @@
 //! stdin as more prompt). The prompt comes after `--`.
 
 use moat_cli_support::{Invocation, unsupported};
+use moat_guest::json::{Map, Value};
 use moat_guest::{ErrorInfo, Options, TrustLevel};
 
 /// The program run.
@@ -43,13 +44,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     if options.agents.is_some() {
         return Err(unsupported("codex", "--agents", "Codex has no sub-agents"));
     }
-    if options.mcp_servers.is_some() {
-        return Err(unsupported(
-            "codex",
-            "MCP servers",
-            "this adapter does not pass MCP servers on yet",
-        ));
-    }
+
     if options.max_turns.is_some() {
         return Err(unsupported(
             "codex",
@@ -108,6 +103,11 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     for dir in &options.directories {
         args.push(format!("--add-dir={dir}"));
     }
+    if let Some(servers) = &options.mcp_servers {
+        for setting in mcp_settings(servers)? {
+            config(&mut args, &setting);
+        }
+    }
     if let Some(effort) = &options.effort {
         if effort.is_empty() || !effort.chars().all(|c| c.is_ascii_lowercase()) {
             return Err(unsupported(
@@ -145,6 +145,65 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     args.push("--".to_owned());
     args.push(prompt.to_owned());
     Ok(Invocation::new(program, args, options))
+}
+
+/// The `-c` settings that give Codex the MCP servers `servers` (the
+/// host's `{"NAME": {"command", "args", "env"} | {"url", "headers"}}`), as
+/// TOML values (a JSON string or array of strings is one).
+fn mcp_settings(servers: &str) -> Result<Vec<String>, ErrorInfo> {
+    let servers: Map<String, Value> = moat_guest::json::parse("options.mcp-servers", servers)?;
+    let toml_key = |key: &str| {
+        if !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            key.to_owned()
+        } else {
+            Value::from(key).to_string()
+        }
+    };
+    let mut settings = Vec::new();
+    for (name, server) in &servers {
+        let at = format!("mcp_servers.{}", toml_key(name));
+        let strings = |field: &str| -> Vec<(String, String)> {
+            server[field]
+                .as_object()
+                .map(|map| {
+                    map.iter()
+                        .filter_map(|(k, v)| {
+                            Some((toml_key(k), Value::from(v.as_str()?).to_string()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        if let Some(command) = server["command"].as_str() {
+            settings.push(format!("{at}.command={}", Value::from(command)));
+            let args: Vec<Value> = server["args"]
+                .as_array()
+                .map(|args| args.iter().filter(|a| a.is_string()).cloned().collect())
+                .unwrap_or_default();
+            if !args.is_empty() {
+                settings.push(format!("{at}.args={}", Value::from(args)));
+            }
+            for (var, value) in strings("env") {
+                settings.push(format!("{at}.env.{var}={value}"));
+            }
+        } else if let Some(url) = server["url"].as_str() {
+            settings.push(format!("{at}.url={}", Value::from(url)));
+            for (header, value) in strings("headers") {
+                settings.push(format!("{at}.http_headers.{header}={value}"));
+            }
+        } else {
+            return Err(unsupported(
+                "codex",
+                &format!("MCP server {name}"),
+                "a server needs a command or a url",
+            ));
+        }
+    }
+    Ok(settings)
 }
 
 #[cfg(test)]
@@ -253,28 +312,48 @@ mod tests {
         moat_cli_support::testing::assert_refused(invocation, &refused);
     }
     #[test]
-    fn directories_reach_their_switch_and_sub_agents_and_mcp_servers_are_refused() {
+    fn directories_reach_their_switch_and_sub_agents_are_refused() {
         let call = run(&Options {
             directories: vec!["/data".into()],
             ..Options::default()
         });
         assert!(call.has("--add-dir=/data"), "{:?}", call.args);
-        for refused in [
-            Options {
-                agents: Some("{}".into()),
-                ..Options::default()
-            },
-            Options {
-                mcp_servers: Some("{}".into()),
-                ..Options::default()
-            },
-        ] {
+        for refused in [Options {
+            agents: Some("{}".into()),
+            ..Options::default()
+        }] {
             let error = invocation("x", &refused).unwrap_err();
             assert_eq!(
                 error.code.as_deref(),
                 Some("UNSUPPORTED_OPTION"),
                 "{}",
                 error.message
+            );
+        }
+    }
+
+    #[test]
+    fn mcp_servers_become_config_settings_in_toml() {
+        let call = run(&Options {
+            mcp_servers: Some(
+                r#"{"files":{"command":"npx","args":["-y","fs \"q\""],"env":{"A":"1"}},
+                    "docs":{"url":"https://m.example/mcp","headers":{"Authorization":"Bearer t"}}}"#
+                    .into(),
+            ),
+            ..Options::default()
+        });
+        for setting in [
+            r#"mcp_servers.files.command="npx""#,
+            r#"mcp_servers.files.args=["-y","fs \"q\""]"#,
+            r#"mcp_servers.files.env.A="1""#,
+            r#"mcp_servers.docs.url="https://m.example/mcp""#,
+            r#"mcp_servers.docs.http_headers.Authorization="Bearer t""#,
+        ] {
+            let at = call.args.iter().position(|a| a == setting);
+            assert!(
+                at.is_some_and(|i| call.args[i - 1] == "-c"),
+                "{setting} in {:?}",
+                call.args
             );
         }
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use moat_engine::{PriceTable, RunLimits, RunOptions};
+use moat_engine::{McpServers, PriceTable, RunLimits, RunOptions};
 use moat_grants::{Grants, NetRule, Policy, TrustLevel, canonical_dir, names};
 use moat_sandbox::MAX_MEMORY_CEILING;
 use moat_store::RunStatus;
@@ -212,6 +212,12 @@ pub struct RunFlags {
     /// "model"?: …}}. Adapters whose backend has none refuse the run.
     #[arg(long, value_name = "FILE", value_parser = parse_agents)]
     pub agents: Option<serde_json::Value>,
+    /// MCP servers for the backend, from a JSON file of the common shape:
+    /// {"mcpServers": {"NAME": {"command": …, "args": […]} or {"url": …}}}.
+    /// A stdio server's command must be granted (--allow-run) like any
+    /// program.
+    #[arg(long, value_name = "FILE", value_parser = parse_mcp_config)]
+    pub mcp_config: Option<McpServers>,
     /// Resume token of an earlier session.
     #[arg(long, value_name = "TOKEN")]
     pub resume: Option<String>,
@@ -335,6 +341,7 @@ impl RunFlags {
             resume: self.resume.clone(),
             directories: self.add_dirs.clone(),
             agents: self.agents.clone(),
+            mcp_servers: self.mcp_config.as_ref().map(McpServers::to_value),
             system_prompt: self.system.clone(),
             allowed_tools: self.allowed_tools.clone().map(|list| list.0),
             disallowed_tools: self
@@ -543,6 +550,11 @@ fn parse_env_name(text: &str) -> Result<String, String> {
 
 fn parse_program(text: &str) -> Result<String, String> {
     names::program(text).map_err(|e| e.reason().to_string())
+}
+
+fn parse_mcp_config(text: &str) -> Result<McpServers, String> {
+    let json = std::fs::read_to_string(text).map_err(|e| format!("cannot read it: {e}"))?;
+    McpServers::from_json(&json).map_err(|e| e.to_string())
 }
 
 fn parse_agents(text: &str) -> Result<serde_json::Value, String> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use moat_builtins as builtin;
-use moat_engine::{Adapter, RunLimits, SettingNames};
+use moat_engine::{Adapter, McpServers, RunLimits, SettingNames};
 use moat_grants::{GrantSources, Grants, Provenance, TrustLevel};
 use moat_sandbox::{
     Confinement, Containment, LoadError, MAX_MEMORY_CEILING, RunScope, Sandbox, SandboxConfig,
@@ -169,6 +169,20 @@ pub fn scope(
         trust,
         confinement,
     })
+}
+
+/// Refuses MCP servers whose programs the run may not start: a stdio
+/// server is a program like any other, granted by `--allow-run`.
+pub fn check_mcp_programs(servers: Option<&McpServers>, grants: &Grants) -> anyhow::Result<()> {
+    for (name, command) in servers.into_iter().flat_map(McpServers::programs) {
+        if !grants.run.iter().any(|granted| granted == command) {
+            return Err(UsageError(format!(
+                "the MCP server {name} runs {command}, which this run may not start: add --allow-run {command}"
+            ))
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// How the programs a run of `resolved` starts are contained: to the run's

@@ -88,6 +88,7 @@
 pub mod adapter;
 pub mod codes;
 pub mod event;
+pub mod mcp;
 pub mod names;
 pub mod parallel;
 pub mod price;
@@ -99,6 +100,7 @@ pub mod validate;
 
 pub use adapter::*;
 pub use event::*;
+pub use mcp::{McpConfigError, McpServer, McpServers};
 pub use names::{FieldNames, Setting, SettingNames};
 pub use parallel::{ParallelRun, ParallelTask, TaskEvent, run_parallel};
 pub use price::{ModelPrice, PriceTable, PriceTableError};

@@ -447,7 +447,9 @@ impl Store {
             }
             tx.commit().map_err(write_error)?;
             if !ids.is_empty() {
-                tracing::warn!(
+                // Not a warning: any moat command may be the one that
+                // notices, and `moat ps` shows these runs as failed.
+                tracing::info!(
                     owner,
                     runs = ids.len(),
                     "runs of a moat that is gone failed: engine restart"

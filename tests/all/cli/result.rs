@@ -321,3 +321,57 @@ fn add_dir_and_agents_reach_claude_code_add_dir_is_granted_by_trust_and_others_r
             .contains("no files")
     );
 }
+
+#[test]
+fn mcp_config_reaches_claude_code_when_its_programs_are_granted_and_is_refused_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcp.json");
+    std::fs::write(
+        &config,
+        r#"{"mcpServers": {"files": {"command": "mcp-server-filesystem", "args": ["/data"]}}}"#,
+    )
+    .unwrap();
+    let cli = StandIn::new("claude", "claude", "text", None, "exit 0");
+    let ungranted = moat()
+        .args(["run", "claude-code", "hi", "--no-store", "--output", "json"])
+        .args(["--mcp-config", config.to_str().unwrap()])
+        .args(cli.grant_flags())
+        .args(["--extra", &cli.extra()])
+        .output()
+        .unwrap();
+    assert_eq!(ungranted.status.code(), Some(2));
+    let message = stderr(&ungranted);
+    assert!(
+        message.contains("MCP server files runs mcp-server-filesystem")
+            && message.contains("--allow-run mcp-server-filesystem"),
+        "{message}"
+    );
+    assert_eq!(message.trim().lines().count(), 1, "{message}");
+
+    let granted = moat()
+        .args(["run", "claude-code", "hi", "--no-store", "--output", "json"])
+        .args(["--mcp-config", config.to_str().unwrap()])
+        .args(["--allow-run", "mcp-server-filesystem"])
+        .args(cli.grant_flags())
+        .args(["--extra", &cli.extra()])
+        .output()
+        .unwrap();
+    assert_eq!(granted.status.code(), Some(0), "{}", stderr(&granted));
+    let args = cli.args();
+    assert!(
+        args.contains(
+            &r#"--mcp-config={"mcpServers":{"files":{"args":["/data"],"command":"mcp-server-filesystem"}}}"#
+                .to_owned()
+        ),
+        "{args:?}"
+    );
+
+    std::fs::write(&config, r#"{"mcpServers": {"bad name": {"command": "x"}}}"#).unwrap();
+    let bad = moat()
+        .args(["run", "echo", "hi", "--no-store"])
+        .args(["--mcp-config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("\"bad name\""), "{}", stderr(&bad));
+}

@@ -71,6 +71,7 @@ pub async fn parallel(
             &task.flags.add_dirs,
             &task.flags.grants,
         )?;
+        resolve::check_mcp_programs(task.flags.mcp_config.as_ref(), &scope.grants)?;
         // Pretty output tells tasks apart by role, so every task gets one
         // there; ndjson carries only the roles the user gave.
         let role = match format {

@@ -39,6 +39,7 @@ pub async fn run(
         &args.run.add_dirs,
         &args.run.grants,
     )?;
+    resolve::check_mcp_programs(args.run.mcp_config.as_ref(), &scope.grants)?;
     let mut registry = Registry::scoped();
     let agent = resolved.adapter.info().name.clone();
     let default_timeout = resolved.default_timeout();
