@@ -311,6 +311,7 @@ mod tests {
         ];
         moat_cli_support::testing::assert_refused(invocation, &refused);
     }
+
     #[test]
     fn directories_reach_their_switch_and_sub_agents_are_refused() {
         let call = run(&Options {
@@ -318,18 +319,17 @@ mod tests {
             ..Options::default()
         });
         assert!(call.has("--add-dir=/data"), "{:?}", call.args);
-        for refused in [Options {
+        let refused = Options {
             agents: Some("{}".into()),
             ..Options::default()
-        }] {
-            let error = invocation("x", &refused).unwrap_err();
-            assert_eq!(
-                error.code.as_deref(),
-                Some("UNSUPPORTED_OPTION"),
-                "{}",
-                error.message
-            );
-        }
+        };
+        let error = invocation("x", &refused).unwrap_err();
+        assert_eq!(
+            error.code.as_deref(),
+            Some("UNSUPPORTED_OPTION"),
+            "{}",
+            error.message
+        );
     }
 
     #[test]
