@@ -14,6 +14,7 @@ mod engine;
 mod gemini;
 mod limits;
 mod loading;
+mod mcp_client;
 mod misbehaving;
 mod openai;
 mod parallel_runs;

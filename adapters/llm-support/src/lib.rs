@@ -23,6 +23,7 @@
 pub mod config;
 pub mod endpoint;
 pub mod failure;
+pub mod mcp;
 pub mod session;
 pub mod stream;
 #[cfg(not(target_arch = "wasm32"))]

@@ -4,7 +4,6 @@
 //! configuration beside it, granted by its absolute path.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -15,47 +14,11 @@ use moat_sandbox::WasmAdapter;
 use crate::Request;
 use serde_json::{Value, json};
 
-/// The fixture replayer, `moat-fake-cli` of tools/cli-fixture: built once
-/// per test process into the test's own target directory and profile (a
-/// test can only be handed the binaries of its own package, so it asks
-/// cargo for this one), and returned by path.
+/// The fixture replayer, `moat-fake-cli` of tools/cli-fixture (see
+/// [`crate::helper_binary`]).
 pub fn replayer() -> &'static Path {
     static REPLAYER: OnceLock<PathBuf> = OnceLock::new();
-    REPLAYER.get_or_init(|| {
-        // The test binary is `<target>/<profile>/deps/<test>-<hash>`.
-        let exe = std::env::current_exe().expect("the test binary's path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test binary is in <target>/<profile>/deps");
-        let target_dir = profile_dir.parent().expect("a target directory");
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev",
-            Some(other) => other,
-            None => "dev",
-        };
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(crate::repo_root())
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "moat-cli-fixture",
-                "--bin",
-                "moat-fake-cli",
-            ])
-            .arg("--profile")
-            .arg(profile)
-            .arg("--target-dir")
-            .arg(target_dir)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building moat-fake-cli failed: {status}");
-        let binary = profile_dir.join("moat-fake-cli");
-        assert!(binary.is_file(), "no {}", binary.display());
-        binary
-    })
+    REPLAYER.get_or_init(|| crate::helper_binary("moat-cli-fixture", "moat-fake-cli"))
 }
 
 /// Where, inside its directory, the fake CLI writes its record.

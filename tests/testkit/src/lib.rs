@@ -28,3 +28,44 @@ pub mod native;
 pub mod wasm;
 
 pub use harness::*;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The binary `bin` of the workspace package `package`, built once per
+/// test process into the test's own target directory and profile (a test
+/// can only be handed the binaries of its own package, so it asks cargo
+/// for this one), and returned by path.
+pub fn helper_binary(package: &str, bin: &str) -> PathBuf {
+    // The test binary is `<target>/<profile>/deps/<test>-<hash>`.
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in <target>/<profile>/deps");
+    let target_dir = profile_dir.parent().expect("a target directory");
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev",
+        Some(other) => other,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .current_dir(repo_root())
+        .args(["build", "--quiet", "-p", package, "--bin", bin])
+        .arg("--profile")
+        .arg(profile)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building {bin} failed: {status}");
+    let binary = profile_dir.join(bin);
+    assert!(binary.is_file(), "no {}", binary.display());
+    binary
+}
+
+/// The MCP server of tools/mcp-stub (echo, sleep and fail tools on stdio).
+pub fn mcp_stub() -> &'static Path {
+    static STUB: OnceLock<PathBuf> = OnceLock::new();
+    STUB.get_or_init(|| helper_binary("moat-mcp-stub", "moat-mcp-stub"))
+}
