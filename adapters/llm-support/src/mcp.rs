@@ -176,9 +176,10 @@ impl McpServer {
     fn send(&mut self, message: &Value) -> Result<(), ErrorInfo> {
         let mut line = message.to_string();
         line.push('\n');
-        self.child
-            .write_stdin(line.as_bytes())
-            .map_err(|e| error(&self.name, &format!("cannot write to it: {e}")))
+        self.child.write_stdin(line.as_bytes()).map_err(|e| {
+            let said = cut(&self.child.stderr_tail(), 2000);
+            error(&self.name, &format!("it is not running ({e}): {said}"))
+        })
     }
 
     /// Sends a request and reads until its reply.
