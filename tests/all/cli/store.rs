@@ -213,6 +213,30 @@ fn a_store_that_cannot_be_opened_is_one_clear_line() {
     let unstored = scratch.run(&["run", "echo", "hi", "--no-store"]);
     assert_eq!(unstored.status.code(), Some(0), "{}", stderr(&unstored));
     assert!(Path::new(&scratch.store).exists());
+
+    // A store a newer moat wrote (a schema version this one does not know)
+    // is refused, and left as it was.
+    let newer = Scratch::new();
+    let made = newer.run(&["run", "echo", "hi"]);
+    assert_eq!(made.status.code(), Some(0), "{}", stderr(&made));
+    let version = |set: Option<i64>| {
+        let conn = rusqlite::Connection::open(&newer.store).unwrap();
+        if let Some(version) = set {
+            conn.pragma_update(None, "user_version", version).unwrap();
+        }
+        conn.query_row("PRAGMA user_version", [], |row| row.get::<_, i64>(0))
+            .unwrap()
+    };
+    let future = version(None) + 1;
+    version(Some(future));
+    for args in [&["ps"][..], &["run", "echo", "hi"][..]] {
+        let output = newer.run(args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let message = stderr(&output);
+        assert!(message.contains("newer moat"), "{message}");
+        assert_eq!(message.trim().lines().count(), 1, "{message}");
+    }
+    assert_eq!(version(None), future, "not altered");
 }
 
 #[test]
