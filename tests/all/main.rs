@@ -13,6 +13,7 @@ mod echo;
 mod engine;
 mod gemini;
 mod limits;
+mod llm_agent;
 mod loading;
 mod mcp_client;
 mod misbehaving;

@@ -273,6 +273,95 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
         );
         eprintln!("{}: ok", cli.adapter);
     }
+    check_llm_agent_with_the_filesystem_server(&bin.join("mcp-server-filesystem"), scratch.path());
+    eprintln!("openai with the MCP filesystem server: ok");
+}
+
+/// docs/llm-adapters.md's worked example through the `moat` binary: the
+/// `openai` adapter, pointed at a local OpenAI-compatible server, runs the
+/// official MCP filesystem server as its tool. The server is given two
+/// directories but the run grants only one (`--allow-read`): a file there
+/// reaches the model, a file in the other is refused by Landlock inside
+/// the server and comes back as an error, and its contents never reach
+/// the model.
+fn check_llm_agent_with_the_filesystem_server(server: &Path, scratch: &Path) {
+    use moat_testkit::llm_server::{LlmServer, Reply};
+    use moat_testkit::llm_turns::{openai_answer, openai_tool_turn};
+
+    assert!(server.exists(), "{} is not installed", server.display());
+    let notes = scratch.join("notes");
+    let secret = scratch.join("secret");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(notes.join("release.md"), "The release is on Friday.\n").unwrap();
+    std::fs::write(secret.join("key.txt"), "hunter2\n").unwrap();
+    let config = scratch.join("files-mcp.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"files": {"command": server, "args": [notes, secret]}}}).to_string(),
+    )
+    .unwrap();
+    let read = |id: &str, path: &Path| {
+        Reply::sse(&openai_tool_turn(
+            id,
+            "mcp__files__read_text_file",
+            &json!({"path": path}),
+            (30, 5),
+        ))
+    };
+    let model = LlmServer::start_turns(vec![
+        read("call_notes", &notes.join("release.md")),
+        read("call_secret", &secret.join("key.txt")),
+        Reply::sse(&openai_answer("The release is on Friday.", (30, 5))),
+    ]);
+    let output = crate::cli::common::moat()
+        // The CLI checks above pointed TMPDIR at their own, gone, homes.
+        .env("TMPDIR", scratch)
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
+        .args([
+            "run",
+            "openai",
+            "When is the release?",
+            "--model",
+            "qwen2.5",
+        ])
+        .args(["--no-store", "--output", "json", "--max-turns", "10"])
+        .arg(format!("--allow-net={}", model.grant()))
+        .arg("--mcp-config")
+        .arg(&config)
+        .arg("--allow-run")
+        .arg(server)
+        .arg("--allow-read")
+        .arg(&notes)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["text"], "The release is on Friday.", "{result}");
+    assert_eq!(result["usage"]["turns"], 3, "{result}");
+    assert_eq!(result["usage"]["toolUses"], 2, "{result}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let messages = |n: usize| requests[n].json()["messages"].to_string();
+    assert!(
+        messages(1).contains("The release is on Friday."),
+        "{}",
+        messages(1)
+    );
+    let refused = messages(2);
+    // The server would read it (it was given the directory); the kernel
+    // refuses, as the run granted only the notes.
+    assert!(
+        refused.contains("Error: EACCES: permission denied"),
+        "the secret read failed: {refused}"
+    );
+    for n in 0..3 {
+        assert!(
+            !messages(n).contains("hunter2"),
+            "the secret reached the model"
+        );
+    }
 }
 
 /// The real CLI takes the switch its adapter gives an extra directory, and

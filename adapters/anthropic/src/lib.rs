@@ -20,7 +20,7 @@ pub mod config;
 pub mod stream;
 
 use moat_guest::{Adapter, AdapterInfo, ErrorInfo, Event, Options};
-use moat_llm_support::Session;
+use moat_llm_support::{Session, Toolbox};
 
 use config::DEFAULT_HOST;
 use stream::Translator;
@@ -40,9 +40,9 @@ impl Adapter for Anthropic {
 
     fn start(prompt: String, options: Options) -> Result<Self, ErrorInfo> {
         let config = config::configure(&prompt, &options, |name| std::env::var(name).ok())?;
-        let request = config::request(&config);
-        let translator = Translator::default();
-        let session = Session::new(config, request, options.cwd.as_deref(), translator);
+        // The servers start once the run's own options have passed.
+        let toolbox = Toolbox::start(&options)?;
+        let session = Session::new(config, config::request, &options, toolbox);
         Ok(Anthropic { session })
     }
 

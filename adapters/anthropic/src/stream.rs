@@ -7,14 +7,18 @@
 
 use std::collections::BTreeMap;
 
+use moat_guest::json::json;
 use moat_guest::json::{Map, Value};
 use moat_guest::sse::SseEvent;
 use moat_guest::{
     DoneEvent, DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
     ToolUseEvent,
 };
+use moat_llm_support::mcp::McpTool;
 use moat_llm_support::stream::MAX_QUOTED_EVENT;
-use moat_llm_support::{Failure, STREAM_CUT, StreamState, Translate, cut};
+use moat_llm_support::{
+    Conversation, Failure, STREAM_CUT, StreamState, ToolOutput, Translate, cut,
+};
 /// Most content blocks kept from one answer.
 const MAX_BLOCKS: usize = 256;
 /// Longest text of one block (text, thinking, or a tool's input JSON).
@@ -32,8 +36,9 @@ enum Kind {
         name: String,
     },
     /// A block type this adapter does not translate (e.g.
-    /// `redacted_thinking`, server tool results).
-    Other,
+    /// `redacted_thinking`, server tool results), kept as the server sent
+    /// it to repeat it back.
+    Other(Value),
 }
 
 #[derive(Debug)]
@@ -44,6 +49,8 @@ struct Block {
     /// A tool input given whole in `content_block_start` (used when no
     /// `input_json_delta` follows).
     start_input: Option<Value>,
+    /// A thinking block's signature, which must go back with it.
+    signature: String,
     too_long: bool,
 }
 
@@ -68,6 +75,39 @@ pub struct Translator {
     tool_uses: u32,
     counts: Counts,
     started: bool,
+    /// The answer's finished blocks as the Messages API takes them back.
+    reply: Vec<Value>,
+}
+
+impl Conversation for Translator {
+    fn tool_entry(name: &str, tool: &McpTool) -> Value {
+        json!({
+            "name": name,
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+        })
+    }
+
+    fn take_reply(&mut self) -> Value {
+        json!({"role": "assistant", "content": std::mem::take(&mut self.reply)})
+    }
+
+    /// The outputs go back as one user message of `tool_result` blocks.
+    fn append_turn(messages: &mut Vec<Value>, reply: Value, outputs: &[ToolOutput]) {
+        messages.push(reply);
+        let results: Vec<Value> = outputs
+            .iter()
+            .map(|output| {
+                json!({
+                    "type": "tool_result",
+                    "tool_use_id": output.id,
+                    "content": output.text,
+                    "is_error": output.is_error,
+                })
+            })
+            .collect();
+        messages.push(json!({"role": "user", "content": results}));
+    }
 }
 
 impl Translate for Translator {
@@ -202,7 +242,7 @@ impl Translator {
                 let input = block.get("input").filter(|i| i.is_object()).cloned();
                 (Kind::ToolUse { id, name }, String::new(), input)
             }
-            _ => (Kind::Other, String::new(), None),
+            _ => (Kind::Other(block.clone()), String::new(), None),
         };
         let mut events = Vec::new();
         if matches!(kind, Kind::Text) && !content.is_empty() {
@@ -214,6 +254,7 @@ impl Translator {
                 kind,
                 content,
                 start_input,
+                signature: text_of("signature"),
                 too_long: false,
             },
         );
@@ -232,12 +273,21 @@ impl Translator {
             }
             return vec![self.malformed("a delta for a block that never started", raw)];
         };
+        if let (Some("signature_delta"), Kind::Thinking) =
+            (delta.get("type").and_then(Value::as_str), &block.kind)
+        {
+            if let Some(piece) = delta.get("signature").and_then(Value::as_str)
+                && block.signature.len() + piece.len() <= MAX_BLOCK_TEXT
+            {
+                block.signature.push_str(piece);
+            }
+            return Vec::new();
+        }
         let (field, is_text) = match (delta.get("type").and_then(Value::as_str), &block.kind) {
             (Some("text_delta"), Kind::Text) => ("text", true),
             (Some("thinking_delta"), Kind::Thinking) => ("thinking", false),
             (Some("input_json_delta"), Kind::ToolUse { .. }) => ("partial_json", false),
-            // `signature_delta` (the thinking block's signature) and types
-            // this adapter does not know carry nothing to translate.
+            // Types this adapter does not know carry nothing to translate.
             _ => return Vec::new(),
         };
         let Some(piece) = delta.get(field).and_then(Value::as_str) else {
@@ -272,10 +322,21 @@ impl Translator {
                 if block.too_long {
                     return vec![self.malformed_text("a text block longer than 512 KiB; its deltas went out, the assembled text did not")];
                 }
+                self.reply
+                    .push(json!({"type": "text", "text": block.content}));
                 vec![self.tag(Event::text(block.content))]
             }
-            Kind::Thinking if block.content.is_empty() => Vec::new(),
-            Kind::Thinking => vec![self.tag(Event::thinking(block.content))],
+            Kind::Thinking => {
+                self.reply.push(json!({
+                    "type": "thinking",
+                    "thinking": block.content,
+                    "signature": block.signature,
+                }));
+                if block.content.is_empty() {
+                    return Vec::new();
+                }
+                vec![self.tag(Event::thinking(block.content))]
+            }
             Kind::ToolUse { id, name } => {
                 match tool_input(
                     &block.content,
@@ -286,6 +347,12 @@ impl Translator {
                 ) {
                     Ok(input) => {
                         self.tool_uses += 1;
+                        self.reply.push(json!({
+                            "type": "tool_use",
+                            "id": id,
+                            "name": name,
+                            "input": input,
+                        }));
                         vec![self.tag(ToolUseEvent::new(name, id, &input).into())]
                     }
                     Err(reason) => {
@@ -296,7 +363,10 @@ impl Translator {
                     }
                 }
             }
-            Kind::Other => Vec::new(),
+            Kind::Other(raw) => {
+                self.reply.push(raw);
+                Vec::new()
+            }
         }
     }
 

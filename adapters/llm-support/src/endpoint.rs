@@ -139,8 +139,8 @@ pub fn invalid(message: &str) -> ErrorInfo {
 }
 
 /// Refuses what a model API cannot honour: a resume token (it keeps no
-/// session), a budget (no prices), directories (no files), sub-agents, and
-/// MCP servers (no tool loop in these adapters yet).
+/// session), a budget (no prices), directories (no files) and sub-agents.
+/// MCP servers are honoured: their tools are the adapter's tool loop.
 pub fn refuse_unsupported(vendor: &Vendor, options: &Options) -> Result<(), ErrorInfo> {
     let refuse = |message: String| Err(ErrorInfo::new(UNSUPPORTED_OPTION, message, false));
     if !options.directories.is_empty() {
@@ -151,12 +151,6 @@ pub fn refuse_unsupported(vendor: &Vendor, options: &Options) -> Result<(), Erro
     }
     if options.agents.is_some() {
         return refuse(format!("{} has no sub-agents", vendor.api));
-    }
-    if options.mcp_servers.is_some() {
-        return refuse(format!(
-            "the {} adapter does not run MCP tools yet",
-            vendor.adapter
-        ));
     }
     if options.resume.is_some() {
         return Err(ErrorInfo::new(
@@ -261,6 +255,17 @@ pub fn grant_of(url: &str) -> Option<String> {
     })
 }
 
+/// Whether the run's tool policy lets the model have the tool `name`
+/// (ENG-013): on the allowed list when there is one, and not on the
+/// disallowed list. Names are taken literally.
+pub fn permits(options: &Options, name: &str) -> bool {
+    options
+        .allowed_tools
+        .as_ref()
+        .is_none_or(|allowed| allowed.iter().any(|a| a == name))
+        && !options.disallowed_tools.iter().any(|d| d == name)
+}
+
 /// How a vendor's tool schema names a tool, and what the refusal of a
 /// nameless one says.
 pub struct ToolSchema<'a> {
@@ -294,12 +299,7 @@ pub fn filter_tools(
         let name = (schema.name_of)(&tool)
             .ok_or_else(|| invalid(schema.nameless))?
             .to_owned();
-        let allowed = options
-            .allowed_tools
-            .as_ref()
-            .is_none_or(|allowed| allowed.contains(&name))
-            && !options.disallowed_tools.contains(&name);
-        if allowed {
+        if permits(options, &name) {
             names.push(name);
             kept.push(tool);
         }

@@ -1,71 +1,156 @@
-//! One run of an LLM adapter: `init`, the request, the streamed answer,
-//! the end. The phases, the interruption checks and the failures are the
-//! same for every vendor; the vendor's [`Translate`] reads the stream.
+//! One run of an LLM adapter: `init`, then turns of a request and its
+//! streamed answer, then the end. The phases, the interruption checks and
+//! the failures are the same for every vendor; the vendor's [`Translate`]
+//! reads the stream and its [`Conversation`] shapes the messages.
+//!
+//! With MCP servers ([`Toolbox`]) the run is an agent: when an answer asks
+//! for tools the run's servers offer, the session calls them, reports each
+//! call's `tool_result`, sends the results back and reads the next answer,
+//! until an answer asks for no tool, or the run's turns (model calls) are
+//! used up. Without them a run is one model call whose tool calls, if any,
+//! are the caller's to run.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use moat_guest::http::{self, Request, Response};
+use moat_guest::json::Value;
 use moat_guest::sse::{ReadError, SseParser, SseReader};
-use moat_guest::{Event, InitEvent};
+use moat_guest::{DoneEvent, DoneStatus, Event, EventKind, InitEvent, Options, ToolStatus};
 
 use crate::config::Config;
-use crate::endpoint::Endpoint;
-use crate::failure::{header, status_failure, transport_failure};
-use crate::stream::{MALFORMED_EVENT, STREAM_CUT, Translate};
+use crate::conversation::{Conversation, ToolOutput};
+use crate::failure::{cut, header, status_failure, transport_failure};
+use crate::mcp::{CallOutcome, MCP_ERROR};
+use crate::stream::{MALFORMED_EVENT, STREAM_CUT};
+use crate::tally::Tally;
+use crate::toolbox::Toolbox;
 
 /// Most bytes of an error response read to quote its message.
 const MAX_ERROR_BODY: u64 = 64 * 1024;
 /// Most bytes of a whole (non-streamed) answer.
 const MAX_WHOLE_BODY: u64 = 16 * 1024 * 1024;
+/// Model calls a run with tools makes when `options.max-turns` does not
+/// say: a loop that never reaches an answer ends here rather than at the
+/// run's timeout, having spent less.
+pub const DEFAULT_MAX_TURNS: u32 = 50;
+/// The code of a tool call refused because the run's policy withholds the
+/// tool.
+pub const TOOL_DENIED: &str = "TOOL_DENIED";
+/// The code of a tool call for a tool the model was never offered.
+pub const UNKNOWN_TOOL: &str = "UNKNOWN_TOOL";
 
 type ChunkReader = Box<dyn FnMut() -> Result<Option<Vec<u8>>, http::Error>>;
 
 /// Where a run is.
 enum Phase {
-    /// The request is to be sent (after the pending `init`).
+    /// The request is to be sent (after the pending events).
     Requesting,
     /// Reading the streamed answer.
     Streaming(SseReader<ChunkReader>),
+    /// Making the answer's tool calls, one per step, before the next
+    /// request.
+    Calling {
+        calls: VecDeque<Call>,
+        outputs: Vec<ToolOutput>,
+        reply: Value,
+    },
     /// `done` was produced; nothing follows.
     Over,
 }
 
+/// A tool call the model asked for in the current answer.
+#[derive(Debug, Clone)]
+enum Call {
+    /// An offered tool: made.
+    Make {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    /// Refused (already reported): the model is told why.
+    Refuse {
+        id: String,
+        name: String,
+        why: String,
+    },
+}
+
+/// What the current answer asked for.
+#[derive(Debug, Default)]
+struct Turn {
+    calls: Vec<Call>,
+    /// A call for one of the caller's own tools (`options.extra.tools`):
+    /// the run ends there, the caller makes it.
+    callers: bool,
+    /// The answer's `done`, held back until the answer is over.
+    done: Option<DoneEvent>,
+}
+
 /// One run: what the adapter's `next` returns, event by event.
 pub struct Session<T> {
-    request: Request,
-    endpoint: Endpoint,
-    model: String,
+    config: Config,
+    build: fn(&Config) -> Request,
     phase: Phase,
     translator: T,
     pending: VecDeque<Event>,
+    toolbox: Option<Toolbox>,
+    max_turns: u32,
+    turn: Turn,
+    tally: Tally,
+    /// The session id of the first answer, kept for the whole run.
+    session_id: Option<String>,
 }
 
-impl<T: Translate> Session<T> {
-    /// A run sending `request` (made from `config`), its answer read by
-    /// `translator`; its `init` names the model, `cwd` and the tools
-    /// offered. Warns (in the host's log) when the key would travel in
-    /// clear, since the user may not know the base URL is plain `http://`.
-    pub fn new(config: Config, request: Request, cwd: Option<&str>, translator: T) -> Self {
-        let Config {
-            endpoint,
-            model,
-            tools,
-            ..
-        } = config;
-        if endpoint.key_in_clear() {
+impl<T: Conversation> Session<T> {
+    /// A run of `config`, each request made by `build`; the tools of
+    /// `toolbox` (when the run has MCP servers) are offered to the model
+    /// next to the caller's. Its `init` names the model, `options.cwd` and
+    /// every tool offered. Warns (in the host's log) when the key would
+    /// travel in clear, since the user may not know the base URL is plain
+    /// `http://`.
+    pub fn new(
+        mut config: Config,
+        build: fn(&Config) -> Request,
+        options: &Options,
+        toolbox: Option<Toolbox>,
+    ) -> Self {
+        if config.endpoint.key_in_clear() {
             moat_guest::log::warn(&format!(
                 "{} is sent unencrypted to {} (plain http://, not loopback)",
-                endpoint.vendor.key_var, endpoint.grant
+                config.endpoint.vendor.key_var, config.endpoint.grant
             ));
         }
-        let init = InitEvent::new(Some(&model), cwd, tools);
+        let mut tools = config.tools.clone();
+        if let Some(toolbox) = &toolbox {
+            let entries: Vec<Value> = toolbox
+                .offered()
+                .map(|(name, tool)| T::tool_entry(&name, tool))
+                .collect();
+            tools.extend(toolbox.offered().map(|(name, _)| name));
+            if !entries.is_empty()
+                && let Value::Object(body) = &mut config.body
+            {
+                match body.get_mut("tools") {
+                    Some(Value::Array(existing)) => existing.extend(entries),
+                    _ => {
+                        body.insert("tools".into(), Value::Array(entries));
+                    }
+                }
+            }
+        }
+        let init = InitEvent::new(Some(&config.model), options.cwd.as_deref(), tools);
         Session {
-            request,
-            endpoint,
-            model,
+            config,
+            build,
             phase: Phase::Requesting,
-            translator,
+            translator: T::default(),
             pending: VecDeque::from([init.into()]),
+            toolbox,
+            max_turns: options.max_turns.unwrap_or(DEFAULT_MAX_TURNS).max(1),
+            turn: Turn::default(),
+            tally: Tally::default(),
+            session_id: None,
         }
     }
 
@@ -75,23 +160,34 @@ impl<T: Translate> Session<T> {
             if matches!(self.phase, Phase::Over) && self.pending.is_empty() {
                 return None;
             }
-            if moat_guest::interrupted() && !self.translator.ended() {
-                // Dropping the reader drops the response: the request ends.
+            if moat_guest::interrupted() && !matches!(self.phase, Phase::Over) {
+                // Dropping the reader drops the response: the request ends;
+                // a tool call under way was given up by the MCP client.
+                let in_flight = matches!(self.phase, Phase::Requesting | Phase::Streaming(_));
                 self.phase = Phase::Over;
                 self.pending.clear();
-                return Some(self.translator.interrupted());
+                let mut done = match self.translator.interrupted().kind {
+                    EventKind::Done(done) => done,
+                    _ => DoneEvent::new(DoneStatus::Interrupted),
+                };
+                if in_flight {
+                    self.tally.unanswered(&done);
+                }
+                done.status = DoneStatus::Interrupted;
+                done.result = None;
+                return Some(self.finish(done));
             }
             if let Some(event) = self.pending.pop_front() {
                 return Some(event);
             }
-            match &mut self.phase {
+            match std::mem::replace(&mut self.phase, Phase::Over) {
                 Phase::Requesting => match self.send() {
                     Some(phase) => self.phase = phase,
                     // Aborted while waiting for the server: the loop's
                     // interruption check ends the run.
-                    None => continue,
+                    None => self.phase = Phase::Requesting,
                 },
-                Phase::Streaming(reader) => {
+                Phase::Streaming(mut reader) => {
                     let events = match reader.next() {
                         Some(Ok(event)) => self.translator.on_event(&event),
                         Some(Err(ReadError::Sse(error))) => vec![Event::error(
@@ -99,9 +195,12 @@ impl<T: Translate> Session<T> {
                             format!("the server sent an event moat cannot take: {error}"),
                             true,
                         )],
-                        Some(Err(ReadError::Http(http::Error::Interrupted))) => continue,
+                        Some(Err(ReadError::Http(http::Error::Interrupted))) => {
+                            self.phase = Phase::Streaming(reader);
+                            continue;
+                        }
                         Some(Err(ReadError::Http(error))) => {
-                            let mut failure = transport_failure(&self.endpoint, &error);
+                            let mut failure = transport_failure(&self.config.endpoint, &error);
                             failure.error.code = Some(STREAM_CUT.into());
                             failure.error.message = format!(
                                 "the response broke off mid-stream: {}",
@@ -111,53 +210,275 @@ impl<T: Translate> Session<T> {
                         }
                         None => self.translator.end_of_body(),
                     };
-                    self.pending.extend(events);
-                    if self.translator.ended() {
-                        self.phase = Phase::Over;
-                    }
+                    self.take(events);
+                    self.phase = if self.translator.ended() {
+                        self.end_of_answer()
+                    } else {
+                        Phase::Streaming(reader)
+                    };
                 }
+                Phase::Calling {
+                    mut calls,
+                    mut outputs,
+                    reply,
+                } => match calls.pop_front() {
+                    Some(call) => {
+                        outputs.extend(self.make(call));
+                        self.phase = Phase::Calling {
+                            calls,
+                            outputs,
+                            reply,
+                        };
+                    }
+                    None => self.next_request(reply, &outputs),
+                },
                 Phase::Over => {}
             }
+        }
+    }
+
+    /// Queues the events of the answer, noting its tool calls and holding
+    /// back its `done`; with tools of its own, the session refuses (with
+    /// an error event, in place of the `tool_use`) a call for a tool it
+    /// did not offer.
+    fn take(&mut self, events: Vec<Event>) {
+        for event in events {
+            if self.session_id.is_none() {
+                self.session_id = event.session_id.clone();
+            }
+            let event = match &self.session_id {
+                Some(id) => event.with_session(id.as_str()),
+                None => event,
+            };
+            match event.kind {
+                EventKind::Done(done) => self.turn.done = Some(done),
+                EventKind::ToolUse(call) => {
+                    let id = call.tool_use_id.clone();
+                    let name = call.tool_name.clone();
+                    let refusal = match &self.toolbox {
+                        Some(toolbox) if !toolbox.offers(&name) => {
+                            if self.config.tools.contains(&name) {
+                                self.turn.callers = true;
+                                None
+                            } else if toolbox.withholds(&name) {
+                                Some((
+                                    TOOL_DENIED,
+                                    format!(
+                                        "the tool {name} is not allowed in this run (its tool policy withholds it)"
+                                    ),
+                                ))
+                            } else {
+                                Some((
+                                    UNKNOWN_TOOL,
+                                    format!(
+                                        "the model asked for a tool it was not offered: {}",
+                                        cut(&name, 200)
+                                    ),
+                                ))
+                            }
+                        }
+                        _ => None,
+                    };
+                    match refusal {
+                        Some((code, why)) => {
+                            let error = Event::error(code, format!("{why}; not called"), true);
+                            self.pending.push_back(match &self.session_id {
+                                Some(id) => error.with_session(id.as_str()),
+                                None => error,
+                            });
+                            self.turn.calls.push(Call::Refuse { id, name, why });
+                        }
+                        None => {
+                            let input = moat_guest::serde_json::from_str(&call.input)
+                                .unwrap_or(Value::Null);
+                            self.turn.calls.push(Call::Make { id, name, input });
+                            self.pending.push_back(Event {
+                                session_id: event.session_id,
+                                kind: EventKind::ToolUse(call),
+                            });
+                        }
+                    }
+                }
+                kind => self.pending.push_back(Event {
+                    session_id: event.session_id,
+                    kind,
+                }),
+            }
+        }
+    }
+
+    /// The answer is over: its tool calls are made when the run has tools
+    /// for all of them and turns left; otherwise the run ends with its
+    /// `done`.
+    fn end_of_answer(&mut self) -> Phase {
+        let turn = std::mem::take(&mut self.turn);
+        let Some(done) = turn.done else {
+            // A translator ends its answer with a `done`; should one not,
+            // the run still ends with exactly one.
+            self.queue(Event::error(
+                MALFORMED_EVENT,
+                "the answer ended without an outcome",
+                false,
+            ));
+            let done = self.finish(DoneEvent::new(DoneStatus::Error));
+            self.pending.push_back(done);
+            return Phase::Over;
+        };
+        self.tally.add(&done);
+        let wants_tools = done.status == DoneStatus::Success
+            && self.toolbox.is_some()
+            && !turn.calls.is_empty()
+            && !turn.callers;
+        if !wants_tools {
+            let done = self.finish(done);
+            self.pending.push_back(done);
+            return Phase::Over;
+        }
+        if self.tally.turns >= self.max_turns {
+            let done = DoneEvent {
+                status: DoneStatus::MaxTurns,
+                result: None,
+                ..done
+            };
+            let done = self.finish(done);
+            self.pending.push_back(done);
+            return Phase::Over;
+        }
+        Phase::Calling {
+            calls: turn.calls.into(),
+            outputs: Vec::new(),
+            reply: self.translator.take_reply(),
+        }
+    }
+
+    /// Makes one call (or refuses it): its `tool_result` is queued, and
+    /// what goes back to the model returned. `None` when the run was
+    /// interrupted during the call.
+    fn make(&mut self, call: Call) -> Option<ToolOutput> {
+        let (id, name, input) = match call {
+            Call::Refuse { id, name, why } => {
+                return Some(ToolOutput {
+                    id,
+                    name,
+                    text: why,
+                    is_error: true,
+                });
+            }
+            Call::Make { id, name, input } => (id, name, input),
+        };
+        let toolbox = self.toolbox.as_mut()?;
+        let started = Instant::now();
+        let (text, is_error) = match toolbox.call(&name, &input) {
+            Ok(CallOutcome::Answered { text, is_error }) => (text, is_error),
+            Ok(CallOutcome::Interrupted) => return None,
+            Err(failure) => {
+                self.queue(Event::error(
+                    failure.code.as_deref().unwrap_or(MCP_ERROR),
+                    failure.message.as_str(),
+                    true,
+                ));
+                (failure.message, true)
+            }
+        };
+        let status = if is_error {
+            ToolStatus::Error
+        } else {
+            ToolStatus::Success
+        };
+        let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.queue(
+            moat_guest::ToolResultEvent::new(
+                id.as_str(),
+                name.as_str(),
+                status,
+                &Value::String(text.clone()),
+            )
+            .with_duration_ms(elapsed)
+            .into(),
+        );
+        Some(ToolOutput {
+            id,
+            name,
+            text,
+            is_error,
+        })
+    }
+
+    /// The answer and its tools' outputs go into the conversation, and the
+    /// next answer is asked for.
+    fn next_request(&mut self, reply: Value, outputs: &[ToolOutput]) {
+        if let Some(Value::Array(messages)) = self.config.body.get_mut("messages") {
+            T::append_turn(messages, reply, outputs);
+        }
+        self.translator = T::default();
+        self.phase = Phase::Requesting;
+    }
+
+    /// `done` as the run's last event: the usage of every model call. The
+    /// MCP servers are told to end first (a guest's values are not dropped
+    /// when the host discards the instance, so it happens here).
+    fn finish(&mut self, done: DoneEvent) -> Event {
+        self.toolbox = None;
+        self.tag(self.tally.apply(done).into())
+    }
+
+    fn queue(&mut self, event: Event) {
+        let event = self.tag(event);
+        self.pending.push_back(event);
+    }
+
+    fn tag(&self, event: Event) -> Event {
+        match &self.session_id {
+            Some(id) => event.with_session(id.as_str()),
+            None => event,
         }
     }
 
     /// Sends the request: the phase that follows, or `None` when the run
     /// was interrupted before the answer came.
     fn send(&mut self) -> Option<Phase> {
-        match http::send(&self.request) {
+        let request = (self.build)(&self.config);
+        let events = match http::send(&request) {
             Ok(response)
                 if response.status == 200
                     && self.translator.takes_whole_answers()
                     && is_json(&response) =>
             {
                 match response.read_to_end(MAX_WHOLE_BODY) {
-                    Ok(body) => self.pending.extend(self.translator.on_complete(&body)),
+                    Ok(body) => self.translator.on_complete(&body),
                     Err(http::Error::Interrupted) => return None,
                     Err(error) => {
-                        let failure = transport_failure(&self.endpoint, &error);
-                        self.pending.extend(self.translator.fail(&failure));
+                        let failure = transport_failure(&self.config.endpoint, &error);
+                        self.translator.fail(&failure)
                     }
                 }
-                Some(Phase::Over)
             }
-            Ok(response) if response.status == 200 => Some(Phase::Streaming(reader(response))),
+            Ok(response) if response.status == 200 => {
+                return Some(Phase::Streaming(reader(response)));
+            }
             Ok(response) => {
                 let status = response.status;
                 let headers = response.headers.clone();
                 // The body only serves to quote the server's message: a
                 // failure to read it leaves it out.
                 let body = response.read_to_end(MAX_ERROR_BODY).unwrap_or_default();
-                let failure = status_failure(&self.endpoint, &self.model, status, &headers, &body);
-                self.pending.extend(self.translator.fail(&failure));
-                Some(Phase::Over)
+                let failure = status_failure(
+                    &self.config.endpoint,
+                    &self.config.model,
+                    status,
+                    &headers,
+                    &body,
+                );
+                self.translator.fail(&failure)
             }
-            Err(http::Error::Interrupted) => None,
+            Err(http::Error::Interrupted) => return None,
             Err(error) => {
-                let failure = transport_failure(&self.endpoint, &error);
-                self.pending.extend(self.translator.fail(&failure));
-                Some(Phase::Over)
+                let failure = transport_failure(&self.config.endpoint, &error);
+                self.translator.fail(&failure)
             }
-        }
+        };
+        self.take(events);
+        Some(self.end_of_answer())
     }
 }
 

@@ -20,7 +20,7 @@ pub mod config;
 pub mod stream;
 
 use moat_guest::{Adapter, AdapterInfo, ErrorInfo, Event, Options};
-use moat_llm_support::Session;
+use moat_llm_support::{Session, Toolbox};
 
 use config::DEFAULT_HOST;
 use stream::Translator;
@@ -40,10 +40,10 @@ impl Adapter for OpenAi {
 
     fn start(prompt: String, options: Options) -> Result<Self, ErrorInfo> {
         let config = config::configure(&prompt, &options, |name| std::env::var(name).ok())?;
-        let request = config::request(&config);
-        let cwd = options.cwd.as_deref();
+        // The servers start once the run's own options have passed.
+        let toolbox = Toolbox::start(&options)?;
         Ok(OpenAi {
-            session: Session::new(config, request, cwd, Translator::default()),
+            session: Session::new(config, config::request, &options, toolbox),
         })
     }
 

@@ -12,8 +12,11 @@ use moat_guest::{
     DoneEvent, DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
     ToolUseEvent, Usage,
 };
+use moat_llm_support::mcp::McpTool;
 use moat_llm_support::stream::MAX_QUOTED_EVENT;
-use moat_llm_support::{Failure, STREAM_CUT, StreamState, Translate, cut};
+use moat_llm_support::{
+    Conversation, Failure, STREAM_CUT, StreamState, ToolOutput, Translate, cut,
+};
 /// Most tool calls kept from one answer.
 const MAX_TOOL_CALLS: usize = 128;
 /// Longest arguments text of one tool call.
@@ -45,6 +48,53 @@ pub struct Translator {
     tools: BTreeMap<u64, ToolCall>,
     dropped_tools: bool,
     usage: Option<TokenReport>,
+    /// The answer's tool calls as Chat Completions takes them back
+    /// (`tool_calls` of an assistant message), once it is complete.
+    reply_calls: Vec<Value>,
+}
+
+impl Conversation for Translator {
+    fn tool_entry(name: &str, tool: &McpTool) -> Value {
+        json!({
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": tool.description,
+                "parameters": tool.input_schema,
+            }
+        })
+    }
+
+    fn take_reply(&mut self) -> Value {
+        let content = if self.text.is_empty() {
+            Value::Null
+        } else {
+            Value::String(std::mem::take(&mut self.text))
+        };
+        let mut reply = json!({"role": "assistant", "content": content});
+        if !self.reply_calls.is_empty() {
+            reply["tool_calls"] = Value::Array(std::mem::take(&mut self.reply_calls));
+        }
+        reply
+    }
+
+    /// Each output is a `tool` message answering its call by id; Chat
+    /// Completions has no error flag, so a failure says so in its text.
+    fn append_turn(messages: &mut Vec<Value>, reply: Value, outputs: &[ToolOutput]) {
+        messages.push(reply);
+        for output in outputs {
+            let content = if output.is_error {
+                format!("Error: {}", output.text)
+            } else {
+                output.text.clone()
+            };
+            messages.push(json!({
+                "role": "tool",
+                "tool_call_id": output.id,
+                "content": content,
+            }));
+        }
+    }
 }
 
 impl Translate for Translator {
@@ -223,6 +273,16 @@ impl Translator {
                     } else {
                         call.id
                     };
+                    let arguments = if call.arguments.trim().is_empty() {
+                        "{}".to_owned()
+                    } else {
+                        call.arguments
+                    };
+                    self.reply_calls.push(json!({
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": arguments},
+                    }));
                     events.push(self.tag(ToolUseEvent::new(call.name, id, &input).into()));
                 }
                 Err(reason) => {

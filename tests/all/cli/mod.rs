@@ -5,7 +5,7 @@
 //! run's result as one JSON object (`result`).
 
 mod adapters;
-mod common;
+pub(crate) mod common;
 mod result;
 mod run;
 mod stopping;

@@ -375,3 +375,45 @@ fn mcp_config_reaches_claude_code_when_its_programs_are_granted_and_is_refused_o
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("\"bad name\""), "{}", stderr(&bad));
 }
+
+#[test]
+fn moat_run_openai_with_an_mcp_config_runs_the_tool_loop_and_reports_its_turns() {
+    use moat_testkit::llm_server::{LlmServer, Reply};
+    use moat_testkit::llm_turns::{openai_answer, openai_tool_turn};
+
+    let dir = tempfile::tempdir().unwrap();
+    let stub = moat_testkit::mcp_stub().display().to_string();
+    let config = dir.path().join("mcp.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"stub": {"command": stub}}}).to_string(),
+    )
+    .unwrap();
+    let server = LlmServer::start_turns(vec![
+        Reply::sse(&openai_tool_turn(
+            "call_1",
+            "mcp__stub__echo",
+            &json!({"text": "from the tool"}),
+            (40, 8),
+        )),
+        Reply::sse(&openai_answer("It said: from the tool.", (60, 6))),
+    ]);
+    let output = moat()
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
+        .args(["run", "openai", "Echo something", "--model", "llama3.2"])
+        .args(["--no-store", "--output", "json"])
+        .arg(format!("--allow-net={}", server.grant()))
+        .args(["--mcp-config", config.to_str().unwrap()])
+        .args(["--allow-run", &stub])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let result = result(&output);
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["text"], "It said: from the tool.");
+    assert_eq!(result["usage"]["turns"], 2);
+    assert_eq!(result["usage"]["toolUses"], 1);
+    assert_eq!(result["usage"]["inputTokens"], 100);
+    assert_eq!(result["usage"]["outputTokens"], 14);
+    assert_eq!(server.requests().len(), 2);
+}

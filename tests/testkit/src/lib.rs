@@ -8,8 +8,9 @@
 //!   built by this crate's build script;
 //! - the sandbox harness (at the root): one sandbox per test process,
 //!   running components, assertions about event streams;
-//! - [`http_server`], [`llm_server`], [`llm`]: loopback servers speaking
-//!   plain HTTP and the vendors' streaming formats;
+//! - [`http_server`], [`llm_server`], [`llm`], [`llm_turns`]: loopback
+//!   servers speaking plain HTTP and the vendors' streaming formats, and
+//!   model answers that call tools;
 //! - [`fake_cli`]: a fake agent CLI replaying recordings of the real ones.
 
 pub mod components {
@@ -24,6 +25,7 @@ mod harness;
 pub mod http_server;
 pub mod llm;
 pub mod llm_server;
+pub mod llm_turns;
 pub mod native;
 pub mod wasm;
 

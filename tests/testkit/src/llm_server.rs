@@ -160,6 +160,14 @@ pub struct LlmServer {
 impl LlmServer {
     /// Starts a server answering every request with `reply`.
     pub fn start(reply: Reply) -> Self {
+        Self::start_turns(vec![reply])
+    }
+
+    /// Starts a server answering its n-th request with the n-th of
+    /// `replies`, and every request past them with the last: a
+    /// conversation, turn by turn.
+    pub fn start_turns(replies: Vec<Reply>) -> Self {
+        assert!(!replies.is_empty(), "at least one reply");
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let port = listener.local_addr().expect("a local address").port();
         let shared = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
@@ -168,8 +176,8 @@ impl LlmServer {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { return };
                 let state = state.clone();
-                let reply = reply.clone();
-                std::thread::spawn(move || serve(stream, &reply, &state));
+                let replies = replies.clone();
+                std::thread::spawn(move || serve(stream, &replies, &state));
             }
         });
         Self { port, shared }
@@ -222,18 +230,17 @@ impl LlmServer {
     }
 }
 
-fn serve(mut stream: TcpStream, reply: &Reply, state: &Arc<(Mutex<Shared>, Condvar)>) {
+fn serve(mut stream: TcpStream, replies: &[Reply], state: &Arc<(Mutex<Shared>, Condvar)>) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
     let Some(request) = read_request(&mut stream) else {
         return;
     };
-    state
-        .0
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .requests
-        .push(request);
+    let reply = {
+        let mut shared = state.0.lock().unwrap_or_else(PoisonError::into_inner);
+        shared.requests.push(request);
+        &replies[(shared.requests.len() - 1).min(replies.len() - 1)]
+    };
     let gone = || {
         let (lock, changed) = &**state;
         lock.lock()

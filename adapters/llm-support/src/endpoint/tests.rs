@@ -85,6 +85,14 @@ fn resume_budget_and_a_missing_model_are_refused_in_the_vendors_words() {
         error.message
     );
     assert!(refuse_unsupported(&VENDOR, &options(None, None)).is_ok());
+    let with_mcp = Options {
+        mcp_servers: Some("{}".into()),
+        ..options(Some("m"), None)
+    };
+    assert!(
+        refuse_unsupported(&VENDOR, &with_mcp).is_ok(),
+        "MCP servers are the tool loop's"
+    );
     for (beyond, words) in [
         (
             Options {
@@ -99,13 +107,6 @@ fn resume_budget_and_a_missing_model_are_refused_in_the_vendors_words() {
                 ..options(Some("m"), None)
             },
             "no sub-agents",
-        ),
-        (
-            Options {
-                mcp_servers: Some("{}".into()),
-                ..options(Some("m"), None)
-            },
-            "MCP",
         ),
     ] {
         let error = refuse_unsupported(&VENDOR, &beyond).unwrap_err();
