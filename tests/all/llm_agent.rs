@@ -43,6 +43,18 @@ struct Vendor {
     results: fn(body: &Value) -> Vec<(String, String, bool)>,
 }
 
+impl Vendor {
+    /// The server's reply that calls `name` with `input` as call `id`.
+    fn tool(&self, id: &str, name: &str, input: &Value, tokens: (u64, u64)) -> Reply {
+        Reply::sse(&(self.tool_turn)(id, name, input, tokens))
+    }
+
+    /// The server's reply that answers `text`.
+    fn answer(&self, text: &str, tokens: (u64, u64)) -> Reply {
+        Reply::sse(&(self.answer_turn)(text, tokens))
+    }
+}
+
 const OPENAI: Vendor = Vendor {
     adapter: "openai",
     model: "gpt-4o-mini",
@@ -181,13 +193,13 @@ fn tool_results(events: &[AgentEvent]) -> Vec<(String, ToolStatus, Value)> {
 async fn the_loop_calls_the_tool_and_feeds_the_result_back(vendor: &Vendor) {
     let dir = tempfile::tempdir().unwrap();
     let server = LlmServer::start_turns(vec![
-        Reply::sse(&(vendor.tool_turn)(
+        vendor.tool(
             "call_7",
             "mcp__stub__echo",
             &json!({"text": "hi"}),
             (50, 10),
-        )),
-        Reply::sse(&(vendor.answer_turn)("The tool said hi.", (70, 5))),
+        ),
+        vendor.answer("The tool said hi.", (70, 5)),
     ]);
     let events = run(vendor, agent_request(vendor, &server, dir.path())).await;
     let done = single_done(&events);
@@ -277,20 +289,15 @@ async fn a_denied_tool_is_not_offered_nor_called_and_a_failing_one_is_an_error_r
     let dir = tempfile::tempdir().unwrap();
     let server = LlmServer::start_turns(vec![
         // The model asks for a tool the policy withholds…
-        Reply::sse(&(vendor.tool_turn)(
-            "call_1",
-            "mcp__stub__sleep",
-            &json!({"ms": 1}),
-            (10, 1),
-        )),
+        vendor.tool("call_1", "mcp__stub__sleep", &json!({"ms": 1}), (10, 1)),
         // …then for one that fails…
-        Reply::sse(&(vendor.tool_turn)(
+        vendor.tool(
             "call_2",
             "mcp__stub__fail",
             &json!({"message": "disk on fire"}),
             (10, 1),
-        )),
-        Reply::sse(&(vendor.answer_turn)("Both failed.", (10, 1))),
+        ),
+        vendor.answer("Both failed.", (10, 1)),
     ]);
     let mut request = agent_request(vendor, &server, dir.path());
     request.options.disallowed_tools = vec!["mcp__stub__sleep".into()];
@@ -359,13 +366,8 @@ async fn anthropic_refuses_a_denied_tool_and_reports_a_failing_one() {
 async fn an_abort_during_a_tool_call_ends_the_run_at_once(vendor: &Vendor) {
     let dir = tempfile::tempdir().unwrap();
     let server = LlmServer::start_turns(vec![
-        Reply::sse(&(vendor.tool_turn)(
-            "call_1",
-            "mcp__stub__sleep",
-            &json!({"ms": 60000}),
-            (10, 1),
-        )),
-        Reply::sse(&(vendor.answer_turn)("never", (10, 1))),
+        vendor.tool("call_1", "mcp__stub__sleep", &json!({"ms": 60000}), (10, 1)),
+        vendor.answer("never", (10, 1)),
     ]);
     let registry =
         moat_testkit::registry_of([moat_testkit::llm_server::load_builtin(vendor.adapter).await]);
@@ -425,12 +427,12 @@ async fn max_turns_ends_a_model_that_keeps_calling_tools() {
     for vendor in [&OPENAI, &ANTHROPIC] {
         let dir = tempfile::tempdir().unwrap();
         // Every answer asks for the tool again.
-        let server = LlmServer::start(Reply::sse(&(vendor.tool_turn)(
+        let server = LlmServer::start(vendor.tool(
             "call_1",
             "mcp__stub__echo",
             &json!({"text": "again"}),
             (10, 2),
-        )));
+        ));
         let mut request = agent_request(vendor, &server, dir.path());
         request.options.max_turns = Some(3);
         let events = run(vendor, request).await;
@@ -493,13 +495,13 @@ async fn an_http_mcp_server_is_reached_through_wasi_http_under_the_runs_grants()
     let vendor = &OPENAI;
     let turns = || {
         LlmServer::start_turns(vec![
-            Reply::sse(&(vendor.tool_turn)(
+            vendor.tool(
                 "call_9",
                 "mcp__web__echo",
                 &json!({"text": "over http"}),
                 (5, 1),
-            )),
-            Reply::sse(&(vendor.answer_turn)("Done.", (5, 1))),
+            ),
+            vendor.answer("Done.", (5, 1)),
         ])
     };
     let http_request = |server: &LlmServer, granted: bool| {
