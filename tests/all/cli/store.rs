@@ -318,6 +318,12 @@ fn a_store_whose_disk_fills_mid_run_stops_the_run_with_an_error_and_a_full_disk_
         cat /dev/zero > "$DISK/full" 2> /dev/null
         MOAT_STORE="$DISK/other/moat.db" "$MOAT" run echo hi > "$OUT/full.out" 2> "$OUT/full.err"
         echo $? > "$OUT/full.code"
+        # The same disk read-only: the store that is there, and a new one.
+        mount -o remount,ro "$DISK" || exit 78
+        "$MOAT" ps --all > "$OUT/ro.out" 2> "$OUT/ro.err"
+        echo $? > "$OUT/ro.code"
+        MOAT_STORE="$DISK/new/moat.db" "$MOAT" run echo hi > "$OUT/ronew.out" 2> "$OUT/ronew.err"
+        echo $? > "$OUT/ronew.code"
     "#;
     let status = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c", script])
@@ -394,6 +400,16 @@ fn a_store_whose_disk_fills_mid_run_stops_the_run_with_an_error_and_a_full_disk_
     assert!(message.contains("full"), "{message}");
     assert!(message.contains("--no-store"), "{message}");
     assert_eq!(message.trim().lines().count(), 1, "{message}");
+
+    // A read-only store, the one there or a new one, is one line too.
+    for name in ["ro", "ronew"] {
+        assert_eq!(read(&out, &format!("{name}.code")).trim(), "1", "{name}");
+        let message = read(&out, &format!("{name}.err"));
+        assert!(message.contains("cannot open the run store"), "{message}");
+        assert!(message.to_lowercase().contains("read-only"), "{message}");
+        assert!(message.contains("--no-store"), "{message}");
+        assert_eq!(message.trim().lines().count(), 1, "{message}");
+    }
 }
 
 #[test]
