@@ -11,7 +11,7 @@
 //! | max turns | refused: only a settings-file entry (`model.maxSessionTurns`) sets it |
 //! | max budget, effort, system prompt | refused: no command-line switch |
 //! | sub-agents | refused: Gemini CLI has none |
-//! | MCP servers | refused: not passed on yet |
+//! | MCP servers | refused: Gemini CLI reads them only from a settings file (see below) |
 //! | allowed / disallowed tools | refused: `--allowed-tools` only skips confirmation, it does not restrict |
 //!
 //! Trust levels (Gemini's approval modes; headless, a tool that would need
@@ -25,6 +25,16 @@
 //!
 //! Values go in `--flag=value` form, the prompt included, so a value
 //! starting with `-` cannot be read as another switch.
+//!
+//! MCP servers: Gemini CLI 0.61 has no switch for them. It reads them from
+//! the user's `~/.gemini/settings.json`, the project's
+//! `.gemini/settings.json`, or a system settings file
+//! (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`) that it skips unless the file and
+//! every directory above it are owned by root and writable by no one else
+//! (so never a file of the run's own under `/tmp`). moat writes neither the
+//! user's nor the project's configuration, so it refuses rather than hand
+//! the servers over. (`GEMINI_CLI_HOME` would move all of Gemini's state,
+//! the user's login included, and is not used either.)
 
 use moat_cli_support::{Invocation, unsupported};
 use moat_guest::{ErrorInfo, Options, TrustLevel};
@@ -52,7 +62,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     if options.mcp_servers.is_some() {
         return refuse(
             "MCP servers",
-            "this adapter does not pass MCP servers on yet",
+            "Gemini CLI reads MCP servers only from the user's or the project's settings file, which moat does not write; add them to ~/.gemini/settings.json yourself, or use claude-code or codex",
         );
     }
     if options.effort.is_some() {
