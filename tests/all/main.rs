@@ -23,3 +23,4 @@ mod processes;
 mod real_clis;
 mod results;
 mod resume;
+mod serve;

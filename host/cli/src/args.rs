@@ -56,6 +56,23 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Remove ended runs older than an age, and their events.
     Prune(PruneArgs),
+    /// Serve moat's operations as JSON lines (docs/protocol.md), on stdio
+    /// or a Unix socket.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Serve on stdin/stdout (the default): one client, whose end (stdin
+    /// closed) stops the server.
+    #[arg(long, conflicts_with = "socket")]
+    pub stdio: bool,
+    /// Serve on a Unix socket at PATH (mode 0600), several clients at once.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// The most any run may be granted: a request can only ask for less.
+    #[command(flatten)]
+    pub grants: GrantFlags,
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ mod commands;
 mod names;
 mod render;
 mod resolve;
+mod serve;
 mod tasks;
 
 use std::process::ExitCode;
@@ -112,6 +113,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters => commands::adapters(&sandbox).await,
+        Command::Serve(args) => serve::serve(sandbox, store, args).await,
         Command::Ps(_)
         | Command::Show(_)
         | Command::Logs(_)

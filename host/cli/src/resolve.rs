@@ -50,8 +50,11 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
         Command::Run(args) => args.run.max_memory,
         _ => MAX_MEMORY_CEILING,
     };
-    // One command runs a handful of sessions at most.
-    config.pool_sessions = 64;
+    // One command runs a handful of sessions at most; a server as many as
+    // its clients start (the library's default pool).
+    if !matches!(cli.command, Command::Serve(_)) {
+        config.pool_sessions = 64;
+    }
     // This process starts no children but runs': orphans it adopts are
     // theirs. An operator's switch (docs/security.md), `MOAT_RUN_CGROUPS=0`,
     // keeps runs out of cgroups of their own.

@@ -19,11 +19,14 @@
 //! - [`needs`]: what an adapter declares it needs.
 //! - [`spawn_env`]: the variables an adapter may never set for a program.
 //! - [`trust`]: trust levels, which preset grants.
+//! - [`narrow`]: grants may only narrow: what a request asks beyond a
+//!   ceiling ([`Excess`]), and what two grant sets both allow.
 
 pub mod address;
 pub mod dirs;
 mod error;
 pub mod names;
+pub mod narrow;
 pub mod needs;
 pub mod net;
 pub mod policy;
@@ -38,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 pub use dirs::canonical_dir;
 pub use error::{GrantError, PolicyError};
+pub use narrow::Excess;
 pub use needs::Needs;
 pub use net::{HostPattern, NetRule, Scheme};
 pub use policy::{Policy, PolicyEntry};

@@ -52,9 +52,10 @@ impl Recorder {
         self.store.mark_running(&self.id).map(drop)
     }
 
-    /// Stores the run's next event. An error means the store can no
-    /// longer record this run: the caller must stop it.
-    pub fn record(&mut self, event: &AgentEvent) -> Result<(), StoreError> {
+    /// Stores the run's next event: its sequence number in the run. An
+    /// error means the store can no longer record this run: the caller
+    /// must stop it.
+    pub fn record(&mut self, event: &AgentEvent) -> Result<u64, StoreError> {
         match &event.payload {
             EventPayload::Error(error) if error.code.as_deref() == Some(codes::TIMEOUT) => {
                 self.timed_out = true;
@@ -64,9 +65,10 @@ impl Recorder {
             }
             _ => {}
         }
-        self.store.writer.event(&self.key, self.next_seq, event)?;
+        let seq = self.next_seq;
+        self.store.writer.event(&self.key, seq, event)?;
         self.next_seq += 1;
-        Ok(())
+        Ok(seq)
     }
 
     /// Ends the record: as its `done` said, or, without one (the stream

@@ -5,7 +5,7 @@ mod compile;
 mod drive;
 mod inspect;
 mod parallel;
-mod recording;
+pub(crate) mod recording;
 mod run;
 mod runs;
 
@@ -14,4 +14,4 @@ pub use compile::compile;
 pub use inspect::inspect;
 pub use parallel::parallel;
 pub use run::run;
-pub use runs::{cancel, logs, prune, ps, show, wait};
+pub use runs::{cancel, logs, prune, ps, record_json, show, wait};

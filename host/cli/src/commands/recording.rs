@@ -122,7 +122,7 @@ pub fn recorded(
 }
 
 /// The `error` a run gets when the store can no longer record it.
-fn store_failure(beside: &AgentEvent, error: &StoreError) -> AgentEvent {
+pub fn store_failure(beside: &AgentEvent, error: &StoreError) -> AgentEvent {
     AgentEvent {
         agent: beside.agent.clone(),
         timestamp: moat_engine::now_ms(),
@@ -148,7 +148,7 @@ fn finish(recorder: Option<Recorder>) {
 
 /// Aborts the runs `ids` someone cancels through the store, or the store
 /// ended from outside (their parent ended).
-async fn watch_cancels(store: Arc<Store>, ids: Vec<RunId>, aborts: Vec<CancellationToken>) {
+pub async fn watch_cancels(store: Arc<Store>, ids: Vec<RunId>, aborts: Vec<CancellationToken>) {
     loop {
         tokio::time::sleep(CANCEL_POLL).await;
         let store = store.clone();

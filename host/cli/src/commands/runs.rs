@@ -202,8 +202,8 @@ pub fn prune(store: Option<&Path>, args: PruneArgs) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// A record as JSON, for `ps --output json` and `show --json`.
-fn record_json(run: &RunRecord) -> Value {
+/// A record as JSON, for `ps --output json`, `show --json` and `moat serve`.
+pub fn record_json(run: &RunRecord) -> Value {
     json!({
         "id": run.id.as_str(),
         "parent": run.run.parent.as_ref().map(|p| p.as_str().to_owned()),

@@ -1,0 +1,257 @@
+//! One client of `moat serve`: its requests read a line at a time and
+//! answered each on a task of its own (so a long `await` holds up nothing
+//! else), its subscriptions, and one writer for everything it is sent.
+//!
+//! What is sent waits in a bounded queue: a client that stops reading
+//! fills it, its subscriptions then fall behind the runs' events and get
+//! `lagged`, and no run or other client ever waits for it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::protocol::{self, Failure, MAX_REQUEST_BYTES, Op, SubscribeParams};
+use super::server::Server;
+
+/// Messages waiting for a client before its subscriptions lag.
+const OUTGOING: usize = 1024;
+
+/// How long a closing connection's queued messages have to go out.
+const FLUSH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Subscription ids, unique in the server.
+static NEXT_SUBSCRIPTION: AtomicU64 = AtomicU64::new(1);
+
+/// A client's live subscriptions, by id.
+type Subscriptions = Arc<Mutex<HashMap<String, CancellationToken>>>;
+
+/// Serves one client until it closes its side (or the server stops).
+pub async fn serve<R, W>(server: Arc<Server>, reader: R, writer: W)
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, outgoing) = mpsc::channel::<Value>(OUTGOING);
+    let writing = tokio::spawn(write_all(outgoing, writer));
+    let subscriptions: Subscriptions = Arc::default();
+    let mut lines = LineReader::new(reader);
+    loop {
+        let line = tokio::select! {
+            () = server.closed.cancelled() => break,
+            line = lines.next() => line,
+        };
+        let line = match line {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(LineError::Io) => break,
+            Err(LineError::TooLong) => {
+                let failure = Failure::invalid(format!(
+                    "a request line is at most {MAX_REQUEST_BYTES} bytes"
+                ));
+                let _ = out
+                    .send(protocol::response(&Value::Null, Err(failure)))
+                    .await;
+                continue;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let server = server.clone();
+        let out = out.clone();
+        let subscriptions = subscriptions.clone();
+        tokio::spawn(async move {
+            let response = match protocol::parse(&line) {
+                Ok(request) => {
+                    let outcome = handle(&server, request.op, &out, &subscriptions).await;
+                    protocol::response(&request.id, outcome)
+                }
+                Err((id, failure)) => protocol::response(&id, Err(failure)),
+            };
+            let _ = out.send(response).await;
+        });
+    }
+    for (_, stop) in subscriptions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .drain()
+    {
+        stop.cancel();
+    }
+    drop(out);
+    // Requests still waiting (an `await` of a run another moat owns) hold
+    // the queue open: what is queued gets a moment to go out, no more.
+    if tokio::time::timeout(FLUSH_PATIENCE, writing).await.is_err() {
+        tracing::debug!("a client's last messages were not all written");
+    }
+}
+
+async fn handle(
+    server: &Arc<Server>,
+    op: Op,
+    out: &mpsc::Sender<Value>,
+    subscriptions: &Subscriptions,
+) -> Result<Value, Failure> {
+    match op {
+        Op::Run(params) => server.start_run(*params).await,
+        Op::Await(params) => server.await_runs(&params.runs).await,
+        Op::Cancel(params) => server.cancel(&params.run),
+        Op::Get(params) => server.get(&params.run),
+        Op::List(params) => server.list(&params),
+        Op::Subscribe(params) => subscribe(server, params, out, subscriptions),
+        Op::Unsubscribe(params) => {
+            if let Some(stop) = subscriptions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&params.subscription_id)
+            {
+                stop.cancel();
+            }
+            Ok(json!({}))
+        }
+        Op::Adapters => server.adapters().await,
+        Op::Inspect(params) => server.inspect(&params.adapter).await,
+        Op::Shutdown => {
+            server.stopping.cancel();
+            Ok(json!({}))
+        }
+    }
+}
+
+/// Starts streaming the runs' events to the client: each run's stored
+/// events from `fromSeq`, then its live ones, until its `done`. A
+/// subscription that falls behind is ended with one `lagged` event.
+fn subscribe(
+    server: &Arc<Server>,
+    params: SubscribeParams,
+    out: &mpsc::Sender<Value>,
+    subscriptions: &Subscriptions,
+) -> Result<Value, Failure> {
+    if params.runs.is_empty() {
+        return Err(Failure::invalid("subscribe: runs names no run"));
+    }
+    let ids = server.resolve_runs(&params.runs)?;
+    let id = format!("s_{}", NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed));
+    let stop = CancellationToken::new();
+    subscriptions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id.clone(), stop.clone());
+    for run in ids {
+        let server = server.clone();
+        let out = out.clone();
+        let stop = stop.clone();
+        let subscription = id.clone();
+        let subscriptions = subscriptions.clone();
+        tokio::spawn(async move {
+            let run_id = run.to_string();
+            let streamed = server
+                .stream_events(&run, params.from_seq, &stop, |seq, event| {
+                    let message = json!({
+                        "event": "run_event",
+                        "subscriptionId": subscription,
+                        "run": run_id,
+                        "seq": seq,
+                        "data": *event,
+                    });
+                    let out = out.clone();
+                    async move { out.send(message).await.is_ok() }
+                })
+                .await;
+            if let Err(next) = streamed {
+                // Behind: the subscription ends, and says where to resume.
+                stop.cancel();
+                subscriptions
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&subscription);
+                let _ = out
+                    .send(json!({
+                        "event": "lagged",
+                        "subscriptionIds": [subscription],
+                        "run": run_id,
+                        "nextSeq": next,
+                    }))
+                    .await;
+            }
+        });
+    }
+    Ok(json!({"subscriptionId": id}))
+}
+
+/// Writes each message as one line, flushed, until the queue closes or the
+/// client is gone.
+async fn write_all<W: AsyncWrite + Unpin>(mut outgoing: mpsc::Receiver<Value>, mut writer: W) {
+    while let Some(message) = outgoing.recv().await {
+        let mut line = message.to_string();
+        line.push('\n');
+        if writer.write_all(line.as_bytes()).await.is_err() || writer.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Why no line was read.
+enum LineError {
+    /// Longer than [`MAX_REQUEST_BYTES`]; the rest of it was skipped.
+    TooLong,
+    /// Reading failed: the client is gone.
+    Io,
+}
+
+/// Lines of at most [`MAX_REQUEST_BYTES`], never buffering more: a longer
+/// one is skipped to its end and reported.
+struct LineReader<R> {
+    reader: R,
+    line: Vec<u8>,
+}
+
+impl<R: AsyncBufRead + Unpin> LineReader<R> {
+    fn new(reader: R) -> Self {
+        Self {
+            reader,
+            line: Vec::new(),
+        }
+    }
+
+    /// The next line (without its newline); `None` at the end.
+    async fn next(&mut self) -> Result<Option<String>, LineError> {
+        self.line.clear();
+        let mut too_long = false;
+        loop {
+            let buffer = self.reader.fill_buf().await.map_err(|_| LineError::Io)?;
+            if buffer.is_empty() {
+                if too_long {
+                    return Err(LineError::TooLong);
+                }
+                if self.line.is_empty() {
+                    return Ok(None);
+                }
+                break;
+            }
+            let (piece, found) = match buffer.iter().position(|b| *b == b'\n') {
+                Some(end) => (&buffer[..end], Some(end + 1)),
+                None => (buffer, None),
+            };
+            if !too_long && self.line.len() + piece.len() <= MAX_REQUEST_BYTES {
+                self.line.extend_from_slice(piece);
+            } else {
+                too_long = true;
+                self.line.clear();
+            }
+            let consumed = found.unwrap_or(buffer.len());
+            self.reader.consume(consumed);
+            if found.is_some() {
+                if too_long {
+                    return Err(LineError::TooLong);
+                }
+                break;
+            }
+        }
+        Ok(Some(String::from_utf8_lossy(&self.line).into_owned()))
+    }
+}

@@ -1,0 +1,140 @@
+//! `moat serve`: moat's operations for programs in any language, as JSON
+//! lines (docs/protocol.md; the schema is protocol/moat-protocol.schema.json)
+//! on stdin/stdout or on a Unix socket several clients share.
+//!
+//! - [`protocol`]: the messages and error codes;
+//! - [`server`]: the runs the server started and the operations on them;
+//! - [`connection`]: one client: requests, subscriptions, its writer.
+//!
+//! Every run is recorded in the run store like a `moat run`, so `moat ps`,
+//! `logs`, `wait` and `cancel` see the server's runs, and the server's
+//! `await`, `get` and `subscribe` see other moats' runs.
+
+mod connection;
+mod protocol;
+mod server;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::io::BufReader;
+use tokio::signal::unix::{SignalKind, signal};
+
+use moat_sandbox::Sandbox;
+
+use crate::args::ServeArgs;
+use crate::resolve;
+use server::Server;
+
+/// How long live runs get to end with their `done` when the server stops,
+/// before they are stopped at once.
+const STOP_PATIENCE: Duration = Duration::from_secs(5);
+
+pub async fn serve(
+    sandbox: Sandbox,
+    cli_store: Option<&Path>,
+    args: ServeArgs,
+) -> anyhow::Result<ExitCode> {
+    let store = resolve::store(cli_store)?;
+    let server = Arc::new(Server::new(sandbox, store, args.grants));
+    tokio::spawn(stop_on_signals(server.clone()));
+    let serving = match &args.socket {
+        None => {
+            let stdio = server.clone();
+            tokio::spawn(async move {
+                let stdin = BufReader::new(tokio::io::stdin());
+                connection::serve(stdio.clone(), stdin, tokio::io::stdout()).await;
+                // The client closed stdin: it is gone, and so is the server.
+                stdio.stopping.cancel();
+            })
+        }
+        Some(path) => {
+            let listener = listen(path)?;
+            tracing::info!(socket = %path.display(), "serving");
+            let accepting = server.clone();
+            tokio::spawn(async move { accept(accepting, listener).await })
+        }
+    };
+    server.stopping.cancelled().await;
+    server.stop_runs(STOP_PATIENCE).await;
+    server.closed.cancel();
+    if args.socket.is_some() {
+        serving.abort();
+    }
+    let _ = tokio::time::timeout(STOP_PATIENCE, serving).await;
+    if let Some(path) = &args.socket {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Binds the socket, readable and writable by the user only. A socket file
+/// left by a server that is gone is replaced; one a server still answers
+/// on is not.
+fn listen(path: &PathBuf) -> anyhow::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            anyhow::bail!(
+                "a server already listens on {}; stop it, or pass another --socket",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot replace the stale socket {}", path.display()))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot restrict {} to its owner", path.display()))?;
+    Ok(listener)
+}
+
+/// Serves each client that connects, at once, until the server stops.
+async fn accept(server: Arc<Server>, listener: tokio::net::UnixListener) {
+    loop {
+        let stream = tokio::select! {
+            () = server.closed.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match stream {
+            Ok((stream, _)) => {
+                let (reader, writer) = stream.into_split();
+                tokio::spawn(connection::serve(
+                    server.clone(),
+                    BufReader::new(reader),
+                    writer,
+                ));
+            }
+            Err(error) => tracing::warn!("a client could not connect: {error}"),
+        }
+    }
+}
+
+/// The first SIGINT, SIGTERM or SIGHUP stops the server as `shutdown`
+/// does; a second one stops every run at once.
+async fn stop_on_signals(server: Arc<Server>) {
+    let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::warn!("cannot listen for signals; stop the server with the shutdown op");
+        return;
+    };
+    let mut next = async || {
+        tokio::select! {
+            _ = interrupt.recv() => {},
+            _ = terminate.recv() => {},
+            _ = hangup.recv() => {},
+        }
+    };
+    next().await;
+    tracing::info!("stopping: live runs end with their done (again to stop them at once)");
+    server.stopping.cancel();
+    next().await;
+    moat_sandbox::stop_all_runs();
+}

@@ -1,0 +1,317 @@
+//! The messages of `moat serve` (docs/protocol.md): what a client sends,
+//! what it gets back, and the error codes. One JSON object per line.
+//!
+//! Everything here comes from a client and is untrusted: a line that is not
+//! a request is answered with `INVALID_REQUEST` (and the id, when one could
+//! be read), and the connection stays usable.
+
+use moat_engine::RunOptions;
+use moat_grants::{Grants, TrustLevel};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// The longest request line read; a longer one is refused and skipped.
+pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// Why a request failed, as the protocol names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// Not JSON, not an object, an unknown op, a missing or malformed field.
+    InvalidRequest,
+    /// A run, adapter or subscription that does not exist.
+    NotFound,
+    /// A run asked for more than the server (or its parent) allows.
+    BoundaryViolation,
+    /// A run could not start, or an awaited run did not complete.
+    RunFailed,
+}
+
+impl Code {
+    /// The code's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::InvalidRequest => "INVALID_REQUEST",
+            Code::NotFound => "NOT_FOUND",
+            Code::BoundaryViolation => "BOUNDARY_VIOLATION",
+            Code::RunFailed => "RUN_FAILED",
+        }
+    }
+}
+
+/// A failed request: its code, a message for people, and what else the
+/// client should know (e.g. the results of an `await` whose runs failed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub code: Code,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl Failure {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(Code::InvalidRequest, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(Code::NotFound, message)
+    }
+}
+
+/// A request: its id (echoed in the response) and its operation.
+#[derive(Debug)]
+pub struct Request {
+    pub id: Value,
+    pub op: Op,
+}
+
+/// The operations.
+#[derive(Debug)]
+pub enum Op {
+    Run(Box<RunParams>),
+    Await(RunsParams),
+    Cancel(RunParam),
+    Get(RunParam),
+    List(ListParams),
+    Subscribe(SubscribeParams),
+    Unsubscribe(UnsubscribeParams),
+    Adapters,
+    Inspect(InspectParams),
+    Shutdown,
+}
+
+/// `run`: start a run; its id comes back at once.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RunParams {
+    /// A built-in adapter's name, or a path to a component.
+    pub adapter: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub options: RunOptions,
+    /// The trust level the backend is run at (its own switches); grants
+    /// come only from `grants`.
+    #[serde(default)]
+    pub trust: TrustLevel,
+    /// What the run asks for; absent: all the server allows the adapter.
+    pub grants: Option<Grants>,
+    #[serde(default)]
+    pub limits: LimitParams,
+    /// A recorded run whose end ends this one, and whose grants bound it.
+    pub parent: Option<String>,
+}
+
+/// `run`'s limits; each absent one is the server's default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitParams {
+    pub timeout_ms: Option<u64>,
+    pub fuel: Option<u64>,
+    pub max_memory_bytes: Option<u64>,
+    pub max_event_bytes: Option<u64>,
+}
+
+/// `await`: the runs to wait for.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsParams {
+    pub runs: Vec<String>,
+}
+
+/// `cancel`, `get`: one run.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunParam {
+    pub run: String,
+}
+
+/// `list`: which runs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Only these statuses (`pending`, `running`, `completed`, `failed`).
+    #[serde(default)]
+    pub status: Vec<String>,
+    /// At most this many, newest first.
+    pub limit: Option<usize>,
+}
+
+/// `subscribe`: the runs whose events to stream, from which sequence
+/// number (0, the first, when absent).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SubscribeParams {
+    pub runs: Vec<String>,
+    #[serde(default)]
+    pub from_seq: u64,
+}
+
+/// `unsubscribe`: the subscription to end.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UnsubscribeParams {
+    pub subscription_id: String,
+}
+
+/// `inspect`: the adapter to describe.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InspectParams {
+    pub adapter: String,
+}
+
+/// Reads one line: the request, or the failure to answer with the id when
+/// one could be read (`Value::Null` otherwise).
+pub fn parse(line: &str) -> Result<Request, (Value, Failure)> {
+    let value: Value = serde_json::from_str(line)
+        .map_err(|e| (Value::Null, Failure::invalid(format!("not JSON: {e}"))))?;
+    let Value::Object(mut fields) = value else {
+        return Err((
+            Value::Null,
+            Failure::invalid("a request is a JSON object with an id and an op"),
+        ));
+    };
+    let id = match fields.remove("id") {
+        Some(id @ (Value::Number(_) | Value::String(_))) => id,
+        Some(_) => {
+            return Err((
+                Value::Null,
+                Failure::invalid("the id must be a number or a string"),
+            ));
+        }
+        None => return Err((Value::Null, Failure::invalid("the request has no id"))),
+    };
+    let fail = |failure: Failure| (id.clone(), failure);
+    let op = match fields.remove("op") {
+        Some(Value::String(op)) => op,
+        _ => return Err(fail(Failure::invalid("the request has no op (a string)"))),
+    };
+    let params = Value::Object(fields);
+    let op = match op.as_str() {
+        "run" => Op::Run(Box::new(params_of(&op, params).map_err(fail)?)),
+        "await" => Op::Await(params_of(&op, params).map_err(fail)?),
+        "cancel" => Op::Cancel(params_of(&op, params).map_err(fail)?),
+        "get" => Op::Get(params_of(&op, params).map_err(fail)?),
+        "list" => Op::List(params_of(&op, params).map_err(fail)?),
+        "subscribe" => Op::Subscribe(params_of(&op, params).map_err(fail)?),
+        "unsubscribe" => Op::Unsubscribe(params_of(&op, params).map_err(fail)?),
+        "adapters" => no_params(&op, params, Op::Adapters).map_err(fail)?,
+        "inspect" => Op::Inspect(params_of(&op, params).map_err(fail)?),
+        "shutdown" => no_params(&op, params, Op::Shutdown).map_err(fail)?,
+        other => {
+            return Err(fail(Failure::invalid(format!(
+                "unknown op {:?}; the ops are run, await, cancel, get, list, subscribe, unsubscribe, adapters, inspect, shutdown",
+                cut(other)
+            ))));
+        }
+    };
+    Ok(Request { id, op })
+}
+
+fn params_of<T: serde::de::DeserializeOwned>(op: &str, params: Value) -> Result<T, Failure> {
+    serde_json::from_value(params).map_err(|e| Failure::invalid(format!("{op}: {e}")))
+}
+
+fn no_params(op: &str, params: Value, parsed: Op) -> Result<Op, Failure> {
+    match params {
+        Value::Object(fields) if fields.is_empty() => Ok(parsed),
+        _ => Err(Failure::invalid(format!("{op} takes no fields"))),
+    }
+}
+
+/// A client's text, bounded, for a message.
+fn cut(text: &str) -> &str {
+    &text[..text.floor_char_boundary(100)]
+}
+
+/// The response to request `id`.
+pub fn response(id: &Value, outcome: Result<Value, Failure>) -> Value {
+    match outcome {
+        Ok(result) => json!({"id": id, "result": result}),
+        Err(failure) => {
+            let mut error = Map::new();
+            error.insert("code".into(), json!(failure.code.as_str()));
+            error.insert("message".into(), json!(failure.message));
+            if let Some(data) = failure.data {
+                error.insert("data".into(), data);
+            }
+            json!({"id": id, "error": error})
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(line: &str) -> (Value, Failure) {
+        parse(line).unwrap_err()
+    }
+
+    #[test]
+    fn every_malformed_request_is_invalid_and_keeps_its_id_when_it_has_one() {
+        assert_eq!(refused("{").0, Value::Null);
+        assert_eq!(refused("[1]").1.code, Code::InvalidRequest);
+        assert_eq!(
+            refused(r#"{"op":"list"}"#).1.message,
+            "the request has no id"
+        );
+        assert_eq!(refused(r#"{"id":true,"op":"list"}"#).0, Value::Null);
+        let (id, failure) = refused(r#"{"id":7,"op":"fly"}"#);
+        assert_eq!(id, json!(7));
+        assert!(
+            failure.message.contains("unknown op \"fly\""),
+            "{}",
+            failure.message
+        );
+        let (id, failure) = refused(r#"{"id":"a","op":"run","prompt":"hi"}"#);
+        assert_eq!(id, json!("a"));
+        assert!(failure.message.contains("adapter"), "{}", failure.message);
+        let (_, failure) = refused(r#"{"id":1,"op":"get","run":"r_1","extra":1}"#);
+        assert!(
+            failure.message.contains("unknown field"),
+            "{}",
+            failure.message
+        );
+        let (_, failure) = refused(r#"{"id":1,"op":"shutdown","now":true}"#);
+        assert_eq!(failure.message, "shutdown takes no fields");
+    }
+
+    #[test]
+    fn requests_are_read_with_their_fields() {
+        let request = parse(
+            r#"{"id":1,"op":"run","adapter":"echo","prompt":"hi","limits":{"timeoutMs":500},"grants":{"env":["HOME"]}}"#,
+        )
+        .unwrap();
+        let Op::Run(run) = request.op else { panic!() };
+        assert_eq!((run.adapter.as_str(), run.prompt.as_str()), ("echo", "hi"));
+        assert_eq!(run.limits.timeout_ms, Some(500));
+        assert_eq!(run.grants.unwrap().env, ["HOME"]);
+        let request = parse(r#"{"id":2,"op":"subscribe","runs":["r_1"],"fromSeq":3}"#).unwrap();
+        let Op::Subscribe(sub) = request.op else {
+            panic!()
+        };
+        assert_eq!(sub.from_seq, 3);
+    }
+
+    #[test]
+    fn responses_pair_the_id_with_a_result_or_an_error() {
+        assert_eq!(
+            response(&json!(3), Ok(json!({"run": "r_1"}))),
+            json!({"id": 3, "result": {"run": "r_1"}})
+        );
+        let mut failure = Failure::new(Code::RunFailed, "r_1 failed");
+        failure.data = Some(json!({"results": {}}));
+        assert_eq!(
+            response(&json!("x"), Err(failure)),
+            json!({"id": "x", "error": {"code": "RUN_FAILED", "message": "r_1 failed", "data": {"results": {}}}})
+        );
+    }
+}

@@ -1,0 +1,570 @@
+//! What one `moat serve` process holds and does for every client: the runs
+//! it started (live, each publishing its events as they are recorded), and
+//! the operations of the protocol on them and on the store.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use moat_engine::{
+    Adapter, AgentEvent, DoneStatus, EventPayload, FieldNames, McpServers, Registry, ResultFold,
+    RunLimits, RunRequest, run_agent,
+};
+use moat_grants::{Grants, TrustLevel, canonical_dir, names};
+use moat_sandbox::{RunScope, Sandbox};
+use moat_store::{FailReason, Recorder, RunFilter, RunId, RunStatus, Store};
+
+use super::protocol::{Code, Failure, ListParams, RunParams};
+use crate::args::GrantFlags;
+use crate::commands::{record_json, recording};
+use crate::resolve;
+
+/// Events a live run keeps for subscribers that fall behind; one further
+/// behind is told it lagged (and catches up from the store).
+const EVENT_BUFFER: usize = 4096;
+
+/// How often a run owned by another moat process is looked at in the
+/// store (its events, its end).
+const STORE_POLL: Duration = Duration::from_millis(100);
+
+/// One recorded event as a live run publishes it.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub seq: u64,
+    pub event: Arc<AgentEvent>,
+}
+
+/// A run this server started that has not ended yet.
+struct LiveRun {
+    abort: CancellationToken,
+    events: broadcast::Sender<Published>,
+    /// Becomes true once the run's record is final and its events stored.
+    ended: watch::Receiver<bool>,
+}
+
+/// The server: its sandbox, its store, its ceiling of grants, its runs.
+pub struct Server {
+    sandbox: Sandbox,
+    store: Arc<Store>,
+    /// The server's own grant flags: the most any run may get.
+    ceiling: GrantFlags,
+    live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
+    /// Cancelled when the server is asked to stop (`shutdown`, a signal,
+    /// the end of stdin): no new run starts, live ones are stopped.
+    pub stopping: CancellationToken,
+    /// Cancelled once the runs have ended: connections close.
+    pub closed: CancellationToken,
+}
+
+impl Server {
+    pub fn new(sandbox: Sandbox, store: Arc<Store>, ceiling: GrantFlags) -> Self {
+        Server {
+            sandbox,
+            store,
+            ceiling,
+            live: Mutex::new(HashMap::new()),
+            stopping: CancellationToken::new(),
+            closed: CancellationToken::new(),
+        }
+    }
+
+    fn live_run(&self, id: &RunId) -> Option<Arc<LiveRun>> {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
+    /// `run`: records the run and starts it; its id at once.
+    pub async fn start_run(self: &Arc<Self>, mut params: RunParams) -> Result<Value, Failure> {
+        if self.stopping.is_cancelled() {
+            return Err(Failure::new(Code::RunFailed, "the server is shutting down"));
+        }
+        let resolved = resolve::adapter(&self.sandbox, &params.adapter)
+            .await
+            .map_err(|e| match e.downcast_ref::<crate::UsageError>() {
+                Some(usage) if usage.0.starts_with("unknown adapter") => {
+                    Failure::not_found(usage.0.clone())
+                }
+                _ => Failure::new(Code::RunFailed, format!("{e:#}")),
+            })?;
+        // What `moat run` with the server's own flags would give this
+        // adapter: the server's ceiling and the adapter's own boundary
+        // (a built-in's declared needs, a policy entry).
+        let mut allowance =
+            resolve::grants(&resolved, TrustLevel::Sandbox, None, &[], &self.ceiling)
+                .map_err(|e| Failure::new(Code::RunFailed, format!("{e:#}")))?;
+        let parent = match &params.parent {
+            Some(text) => {
+                let (id, record) = self.record(text)?;
+                let parents: Grants = serde_json::from_value(record.run.grants).unwrap_or_default();
+                // A child never gets more than its parent.
+                allowance = allowance.intersect(&parents);
+                Some(id)
+            }
+            None => None,
+        };
+        let grants = match params.grants.take() {
+            Some(requested) => checked(requested)?,
+            None => allowance.clone(),
+        };
+        let excess = grants.excess_over(&allowance);
+        if !excess.is_empty() {
+            let beyond: Vec<String> = excess.iter().map(ToString::to_string).collect();
+            let whose = if parent.is_some() {
+                "this server and the parent run allow"
+            } else {
+                "this server allows the adapter"
+            };
+            return Err(Failure::new(
+                Code::BoundaryViolation,
+                format!(
+                    "the run asks for more than {whose}: {}; ask for less, or start moat serve with those grants",
+                    beyond.join(", ")
+                ),
+            ));
+        }
+        if let Some(servers) = &params.options.mcp_servers {
+            let servers = McpServers::from_json(&json!({"mcpServers": servers}).to_string())
+                .map_err(|e| Failure::invalid(format!("options.mcpServers: {e}")))?;
+            resolve::check_mcp_programs(Some(&servers), &grants)
+                .map_err(|e| Failure::new(Code::BoundaryViolation, format!("{e:#}")))?;
+        }
+        let scope = RunScope {
+            grants,
+            trust: params.trust,
+            confinement: resolve::confinement(&resolved, &self.ceiling),
+        };
+        let agent = resolved.adapter.info().name.clone();
+        let sha256 = resolved.adapter.details().sha256.clone();
+        let limits = limits(&params, resolved.default_timeout());
+        let mut registry = Registry::scoped();
+        registry
+            .register(Arc::new(resolved.adapter))
+            .map_err(|e| Failure::new(Code::RunFailed, e.to_string()))?;
+        let abort = CancellationToken::new();
+        let request = RunRequest {
+            options: params.options,
+            limits,
+            abort: Some(abort.clone()),
+            names: Arc::new(FieldNames),
+            ..RunRequest::new(agent, params.prompt).with_scope(scope)
+        };
+        let recorder = recording::record(self.store.clone(), &request, sha256, parent)
+            .map_err(|e| Failure::new(Code::RunFailed, format!("cannot record the run: {e:#}")))?;
+        let id = recorder.id().clone();
+        let run = run_agent(&registry, request)
+            .map_err(|e| Failure::new(Code::RunFailed, e.to_string()))?;
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (ended_tx, ended) = watch::channel(false);
+        let live = Arc::new(LiveRun {
+            abort,
+            events,
+            ended,
+        });
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), live.clone());
+        let server = self.clone();
+        let reply = json!({"run": id.as_str()});
+        tokio::spawn(async move {
+            server.drive(run, recorder, &live).await;
+            server
+                .live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            let _ = ended_tx.send(true);
+        });
+        Ok(reply)
+    }
+
+    /// Pulls the run's events to its end: each recorded, then published.
+    /// A run the store can no longer record is stopped, and says why.
+    async fn drive(&self, run: moat_engine::AgentRun, recorder: Recorder, live: &LiveRun) {
+        if let Err(error) = recorder.running() {
+            tracing::error!("cannot record the run: {error}");
+        }
+        let id = recorder.id().clone();
+        let watcher = tokio::spawn(recording::watch_cancels(
+            self.store.clone(),
+            vec![id.clone()],
+            vec![live.abort.clone()],
+        ));
+        let mut events = std::pin::pin!(run.into_stream());
+        let mut recording = Some(recorder);
+        let mut next_seq = 0;
+        while let Some(mut event) = events.next().await {
+            if let Some(recorder) = recording.as_mut() {
+                match recorder.record(&event) {
+                    Ok(seq) => next_seq = seq,
+                    Err(error) => {
+                        let failure = recording::store_failure(&event, &error);
+                        live.abort.cancel();
+                        let _ = live.events.send(Published {
+                            seq: next_seq,
+                            event: Arc::new(failure),
+                        });
+                        next_seq += 1;
+                        if let Some(recorder) = recording.take() {
+                            let _ = recorder.finish(FailReason::StoreError);
+                        }
+                    }
+                }
+            }
+            if recording.is_none()
+                && let EventPayload::Done(done) = &mut event.payload
+            {
+                done.status = DoneStatus::Error;
+            }
+            let is_done = event.is_done();
+            let _ = live.events.send(Published {
+                seq: next_seq,
+                event: Arc::new(event),
+            });
+            next_seq += 1;
+            if is_done {
+                break;
+            }
+        }
+        watcher.abort();
+        if let Some(recorder) = recording
+            && let Err(error) = recorder.finish(FailReason::Cancelled)
+        {
+            tracing::error!("cannot record the run's end: {error}");
+        }
+        // What awaits and subscribers read from the store is all there.
+        let _ = self.store.flush();
+    }
+
+    /// The record of the run `text` names (an id or a unique prefix).
+    fn record(&self, text: &str) -> Result<(RunId, moat_store::RunRecord), Failure> {
+        let id = self
+            .store
+            .resolve(text)
+            .map_err(|e| Failure::not_found(e.to_string()))?;
+        let record = self
+            .store
+            .get(&id)
+            .map_err(store_failure)?
+            .ok_or_else(|| Failure::not_found(format!("no run {id}")))?;
+        Ok((id, record))
+    }
+
+    /// Waits until the run has ended and its record is final.
+    async fn ended(&self, id: &RunId) -> Result<(), Failure> {
+        if let Some(live) = self.live_run(id) {
+            let mut ended = live.ended.clone();
+            let _ = ended.wait_for(|ended| *ended).await;
+            return Ok(());
+        }
+        // Not this server's: another moat owns it; its record says when.
+        loop {
+            let record = self.store.get(id).map_err(store_failure)?;
+            match record {
+                Some(record) if record.status.is_terminal() => return Ok(()),
+                Some(_) => tokio::time::sleep(STORE_POLL).await,
+                None => return Err(Failure::not_found(format!("no run {id}"))),
+            }
+        }
+    }
+
+    /// `await`: every run's result once all have ended; `RUN_FAILED`
+    /// (with the results) when one did not complete.
+    pub async fn await_runs(&self, runs: &[String]) -> Result<Value, Failure> {
+        let mut ids = Vec::with_capacity(runs.len());
+        for text in runs {
+            ids.push(self.record(text)?.0);
+        }
+        for id in &ids {
+            self.ended(id).await?;
+        }
+        let mut results = serde_json::Map::new();
+        let mut failed = Vec::new();
+        for id in &ids {
+            let (record, result) = self.result(id)?;
+            if record.status != RunStatus::Completed {
+                let reason = record.reason.map(|r| r.as_str().to_owned());
+                failed.push(format!(
+                    "{id} {}",
+                    reason.unwrap_or_else(|| "failed".into())
+                ));
+            }
+            results.insert(id.to_string(), result);
+        }
+        let results = json!({"results": results});
+        if failed.is_empty() {
+            return Ok(results);
+        }
+        let mut failure = Failure::new(
+            Code::RunFailed,
+            format!("not every run completed: {}", failed.join(", ")),
+        );
+        failure.data = Some(results);
+        Err(failure)
+    }
+
+    /// An ended run's record and result (folded from its stored events).
+    fn result(&self, id: &RunId) -> Result<(moat_store::RunRecord, Value), Failure> {
+        let record = self
+            .store
+            .get(id)
+            .map_err(store_failure)?
+            .ok_or_else(|| Failure::not_found(format!("no run {id}")))?;
+        let mut fold = ResultFold::new();
+        for (_, event) in self.store.events(id, 0).map_err(store_failure)? {
+            fold.observe(&event, &mut ());
+        }
+        let result = serde_json::to_value(fold.finish()).unwrap_or(Value::Null);
+        Ok((record, result))
+    }
+
+    /// `cancel`: stops the run wherever on this machine it runs; a run
+    /// that is unknown or has ended already is a success too.
+    pub fn cancel(&self, text: &str) -> Result<Value, Failure> {
+        let Ok(id) = self.store.resolve(text) else {
+            return Ok(json!({}));
+        };
+        if let Some(live) = self.live_run(&id) {
+            live.abort.cancel();
+        } else if let Some(record) = self.store.get(&id).map_err(store_failure)?
+            && !record.status.is_terminal()
+        {
+            self.store.request_cancel(&id).map_err(store_failure)?;
+        }
+        Ok(json!({}))
+    }
+
+    /// `get`: the record, and the result once the run has ended.
+    pub fn get(&self, text: &str) -> Result<Value, Failure> {
+        let (id, record) = self.record(text)?;
+        let mut value = record_json(&record);
+        value["result"] = if record.status.is_terminal() {
+            self.result(&id)?.1
+        } else {
+            Value::Null
+        };
+        Ok(value)
+    }
+
+    /// `list`: records, newest first.
+    pub fn list(&self, params: &ListParams) -> Result<Value, Failure> {
+        let mut statuses = Vec::new();
+        for status in &params.status {
+            let known = RunStatus::ALL.into_iter().find(|s| s.as_str() == status);
+            statuses.push(known.ok_or_else(|| {
+                Failure::invalid(format!(
+                    "list: unknown status {status:?}; the statuses are pending, running, completed, failed"
+                ))
+            })?);
+        }
+        let filter = RunFilter {
+            statuses,
+            limit: params.limit,
+        };
+        let runs = self.store.list(&filter).map_err(store_failure)?;
+        Ok(json!({"runs": runs.iter().map(record_json).collect::<Vec<_>>()}))
+    }
+
+    /// `adapters`: the built-in adapters.
+    pub async fn adapters(&self) -> Result<Value, Failure> {
+        let mut adapters = Vec::new();
+        for name in moat_builtins::names() {
+            let resolved = resolve::adapter(&self.sandbox, name)
+                .await
+                .map_err(|e| Failure::new(Code::RunFailed, format!("{e:#}")))?;
+            adapters.push(describe(&resolved, None));
+        }
+        Ok(json!({"adapters": adapters}))
+    }
+
+    /// `inspect`: what an adapter is, and what this server allows it.
+    pub async fn inspect(&self, adapter: &str) -> Result<Value, Failure> {
+        let resolved = resolve::adapter(&self.sandbox, adapter)
+            .await
+            .map_err(|e| Failure::not_found(format!("{e:#}")))?;
+        let allowance = resolve::grants(&resolved, TrustLevel::Sandbox, None, &[], &self.ceiling)
+            .map_err(|e| Failure::invalid(format!("{e:#}")))?;
+        Ok(describe(&resolved, Some(&allowance)))
+    }
+
+    /// Stops every live run (each ends with its `done` interrupted) and
+    /// waits until their records are final, at most `patience`.
+    pub async fn stop_runs(&self, patience: Duration) {
+        let live: Vec<Arc<LiveRun>> = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for run in &live {
+            run.abort.cancel();
+        }
+        let all = futures::future::join_all(live.iter().map(|run| {
+            let mut ended = run.ended.clone();
+            async move {
+                let _ = ended.wait_for(|ended| *ended).await;
+            }
+        }));
+        if tokio::time::timeout(patience, all).await.is_err() {
+            tracing::warn!("runs still ending after {patience:?}; stopping them at once");
+            moat_sandbox::stop_all_runs();
+        }
+    }
+
+    /// The events of run `id` from `from_seq` on, to `send`: the stored
+    /// ones, then the live ones as they come, each once and in order, until
+    /// its `done`. `Err(next)` when the subscriber fell behind the live
+    /// events (it resumes from `next`, the first it did not get).
+    pub async fn stream_events<F, Fut>(
+        &self,
+        id: &RunId,
+        from_seq: u64,
+        stop: &CancellationToken,
+        mut send: F,
+    ) -> Result<(), u64>
+    where
+        F: FnMut(u64, Arc<AgentEvent>) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        // Listening starts before the store is read: an event published
+        // from now on is received, and one published before was recorded
+        // before, so the flush below makes it readable.
+        let mut live = self.live_run(id).map(|run| run.events.subscribe());
+        let mut next = from_seq;
+        loop {
+            let _ = self.store.flush();
+            let stored = self.store.events(id, next).unwrap_or_default();
+            for (seq, event) in stored {
+                let done = event.is_done();
+                if stop.is_cancelled() || !send(seq, Arc::new(event)).await {
+                    return Ok(());
+                }
+                next = seq + 1;
+                if done {
+                    return Ok(());
+                }
+            }
+            let Some(receiver) = live.as_mut() else {
+                // Another moat's run: its events arrive through the store.
+                let ended = self
+                    .store
+                    .get(id)
+                    .ok()
+                    .flatten()
+                    .is_none_or(|record| record.status.is_terminal());
+                if ended && self.store.events(id, next).unwrap_or_default().is_empty() {
+                    return Ok(());
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(STORE_POLL) => continue,
+                }
+            };
+            loop {
+                let received = tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    received = receiver.recv() => received,
+                };
+                match received {
+                    Ok(published) if published.seq < next => {}
+                    Ok(published) => {
+                        let done = published.event.is_done();
+                        if !send(published.seq, published.event).await {
+                            return Ok(());
+                        }
+                        next = published.seq + 1;
+                        if done {
+                            return Ok(());
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => return Err(next),
+                    // The run ended: whatever is left is in the store.
+                    Err(broadcast::error::RecvError::Closed) => {
+                        live = None;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves run ids for a subscription: every one must exist.
+    pub fn resolve_runs(&self, runs: &[String]) -> Result<Vec<RunId>, Failure> {
+        runs.iter().map(|text| Ok(self.record(text)?.0)).collect()
+    }
+}
+
+/// A store failure as a protocol error.
+fn store_failure(error: moat_store::StoreError) -> Failure {
+    Failure::new(Code::RunFailed, format!("the run store failed: {error}"))
+}
+
+/// A request's grants, checked as the flags are: directories absolute and
+/// existing (canonical), names well formed.
+fn checked(mut grants: Grants) -> Result<Grants, Failure> {
+    let invalid = |e: moat_grants::GrantError| Failure::invalid(format!("grants: {e}"));
+    for dir in grants.read.iter_mut().chain(grants.write.iter_mut()) {
+        if !dir.is_absolute() {
+            return Err(Failure::invalid(format!(
+                "grants: {} is not an absolute path",
+                dir.display()
+            )));
+        }
+        *dir = canonical_dir(dir, None).map_err(invalid)?;
+    }
+    for name in &mut grants.env {
+        *name = names::env_name(name).map_err(invalid)?;
+    }
+    for program in &mut grants.run {
+        *program = names::program(program).map_err(invalid)?;
+    }
+    Ok(grants)
+}
+
+/// The run's limits: the request's, else the defaults (the adapter's
+/// default timeout).
+fn limits(params: &RunParams, default_timeout: Duration) -> RunLimits {
+    let defaults = RunLimits::default();
+    let asked = &params.limits;
+    RunLimits {
+        timeout: Some(
+            asked
+                .timeout_ms
+                .map_or(default_timeout, Duration::from_millis),
+        ),
+        fuel: asked.fuel,
+        max_memory_bytes: asked.max_memory_bytes.unwrap_or(defaults.max_memory_bytes),
+        max_event_bytes: asked
+            .max_event_bytes
+            .map_or(defaults.max_event_bytes, |b| b as usize),
+        ..defaults
+    }
+}
+
+/// An adapter as `adapters` and `inspect` describe it.
+fn describe(resolved: &resolve::Resolved, allowance: Option<&Grants>) -> Value {
+    let info = resolved.adapter.info();
+    let details = resolved.adapter.details();
+    let mut value = json!({
+        "name": info.name,
+        "version": info.version,
+        "description": info.description,
+        "contract": format!("moat:adapter@{}", details.contract),
+        "sha256": details.sha256,
+        "needs": resolved.adapter.needs(),
+        "builtIn": resolved.provenance == moat_grants::Provenance::BuiltIn,
+    });
+    if let Some(allowance) = allowance {
+        value["allowed"] = json!(allowance);
+    }
+    value
+}

@@ -1,0 +1,529 @@
+//! `moat serve` through the real binary, as a program in another language
+//! drives it (docs/protocol.md): every op, every error code, ids at once
+//! and results on `await`, idempotent cancels, subscriptions that replay
+//! then stream without gap or duplicate, `lagged` for a client that stops
+//! reading, grants that only narrow, a parent's end reaching its children
+//! and theirs, a killed server's runs reconciled, and components of two
+//! contract versions side by side. Every message the server sends is
+//! checked against protocol/moat-protocol.schema.json.
+
+mod client;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use moat_testkit::components::{CONTRACT_V0_2, COOPERATIVE, FLOOD, PANIC};
+use serde_json::{Value, json};
+
+use client::{Client, Server, check};
+
+/// The id of a run started with `fields`.
+fn start(client: &mut Client, fields: Value) -> String {
+    client.ok("run", fields)["run"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_run_gets_its_id_at_once_and_its_result_from_await_get_and_list() {
+    let (_server, mut client) = Server::stdio(&[]);
+    let run = start(&mut client, json!({"adapter": "echo", "prompt": "hello"}));
+    assert!(run.starts_with("r_"), "{run}");
+    let results = client.ok("await", json!({"runs": [run]}));
+    let result = &results["results"][&run];
+    assert_eq!(result["status"], "success");
+    assert_eq!(result["text"], "hello");
+
+    let record = client.ok("get", json!({"run": run}));
+    assert_eq!(record["status"], "completed");
+    assert_eq!(record["result"]["text"], "hello");
+    // A prefix names it too, as on the command line.
+    let prefix = &run[..run.len() - 4];
+    assert_eq!(client.ok("get", json!({"run": prefix}))["id"], run.as_str());
+
+    let listed = client.ok("list", json!({"status": ["completed"], "limit": 5}));
+    assert!(
+        listed["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == run.as_str())
+    );
+
+    // A long run: the id comes back while it runs.
+    let started = Instant::now();
+    let long = start(&mut client, json!({"adapter": COOPERATIVE, "prompt": "go"}));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let record = client.ok("get", json!({"run": long}));
+    assert!(
+        ["pending", "running"].contains(&record["status"].as_str().unwrap()),
+        "{record}"
+    );
+    assert_eq!(record["result"], Value::Null);
+    client.ok("cancel", json!({"run": long}));
+}
+
+#[test]
+fn malformed_requests_are_invalid_and_the_connection_stays_usable() {
+    let (_server, mut client) = Server::stdio(&[]);
+    let invalid = |client: &mut Client, line: &str, id: Value, words: &str| {
+        client.raw(line);
+        let response = client.response(&id);
+        assert_eq!(
+            response["error"]["code"], "INVALID_REQUEST",
+            "{line}: {response}"
+        );
+        let message = response["error"]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{line}: {message}");
+        // Still usable.
+        client.ok("list", json!({"limit": 1}));
+    };
+    invalid(&mut client, "this is not json", Value::Null, "not JSON");
+    invalid(&mut client, r#"[1, 2]"#, Value::Null, "JSON object");
+    invalid(&mut client, r#"{"op": "list"}"#, Value::Null, "no id");
+    invalid(
+        &mut client,
+        r#"{"id": 41, "op": "fly"}"#,
+        json!(41),
+        "unknown op",
+    );
+    invalid(&mut client, r#"{"id": 42}"#, json!(42), "no op");
+    invalid(
+        &mut client,
+        r#"{"id": "x", "op": "run", "adapter": "echo"}"#,
+        json!("x"),
+        "prompt",
+    );
+    invalid(
+        &mut client,
+        r#"{"id": 43, "op": "get", "run": 7}"#,
+        json!(43),
+        "get",
+    );
+    invalid(
+        &mut client,
+        r#"{"id": 44, "op": "list", "status": ["lost"]}"#,
+        json!(44),
+        "unknown status",
+    );
+    invalid(
+        &mut client,
+        r#"{"id": 45, "op": "run", "adapter": "echo", "prompt": "x", "grants": {"read": ["relative/dir"]}}"#,
+        json!(45),
+        "not an absolute path",
+    );
+    // A line past the limit is refused whole, without an id to read.
+    let huge = format!(
+        r#"{{"id": 46, "op": "list", "pad": "{}"}}"#,
+        "x".repeat(5 << 20)
+    );
+    invalid(&mut client, &huge, Value::Null, "at most");
+}
+
+#[test]
+fn what_does_not_exist_is_not_found() {
+    let (_server, mut client) = Server::stdio(&[]);
+    for (op, fields) in [
+        ("get", json!({"run": "r_00000000000000000000000000"})),
+        ("await", json!({"runs": ["r_nosuchrun"]})),
+        ("subscribe", json!({"runs": ["r_nosuchrun"]})),
+        ("run", json!({"adapter": "no-such-adapter", "prompt": "x"})),
+        ("inspect", json!({"adapter": "no-such-adapter"})),
+        (
+            "run",
+            json!({"adapter": "echo", "prompt": "x", "parent": "r_nosuchrun"}),
+        ),
+    ] {
+        let error = client.error(op, fields.clone());
+        assert_eq!(error["code"], "NOT_FOUND", "{op} {fields}: {error}");
+    }
+}
+
+#[test]
+fn cancel_is_idempotent_and_a_cancelled_run_fails_its_await() {
+    let (_server, mut client) = Server::stdio(&[]);
+    assert_eq!(
+        client.ok("cancel", json!({"run": "r_nosuchrun"})),
+        json!({})
+    );
+    let run = start(&mut client, json!({"adapter": COOPERATIVE, "prompt": "go"}));
+    let cancelled = Instant::now();
+    client.ok("cancel", json!({"run": run}));
+    client.ok("cancel", json!({"run": run}));
+    let error = client.error("await", json!({"runs": [run]}));
+    assert!(
+        cancelled.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        cancelled.elapsed()
+    );
+    assert_eq!(error["code"], "RUN_FAILED", "{error}");
+    let result = &error["data"]["results"][&run];
+    check("engineResult", result);
+    assert_eq!(result["status"], "interrupted");
+    assert_eq!(client.ok("get", json!({"run": run}))["reason"], "cancelled");
+    // Finished: still a success.
+    assert_eq!(client.ok("cancel", json!({"run": run})), json!({}));
+
+    // A run that fails on its own fails its await too, with its error.
+    let crashed = start(&mut client, json!({"adapter": PANIC, "prompt": "x"}));
+    let error = client.error("await", json!({"runs": [crashed]}));
+    assert_eq!(error["code"], "RUN_FAILED");
+    assert_eq!(error["data"]["results"][&crashed]["status"], "error");
+}
+
+#[test]
+fn grants_only_narrow_from_the_server_to_a_request_to_a_child() {
+    let (_server, mut client) = Server::stdio(&["--allow-env", "HOME,USER"]);
+    let grants_of = |client: &mut Client, run: &str| {
+        client.ok("get", json!({"run": run}))["grants"]["env"].clone()
+    };
+
+    // Nothing asked: all the server allows.
+    let all = start(&mut client, json!({"adapter": "echo", "prompt": "x"}));
+    assert_eq!(grants_of(&mut client, &all), json!(["HOME", "USER"]));
+    // A subset: that, recorded.
+    let some = start(
+        &mut client,
+        json!({"adapter": "echo", "prompt": "x", "grants": {"env": ["HOME"]}}),
+    );
+    assert_eq!(grants_of(&mut client, &some), json!(["HOME"]));
+    // More: refused, naming what is beyond, never widened.
+    let error = client.error(
+        "run",
+        json!({"adapter": "echo", "prompt": "x", "grants": {"env": ["HOME", "PATH"], "net": ["example.com"]}}),
+    );
+    assert_eq!(error["code"], "BOUNDARY_VIOLATION", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("--allow-env=PATH") && message.contains("--allow-net=example.com"),
+        "{message}"
+    );
+    assert!(!message.contains("HOME"), "{message}");
+
+    // A child: within its parent's grants, not the server's. (A child
+    // needs a live parent.)
+    let parent = start(
+        &mut client,
+        json!({"adapter": COOPERATIVE, "prompt": "go", "grants": {"env": ["HOME"]}}),
+    );
+    let child = start(
+        &mut client,
+        json!({"adapter": "echo", "prompt": "x", "parent": parent, "grants": {"env": ["HOME"]}}),
+    );
+    assert_eq!(
+        client.ok("get", json!({"run": child}))["parent"],
+        parent.as_str()
+    );
+    let error = client.error(
+        "run",
+        json!({"adapter": "echo", "prompt": "x", "parent": parent, "grants": {"env": ["USER"]}}),
+    );
+    assert_eq!(error["code"], "BOUNDARY_VIOLATION");
+    assert!(
+        error["message"].as_str().unwrap().contains("parent"),
+        "{error}"
+    );
+    // Nothing asked: what both allow.
+    let narrowed = start(
+        &mut client,
+        json!({"adapter": "echo", "prompt": "x", "parent": parent}),
+    );
+    assert_eq!(grants_of(&mut client, &narrowed), json!(["HOME"]));
+    client.ok("cancel", json!({"run": parent}));
+}
+
+/// The seqs of `events` and whether the last one is a `done`.
+fn seqs_of(events: &[Value]) -> (Vec<u64>, bool) {
+    let seqs = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let done = events.last().is_some_and(|e| e["data"]["type"] == "done");
+    (seqs, done)
+}
+
+/// Every event of `run` from seq 0, following it the way a client library
+/// does: subscribe, and after a `lagged`, subscribe again from its
+/// `nextSeq`. The events, and how many times it lagged.
+fn follow(client: &mut Client, run: &str) -> (Vec<Value>, usize) {
+    let mut events = Vec::new();
+    let mut lags = 0;
+    let mut from = 0;
+    loop {
+        client.ok("subscribe", json!({"runs": [run], "fromSeq": from}));
+        let mut got = client.events_until_done(run);
+        let last = got.pop().unwrap();
+        events.extend(got);
+        if last["event"] == "lagged" {
+            lags += 1;
+            from = last["nextSeq"].as_u64().unwrap();
+            continue;
+        }
+        events.push(last);
+        return (events, lags);
+    }
+}
+
+#[test]
+fn a_subscription_replays_then_streams_every_event_once_and_in_order() {
+    let (_server, mut client) = Server::stdio(&[]);
+    // Joined while the run floods: part replayed, part live; the whole run
+    // fits what a run keeps for subscribers, so nothing may lag.
+    let run = start(&mut client, json!({"adapter": FLOOD, "prompt": "3000"}));
+    let sub = client.ok("subscribe", json!({"runs": [run]}));
+    let events = client.events_until_done(&run);
+    assert!(
+        events
+            .iter()
+            .all(|e| e["subscriptionId"] == sub["subscriptionId"]),
+        "no lagged, one subscription"
+    );
+    let (seqs, done) = seqs_of(&events);
+    assert!(done, "ends with its done");
+    assert_eq!(
+        seqs,
+        (0..seqs.len() as u64).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    let deltas = events
+        .iter()
+        .filter(|e| e["data"]["type"] == "text_delta")
+        .count();
+    assert_eq!(deltas, 3000);
+    let total = seqs.len() as u64;
+
+    // A run far faster than this client reads (it checks every message
+    // against the schema): followed across its lags, still every event
+    // once and in order.
+    let big = start(&mut client, json!({"adapter": FLOOD, "prompt": "50000"}));
+    let (events, lags) = follow(&mut client, &big);
+    let (seqs, done) = seqs_of(&events);
+    assert!(done);
+    assert_eq!(
+        seqs,
+        (0..seqs.len() as u64).collect::<Vec<_>>(),
+        "after {lags} lags"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["data"]["type"] == "text_delta")
+            .count(),
+        50000
+    );
+
+    // After the end, from the middle: the stored rest.
+    client.ok("subscribe", json!({"runs": [run], "fromSeq": 2990}));
+    let (rest, done) = seqs_of(&client.events_until_done(&run));
+    assert!(done);
+    assert_eq!(rest, (2990..total).collect::<Vec<u64>>());
+
+    // Unsubscribing is idempotent, known or not.
+    let sub = client.ok("subscribe", json!({"runs": [run], "fromSeq": 1}));
+    client.ok(
+        "unsubscribe",
+        json!({"subscriptionId": sub["subscriptionId"]}),
+    );
+    client.ok(
+        "unsubscribe",
+        json!({"subscriptionId": sub["subscriptionId"]}),
+    );
+    client.ok("unsubscribe", json!({"subscriptionId": "s_nosuch"}));
+}
+
+#[test]
+fn a_client_that_stops_reading_gets_lagged_and_holds_up_no_run_or_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("moat.sock");
+    let _server = Server::socket(&socket, &dir.path().join("moat.db"), &[]);
+    let mut reader = Client::connect(&socket);
+    let run = start(&mut reader, json!({"adapter": FLOOD, "prompt": "300000"}));
+
+    // The stalled client: subscribes, then reads nothing for a while.
+    let mut stalled = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    writeln!(
+        stalled,
+        r#"{{"id": 1, "op": "subscribe", "runs": ["{run}"]}}"#
+    )
+    .unwrap();
+
+    // The run and the other client go on regardless.
+    let results = reader.ok("await", json!({"runs": [run]}));
+    assert_eq!(results["results"][&run]["status"], "success");
+
+    // Now it reads: events from the start, then `lagged` saying where to
+    // resume, and nothing more from that subscription.
+    let mut lines = BufReader::new(stalled.try_clone().unwrap()).lines();
+    let mut next_expected = 0u64;
+    let lagged = loop {
+        let message: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        check("message", &message);
+        match message["event"].as_str() {
+            Some("run_event") => {
+                assert_eq!(message["seq"], next_expected, "in order, without gap");
+                next_expected += 1;
+            }
+            Some("lagged") => break message,
+            _ => {}
+        }
+    };
+    assert_eq!(lagged["run"], run.as_str());
+    let resume = lagged["nextSeq"].as_u64().unwrap();
+    assert_eq!(resume, next_expected, "resume where the events stopped");
+    assert!(resume < 300_000, "it lagged before the end");
+
+    // Resuming from there gets the rest from the store.
+    let mut again = Client::connect(&socket);
+    again.ok("subscribe", json!({"runs": [run], "fromSeq": resume}));
+    let (rest, done) = seqs_of(&again.events_until_done(&run));
+    assert!(done);
+    assert_eq!(rest.first(), Some(&resume));
+    assert_eq!(
+        rest,
+        (resume..resume + rest.len() as u64).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_parents_end_ends_its_children_and_theirs() {
+    let (_server, mut client) = Server::stdio(&[]);
+    let parent = start(&mut client, json!({"adapter": COOPERATIVE, "prompt": "go"}));
+    let child = start(
+        &mut client,
+        json!({"adapter": COOPERATIVE, "prompt": "go", "parent": parent}),
+    );
+    let grandchild = start(
+        &mut client,
+        json!({"adapter": COOPERATIVE, "prompt": "go", "parent": child}),
+    );
+    client.ok("cancel", json!({"run": parent}));
+    let error = client.error("await", json!({"runs": [parent, child, grandchild]}));
+    assert_eq!(error["code"], "RUN_FAILED");
+    assert_eq!(
+        client.ok("get", json!({"run": parent}))["reason"],
+        "cancelled"
+    );
+    for run in [&child, &grandchild] {
+        let record = client.ok("get", json!({"run": run}));
+        assert_eq!(record["status"], "failed");
+        assert_eq!(record["reason"], "parent ended", "{record}");
+        // Stopped for real: its own events end with its done interrupted.
+        assert_eq!(record["result"]["status"], "interrupted", "{record}");
+    }
+}
+
+#[test]
+fn a_killed_server_s_runs_are_reconciled_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("moat.sock");
+    let store = dir.path().join("moat.db");
+    let mut server = Server::socket(&socket, &store, &[]);
+    let mut client = Client::connect(&socket);
+    let run = start(&mut client, json!({"adapter": COOPERATIVE, "prompt": "go"}));
+    client.ok("subscribe", json!({"runs": [run]}));
+    client.event();
+    // SAFETY: signalling a child process this test started.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGKILL) };
+    server.child.wait().unwrap();
+
+    let _next = Server::socket(&socket, &store, &[]);
+    let mut client = Client::connect(&socket);
+    let record = client.ok("get", json!({"run": run}));
+    assert_eq!(record["status"], "failed");
+    assert_eq!(record["reason"], "engine restart");
+    let error = client.error("await", json!({"runs": [run]}));
+    assert_eq!(error["code"], "RUN_FAILED");
+    // Its stored events end with the one done the reconciliation wrote.
+    client.ok("subscribe", json!({"runs": [run]}));
+    let (seqs, done) = seqs_of(&client.events_until_done(&run));
+    assert!(done && seqs[0] == 0, "{seqs:?}");
+}
+
+#[test]
+fn shutdown_ends_live_runs_with_their_done_and_the_server() {
+    let (server, mut client) = Server::stdio(&[]);
+    let run = start(&mut client, json!({"adapter": COOPERATIVE, "prompt": "go"}));
+    client.ok("subscribe", json!({"runs": [run]}));
+    client.ok("shutdown", json!({}));
+    let events = client.events_until_done(&run);
+    let done = &events.last().unwrap()["data"];
+    assert_eq!(done["payload"]["status"], "interrupted", "{done}");
+    assert_eq!(server.wait(), Some(0));
+
+    // Closing stdin is the end too.
+    let (server, client) = Server::stdio(&[]);
+    client.close();
+    assert_eq!(server.wait(), Some(0));
+}
+
+#[test]
+fn a_socket_is_its_owners_and_serves_several_clients_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("moat.sock");
+    let server = Server::socket(&socket, &dir.path().join("moat.db"), &[]);
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let mut one = Client::connect(&socket);
+    let mut two = Client::connect(&socket);
+    let long = start(&mut one, json!({"adapter": COOPERATIVE, "prompt": "go"}));
+    let short = start(&mut two, json!({"adapter": "echo", "prompt": "two"}));
+    // One client's await does not hold up the other.
+    assert_eq!(
+        two.ok("await", json!({"runs": [short]}))["results"][&short]["text"],
+        "two"
+    );
+    // Each sees the other's runs.
+    assert_eq!(
+        two.ok("get", json!({"run": long}))["adapter"],
+        "cooperative"
+    );
+    two.ok("cancel", json!({"run": long}));
+    assert_eq!(
+        one.error("await", json!({"runs": [long]}))["code"],
+        "RUN_FAILED"
+    );
+
+    // A second server on the same socket is refused; the first goes on.
+    let refused = client::command(&dir.path().join("other.db"))
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("already listens"));
+    one.ok("shutdown", json!({}));
+    assert_eq!(server.wait(), Some(0));
+    assert!(!socket.exists(), "the socket is removed");
+}
+
+#[test]
+fn adapters_inspect_and_two_contract_versions_side_by_side() {
+    let (_server, mut client) = Server::stdio(&["--allow-env", "HOME"]);
+    let adapters = client.ok("adapters", json!({}));
+    let names: Vec<&str> = adapters["adapters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"openai"),
+        "{names:?}"
+    );
+    let echo = client.ok("inspect", json!({"adapter": "echo"}));
+    assert_eq!(echo["allowed"]["env"], json!(["HOME"]));
+    assert_eq!(echo["contract"], "moat:adapter@0.3.0");
+    let old = client.ok("inspect", json!({"adapter": CONTRACT_V0_2}));
+    assert_eq!(old["contract"], "moat:adapter@0.2.0");
+
+    let new = start(&mut client, json!({"adapter": "echo", "prompt": "new"}));
+    let old = start(
+        &mut client,
+        json!({"adapter": CONTRACT_V0_2, "prompt": "old"}),
+    );
+    let results = client.ok("await", json!({"runs": [new, old]}));
+    assert_eq!(results["results"][&new]["status"], "success");
+    assert_eq!(results["results"][&old]["status"], "success");
+    assert!(
+        results["results"][&old]["text"]
+            .as_str()
+            .unwrap()
+            .contains("0.2.0")
+    );
+}
