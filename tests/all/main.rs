@@ -7,6 +7,7 @@ mod anthropic;
 mod capabilities;
 mod claude_code;
 mod cli;
+mod clients;
 mod codex;
 mod containment;
 mod echo;

@@ -314,6 +314,14 @@ fn a_subscription_replays_then_streams_every_event_once_and_in_order() {
     assert!(done);
     assert_eq!(rest, (2990..total).collect::<Vec<u64>>());
 
+    // Past the end of an ended run: refused, rather than waiting forever.
+    let error = client.error("subscribe", json!({"runs": [run], "fromSeq": total}));
+    assert_eq!(error["code"], "INVALID_REQUEST");
+    assert!(
+        error["message"].as_str().unwrap().contains("past its end"),
+        "{error}"
+    );
+
     // Unsubscribing is idempotent, known or not.
     let sub = client.ok("subscribe", json!({"runs": [run], "fromSeq": 1}));
     client.ok(
@@ -334,12 +342,14 @@ fn a_client_that_stops_reading_gets_lagged_and_holds_up_no_run_or_client() {
     let _server = Server::socket(&socket, &dir.path().join("moat.db"), &[]);
     let mut reader = Client::connect(&socket);
     let run = start(&mut reader, json!({"adapter": FLOOD, "prompt": "300000"}));
+    let other = start(&mut reader, json!({"adapter": COOPERATIVE, "prompt": "go"}));
 
-    // The stalled client: subscribes, then reads nothing for a while.
+    // The stalled client: subscribes to both, then reads nothing for a
+    // while.
     let mut stalled = std::os::unix::net::UnixStream::connect(&socket).unwrap();
     writeln!(
         stalled,
-        r#"{{"id": 1, "op": "subscribe", "runs": ["{run}"]}}"#
+        r#"{{"id": 1, "op": "subscribe", "runs": ["{run}", "{other}"]}}"#
     )
     .unwrap();
 
@@ -349,20 +359,33 @@ fn a_client_that_stops_reading_gets_lagged_and_holds_up_no_run_or_client() {
 
     // Now it reads: events from the start, then `lagged` saying where to
     // resume, and nothing more from that subscription.
+    reader.ok("cancel", json!({"run": other}));
     let mut lines = BufReader::new(stalled.try_clone().unwrap()).lines();
     let mut next_expected = 0u64;
-    let lagged = loop {
+    let mut other_done = false;
+    let mut lagged = None;
+    // The flood's events up to its lagged, and the other run's to its done:
+    // a lag on one run does not end the others.
+    while lagged.is_none() || !other_done {
         let message: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
         check("message", &message);
         match message["event"].as_str() {
+            Some("run_event") if message["run"] == other.as_str() => {
+                other_done |= message["data"]["type"] == "done";
+            }
             Some("run_event") => {
+                assert!(lagged.is_none(), "nothing of the flood after its lagged");
                 assert_eq!(message["seq"], next_expected, "in order, without gap");
                 next_expected += 1;
             }
-            Some("lagged") => break message,
+            Some("lagged") => {
+                assert_eq!(message["run"], run.as_str(), "{message}");
+                lagged = Some(message);
+            }
             _ => {}
         }
-    };
+    }
+    let lagged = lagged.unwrap();
     assert_eq!(lagged["run"], run.as_str());
     let resume = lagged["nextSeq"].as_u64().unwrap();
     assert_eq!(resume, next_expected, "resume where the events stopped");

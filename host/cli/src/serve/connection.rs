@@ -123,8 +123,9 @@ async fn handle(
 }
 
 /// Starts streaming the runs' events to the client: each run's stored
-/// events from `fromSeq`, then its live ones, until its `done`. A
-/// subscription that falls behind is ended with one `lagged` event.
+/// events from `fromSeq`, then its live ones, until its `done`. A run the
+/// client falls behind on is ended, in this subscription, with one `lagged`
+/// event; its other runs go on.
 fn subscribe(
     server: &Arc<Server>,
     params: SubscribeParams,
@@ -135,6 +136,9 @@ fn subscribe(
         return Err(Failure::invalid("subscribe: runs names no run"));
     }
     let ids = server.resolve_runs(&params.runs)?;
+    for run in &ids {
+        server.check_from(run, params.from_seq)?;
+    }
     let id = format!("s_{}", NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed));
     let stop = CancellationToken::new();
     subscriptions
@@ -146,7 +150,6 @@ fn subscribe(
         let out = out.clone();
         let stop = stop.clone();
         let subscription = id.clone();
-        let subscriptions = subscriptions.clone();
         tokio::spawn(async move {
             let run_id = run.to_string();
             let streamed = server
@@ -163,12 +166,8 @@ fn subscribe(
                 })
                 .await;
             if let Err(next) = streamed {
-                // Behind: the subscription ends, and says where to resume.
-                stop.cancel();
-                subscriptions
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&subscription);
+                // Behind on this run: its part of the subscription ends, and
+                // says where to resume; the subscription's other runs go on.
                 let _ = out
                     .send(json!({
                         "event": "lagged",

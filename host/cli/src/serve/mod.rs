@@ -44,8 +44,9 @@ pub async fn serve(
     let serving = match &args.socket {
         None => {
             let stdio = server.clone();
+            let stdin = stdin_stream().context("cannot read stdin")?;
             tokio::spawn(async move {
-                let stdin = BufReader::new(tokio::io::stdin());
+                let stdin = BufReader::new(stdin);
                 connection::serve(stdio.clone(), stdin, tokio::io::stdout()).await;
                 // The client closed stdin: it is gone, and so is the server.
                 stdio.stopping.cancel();
@@ -69,6 +70,20 @@ pub async fn serve(
         let _ = std::fs::remove_file(path);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stdin as a stream the runtime never waits for: a thread of its own
+/// copies it into one end of a socket pair. (Tokio reads stdin on its
+/// blocking pool, and a read the client never answers would hold up the
+/// runtime's shutdown after the server is done.)
+fn stdin_stream() -> std::io::Result<tokio::net::UnixStream> {
+    let (ours, mut theirs) = std::os::unix::net::UnixStream::pair()?;
+    std::thread::spawn(move || {
+        // At the end of stdin `theirs` is dropped: the server reads the end.
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut theirs);
+    });
+    ours.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(ours)
 }
 
 /// Binds the socket, readable and writable by the user only. A socket file

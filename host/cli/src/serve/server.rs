@@ -224,17 +224,29 @@ impl Server {
             {
                 done.status = DoneStatus::Error;
             }
-            let is_done = event.is_done();
+            if event.is_done() {
+                // The record is final before anyone hears of the done: a
+                // client that reads it and asks `get` sees the ended run.
+                if let Some(recorder) = recording.take()
+                    && let Err(error) = recorder.finish(FailReason::Cancelled)
+                {
+                    tracing::error!("cannot record the run's end: {error}");
+                }
+                let _ = self.store.flush();
+                let _ = live.events.send(Published {
+                    seq: next_seq,
+                    event: Arc::new(event),
+                });
+                break;
+            }
             let _ = live.events.send(Published {
                 seq: next_seq,
                 event: Arc::new(event),
             });
             next_seq += 1;
-            if is_done {
-                break;
-            }
         }
         watcher.abort();
+        // A stream cut before its done: the run was stopped.
         if let Some(recorder) = recording
             && let Err(error) = recorder.finish(FailReason::Cancelled)
         {
@@ -495,6 +507,31 @@ impl Server {
                 }
             }
         }
+    }
+
+    /// Refuses a subscription from past the end of a run that has ended
+    /// (it would wait for events that never come).
+    pub fn check_from(&self, id: &RunId, from_seq: u64) -> Result<(), Failure> {
+        if from_seq == 0 || self.live_run(id).is_some() {
+            return Ok(());
+        }
+        let ended = self
+            .store
+            .get(id)
+            .map_err(store_failure)?
+            .is_some_and(|record| record.status.is_terminal());
+        if !ended {
+            return Ok(());
+        }
+        let _ = self.store.flush();
+        let stored = self.store.events(id, 0).map_err(store_failure)?.len() as u64;
+        if from_seq < stored {
+            return Ok(());
+        }
+        Err(Failure::invalid(format!(
+            "run {id} has ended with {stored} events (seq 0 to {}); fromSeq {from_seq} is past its end",
+            stored.saturating_sub(1)
+        )))
     }
 
     /// Resolves run ids for a subscription: every one must exist.

@@ -1,0 +1,894 @@
+"""The client of `moat serve` (docs/protocol.md): JSON lines over a child's
+stdin/stdout or a Unix socket, requests matched to their responses by id,
+events routed to their subscriptions."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import collections
+import json
+import logging
+import os
+import shutil
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+from ._errors import MoatConnectionError, MoatError
+from ._types import (
+    AdapterInfo,
+    AgentEvent,
+    EngineResult,
+    Grants,
+    Limits,
+    RunOptions,
+    RunRecord,
+    RunStatus,
+    Trust,
+)
+
+__all__ = ["EventStream", "MoatClient", "RunAgentStream"]
+
+log = logging.getLogger("moat_client")
+
+_Self = TypeVar("_Self", bound="MoatClient")
+
+Json = dict[str, Any]
+
+#: The longest request line the server reads (4 MiB); a longer one would be
+#: answered without its id, so it is refused here.
+MAX_REQUEST_BYTES = 4 << 20
+
+#: How many of a subscription's events wait for a slow reader of
+#: :meth:`MoatClient.events` before the client drops the subscription and,
+#: once the reader catches up, resubscribes from where it stopped (the same
+#: way the server's `lagged` is handled): memory stays bounded.
+DEFAULT_MAX_BUFFERED = 16384
+
+#: How much of the server's output is read at once.
+_READ_CHUNK = 1 << 18
+
+#: How long close() waits for a spawned server to stop on its own (it
+#: gives its live runs up to 5 s) before terminating it.
+_EXIT_PATIENCE = 10.0
+
+
+@dataclass
+class _Pending:
+    """A request waiting for its response."""
+
+    op: str
+    future: asyncio.Future[Json] | None
+    #: Called with the result before the future is resolved (in the reader,
+    #: so nothing the server sends next can come first).
+    on_result: Callable[[Json], None] | None = None
+
+
+class _Subscription:
+    """What the server sends for one subscription to one run: its
+    `run_event`s and a `lagged`, queued for one reader."""
+
+    def __init__(self, client: MoatClient, max_buffered: int) -> None:
+        self.client = client
+        self.id: str | None = None
+        self.max_buffered = max(1, max_buffered)
+        self.queue: collections.deque[Json] = collections.deque()
+        self.error: BaseException | None = None
+        self.ended = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def push(self, message: Json) -> None:
+        if self.ended:
+            return
+        if message.get("event") == "run_event" and len(self.queue) >= self.max_buffered:
+            # The reader is too slow: stop the flow and say where to resume,
+            # as the server does for a client that reads too slowly.
+            message = {
+                "event": "lagged",
+                "subscriptionIds": [self.id],
+                "run": message.get("run"),
+                "nextSeq": message.get("seq"),
+            }
+            self.client._drop_subscription(self, unsubscribe=True)
+        elif message.get("event") == "lagged" or _is_done(message):
+            # The server ends the subscription after either.
+            self.client._drop_subscription(self, unsubscribe=False)
+        self.queue.append(message)
+        self._wake()
+
+    def fail(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self.ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> Json:
+        """The next message; the connection's error once none is left."""
+        while not self.queue:
+            if self.error is not None:
+                raise self.error
+            if self.ended:
+                raise MoatConnectionError("the subscription ended without its run's done")
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self.queue.popleft()
+
+
+def _is_done(message: Json) -> bool:
+    data = message.get("data")
+    return isinstance(data, dict) and data.get("type") == "done"
+
+
+class MoatClient:
+    """One connection to `moat serve`.
+
+    Make one with :meth:`spawn` (a `moat serve` child on stdio) or
+    :meth:`connect` (a server's Unix socket); use it as an async context
+    manager, or call :meth:`close`. Requests may be issued concurrently
+    from any number of tasks.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        process: asyncio.subprocess.Process | None = None,
+    ) -> None:
+        """Speaks over an open connection; prefer :meth:`spawn` or
+        :meth:`connect`. Must be called inside a running event loop."""
+        self._reader = reader
+        self._writer = writer
+        self._process = process
+        self._next_id = 1
+        self._pending: dict[int, _Pending] = {}
+        self._pending_subscribes = 0
+        self._subscriptions: dict[str, _Subscription] = {}
+        # Events of subscriptions whose `subscribe` response has not been
+        # read yet (the server may send them first).
+        self._orphans: dict[str, builtins.list[Json]] = {}
+        # Why the connection is gone, once it is.
+        self._lost: str | None = None
+        self._closing: str | None = None
+        self._close_task: asyncio.Future[None] | None = None
+        self._drain_lock = asyncio.Lock()
+        self._reading = asyncio.get_running_loop().create_task(self._read_all())
+
+    # ---- making one ------------------------------------------------------
+
+    @classmethod
+    async def spawn(
+        cls: type[_Self],
+        bin: str | os.PathLike[str] | None = None,
+        args: Sequence[str] = (),
+        env: Mapping[str, str | None] | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        stderr: int | None = None,
+    ) -> _Self:
+        """Starts `moat serve` (stdio) as a child and speaks to it.
+
+        `bin` is the `moat` binary (default: `$MOAT_BIN`, else `moat` on
+        PATH); `args` are more flags for `moat serve` (e.g.
+        `["--allow-env", "HOME"]`); `env` is laid over this process's
+        environment (a value of None removes that variable). The child's
+        stderr is this process's unless `stderr` says otherwise (e.g.
+        `asyncio.subprocess.DEVNULL`).
+        """
+        program = os.fspath(bin) if bin is not None else _default_bin()
+        environment = dict(os.environ)
+        for key, value in (env or {}).items():
+            if value is None:
+                environment.pop(key, None)
+            else:
+                environment[key] = value
+        process = await asyncio.create_subprocess_exec(
+            program,
+            "serve",
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=environment,
+            cwd=cwd,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        return cls(process.stdout, process.stdin, process)
+
+    @classmethod
+    async def connect(cls: type[_Self], socket_path: str | os.PathLike[str]) -> _Self:
+        """Connects to a `moat serve --socket PATH`."""
+        reader, writer = await asyncio.open_unix_connection(os.fspath(socket_path))
+        return cls(reader, writer)
+
+    async def __aenter__(self: _Self) -> _Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ---- the operations --------------------------------------------------
+
+    async def run(
+        self,
+        adapter: str,
+        prompt: str,
+        *,
+        options: RunOptions | Mapping[str, Any] | None = None,
+        trust: Trust | None = None,
+        grants: Grants | None = None,
+        limits: Limits | None = None,
+        parent: str | None = None,
+    ) -> str:
+        """Starts a run of `adapter` (a built-in's name or a component's
+        path); its id, as soon as it is recorded (it goes on in the
+        server)."""
+        fields: Json = {"adapter": adapter, "prompt": prompt}
+        if options is not None:
+            fields["options"] = dict(options)
+        if trust is not None:
+            fields["trust"] = trust
+        if grants is not None:
+            fields["grants"] = dict(grants)
+        if limits is not None:
+            fields["limits"] = dict(limits)
+        if parent is not None:
+            fields["parent"] = parent
+        result = await self._call("run", fields)
+        return cast(str, result["run"])
+
+    async def await_runs(self, ids: Iterable[str]) -> dict[str, EngineResult]:
+        """The results of the runs, by id, once every one has ended.
+
+        Raises :class:`MoatError` `RUN_FAILED` when one did not complete;
+        its `.data["results"]` holds every result all the same.
+        """
+        result = await self._call("await", {"runs": builtins.list(ids)})
+        return cast(dict[str, EngineResult], result["results"])
+
+    async def await_run(self, id: str) -> EngineResult:
+        """The result of one run once it has ended (see :meth:`await_runs`)."""
+        results = await self.await_runs([id])
+        if id in results:
+            return results[id]
+        # Named by a prefix: the one result there is.
+        return next(iter(results.values()))
+
+    async def cancel(self, run: str) -> None:
+        """Cancels a run; a live one ends with `done` interrupted. An
+        unknown, ended or already cancelled run is a success."""
+        await self._call("cancel", {"run": run})
+
+    async def get(self, run: str) -> RunRecord:
+        """A run's record (`result` is None while it runs)."""
+        return cast(RunRecord, await self._call("get", {"run": run}))
+
+    async def list(
+        self,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[RunRecord]:
+        """Run records, newest first; `status` keeps only those in it (one
+        status or several), `limit` keeps at most that many."""
+        fields: Json = {}
+        if status is not None:
+            fields["status"] = [status] if isinstance(status, str) else builtins.list(status)
+        if limit is not None:
+            fields["limit"] = limit
+        result = await self._call("list", fields)
+        return cast(builtins.list[RunRecord], result["runs"])
+
+    async def adapters(self) -> builtins.list[AdapterInfo]:
+        """The adapters the server knows (built-ins and installed)."""
+        result = await self._call("adapters", {})
+        return cast(builtins.list[AdapterInfo], result["adapters"])
+
+    async def inspect(self, adapter: str) -> AdapterInfo:
+        """An adapter's description with `allowed`: the most a run of it may
+        be granted by this server."""
+        return cast(AdapterInfo, await self._call("inspect", {"adapter": adapter}))
+
+    async def shutdown(self) -> None:
+        """Asks the server to stop: it starts no new run, ends its live runs
+        (each with `done` interrupted), then exits. :meth:`wait` waits for
+        that."""
+        try:
+            await self._call("shutdown", {})
+        except MoatConnectionError:
+            # Gone before its answer was read: stopped all the same.
+            if self._closing is not None:
+                raise
+
+    async def request(self, op: str, **fields: Any) -> Json:
+        """Sends any request (`op` and its fields, as the protocol names
+        them) and returns its `result`; raises :class:`MoatError` for its
+        `error`. Events of a `subscribe` sent this way are not delivered:
+        use :meth:`events`."""
+        return await self._call(op, fields)
+
+    # ---- events ----------------------------------------------------------
+
+    def events(
+        self, run_id: str, from_seq: int = 0, *, max_buffered: int = DEFAULT_MAX_BUFFERED
+    ) -> EventStream:
+        """The run's events from `from_seq`: stored ones, then live ones,
+        each once and in order, ending after its `done`. See
+        :class:`EventStream`."""
+        return EventStream(self, run_id, from_seq, max_buffered=max_buffered)
+
+    def run_agent(
+        self,
+        adapter: str,
+        prompt: str,
+        *,
+        cancel_event: asyncio.Event | None = None,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+        **run_kwargs: Any,
+    ) -> RunAgentStream:
+        """Starts a run and yields its every event until its `done`
+        (cligent's `runAgent`). Setting `cancel_event` cancels the run: the
+        stream then ends with its `done` interrupted. `run_kwargs` are
+        :meth:`run`'s (`options`, `trust`, `grants`, `limits`, `parent`)."""
+        return RunAgentStream(
+            self,
+            adapter,
+            prompt,
+            cancel_event=cancel_event,
+            run_kwargs=run_kwargs,
+            max_buffered=max_buffered,
+        )
+
+    # ---- the connection --------------------------------------------------
+
+    @property
+    def process(self) -> asyncio.subprocess.Process | None:
+        """The spawned `moat serve`, if this client started one."""
+        return self._process
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection is gone (or closing)."""
+        return self._lost is not None or self._closing is not None
+
+    async def wait(self) -> int | None:
+        """Waits until the server has ended the connection (e.g. after
+        :meth:`shutdown`) and, for a spawned one, until its process exited;
+        that exit code (None for a socket)."""
+        await asyncio.wait([self._reading])
+        if self._process is not None:
+            return await self._process.wait()
+        return None
+
+    async def close(self) -> None:
+        """Closes the connection: requests still waiting fail with
+        :class:`MoatConnectionError`, event streams end with it. A spawned
+        server sees its stdin close, stops its runs and exits; it is
+        terminated if it has not within 10 s. Idempotent."""
+        if self._close_task is None:
+            self._close_task = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
+        if self._closing is None:
+            self._closing = "the client was closed"
+        writer = self._writer
+        try:
+            writer.close()
+            await writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass
+        process = self._process
+        if process is not None:
+            try:
+                await asyncio.wait_for(process.wait(), _EXIT_PATIENCE)
+            except asyncio.TimeoutError:
+                log.warning("moat serve (pid %d) did not stop; terminating it", process.pid)
+                _signal(process, "terminate")
+                try:
+                    await asyncio.wait_for(process.wait(), 3.0)
+                except asyncio.TimeoutError:
+                    _signal(process, "kill")
+                    await process.wait()
+        # The reader ends at the end of the output; a socket's may linger.
+        await asyncio.wait([self._reading], timeout=2.0)
+        if not self._reading.done():
+            self._reading.cancel()
+            await asyncio.wait([self._reading])
+        self._connection_lost(self._closing)
+
+    # ---- sending and receiving -------------------------------------------
+
+    def _encode(self, op: str, fields: Mapping[str, Any]) -> tuple[int, bytes]:
+        id = self._next_id
+        self._next_id += 1
+        message = {"id": id, "op": op, **{k: v for k, v in fields.items() if k not in ("id", "op")}}
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        if len(line) > MAX_REQUEST_BYTES:
+            raise MoatError(
+                "INVALID_REQUEST",
+                f"{op}: a request line is at most {MAX_REQUEST_BYTES} bytes (this one is {len(line)})",
+            )
+        return id, line
+
+    def _raise_if_closed(self) -> None:
+        reason = self._lost or self._closing
+        if reason is not None:
+            raise MoatConnectionError(reason)
+
+    async def _call(
+        self,
+        op: str,
+        fields: Mapping[str, Any],
+        on_result: Callable[[Json], None] | None = None,
+    ) -> Json:
+        self._raise_if_closed()
+        id, line = self._encode(op, fields)
+        future: asyncio.Future[Json] = asyncio.get_running_loop().create_future()
+        pending = _Pending(op, future, on_result)
+        self._pending[id] = pending
+        if op == "subscribe":
+            self._pending_subscribes += 1
+        try:
+            try:
+                self._writer.write(line)
+                async with self._drain_lock:
+                    await self._writer.drain()
+            except (ConnectionError, OSError, RuntimeError) as error:
+                lost = MoatConnectionError(f"cannot send to moat serve: {error}")
+                self._forget_pending(id)
+                raise lost from error
+            return await future
+        except asyncio.CancelledError:
+            self._abandon(id, pending)
+            raise
+
+    def _abandon(self, id: int, pending: _Pending) -> None:
+        """The caller stopped waiting for request `id`."""
+        if self._pending.get(id) is not pending:
+            return
+        if pending.op == "subscribe":
+            # Its response will still come: end what it started.
+            pending.future = None
+            pending.on_result = lambda result: self._unsubscribe_nowait(
+                result.get("subscriptionId")
+            )
+        else:
+            del self._pending[id]
+
+    def _forget_pending(self, id: int) -> None:
+        pending = self._pending.pop(id, None)
+        if pending is not None and pending.op == "subscribe":
+            self._subscribe_answered()
+
+    def _send_nowait(self, op: str, fields: Mapping[str, Any]) -> None:
+        """Sends a request whose answer nobody waits for (its response is
+        dropped). Synchronous: usable from finalizers and callbacks."""
+        if self.closed:
+            return
+        try:
+            _, line = self._encode(op, fields)
+            self._writer.write(line)
+        except Exception:  # noqa: BLE001, S110  (the connection is going: nothing to stop)
+            pass
+
+    def _unsubscribe_nowait(self, subscription_id: Any) -> None:
+        if isinstance(subscription_id, str):
+            self._send_nowait("unsubscribe", {"subscriptionId": subscription_id})
+
+    async def _subscribe(self, run: str, from_seq: int, max_buffered: int) -> _Subscription:
+        subscription = _Subscription(self, max_buffered)
+
+        def claim(result: Json) -> None:
+            id = result["subscriptionId"]
+            subscription.id = id
+            self._subscriptions[id] = subscription
+            for message in self._orphans.pop(id, ()):
+                subscription.push(message)
+
+        await self._call("subscribe", {"runs": [run], "fromSeq": from_seq}, on_result=claim)
+        if self._lost is not None and subscription.error is None:
+            subscription.fail(MoatConnectionError(self._lost))
+        return subscription
+
+    def _drop_subscription(self, subscription: _Subscription, *, unsubscribe: bool) -> None:
+        """Stops routing to `subscription` (and, if asked, tells the
+        server)."""
+        subscription.ended = True
+        id = subscription.id
+        if id is not None and self._subscriptions.get(id) is subscription:
+            del self._subscriptions[id]
+            if unsubscribe:
+                self._unsubscribe_nowait(id)
+
+    def _subscribe_answered(self) -> None:
+        self._pending_subscribes -= 1
+        if self._pending_subscribes <= 0:
+            self._pending_subscribes = 0
+            self._orphans.clear()
+
+    async def _read_all(self) -> None:
+        """Reads every line the server sends until the end, routing each."""
+        reason = "moat serve closed the connection"
+        buffer = bytearray()
+        try:
+            while True:
+                chunk = await self._reader.read(_READ_CHUNK)
+                if not chunk:
+                    if buffer.strip():
+                        self._dispatch(bytes(buffer))
+                    break
+                buffer += chunk
+                start = 0
+                while True:
+                    end = buffer.find(b"\n", start)
+                    if end < 0:
+                        break
+                    line = bytes(buffer[start:end])
+                    start = end + 1
+                    if line.strip():
+                        self._dispatch(line)
+                del buffer[:start]
+        except asyncio.CancelledError:
+            reason = self._closing or "the client stopped reading"
+            raise
+            if self._process is not None and self._closing is None:
+                # Say how it ended, if it did.
+                try:
+                    code = await asyncio.wait_for(self._process.wait(), 0.5)
+                    reason += f" (it exited with {code})"
+                except asyncio.TimeoutError:
+                    pass
+        except Exception as error:  # noqa: BLE001  (a broken connection: reported below)
+            reason = f"reading from moat serve failed: {error!r}"
+        finally:
+            self._connection_lost(self._closing or reason)
+
+    def _dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            log.warning("moat serve sent a line that is not JSON: %.200r", line)
+            return
+        if not isinstance(message, dict):
+            log.warning("moat serve sent a line that is not an object: %.200r", line)
+            return
+        try:
+            if "event" in message:
+                self._dispatch_event(message)
+            else:
+                self._dispatch_response(message)
+        except Exception:  # never let one bad message end the connection
+            log.exception("moat serve sent a message the client cannot handle: %.200r", line)
+
+    def _dispatch_response(self, message: Json) -> None:
+        id = message.get("id")
+        pending = self._pending.pop(id, None) if isinstance(id, int) else None
+        if pending is None:
+            if id is None and "error" in message:
+                log.warning("moat serve could not read a request: %s", message["error"])
+            return
+        try:
+            error = message.get("error")
+            future = pending.future
+            if error is not None:
+                if future is not None and not future.done():
+                    future.set_exception(
+                        MoatError(
+                            str(error.get("code", "")),
+                            str(error.get("message", "")),
+                            error.get("data"),
+                        )
+                    )
+                return
+            result = message.get("result")
+            if not isinstance(result, dict):
+                result = {}
+            if pending.on_result is not None:
+                pending.on_result(result)
+            if future is not None and not future.done():
+                future.set_result(result)
+        finally:
+            if pending.op == "subscribe":
+                self._subscribe_answered()
+
+    def _dispatch_event(self, message: Json) -> None:
+        kind = message.get("event")
+        if kind == "run_event":
+            ids = [message.get("subscriptionId")]
+        elif kind == "lagged":
+            ids = message.get("subscriptionIds") or []
+        else:
+            log.debug("moat serve sent an unknown event: %r", kind)
+            return
+        for id in ids:
+            if not isinstance(id, str):
+                continue
+            subscription = self._subscriptions.get(id)
+            if subscription is not None:
+                subscription.push(message)
+            elif self._pending_subscribes > 0:
+                self._orphans.setdefault(id, []).append(message)
+
+    def _connection_lost(self, reason: str) -> None:
+        """Fails whatever still waits for the server (each with an error of
+        its own)."""
+        if self._lost is None:
+            self._lost = reason
+        reason = self._lost
+        pending, self._pending = self._pending, {}
+        for request in pending.values():
+            if request.future is not None and not request.future.done():
+                request.future.set_exception(MoatConnectionError(reason))
+        self._pending_subscribes = 0
+        self._orphans.clear()
+        subscriptions, self._subscriptions = self._subscriptions, {}
+        for subscription in subscriptions.values():
+            subscription.fail(MoatConnectionError(reason))
+
+
+class EventStream(AsyncIterator[AgentEvent]):
+    """An async iterator over one run's events (each the `data` of a
+    `run_event`), ending after its `done`.
+
+    A `lagged` (the server's, or the client's own when the loop reads more
+    slowly than `max_buffered` events arrive) is handled transparently: the
+    stream resubscribes from the next seq it needs, and checks every seq, so
+    nothing is missed or repeated. Leaving the loop early unsubscribes (at
+    once when the stream is dropped, or with :meth:`aclose` / `async
+    with`). Raises :class:`MoatError` (e.g. `NOT_FOUND` for an unknown run)
+    and :class:`MoatConnectionError` when the connection is lost first.
+    """
+
+    def __init__(
+        self,
+        client: MoatClient,
+        run_id: str,
+        from_seq: int = 0,
+        *,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+    ) -> None:
+        self._client = client
+        self.run_id = run_id
+        #: The seq of the next event to yield.
+        self.next_seq = from_seq
+        #: How many times the stream resubscribed after a `lagged`.
+        self.lags = 0
+        self._max_buffered = max_buffered
+        self._subscription: _Subscription | None = None
+        self._finished = False
+        self._gaps = 0
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        try:
+            return await self._next()
+        except asyncio.CancelledError:
+            raise  # the caller stopped waiting; the stream can go on
+        except BaseException:
+            self._stop()
+            raise
+
+    async def _next(self) -> AgentEvent:
+        while True:
+            if self._subscription is None:
+                self._subscription = await self._client._subscribe(
+                    self.run_id, self.next_seq, self._max_buffered
+                )
+            message = await self._subscription.get()
+            if message.get("event") == "lagged":
+                # That subscription has ended; the rest comes from the store.
+                self._subscription = None
+                self.lags += 1
+                continue
+            seq = message.get("seq")
+            if not isinstance(seq, int) or seq < self.next_seq:
+                continue  # seen already
+            if seq > self.next_seq:
+                # A gap (never from a correct server): ask again from the
+                # one missing.
+                self._gaps += 1
+                if self._gaps > 3:
+                    raise MoatError(
+                        "PROTOCOL_ERROR",
+                        f"the events of {self.run_id} skip from seq {self.next_seq} to {seq}",
+                    )
+                self._stop_subscription()
+                continue
+            self._gaps = 0
+            self.next_seq += 1
+            data = cast(AgentEvent, message.get("data"))
+            if isinstance(data, dict) and data.get("type") == "done":
+                self._subscription = None  # the server ended it
+                self._finished = True
+            return data
+
+    def _stop_subscription(self) -> None:
+        subscription, self._subscription = self._subscription, None
+        if subscription is not None and not subscription.ended:
+            self._client._drop_subscription(subscription, unsubscribe=True)
+
+    def _stop(self) -> None:
+        self._finished = True
+        self._stop_subscription()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stream has ended (its `done`, an error, or closed)."""
+        return self._finished
+
+    async def aclose(self) -> None:
+        """Stops the stream early: unsubscribes. Idempotent."""
+        self._stop()
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._stop()
+
+    def __del__(self) -> None:
+        try:
+            if not self._finished:
+                self._stop()
+        except Exception:  # noqa: BLE001, S110  (a finalizer must not raise)
+            pass
+
+
+class RunAgentStream(AsyncIterator[AgentEvent]):
+    """cligent's `runAgent` loop over moat: starts a run on the first
+    iteration, then yields its every event until its `done`.
+
+    Setting the `cancel_event` (or calling :meth:`cancel`) cancels the run;
+    the stream goes on until its `done` (interrupted). Leaving the loop
+    before the `done` cancels the run too. `run_id` is the run's id once it
+    started.
+    """
+
+    def __init__(
+        self,
+        client: MoatClient,
+        adapter: str,
+        prompt: str,
+        *,
+        cancel_event: asyncio.Event | None = None,
+        run_kwargs: Mapping[str, Any] | None = None,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+    ) -> None:
+        self._client = client
+        self._adapter = adapter
+        self._prompt = prompt
+        self._cancel_event = cancel_event
+        self._run_kwargs = dict(run_kwargs or {})
+        self._max_buffered = max_buffered
+        self.run_id: str | None = None
+        self._events: EventStream | None = None
+        self._watch: asyncio.Future[Any] | None = None
+        self._finished = False
+        self._cancelled = False
+
+    def __aiter__(self) -> RunAgentStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._events is None:
+            try:
+                self.run_id = await self._client.run(
+                    self._adapter, self._prompt, **self._run_kwargs
+                )
+            except BaseException:
+                self._finished = True
+                raise
+            self._events = EventStream(
+                self._client, self.run_id, 0, max_buffered=self._max_buffered
+            )
+            if self._cancelled:
+                self._send_cancel()
+            elif self._cancel_event is not None:
+                # Weakly: a stream left early is dropped (and so cancels its
+                # run) even while the event is still unset.
+                me = weakref.ref(self)
+
+                def on_cancel_event(watch: asyncio.Future[Any]) -> None:
+                    stream = me()
+                    if stream is not None and not watch.cancelled():
+                        stream.cancel()
+
+                self._watch = asyncio.ensure_future(self._cancel_event.wait())
+                self._watch.add_done_callback(on_cancel_event)
+        try:
+            event = await self._events.__anext__()
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            self._finish()
+            raise
+        if self._events.finished:
+            self._finish()
+        return event
+
+    def cancel(self) -> None:
+        """Cancels the run (once it started; at its start otherwise). The
+        stream then ends with the run's `done` interrupted."""
+        if self._cancelled or self._finished:
+            return
+        self._cancelled = True
+        if self.run_id is not None:
+            self._send_cancel()
+
+    def _send_cancel(self) -> None:
+        assert self.run_id is not None
+        self._client._send_nowait("cancel", {"run": self.run_id})
+
+    def _finish(self) -> None:
+        self._finished = True
+        watch, self._watch = self._watch, None
+        if watch is not None and not watch.done():
+            watch.cancel()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stream has ended."""
+        return self._finished
+
+    async def aclose(self) -> None:
+        """Leaves early: cancels the run and stops its events. Idempotent."""
+        self._leave()
+
+    def _leave(self) -> None:
+        if self._finished:
+            return
+        if self.run_id is not None:
+            self.cancel()
+        if self._events is not None:
+            self._events._stop()
+        self._finish()
+
+    async def __aenter__(self) -> RunAgentStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._leave()
+
+    def __del__(self) -> None:
+        try:
+            self._leave()
+        except Exception:  # noqa: BLE001, S110  (a finalizer must not raise)
+            pass
+
+
+def _default_bin() -> str:
+    explicit = os.environ.get("MOAT_BIN")
+    if explicit:
+        return explicit
+    return shutil.which("moat") or "moat"
+
+
+def _signal(process: asyncio.subprocess.Process, how: str) -> None:
+    try:
+        if how == "kill":
+            process.kill()
+        else:
+            process.terminate()
+    except ProcessLookupError:
+        pass
