@@ -40,6 +40,7 @@ pub mod http;
 pub mod json;
 pub mod log;
 pub mod process;
+pub mod runs;
 pub mod sse;
 mod types;
 

@@ -171,6 +171,8 @@ pub fn scope(
         grants,
         trust,
         confinement,
+        // Nested runs are `moat serve`'s (docs/protocol.md).
+        children: None,
     })
 }
 

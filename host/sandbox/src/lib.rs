@@ -54,6 +54,7 @@
 mod adapter;
 mod cache;
 mod capabilities;
+pub mod children;
 mod config;
 pub mod contract;
 mod control;
@@ -75,6 +76,7 @@ mod state;
 
 pub use adapter::{ComponentDetails, WasmAdapter};
 pub use cache::CacheOutcome;
+pub use children::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns};
 pub use config::{
     Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir, default_memory_budget,
 };

@@ -17,6 +17,9 @@ pub struct RunScope {
     /// How the programs the run starts are contained; to the run's grants
     /// by default.
     pub confinement: Confinement,
+    /// Who starts the run's child runs (the contract's `runs` import);
+    /// `None`: every child is refused.
+    pub children: Option<crate::children::ChildRunner>,
 }
 
 impl RunScope {

@@ -51,6 +51,8 @@ pub(crate) struct RunState {
     pub(crate) open_files: usize,
     /// Most it may have open at once.
     pub(crate) max_open_files: usize,
+    /// Who starts its child runs; `None`: none may start.
+    pub(crate) children: Option<crate::children::ChildRunner>,
 }
 
 impl RunState {
@@ -90,6 +92,7 @@ impl RunState {
         );
         Ok(Self {
             processes,
+            children: scope.children.clone(),
             adapter,
             control,
             memory: MemoryCap::new(limits.max_memory_bytes),

@@ -1259,3 +1259,22 @@ fn no_contain_gives_granted_programs_the_users_rights_and_inspect_says_so() {
     );
     assert!(text.contains(".codex"), "{text}");
 }
+
+#[test]
+fn a_component_run_by_moat_run_is_refused_child_runs_with_the_reason() {
+    let output = moat()
+        .args(["run", "fanout", "hi", "--no-store", "--output", "json"])
+        .args(["--extra", r#"{"agents": [{"adapter": "echo"}]}"#])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["error"]["code"], "CHILD_DENIED", "{result}");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("moat serve"),
+        "{result}"
+    );
+}

@@ -550,3 +550,156 @@ fn adapters_inspect_and_two_contract_versions_side_by_side() {
             .contains("0.2.0")
     );
 }
+
+/// A `fanout` run of `agents` (options.extra.agents) with `grants`.
+fn fanout(agents: Value, grants: Value) -> Value {
+    json!({
+        "adapter": "fanout",
+        "prompt": "the question",
+        "options": {"extra": {"agents": agents}},
+        "grants": grants,
+    })
+}
+
+/// The records of the runs whose parent is `run`.
+fn children_of(client: &mut Client, run: &str) -> Vec<Value> {
+    client.ok("list", json!({}))["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["parent"] == run)
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_component_starts_children_within_its_own_grants_and_merges_their_answers() {
+    let (_server, mut client) = Server::stdio(&["--allow-env", "HOME,USER"]);
+    let run = start(
+        &mut client,
+        fanout(
+            json!([{"adapter": "echo", "prompt": "one"}, {"adapter": "echo"}]),
+            json!({"env": ["HOME"]}),
+        ),
+    );
+    let result = &client.ok("await", json!({"runs": [run]}))["results"][&run];
+    assert_eq!(result["status"], "success", "{result}");
+    let text = result["text"].as_str().unwrap();
+    assert!(text.contains("## 1. echo\none"), "{text}");
+    assert!(text.contains("## 2. echo\nthe question"), "{text}");
+
+    // Each child is a run of its own, recorded under its parent, with no
+    // more than the parent's grants.
+    let children = children_of(&mut client, &run);
+    assert_eq!(children.len(), 2);
+    for child in &children {
+        assert_eq!(child["status"], "completed");
+        assert_eq!(child["grants"]["env"], json!(["HOME"]), "{child}");
+    }
+    // Their events reached the parent's consumer as its own extension events.
+    client.ok("subscribe", json!({"runs": [run]}));
+    let events = client.events_until_done(&run);
+    let surfaced: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["data"]["type"] == "moat:child_event")
+        .collect();
+    assert!(
+        surfaced
+            .iter()
+            .any(|e| e["data"]["payload"]["event"]["type"] == "done"),
+        "{surfaced:?}"
+    );
+}
+
+#[test]
+fn a_child_that_asks_for_more_than_its_parent_has_is_denied() {
+    let (_server, mut client) = Server::stdio(&["--allow-env", "HOME,USER"]);
+    let run = start(
+        &mut client,
+        fanout(
+            json!([{"adapter": "echo", "grants": {"env": ["USER"]}}]),
+            json!({"env": ["HOME"]}),
+        ),
+    );
+    let error = client.error("await", json!({"runs": [run]}));
+    assert_eq!(error["code"], "RUN_FAILED");
+    let result = &error["data"]["results"][&run];
+    assert_eq!(result["error"]["code"], "CHILD_DENIED", "{result}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(message.contains("--allow-env=USER"), "{message}");
+    assert!(children_of(&mut client, &run).is_empty(), "nothing started");
+}
+
+#[test]
+fn a_parent_component_s_end_ends_the_children_it_started() {
+    let (_server, mut client) = Server::stdio(&[]);
+    let run = start(
+        &mut client,
+        fanout(
+            json!([{"adapter": COOPERATIVE}, {"adapter": COOPERATIVE}]),
+            json!({}),
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while children_of(&mut client, &run).len() < 2 {
+        assert!(Instant::now() < deadline, "the children never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    client.ok("cancel", json!({"run": run}));
+    let children: Vec<String> = children_of(&mut client, &run)
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+        .collect();
+    let error = client.error("await", json!({"runs": children}));
+    assert_eq!(error["code"], "RUN_FAILED");
+    for child in &children {
+        let record = client.ok("get", json!({"run": child}));
+        assert_eq!(record["status"], "failed");
+        // The parent cancels them as it winds down, or the store ends them
+        // with it: whichever comes first.
+        let reason = record["reason"].as_str().unwrap();
+        assert!(["cancelled", "parent ended"].contains(&reason), "{record}");
+        assert_eq!(record["result"]["status"], "interrupted", "{record}");
+    }
+}
+
+#[test]
+fn children_nest_at_most_four_deep() {
+    let (_server, mut client) = Server::stdio(&[]);
+    // fanout → fanout → … six deep: the fifth level below the client's run
+    // is refused.
+    let mut agents = json!([{"adapter": "echo"}]);
+    for _ in 0..5 {
+        agents = json!([{"adapter": "fanout", "options": {"extra": {"agents": agents}}}]);
+    }
+    let run = start(&mut client, fanout(agents, json!({})));
+    let error = client.error("await", json!({"runs": [run]}));
+    let result = &error["data"]["results"][&run];
+    let said = result.to_string();
+    assert!(said.contains("nest at most 4 deep"), "{said}");
+}
+
+#[test]
+fn a_run_has_at_most_sixteen_live_children() {
+    let (_server, mut client) = Server::stdio(&[]);
+    let parent = start(&mut client, json!({"adapter": COOPERATIVE, "prompt": "go"}));
+    for _ in 0..16 {
+        start(
+            &mut client,
+            json!({"adapter": COOPERATIVE, "prompt": "go", "parent": parent}),
+        );
+    }
+    let error = client.error(
+        "run",
+        json!({"adapter": "echo", "prompt": "x", "parent": parent}),
+    );
+    assert_eq!(error["code"], "RUN_FAILED");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("16 live children"),
+        "{error}"
+    );
+    client.ok("cancel", json!({"run": parent}));
+}

@@ -16,10 +16,10 @@ use moat_engine::{
     RunLimits, RunRequest, run_agent,
 };
 use moat_grants::{Grants, TrustLevel, canonical_dir, names};
-use moat_sandbox::{RunScope, Sandbox};
+use moat_sandbox::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns, RunScope, Sandbox};
 use moat_store::{FailReason, Recorder, RunFilter, RunId, RunStatus, Store};
 
-use super::protocol::{Code, Failure, ListParams, RunParams};
+use super::protocol::{Code, Failure, LimitParams, ListParams, RunParams};
 use crate::args::GrantFlags;
 use crate::commands::{record_json, recording};
 use crate::resolve;
@@ -32,6 +32,12 @@ const EVENT_BUFFER: usize = 4096;
 /// store (its events, its end).
 const STORE_POLL: Duration = Duration::from_millis(100);
 
+/// How many levels of runs may hang below a run a client started.
+pub const MAX_DEPTH: usize = 4;
+
+/// How many children of one run may be live at once.
+pub const MAX_LIVE_CHILDREN: usize = 16;
+
 /// One recorded event as a live run publishes it.
 #[derive(Debug, Clone)]
 pub struct Published {
@@ -41,6 +47,8 @@ pub struct Published {
 
 /// A run this server started that has not ended yet.
 struct LiveRun {
+    /// The run whose child it is.
+    parent: Option<RunId>,
     abort: CancellationToken,
     events: broadcast::Sender<Published>,
     /// Becomes true once the run's record is final and its events stored.
@@ -103,6 +111,8 @@ impl Server {
         let parent = match &params.parent {
             Some(text) => {
                 let (id, record) = self.record(text)?;
+                self.check_room(&id)
+                    .map_err(|limit| Failure::new(Code::RunFailed, limit))?;
                 let parents: Grants = serde_json::from_value(record.run.grants).unwrap_or_default();
                 // A child never gets more than its parent.
                 allowance = allowance.intersect(&parents);
@@ -136,10 +146,17 @@ impl Server {
             resolve::check_mcp_programs(Some(&servers), &grants)
                 .map_err(|e| Failure::new(Code::BoundaryViolation, format!("{e:#}")))?;
         }
+        // The run's own children, once its id is known.
+        let own_id = Arc::new(std::sync::OnceLock::new());
         let scope = RunScope {
             grants,
             trust: params.trust,
             confinement: resolve::confinement(&resolved, &self.ceiling),
+            children: Some(ChildRunner(Arc::new(ServedChildren {
+                server: Arc::downgrade(self),
+                parent: own_id.clone(),
+                trust: params.trust,
+            }))),
         };
         let agent = resolved.adapter.info().name.clone();
         let sha256 = resolved.adapter.details().sha256.clone();
@@ -156,14 +173,17 @@ impl Server {
             names: Arc::new(FieldNames),
             ..RunRequest::new(agent, params.prompt).with_scope(scope)
         };
+        let parent_of_live = parent.clone();
         let recorder = recording::record(self.store.clone(), &request, sha256, parent)
             .map_err(|e| Failure::new(Code::RunFailed, format!("cannot record the run: {e:#}")))?;
         let id = recorder.id().clone();
+        let _ = own_id.set(id.clone());
         let run = run_agent(&registry, request)
             .map_err(|e| Failure::new(Code::RunFailed, e.to_string()))?;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (ended_tx, ended) = watch::channel(false);
         let live = Arc::new(LiveRun {
+            parent: parent_of_live,
             abort,
             events,
             ended,
@@ -254,6 +274,50 @@ impl Server {
         }
         // What awaits and subscribers read from the store is all there.
         let _ = self.store.flush();
+    }
+
+    /// Whether `parent` may have one more child: not nested deeper than
+    /// [`MAX_DEPTH`] below a client's run, not [`MAX_LIVE_CHILDREN`] live
+    /// already. The refusal says which.
+    fn check_room(&self, parent: &RunId) -> Result<(), String> {
+        // The parent's own depth: how many runs hang above it.
+        let mut depth = 0;
+        let mut above = self
+            .store
+            .get(parent)
+            .ok()
+            .flatten()
+            .and_then(|r| r.run.parent);
+        while let Some(id) = above {
+            depth += 1;
+            if depth >= MAX_DEPTH {
+                break;
+            }
+            above = self
+                .store
+                .get(&id)
+                .ok()
+                .flatten()
+                .and_then(|r| r.run.parent);
+        }
+        if depth + 1 > MAX_DEPTH {
+            return Err(format!(
+                "runs nest at most {MAX_DEPTH} deep below the run a client started; {parent} is at that depth"
+            ));
+        }
+        let live_children = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|run| run.parent.as_ref() == Some(parent))
+            .count();
+        if live_children >= MAX_LIVE_CHILDREN {
+            return Err(format!(
+                "{parent} has {MAX_LIVE_CHILDREN} live children, the most a run may have at once; wait for one to end"
+            ));
+        }
+        Ok(())
     }
 
     /// The record of the run `text` names (an id or a unique prefix).
@@ -604,4 +668,137 @@ fn describe(resolved: &resolve::Resolved, allowance: Option<&Grants>) -> Value {
         value["allowed"] = json!(allowance);
     }
     value
+}
+
+/// The child runs of one of the server's runs (the contract's `runs`
+/// import): started as a client's run with that run as `parent` (so within
+/// its grants, recorded, ended with it), at its trust level.
+struct ServedChildren {
+    server: std::sync::Weak<Server>,
+    /// The run's id, set once it is recorded.
+    parent: Arc<std::sync::OnceLock<RunId>>,
+    trust: TrustLevel,
+}
+
+impl ChildRuns for ServedChildren {
+    fn start(
+        &self,
+        request: ChildRequest,
+    ) -> futures::future::BoxFuture<'_, Result<Box<dyn ChildRun>, ChildError>> {
+        Box::pin(async move {
+            let server = self
+                .server
+                .upgrade()
+                .ok_or_else(|| ChildError::Failed("the server is stopping".into()))?;
+            let parent = self
+                .parent
+                .get()
+                .ok_or_else(|| ChildError::Failed("the run is not recorded yet".into()))?
+                .clone();
+            server
+                .check_room(&parent)
+                .map_err(ChildError::LimitReached)?;
+            let params = RunParams {
+                adapter: request.adapter,
+                prompt: request.prompt,
+                options: request.options,
+                trust: self.trust,
+                grants: request.grants,
+                limits: LimitParams {
+                    timeout_ms: request
+                        .timeout
+                        .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+                    ..LimitParams::default()
+                },
+                parent: Some(parent.to_string()),
+            };
+            let started = server
+                .start_run(params)
+                .await
+                .map_err(|failure| match failure.code {
+                    Code::BoundaryViolation => ChildError::Denied(failure.message),
+                    Code::NotFound => ChildError::NotFound(failure.message),
+                    Code::InvalidRequest | Code::RunFailed => ChildError::Failed(failure.message),
+                })?;
+            let id = started["run"]
+                .as_str()
+                .and_then(RunId::parse)
+                .ok_or_else(|| ChildError::Failed("the child has no id".into()))?;
+            Ok(Box::new(ServedChild::follow(server, id)) as Box<dyn ChildRun>)
+        })
+    }
+}
+
+/// A child run as its parent reads it: its events forwarded, in order and
+/// each once, from the server's stream of it (resumed from the store after
+/// a lag), into a small queue the parent drains.
+struct ServedChild {
+    server: Arc<Server>,
+    id: RunId,
+    events: tokio::sync::mpsc::Receiver<Arc<AgentEvent>>,
+    stop: CancellationToken,
+}
+
+impl ServedChild {
+    fn follow(server: Arc<Server>, id: RunId) -> Self {
+        let (sender, events) = tokio::sync::mpsc::channel(256);
+        let stop = CancellationToken::new();
+        let following = (server.clone(), id.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (server, id, stop) = following;
+            let mut from = 0;
+            loop {
+                let sent = server
+                    .stream_events(&id, from, &stop, |_, event| {
+                        let sender = sender.clone();
+                        async move { sender.send(event).await.is_ok() }
+                    })
+                    .await;
+                match sent {
+                    Ok(()) => return,
+                    Err(next) => from = next,
+                }
+            }
+        });
+        ServedChild {
+            server,
+            id,
+            events,
+            stop,
+        }
+    }
+}
+
+impl ChildRun for ServedChild {
+    fn id(&self) -> String {
+        self.id.to_string()
+    }
+
+    fn next_event(&mut self) -> futures::future::BoxFuture<'_, Option<AgentEvent>> {
+        Box::pin(async move { self.events.recv().await.map(|event| (*event).clone()) })
+    }
+
+    fn result(&mut self) -> futures::future::BoxFuture<'_, Value> {
+        Box::pin(async move {
+            if let Err(failure) = self.server.ended(&self.id).await {
+                return json!({"status": "error", "usage": {"toolUses": 0}, "error": {"message": failure.message}});
+            }
+            match self.server.result(&self.id) {
+                Ok((_, result)) => result,
+                Err(failure) => {
+                    json!({"status": "error", "usage": {"toolUses": 0}, "error": {"message": failure.message}})
+                }
+            }
+        })
+    }
+
+    fn cancel(&self) {
+        let _ = self.server.cancel(self.id.as_str());
+    }
+}
+
+impl Drop for ServedChild {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }

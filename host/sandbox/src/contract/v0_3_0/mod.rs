@@ -5,6 +5,7 @@
 mod convert;
 mod host;
 mod process;
+mod runs;
 
 use moat_engine::{AdapterEvent, AdapterInfo, ErrorInfo, RunOptions};
 use moat_grants::{Needs, TrustLevel};
@@ -20,10 +21,13 @@ wasmtime::component::bindgen!({
     imports: {
         // Waiting for a child is async on the host; to the guest it blocks.
         "moat:adapter/process": async | trappable,
+        // Waiting for a child run is async on the host too.
+        "moat:adapter/runs": async | trappable,
     },
     exports: { default: async },
     with: {
         "moat:adapter/process.child": crate::process::RunningChild,
+        "moat:adapter/runs.child-run": crate::children::ChildHandle,
     },
 });
 
