@@ -75,6 +75,17 @@ pub struct RunFilter {
     pub limit: Option<usize>,
 }
 
+/// One stored event as its JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLine {
+    /// Its number in its run.
+    pub seq: u64,
+    /// Whether it is the run's `done`.
+    pub done: bool,
+    /// The event, as `moat run --output ndjson` prints it.
+    pub json: String,
+}
+
 /// The run store of this process: the database, its writer thread and this
 /// process's lease.
 pub struct Store {
@@ -354,6 +365,62 @@ impl Store {
 
     /// The run's stored events from number `from` on, in order.
     pub fn events(&self, id: &RunId, from: u64) -> Result<Vec<(u64, AgentEvent)>, StoreError> {
+        let mut events = Vec::new();
+        self.each_stored(
+            id,
+            from,
+            usize::MAX,
+            |seq, json| match serde_json::from_slice(json) {
+                Ok(event) => events.push((seq, event)),
+                Err(error) => {
+                    tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
+                }
+            },
+        )?;
+        Ok(events)
+    }
+
+    /// At most `max` of the run's stored events from number `from` on, in
+    /// order, as the JSON they were stored as (each checked to be a JSON
+    /// object with a `type`, and that type): for a reader that passes them
+    /// on without needing them parsed, a page at a time.
+    pub fn event_lines(
+        &self,
+        id: &RunId,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<StoredLine>, StoreError> {
+        /// Only the `type` of an event, read without building the rest.
+        #[derive(serde::Deserialize)]
+        struct Kind<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: std::borrow::Cow<'a, str>,
+        }
+        let mut lines = Vec::new();
+        self.each_stored(id, from, max, |seq, json| {
+            match serde_json::from_slice::<Kind<'_>>(json) {
+                Ok(Kind { kind }) => lines.push(StoredLine {
+                    seq,
+                    done: kind == "done",
+                    json: String::from_utf8_lossy(json).into_owned(),
+                }),
+                Err(error) => {
+                    tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
+                }
+            }
+        })?;
+        Ok(lines)
+    }
+
+    /// Calls `each` with the number and JSON of at most `max` of the run's
+    /// stored events from number `from` on, in order.
+    fn each_stored(
+        &self,
+        id: &RunId,
+        from: u64,
+        max: usize,
+        mut each: impl FnMut(u64, &[u8]),
+    ) -> Result<(), StoreError> {
         let conn = self.conn();
         let mut query = conn.prepare_cached(
             "SELECT first_seq, encoding, events FROM event_blocks
@@ -362,7 +429,7 @@ impl Store {
         let rows = query.query_map(params![id.as_str(), from as i64], |row| {
             Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get(2)?))
         })?;
-        let mut events = Vec::new();
+        let mut taken = 0;
         for row in rows {
             let (first, encoding, stored) = row?;
             let block = match blocks::decode(&encoding, stored) {
@@ -376,15 +443,14 @@ impl Store {
                 if seq < from {
                     continue;
                 }
-                match serde_json::from_slice(json) {
-                    Ok(event) => events.push((seq, event)),
-                    Err(error) => {
-                        tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
-                    }
+                if taken == max {
+                    return Ok(());
                 }
+                each(seq, json);
+                taken += 1;
             }
         }
-        Ok(events)
+        Ok(())
     }
 
     /// Removes ended runs (and their events) that ended before `age` ago;

@@ -21,6 +21,9 @@ use super::server::Server;
 /// Messages waiting for a client before its subscriptions lag.
 const OUTGOING: usize = 1024;
 
+/// About how many bytes go out in one write when messages are queued.
+const WRITE_BATCH: usize = 64 * 1024;
+
 /// How long a closing connection's queued messages have to go out.
 const FLUSH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -36,7 +39,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out, outgoing) = mpsc::channel::<Value>(OUTGOING);
+    let (out, outgoing) = mpsc::channel::<String>(OUTGOING);
     let writing = tokio::spawn(write_all(outgoing, writer));
     let subscriptions: Subscriptions = Arc::default();
     let mut lines = LineReader::new(reader);
@@ -52,9 +55,8 @@ where
                 let failure = Failure::invalid(format!(
                     "a request line is at most {MAX_REQUEST_BYTES} bytes"
                 ));
-                let _ = out
-                    .send(protocol::response(&Value::Null, Err(failure)))
-                    .await;
+                let response = protocol::response(&Value::Null, Err(failure));
+                let _ = out.send(response.to_string()).await;
                 continue;
             }
         };
@@ -72,7 +74,7 @@ where
                 }
                 Err((id, failure)) => protocol::response(&id, Err(failure)),
             };
-            let _ = out.send(response).await;
+            let _ = out.send(response.to_string()).await;
         });
     }
     for (_, stop) in subscriptions
@@ -93,7 +95,7 @@ where
 async fn handle(
     server: &Arc<Server>,
     op: Op,
-    out: &mpsc::Sender<Value>,
+    out: &mpsc::Sender<String>,
     subscriptions: &Subscriptions,
 ) -> Result<Value, Failure> {
     match op {
@@ -129,7 +131,7 @@ async fn handle(
 fn subscribe(
     server: &Arc<Server>,
     params: SubscribeParams,
-    out: &mpsc::Sender<Value>,
+    out: &mpsc::Sender<String>,
     subscriptions: &Subscriptions,
 ) -> Result<Value, Failure> {
     if params.runs.is_empty() {
@@ -152,15 +154,15 @@ fn subscribe(
         let subscription = id.clone();
         tokio::spawn(async move {
             let run_id = run.to_string();
+            // The event's JSON goes in as it was made, once for everyone.
+            let head = format!(
+                r#"{{"event":"run_event","subscriptionId":{},"run":{},"seq":"#,
+                Value::from(subscription.as_str()),
+                Value::from(run_id.as_str()),
+            );
             let streamed = server
-                .stream_events(&run, params.from_seq, &stop, |seq, event| {
-                    let message = json!({
-                        "event": "run_event",
-                        "subscriptionId": subscription,
-                        "run": run_id,
-                        "seq": seq,
-                        "data": *event,
-                    });
+                .stream_events(&run, params.from_seq, &stop, |seq, json, _| {
+                    let message = format!(r#"{head}{seq},"data":{json}}}"#);
                     let out = out.clone();
                     async move { out.send(message).await.is_ok() }
                 })
@@ -168,27 +170,33 @@ fn subscribe(
             if let Err(next) = streamed {
                 // Behind on this run: its part of the subscription ends, and
                 // says where to resume; the subscription's other runs go on.
-                let _ = out
-                    .send(json!({
-                        "event": "lagged",
-                        "subscriptionIds": [subscription],
-                        "run": run_id,
-                        "nextSeq": next,
-                    }))
-                    .await;
+                let lagged = json!({
+                    "event": "lagged",
+                    "subscriptionIds": [subscription],
+                    "run": run_id,
+                    "nextSeq": next,
+                });
+                let _ = out.send(lagged.to_string()).await;
             }
         });
     }
     Ok(json!({"subscriptionId": id}))
 }
 
-/// Writes each message as one line, flushed, until the queue closes or the
-/// client is gone.
-async fn write_all<W: AsyncWrite + Unpin>(mut outgoing: mpsc::Receiver<Value>, mut writer: W) {
+/// Writes each message as one line until the queue closes or the client is
+/// gone: whatever is queued at once goes out in one write, flushed.
+async fn write_all<W: AsyncWrite + Unpin>(mut outgoing: mpsc::Receiver<String>, mut writer: W) {
+    let mut batch = String::new();
     while let Some(message) = outgoing.recv().await {
-        let mut line = message.to_string();
-        line.push('\n');
-        if writer.write_all(line.as_bytes()).await.is_err() || writer.flush().await.is_err() {
+        batch.clear();
+        batch.push_str(&message);
+        batch.push('\n');
+        while batch.len() < WRITE_BATCH {
+            let Ok(more) = outgoing.try_recv() else { break };
+            batch.push_str(&more);
+            batch.push('\n');
+        }
+        if writer.write_all(batch.as_bytes()).await.is_err() || writer.flush().await.is_err() {
             return;
         }
     }

@@ -38,11 +38,27 @@ pub const MAX_DEPTH: usize = 4;
 /// How many children of one run may be live at once.
 pub const MAX_LIVE_CHILDREN: usize = 16;
 
-/// One recorded event as a live run publishes it.
+/// How many stored events a subscriber reads from the store at a time:
+/// what it holds while it waits for its client.
+const REPLAY_PAGE: usize = 256;
+
+/// One recorded event as a live run publishes it: its JSON, made once for
+/// every subscriber.
 #[derive(Debug, Clone)]
 pub struct Published {
     pub seq: u64,
-    pub event: Arc<AgentEvent>,
+    pub json: Arc<str>,
+    pub done: bool,
+}
+
+impl Published {
+    fn of(seq: u64, event: &AgentEvent) -> Self {
+        Published {
+            seq,
+            json: serde_json::to_string(event).unwrap_or_default().into(),
+            done: event.is_done(),
+        }
+    }
 }
 
 /// A run this server started that has not ended yet.
@@ -228,10 +244,7 @@ impl Server {
                     Err(error) => {
                         let failure = recording::store_failure(&event, &error);
                         live.abort.cancel();
-                        let _ = live.events.send(Published {
-                            seq: next_seq,
-                            event: Arc::new(failure),
-                        });
+                        let _ = live.events.send(Published::of(next_seq, &failure));
                         next_seq += 1;
                         if let Some(recorder) = recording.take() {
                             let _ = recorder.finish(FailReason::StoreError);
@@ -253,16 +266,10 @@ impl Server {
                     tracing::error!("cannot record the run's end: {error}");
                 }
                 let _ = self.store.flush();
-                let _ = live.events.send(Published {
-                    seq: next_seq,
-                    event: Arc::new(event),
-                });
+                let _ = live.events.send(Published::of(next_seq, &event));
                 break;
             }
-            let _ = live.events.send(Published {
-                seq: next_seq,
-                event: Arc::new(event),
-            });
+            let _ = live.events.send(Published::of(next_seq, &event));
             next_seq += 1;
         }
         watcher.abort();
@@ -496,10 +503,11 @@ impl Server {
         }
     }
 
-    /// The events of run `id` from `from_seq` on, to `send`: the stored
-    /// ones, then the live ones as they come, each once and in order, until
-    /// its `done`. `Err(next)` when the subscriber fell behind the live
-    /// events (it resumes from `next`, the first it did not get).
+    /// The events of run `id` from `from_seq` on, to `send` (as JSON, and
+    /// whether it is the `done`): the stored ones, a page at a time, then
+    /// the live ones as they come, each once and in order, until its
+    /// `done`. `Err(next)` when the subscriber fell behind the live events
+    /// (it resumes from `next`, the first it did not get).
     pub async fn stream_events<F, Fut>(
         &self,
         id: &RunId,
@@ -508,7 +516,7 @@ impl Server {
         mut send: F,
     ) -> Result<(), u64>
     where
-        F: FnMut(u64, Arc<AgentEvent>) -> Fut,
+        F: FnMut(u64, Arc<str>, bool) -> Fut,
         Fut: Future<Output = bool>,
     {
         // Listening starts before the store is read: an event published
@@ -518,15 +526,22 @@ impl Server {
         let mut next = from_seq;
         loop {
             let _ = self.store.flush();
-            let stored = self.store.events(id, next).unwrap_or_default();
-            for (seq, event) in stored {
-                let done = event.is_done();
-                if stop.is_cancelled() || !send(seq, Arc::new(event)).await {
-                    return Ok(());
+            loop {
+                let page = self
+                    .store
+                    .event_lines(id, next, REPLAY_PAGE)
+                    .unwrap_or_default();
+                if page.is_empty() {
+                    break;
                 }
-                next = seq + 1;
-                if done {
-                    return Ok(());
+                for line in page {
+                    if stop.is_cancelled() || !send(line.seq, line.json.into(), line.done).await {
+                        return Ok(());
+                    }
+                    next = line.seq + 1;
+                    if line.done {
+                        return Ok(());
+                    }
                 }
             }
             let Some(receiver) = live.as_mut() else {
@@ -537,7 +552,13 @@ impl Server {
                     .ok()
                     .flatten()
                     .is_none_or(|record| record.status.is_terminal());
-                if ended && self.store.events(id, next).unwrap_or_default().is_empty() {
+                if ended
+                    && self
+                        .store
+                        .event_lines(id, next, 1)
+                        .unwrap_or_default()
+                        .is_empty()
+                {
                     return Ok(());
                 }
                 tokio::select! {
@@ -553,12 +574,11 @@ impl Server {
                 match received {
                     Ok(published) if published.seq < next => {}
                     Ok(published) => {
-                        let done = published.event.is_done();
-                        if !send(published.seq, published.event).await {
+                        if !send(published.seq, published.json, published.done).await {
                             return Ok(());
                         }
                         next = published.seq + 1;
-                        if done {
+                        if published.done {
                             return Ok(());
                         }
                     }
@@ -735,7 +755,7 @@ impl ChildRuns for ServedChildren {
 struct ServedChild {
     server: Arc<Server>,
     id: RunId,
-    events: tokio::sync::mpsc::Receiver<Arc<AgentEvent>>,
+    events: tokio::sync::mpsc::Receiver<Arc<str>>,
     stop: CancellationToken,
 }
 
@@ -749,9 +769,9 @@ impl ServedChild {
             let mut from = 0;
             loop {
                 let sent = server
-                    .stream_events(&id, from, &stop, |_, event| {
+                    .stream_events(&id, from, &stop, |_, json, _| {
                         let sender = sender.clone();
-                        async move { sender.send(event).await.is_ok() }
+                        async move { sender.send(json).await.is_ok() }
                     })
                     .await;
                 match sent {
@@ -775,7 +795,11 @@ impl ChildRun for ServedChild {
     }
 
     fn next_event(&mut self) -> futures::future::BoxFuture<'_, Option<AgentEvent>> {
-        Box::pin(async move { self.events.recv().await.map(|event| (*event).clone()) })
+        Box::pin(async move {
+            // Events this server recorded and serialized itself.
+            let json = self.events.recv().await?;
+            serde_json::from_str(&json).ok()
+        })
     }
 
     fn result(&mut self) -> futures::future::BoxFuture<'_, Value> {
