@@ -40,7 +40,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out, outgoing) = mpsc::channel::<String>(OUTGOING);
-    let writing = tokio::spawn(write_all(outgoing, writer));
+    let mut writing = tokio::spawn(write_all(outgoing, writer));
     let subscriptions: Subscriptions = Arc::default();
     let mut lines = LineReader::new(reader);
     loop {
@@ -67,15 +67,31 @@ where
         let out = out.clone();
         let subscriptions = subscriptions.clone();
         tokio::spawn(async move {
-            let response = match protocol::parse(&line) {
+            let (response, stop) = match protocol::parse(&line) {
                 Ok(request) => {
+                    let stop = matches!(request.op, Op::Shutdown);
                     let outcome = handle(&server, request.op, &out, &subscriptions).await;
-                    protocol::response(&request.id, outcome)
+                    (protocol::response(&request.id, outcome), stop)
                 }
-                Err((id, failure)) => protocol::response(&id, Err(failure)),
+                Err((id, failure)) => (protocol::response(&id, Err(failure)), false),
             };
             let _ = out.send(response.to_string()).await;
+            // `shutdown` is answered before the server starts to stop, so
+            // the answer is queued ahead of the connection's end.
+            if stop {
+                server.stopping.cancel();
+            }
         });
+    }
+    // What is queued, and what the subscriptions still deliver of runs that
+    // have ended (their `done`), goes out first, for a bounded time; then
+    // the subscriptions left (runs that go on) are stopped.
+    drop(out);
+    if tokio::time::timeout(FLUSH_PATIENCE, &mut writing)
+        .await
+        .is_err()
+    {
+        tracing::debug!("a client's last messages were not all written");
     }
     for (_, stop) in subscriptions
         .lock()
@@ -84,12 +100,7 @@ where
     {
         stop.cancel();
     }
-    drop(out);
-    // Requests still waiting (an `await` of a run another moat owns) hold
-    // the queue open: what is queued gets a moment to go out, no more.
-    if tokio::time::timeout(FLUSH_PATIENCE, writing).await.is_err() {
-        tracing::debug!("a client's last messages were not all written");
-    }
+    writing.abort();
 }
 
 async fn handle(
@@ -117,10 +128,8 @@ async fn handle(
         }
         Op::Adapters => server.adapters().await,
         Op::Inspect(params) => server.inspect(&params.adapter).await,
-        Op::Shutdown => {
-            server.stopping.cancel();
-            Ok(json!({}))
-        }
+        // The server stops once the answer is queued (above).
+        Op::Shutdown => Ok(json!({})),
     }
 }
 

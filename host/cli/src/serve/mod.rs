@@ -62,9 +62,8 @@ pub async fn serve(
     server.stopping.cancelled().await;
     server.stop_runs(STOP_PATIENCE).await;
     server.closed.cancel();
-    if args.socket.is_some() {
-        serving.abort();
-    }
+    // Connections close and write out what they have queued (their last
+    // answers, the runs' last events), each for a bounded time.
     let _ = tokio::time::timeout(STOP_PATIENCE, serving).await;
     if let Some(path) = &args.socket {
         let _ = std::fs::remove_file(path);
@@ -108,17 +107,21 @@ fn listen(path: &PathBuf) -> anyhow::Result<tokio::net::UnixListener> {
     Ok(listener)
 }
 
-/// Serves each client that connects, at once, until the server stops.
+/// Serves each client that connects, at once, until the server stops;
+/// then waits for the connections to close.
 async fn accept(server: Arc<Server>, listener: tokio::net::UnixListener) {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let stream = tokio::select! {
-            () = server.closed.cancelled() => return,
+            () = server.closed.cancelled() => break,
             accepted = listener.accept() => accepted,
+            // Reap the connections that have closed as it goes.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         match stream {
             Ok((stream, _)) => {
                 let (reader, writer) = stream.into_split();
-                tokio::spawn(connection::serve(
+                connections.spawn(connection::serve(
                     server.clone(),
                     BufReader::new(reader),
                     writer,
@@ -127,6 +130,7 @@ async fn accept(server: Arc<Server>, listener: tokio::net::UnixListener) {
             Err(error) => tracing::warn!("a client could not connect: {error}"),
         }
     }
+    while connections.join_next().await.is_some() {}
 }
 
 /// The first SIGINT, SIGTERM or SIGHUP stops the server as `shutdown`
