@@ -49,6 +49,7 @@ mod tests {
             names,
             [
                 "echo",
+                "fanout",
                 "openai",
                 "anthropic",
                 "claude-code",

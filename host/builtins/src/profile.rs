@@ -59,6 +59,14 @@ const PROFILES: &[Profile] = &[
         state_files: &[],
         state_vars: &[],
     },
+    // Waits for its sub-agents, which may be coding agents at work.
+    Profile {
+        name: "fanout",
+        default_timeout: Duration::from_secs(2 * 60 * 60),
+        state_dirs: &[],
+        state_files: &[],
+        state_vars: &[],
+    },
     Profile {
         name: "openai",
         default_timeout: Duration::from_secs(10 * 60),
