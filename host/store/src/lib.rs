@@ -75,6 +75,19 @@ pub struct RunFilter {
     pub limit: Option<usize>,
 }
 
+/// Why `dir` cannot be written, when it cannot (e.g. "Read-only file
+/// system"): a file is made there and removed again.
+fn unwritable(dir: &Path) -> Option<String> {
+    let probe = dir.join(format!(".moat-write-check-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            None
+        }
+        Err(error) => Some(error.to_string()),
+    }
+}
+
 /// One stored event as its JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredLine {
@@ -124,13 +137,20 @@ impl Store {
             path: path.to_path_buf(),
             reason,
         };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = dir {
             std::fs::create_dir_all(dir).map_err(|e| open_error(e.to_string()))?;
         }
-        let mut conn = connect(path)?;
+        // SQLite may say only "unable to open database file" where the
+        // directory cannot be written: the OS's words say why.
+        let explained = |error: StoreError| match dir.and_then(unwritable) {
+            Some(reason) => open_error(reason),
+            None => error,
+        };
+        let mut conn = connect(path).map_err(explained)?;
         schema::migrate(&mut conn).map_err(|error| match error {
             StoreError::NewerSchema { .. } => error,
-            other => open_error(other.to_string()),
+            other => explained(open_error(other.to_string())),
         })?;
         let owner = Owner::take(&owners_dir(path)).map_err(|e| open_error(e.to_string()))?;
         let writer = Writer::start(path)?;

@@ -407,7 +407,8 @@ fn a_store_whose_disk_fills_mid_run_stops_the_run_with_an_error_and_a_full_disk_
         let message = read(&out, &format!("{name}.err"));
         assert!(message.contains("cannot open the run store"), "{message}");
         // The OS says it ("Read-only file system") or SQLite does ("attempt
-        // to write a readonly database"), whichever write comes first.
+        // to write a readonly database"), whichever write comes first; the
+        // store never leaves it at SQLite's "unable to open".
         let lower = message.to_lowercase();
         assert!(
             lower.contains("read-only") || lower.contains("readonly"),

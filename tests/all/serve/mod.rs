@@ -632,12 +632,19 @@ fn a_child_that_asks_for_more_than_its_parent_has_is_denied() {
 
 #[test]
 fn a_parent_component_s_end_ends_the_children_it_started() {
-    let (_server, mut client) = Server::stdio(&[]);
+    // Its children are components by path: their directory is granted.
+    let dir = std::path::Path::new(COOPERATIVE)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let (_server, mut client) = Server::stdio(&["--allow-read", &dir]);
     let run = start(
         &mut client,
         fanout(
             json!([{"adapter": COOPERATIVE}, {"adapter": COOPERATIVE}]),
-            json!({}),
+            json!({"read": [dir]}),
         ),
     );
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -702,4 +709,29 @@ fn a_run_has_at_most_sixteen_live_children() {
         "{error}"
     );
     client.ok("cancel", json!({"run": parent}));
+}
+
+#[test]
+fn a_component_names_as_its_child_a_built_in_or_a_component_it_may_read() {
+    let dir = std::path::Path::new(FLOOD)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let (_server, mut client) = Server::stdio(&["--allow-read", &dir]);
+    let child = json!([{"adapter": FLOOD, "prompt": "5"}]);
+
+    // Not granted the component's directory: refused, without the host
+    // saying anything of the file.
+    let run = start(&mut client, fanout(child.clone(), json!({})));
+    let error = client.error("await", json!({"runs": [run]}));
+    let result = &error["data"]["results"][&run];
+    assert_eq!(result["error"]["code"], "CHILD_DENIED", "{result}");
+    assert!(children_of(&mut client, &run).is_empty());
+
+    // Granted: it runs.
+    let run = start(&mut client, fanout(child, json!({"read": [dir]})));
+    let results = client.ok("await", json!({"runs": [run]}));
+    assert_eq!(results["results"][&run]["status"], "success");
 }

@@ -176,6 +176,14 @@ impl Server {
         };
         let agent = resolved.adapter.info().name.clone();
         let sha256 = resolved.adapter.details().sha256.clone();
+        if let Some(bytes) = params.limits.max_memory_bytes
+            && bytes > moat_sandbox::MAX_MEMORY_CEILING
+        {
+            return Err(Failure::invalid(format!(
+                "limits.maxMemoryBytes {bytes} is over the most a run may have, {}",
+                moat_sandbox::MAX_MEMORY_CEILING
+            )));
+        }
         let limits = limits(&params, resolved.default_timeout());
         let mut registry = Registry::scoped();
         registry
@@ -325,6 +333,39 @@ impl Server {
             ));
         }
         Ok(())
+    }
+
+    /// A component may name as its child's adapter a built-in, or a
+    /// component inside the directories its own run was granted: the host
+    /// never loads (nor says whether it could load) any other file a guest
+    /// names.
+    fn check_child_adapter(&self, parent: &RunId, adapter: &str) -> Result<(), ChildError> {
+        if moat_builtins::component(adapter).is_some() {
+            return Ok(());
+        }
+        let grants: Grants = self
+            .store
+            .get(parent)
+            .ok()
+            .flatten()
+            .and_then(|record| serde_json::from_value(record.run.grants).ok())
+            .unwrap_or_default();
+        let path = std::path::Path::new(adapter);
+        let inside = path.is_absolute()
+            && std::fs::canonicalize(path).is_ok_and(|real| {
+                grants
+                    .read
+                    .iter()
+                    .chain(&grants.write)
+                    .any(|dir| real.starts_with(dir))
+            });
+        if inside {
+            return Ok(());
+        }
+        Err(ChildError::Denied(format!(
+            "a child's adapter is a built-in ({}) or a component inside this run's granted directories",
+            moat_builtins::names().collect::<Vec<_>>().join(", ")
+        )))
     }
 
     /// The record of the run `text` names (an id or a unique prefix).
@@ -608,13 +649,16 @@ impl Server {
             return Ok(());
         }
         let _ = self.store.flush();
-        let stored = self.store.events(id, 0).map_err(store_failure)?.len() as u64;
-        if from_seq < stored {
+        let past_end = self
+            .store
+            .event_lines(id, from_seq, 1)
+            .map_err(store_failure)?
+            .is_empty();
+        if !past_end {
             return Ok(());
         }
         Err(Failure::invalid(format!(
-            "run {id} has ended with {stored} events (seq 0 to {}); fromSeq {from_seq} is past its end",
-            stored.saturating_sub(1)
+            "run {id} has ended before event {from_seq}: fromSeq is past its end"
         )))
     }
 
@@ -718,6 +762,7 @@ impl ChildRuns for ServedChildren {
             server
                 .check_room(&parent)
                 .map_err(ChildError::LimitReached)?;
+            server.check_child_adapter(&parent, &request.adapter)?;
             let params = RunParams {
                 adapter: request.adapter,
                 prompt: request.prompt,

@@ -10,8 +10,12 @@ use crate::children::{self, ChildError, ChildHandle};
 use crate::interrupt::Cut;
 use crate::state::RunState;
 
-/// Longest JSON the guest may send as options or grants.
+/// Longest JSON the guest may send as options or grants, and the longest
+/// prompt.
 const MAX_REQUEST_JSON: usize = 1024 * 1024;
+
+/// Longest adapter name or path.
+const MAX_ADAPTER: usize = 4096;
 
 impl Host for RunState {
     async fn start(
@@ -112,6 +116,16 @@ fn checked(request: ChildRequest) -> Result<children::ChildRequest, RunError> {
     };
     json("options", &request.options)?;
     json("grants", &request.grants)?;
+    if request.prompt.len() > MAX_REQUEST_JSON {
+        return Err(RunError::Failed(format!(
+            "the child's prompt is over {MAX_REQUEST_JSON} bytes"
+        )));
+    }
+    if request.adapter.is_empty() || request.adapter.len() > MAX_ADAPTER {
+        return Err(RunError::Failed(format!(
+            "the child's adapter is a name or path of 1 to {MAX_ADAPTER} bytes"
+        )));
+    }
     let options = match &request.options {
         Some(text) => serde_json::from_str(text).map_err(|e| {
             RunError::Failed(format!("the child's options are not RunOptions: {e}"))
