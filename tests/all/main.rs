@@ -25,3 +25,4 @@ mod real_clis;
 mod results;
 mod resume;
 mod serve;
+mod workflow;

@@ -59,6 +59,116 @@ pub enum Command {
     /// Serve moat's operations as JSON lines (docs/protocol.md), on stdio
     /// or a Unix socket.
     Serve(ServeArgs),
+    /// Run workflows: DAGs of agent tasks, persisted and resumable
+    /// (docs/workflows.md).
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
+}
+
+/// `moat workflow …`.
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// Run a workflow from its first task.
+    Run(WorkflowRunArgs),
+    /// Go on with a workflow that stopped (a crash, Ctrl-C, a failure):
+    /// completed tasks are skipped, the rest run.
+    Resume(WorkflowResumeArgs),
+    /// Show each task's status, duration, tokens and cost.
+    Status(WorkflowStatusArgs),
+    /// Draw the workflow's graph.
+    Graph(WorkflowGraphArgs),
+    /// Check a workflow file without running anything.
+    Validate(WorkflowFileArg),
+}
+
+/// The workflow file.
+#[derive(Debug, Args)]
+pub struct WorkflowFileArg {
+    /// The workflow file (TOML, or JSON when it ends in .json).
+    pub file: PathBuf,
+}
+
+/// What `run` and `resume` share.
+#[derive(Debug, Args)]
+pub struct WorkflowFlags {
+    /// The workflow file (TOML, or JSON when it ends in .json).
+    pub file: PathBuf,
+    /// How many tasks may run at once [default: the file's max_parallel,
+    /// else 4].
+    #[arg(long, value_name = "N", value_parser = parse_parallel)]
+    pub max_parallel: Option<usize>,
+    /// The trust level of every task's run.
+    #[arg(long, value_name = "LEVEL", value_parser = trust_parser(), default_value = "sandbox")]
+    pub trust: TrustLevel,
+    /// The most any task may be granted: a task's own grants in the file
+    /// can only narrow these. Each task works in the file's directory.
+    #[command(flatten)]
+    pub grants: GrantFlags,
+    /// Record nothing in the run store (the state file is still written).
+    #[arg(long)]
+    pub no_store: bool,
+    /// `pretty` (a live view; the default on a terminal) or `ndjson` (one
+    /// event per line; the default when piped).
+    #[arg(long, short, value_enum)]
+    pub output: Option<OutputFormat>,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowRunArgs {
+    #[command(flatten)]
+    pub workflow: WorkflowFlags,
+    /// Start over even though an earlier run did not finish (its state is
+    /// replaced).
+    #[arg(long)]
+    pub fresh: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowResumeArgs {
+    #[command(flatten)]
+    pub workflow: WorkflowFlags,
+    /// Resume even though the file changed since the state was written.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowStatusArgs {
+    /// The workflow file.
+    pub file: PathBuf,
+    /// `table` (default) or `json` (the state file's contents).
+    #[arg(long, short, value_enum, default_value = "table")]
+    pub output: ListFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkflowGraphArgs {
+    /// The workflow file.
+    pub file: PathBuf,
+    /// `text` (default), `dot` (Graphviz) or `mermaid`.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: GraphFormat,
+}
+
+/// How `moat workflow graph` draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphFormat {
+    /// One line per task, by level.
+    Text,
+    /// Graphviz's dot language.
+    Dot,
+    /// A Mermaid flowchart.
+    Mermaid,
+}
+
+fn parse_parallel(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n @ 1..=crate::resolve::COMMAND_SESSIONS) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number from 1 to {}",
+            crate::resolve::COMMAND_SESSIONS
+        )),
+    }
 }
 
 #[derive(Debug, Args)]

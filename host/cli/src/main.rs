@@ -104,6 +104,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Wait(args) => return commands::wait(store, args),
         Command::Cancel(args) => return commands::cancel(store, args),
         Command::Prune(args) => return commands::prune(store, args),
+        Command::Workflow(ref command) => {
+            if let Some(answer) = commands::workflow_without_sandbox(command) {
+                return answer;
+            }
+        }
         _ => {}
     }
     let sandbox = resolve::sandbox(&cli)?;
@@ -114,6 +119,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters => commands::adapters(&sandbox).await,
         Command::Serve(args) => serve::serve(sandbox, store, args).await,
+        Command::Workflow(command) => commands::workflow(&sandbox, store, command).await,
         Command::Ps(_)
         | Command::Show(_)
         | Command::Logs(_)

@@ -35,6 +35,10 @@ impl Resolved {
     }
 }
 
+/// How many sessions a command other than `serve` runs at once at most:
+/// its pool's size.
+pub const COMMAND_SESSIONS: usize = 64;
+
 /// The process's sandbox, with the cache settings from the flags.
 pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     let mut config = SandboxConfig::default();
@@ -53,7 +57,7 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     // One command runs a handful of sessions at most; a server as many as
     // its clients start (the library's default pool).
     if !matches!(cli.command, Command::Serve(_)) {
-        config.pool_sessions = 64;
+        config.pool_sessions = COMMAND_SESSIONS as _;
     }
     // This process starts no children but runs': orphans it adopts are
     // theirs. An operator's switch (docs/security.md), `MOAT_RUN_CGROUPS=0`,

@@ -54,10 +54,9 @@ pub async fn render_until_done(
     renderer: &mut dyn Renderer,
     abort: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
-    let stopped = Arc::new(OnceLock::new());
     // Listening starts now, before the first event is pulled (which starts
     // the run): a signal from then on is ours, never the default action.
-    let signals = tokio::spawn(stop_on_signals(listen(), abort, stopped.clone()));
+    let (signals, stopped) = on_signals(abort);
     let mut events = std::pin::pin!(events);
     let mut statuses = Vec::new();
     loop {
@@ -81,6 +80,17 @@ pub async fn render_until_done(
     renderer.finish().context("cannot write the output")?;
     signals.abort();
     Ok(exit_code(&statuses, stopped.get().copied()))
+}
+
+/// Listens for the stopping signals from now on: the first cancels
+/// `abort`, a second stops every run at once. The cell holds the first
+/// signal once one came.
+pub fn on_signals(
+    abort: CancellationToken,
+) -> (tokio::task::JoinHandle<()>, Arc<OnceLock<Stopped>>) {
+    let stopped = Arc::new(OnceLock::new());
+    let signals = tokio::spawn(stop_on_signals(listen(), abort, stopped.clone()));
+    (signals, stopped)
 }
 
 fn exit_code(statuses: &[DoneStatus], stopped: Option<Stopped>) -> ExitCode {

@@ -8,6 +8,7 @@ mod parallel;
 pub(crate) mod recording;
 mod run;
 mod runs;
+mod workflow;
 
 pub use adapters::adapters;
 pub use compile::compile;
@@ -15,3 +16,4 @@ pub use inspect::inspect;
 pub use parallel::parallel;
 pub use run::run;
 pub use runs::{cancel, logs, prune, ps, record_json, show, wait};
+pub use workflow::{without_sandbox as workflow_without_sandbox, workflow};

@@ -1,0 +1,364 @@
+//! `moat workflow`: run, resume, status, graph and validate workflows
+//! (docs/workflows.md). The engine is `moat-workflow`'s; this module turns
+//! flags into its settings, records the workflow in the run store, runs
+//! its tasks as moat runs ([`runner`]) and shows its events ([`view`]).
+
+mod runner;
+mod view;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use anyhow::Context;
+use moat_sandbox::Sandbox;
+use moat_store::{FailReason, NewRun, Outcome, RunId, RunStatus, Store};
+use moat_workflow::{
+    Engine, Hooks, Settings, Start, Workflow, WorkflowError, WorkflowEvent, WorkflowStatus,
+};
+use tokio_util::sync::CancellationToken;
+
+use super::drive::on_signals;
+use super::recording;
+use crate::args::{
+    GraphFormat, ListFormat, OutputFormat, WorkflowCommand, WorkflowFlags, WorkflowStatusArgs,
+};
+use crate::{UsageError, render, resolve};
+use runner::MoatRunner;
+use view::{Live, Ndjson, View};
+
+/// How many tasks run at once unless the flags or the file say.
+const DEFAULT_PARALLEL: usize = 4;
+
+/// The subcommands that need no sandbox: `Some` when it was one of them.
+pub fn without_sandbox(command: &WorkflowCommand) -> Option<anyhow::Result<ExitCode>> {
+    match command {
+        WorkflowCommand::Validate(args) => Some(validate(&args.file)),
+        WorkflowCommand::Graph(args) => Some(graph(&args.file, args.format)),
+        WorkflowCommand::Status(args) => Some(status(args)),
+        WorkflowCommand::Run(_) | WorkflowCommand::Resume(_) => None,
+    }
+}
+
+/// `moat workflow run` and `resume`.
+pub async fn workflow(
+    sandbox: &Sandbox,
+    cli_store: Option<&Path>,
+    command: WorkflowCommand,
+) -> anyhow::Result<ExitCode> {
+    match command {
+        WorkflowCommand::Run(args) => {
+            run(
+                sandbox,
+                cli_store,
+                args.workflow,
+                Start::Fresh {
+                    discard: args.fresh,
+                },
+            )
+            .await
+        }
+        WorkflowCommand::Resume(args) => {
+            run(
+                sandbox,
+                cli_store,
+                args.workflow,
+                Start::Resume { force: args.force },
+            )
+            .await
+        }
+        other => {
+            without_sandbox(&other).unwrap_or_else(|| unreachable!("run and resume are above"))
+        }
+    }
+}
+
+fn load(file: &Path) -> anyhow::Result<Workflow> {
+    moat_workflow::load(file).map_err(|error| UsageError(error.to_string()).into())
+}
+
+fn validate(file: &Path) -> anyhow::Result<ExitCode> {
+    let workflow = load(file)?;
+    println!(
+        "{}: ok — workflow {}, {} tasks, {} hooks",
+        file.display(),
+        workflow.name,
+        workflow.tasks.len(),
+        workflow.hooks.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn graph(file: &Path, format: GraphFormat) -> anyhow::Result<ExitCode> {
+    let workflow = load(file)?;
+    let text = match format {
+        GraphFormat::Text => moat_workflow::graph::text(&workflow.tasks),
+        GraphFormat::Dot => moat_workflow::graph::dot(&workflow.name, &workflow.tasks),
+        GraphFormat::Mermaid => moat_workflow::graph::mermaid(&workflow.tasks),
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(args: &WorkflowStatusArgs) -> anyhow::Result<ExitCode> {
+    let workflow = load(&args.file)?;
+    let path = moat_workflow::state::directory(&workflow).join("state.json");
+    let state = moat_workflow::state::read(&path)?;
+    if args.output == ListFormat::Json {
+        let state = state.ok_or_else(|| {
+            UsageError(format!(
+                "{} has not run here: no {}",
+                workflow.name,
+                path.display()
+            ))
+        })?;
+        println!("{}", serde_json::to_string_pretty(&state)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut rows = vec![[
+        "TASK".to_string(),
+        "STATUS".into(),
+        "ITER".into(),
+        "DURATION".into(),
+        "TOKENS".into(),
+        "COST".into(),
+        "NOTE".into(),
+    ]];
+    for task in &workflow.tasks {
+        let Some(task_state) = state.as_ref().and_then(|s| s.tasks.get(&task.id)) else {
+            rows.push([
+                task.id.clone(),
+                "PENDING".into(),
+                "0".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                String::new(),
+            ]);
+            continue;
+        };
+        let usage = &task_state.usage;
+        let tokens = match (usage.input_tokens, usage.output_tokens) {
+            (None, None) => "-".into(),
+            (input, output) => format!("{}→{}", input.unwrap_or(0), output.unwrap_or(0)),
+        };
+        let note = match (&task_state.blocked_by, &task_state.error) {
+            (Some(by), _) => format!("blocked by {by}"),
+            (None, Some(error)) => error
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(60)
+                .collect(),
+            (None, None) => String::new(),
+        };
+        rows.push([
+            task.id.clone(),
+            serde_json::to_value(task_state.status)?
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            task_state.iterations.to_string(),
+            if task_state.duration_ms == 0 {
+                "-".into()
+            } else {
+                view::seconds(task_state.duration_ms)
+            },
+            tokens,
+            usage
+                .cost_usd
+                .map_or("-".into(), |cost| format!("${cost:.4}")),
+            note,
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    match &state {
+        Some(state) => println!(
+            "workflow {}: {} (started {}{})",
+            workflow.name,
+            serde_json::to_value(state.status)?
+                .as_str()
+                .unwrap_or_default(),
+            state.started_at,
+            state
+                .ended_at
+                .as_ref()
+                .map(|at| format!(", ended {at}"))
+                .unwrap_or_default()
+        ),
+        None => println!("workflow {}: not run here yet", workflow.name),
+    }
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        println!("{}", render::safe::text(line.join("  ").trim_end()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run(
+    sandbox: &Sandbox,
+    cli_store: Option<&Path>,
+    flags: WorkflowFlags,
+    start: Start,
+) -> anyhow::Result<ExitCode> {
+    let workflow = load(&flags.file)?;
+    let view: Box<dyn View> = match render::default_format(flags.output) {
+        OutputFormat::Pretty => Box::new(Live::new()),
+        OutputFormat::Ndjson => Box::new(Ndjson),
+        other => {
+            return Err(UsageError(format!(
+                "--output {} is for one run; a workflow's output is pretty or ndjson",
+                format!("{other:?}").to_lowercase()
+            ))
+            .into());
+        }
+    };
+    let max_parallel = flags
+        .max_parallel
+        .or(workflow.max_parallel)
+        .unwrap_or(DEFAULT_PARALLEL)
+        .min(resolve::COMMAND_SESSIONS);
+    let store = if flags.no_store {
+        None
+    } else {
+        Some(resolve::store(cli_store)?)
+    };
+    let runner = Arc::new(MoatRunner {
+        sandbox: sandbox.clone(),
+        store: store.clone(),
+        parent: OnceLock::new(),
+        project: workflow.project.clone(),
+        trust: flags.trust,
+        flags: flags.grants.clone(),
+        loaded: Default::default(),
+    });
+    let hooks = Hooks::from_commands(&workflow.hooks, workflow.project.clone());
+    let record_of = |store: &Arc<Store>| record(store, &workflow, &flags);
+    let record = store.as_ref().map(record_of).transpose()?;
+    let engine = Engine::new(workflow, runner.clone(), hooks);
+    let opened = match engine.open(start).await {
+        Ok(opened) => opened,
+        Err(error) => {
+            if let (Some(store), Some(id)) = (&store, &record) {
+                end_record(store, id, Err(&error.to_string()));
+            }
+            return Err(refusal(error));
+        }
+    };
+    if let Some(id) = &record {
+        let _ = runner.parent.set(id.clone());
+    }
+    let cancel = CancellationToken::new();
+    let (signals, stopped) = on_signals(cancel.clone());
+    let watcher = match (&store, &record) {
+        (Some(store), Some(id)) => {
+            store.mark_running(id)?;
+            Some(tokio::spawn(recording::watch_cancels(
+                store.clone(),
+                vec![id.clone()],
+                vec![cancel.clone()],
+            )))
+        }
+        _ => None,
+    };
+    let view = Arc::new(Mutex::new(view));
+    let shown = view.clone();
+    let settings = Settings {
+        max_parallel,
+        cancel,
+        run: record.as_ref().map(ToString::to_string),
+        emit: Arc::new(move |event: &WorkflowEvent| {
+            shown
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .event(event);
+        }),
+    };
+    let result = opened.run(settings).await;
+    signals.abort();
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
+    let status = result.as_ref().map(|summary| summary.status);
+    if let (Some(store), Some(id)) = (&store, &record) {
+        let error = result.as_ref().err().map(ToString::to_string);
+        end_record(
+            store,
+            id,
+            status
+                .as_ref()
+                .map_err(|_| error.as_deref().unwrap_or_default())
+                .copied(),
+        );
+    }
+    match result {
+        Ok(summary) => Ok(match summary.status {
+            WorkflowStatus::Completed => ExitCode::SUCCESS,
+            WorkflowStatus::Cancelled => {
+                ExitCode::from(stopped.get().map_or(130, |s| s.exit_code()))
+            }
+            WorkflowStatus::Failed | WorkflowStatus::Running => ExitCode::FAILURE,
+        }),
+        Err(error) => Err(anyhow::anyhow!(
+            "critical: {error}; nothing more was dispatched"
+        )),
+    }
+}
+
+/// A workflow that cannot start: the user's to fix (exit 2), except a
+/// state moat cannot read or write.
+fn refusal(error: WorkflowError) -> anyhow::Error {
+    match error {
+        WorkflowError::State(error) => anyhow::Error::new(error).context("the workflow's state"),
+        other => UsageError(other.to_string()).into(),
+    }
+}
+
+/// The workflow's own record in the run store: its attempts are its
+/// children, `moat ps` lists it, `moat cancel` stops it.
+fn record(store: &Arc<Store>, workflow: &Workflow, flags: &WorkflowFlags) -> anyhow::Result<RunId> {
+    let run = NewRun {
+        parent: None,
+        adapter: "workflow".into(),
+        component_sha256: workflow.hash.clone(),
+        prompt: format!("{} ({})", workflow.name, workflow.file.display()),
+        options: serde_json::json!({
+            "file": workflow.file,
+            "project": workflow.project,
+        }),
+        grants: serde_json::to_value(flags.grants.grants())?,
+        limits: serde_json::json!({}),
+        timeout_ms: None,
+    };
+    store
+        .create_run(&run)
+        .context("cannot record the workflow in the run store")
+}
+
+/// Ends the workflow's record as the workflow ended (or why it could not).
+fn end_record(store: &Store, id: &RunId, status: Result<WorkflowStatus, &str>) {
+    let (run_status, reason) = match status {
+        Ok(WorkflowStatus::Completed) => (RunStatus::Completed, None),
+        Ok(WorkflowStatus::Cancelled) => (RunStatus::Failed, Some(FailReason::Cancelled)),
+        Ok(WorkflowStatus::Failed | WorkflowStatus::Running) => (
+            RunStatus::Failed,
+            Some(FailReason::Other("a task failed".into())),
+        ),
+        Err(why) => (RunStatus::Failed, Some(FailReason::Other(why.to_owned()))),
+    };
+    let outcome = Outcome {
+        status: run_status,
+        reason,
+        done: None,
+    };
+    if let Err(error) = store.finish(id, &outcome) {
+        tracing::error!("cannot end the workflow's record: {error}");
+    }
+}

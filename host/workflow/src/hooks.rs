@@ -1,0 +1,312 @@
+//! Hooks: code that runs at fixed points of a task's life — before it,
+//! after each successful attempt, when it has failed for good, when its
+//! loop ends. The engine knows only this registry: commands from the file
+//! ([`CommandHook`]) and callbacks from the Rust API (any [`Hook`]) are
+//! registered the same way and run in registration order. Overlays such as
+//! review gates are hooks; the engine knows none of them.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::definition::{Command, HookCommand};
+
+/// Where in a task's life a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HookPoint {
+    /// Before each attempt; a failing hook fails the task (no retry).
+    PreTask,
+    /// After each successful attempt (or loop iteration), once its outputs
+    /// are checked; a failing hook fails the attempt, which is retried.
+    PostTask,
+    /// Once the task has failed for good (after its retries).
+    OnFailure,
+    /// When a task's loop ends, by its condition or its iteration limit.
+    OnLoopExit,
+}
+
+impl HookPoint {
+    /// Every point, in the order of a task's life.
+    pub const ALL: [HookPoint; 4] = [
+        Self::PreTask,
+        Self::PostTask,
+        Self::OnFailure,
+        Self::OnLoopExit,
+    ];
+
+    /// Its name in files, events and `MOAT_HOOK`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PreTask => "pre-task",
+            Self::PostTask => "post-task",
+            Self::OnFailure => "on-failure",
+            Self::OnLoopExit => "on-loop-exit",
+        }
+    }
+
+    /// The point named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|point| point.as_str() == name)
+    }
+}
+
+/// What a hook is told (as JSON on a command's stdin).
+#[derive(Debug, Clone, Serialize)]
+pub struct HookEvent {
+    /// The point.
+    pub hook: HookPoint,
+    /// The workflow's name.
+    pub workflow: String,
+    /// The task's id.
+    pub task: String,
+    /// The attempt, from 1.
+    pub attempt: u32,
+    /// The loop's iteration, from 1.
+    pub iteration: u32,
+    /// The run of the attempt, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The attempt's final answer (post-task, on-loop-exit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// The attempt's handover (post-task, on-loop-exit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handover: Option<serde_json::Value>,
+    /// Why the task failed (on-failure) or its loop ended (on-loop-exit:
+    /// `condition` or `max_iterations`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A hook: succeeds, or says why not.
+#[async_trait::async_trait]
+pub trait Hook: Send + Sync {
+    /// Runs it for `event`; `Err` carries the reason shown to the user.
+    async fn call(&self, event: &HookEvent) -> Result<(), String>;
+
+    /// How it is named in events and messages.
+    fn describe(&self) -> String;
+}
+
+/// One registered hook.
+struct Registered {
+    point: HookPoint,
+    /// A task id, or `*`.
+    task: String,
+    hook: Arc<dyn Hook>,
+}
+
+/// The hooks of a workflow, in registration order.
+#[derive(Default)]
+pub struct Hooks {
+    registered: Vec<Registered>,
+}
+
+/// A hook that failed.
+#[derive(Debug, Clone)]
+pub struct HookFailure {
+    /// Which hook ([`Hook::describe`]).
+    pub hook: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl Hooks {
+    /// No hooks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The file's hook commands, run in `project`.
+    pub fn from_commands(commands: &[HookCommand], project: PathBuf) -> Self {
+        let mut hooks = Self::new();
+        for command in commands {
+            hooks.register(
+                command.point,
+                &command.task,
+                Arc::new(CommandHook {
+                    command: command.command.clone(),
+                    timeout: command.timeout,
+                    project: project.clone(),
+                }),
+            );
+        }
+        hooks
+    }
+
+    /// Adds `hook` at `point` for the task `task` (`*`: every task), after
+    /// the hooks registered before it.
+    pub fn register(&mut self, point: HookPoint, task: &str, hook: Arc<dyn Hook>) {
+        self.registered.push(Registered {
+            point,
+            task: task.to_owned(),
+            hook,
+        });
+    }
+
+    /// Runs the hooks for `event` in order, stopping at the first that
+    /// fails.
+    pub async fn run(&self, event: &HookEvent) -> Result<(), HookFailure> {
+        for registered in self.matching(event) {
+            registered
+                .hook
+                .call(event)
+                .await
+                .map_err(|reason| HookFailure {
+                    hook: registered.hook.describe(),
+                    reason,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Runs every hook for `event`, whatever the others do: what happens
+    /// after a failure or a loop's end cannot be undone by a hook. Returns
+    /// the failures.
+    pub async fn run_all(&self, event: &HookEvent) -> Vec<HookFailure> {
+        let mut failures = Vec::new();
+        for registered in self.matching(event) {
+            if let Err(reason) = registered.hook.call(event).await {
+                failures.push(HookFailure {
+                    hook: registered.hook.describe(),
+                    reason,
+                });
+            }
+        }
+        failures
+    }
+
+    fn matching<'a>(&'a self, event: &'a HookEvent) -> impl Iterator<Item = &'a Registered> {
+        self.registered
+            .iter()
+            .filter(move |r| r.point == event.hook && (r.task == "*" || r.task == event.task))
+    }
+}
+
+/// How much of a command's stderr a failure reason keeps.
+const MAX_REASON: usize = 4096;
+
+/// A command from the workflow file, run in the project directory with
+/// the event as JSON on its stdin and `MOAT_HOOK`, `MOAT_WORKFLOW`,
+/// `MOAT_TASK`, `MOAT_ATTEMPT`, `MOAT_ITERATION` in its environment. It is
+/// not sandboxed: like a Makefile's recipes, it is the workflow author's.
+pub struct CommandHook {
+    /// What runs.
+    pub command: Command,
+    /// The most it may take; it is killed after.
+    pub timeout: Duration,
+    /// Where it runs.
+    pub project: PathBuf,
+}
+
+#[async_trait::async_trait]
+impl Hook for CommandHook {
+    async fn call(&self, event: &HookEvent) -> Result<(), String> {
+        let stdin = serde_json::to_vec(event).map_err(|e| e.to_string())?;
+        run_command(
+            &self.command,
+            &self.project,
+            event.hook.as_str(),
+            event,
+            &stdin,
+            self.timeout,
+        )
+        .await
+    }
+
+    fn describe(&self) -> String {
+        format!("`{}`", self.command)
+    }
+}
+
+/// Runs `command` as a hook or a loop's check (`MOAT_HOOK` is `label`):
+/// `Ok` when it exits 0, else its stderr (or its status) as the reason.
+pub async fn run_command(
+    command: &Command,
+    project: &std::path::Path,
+    label: &str,
+    event: &HookEvent,
+    stdin: &[u8],
+    timeout: Duration,
+) -> Result<(), String> {
+    let argv = command.argv();
+    let mut child = tokio::process::Command::new(&argv[0]);
+    child
+        .args(&argv[1..])
+        .current_dir(project)
+        .env("MOAT_HOOK", label)
+        .env("MOAT_WORKFLOW", &event.workflow)
+        .env("MOAT_TASK", &event.task)
+        .env("MOAT_ATTEMPT", event.attempt.to_string())
+        .env("MOAT_ITERATION", event.iteration.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = child
+        .spawn()
+        .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    let input = child.stdin.take();
+    let stdin = stdin.to_vec();
+    let feed = async move {
+        if let Some(mut input) = input {
+            // A command that does not read its stdin closes it early: that
+            // is not its failure.
+            let _ = input.write_all(&stdin).await;
+        }
+    };
+    let mut stderr = child.stderr.take();
+    let collect = async move {
+        // Keep the start, drain the rest: a chatty command must not block
+        // on a full pipe.
+        let mut text = Vec::new();
+        let mut chunk = [0u8; 4096];
+        if let Some(stderr) = stderr.as_mut() {
+            while let Ok(read @ 1..) = stderr.read(&mut chunk).await {
+                let room = (MAX_REASON * 2).saturating_sub(text.len());
+                text.extend_from_slice(&chunk[..read.min(room)]);
+            }
+        }
+        text
+    };
+    let waited = tokio::time::timeout(timeout, async {
+        let ((), text, status) = tokio::join!(feed, collect, child.wait());
+        (text, status)
+    })
+    .await;
+    let (text, status) = match waited {
+        Ok(done) => done,
+        Err(_) => {
+            let _ = child.kill().await;
+            return Err(format!(
+                "`{command}` took longer than {}; it was stopped",
+                humantime::format_duration(timeout)
+            ));
+        }
+    };
+    let status = status.map_err(|e| format!("`{command}`: {e}"))?;
+    if status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&text);
+    let text = text.trim();
+    let mut reason = if text.is_empty() {
+        format!("`{command}` failed ({status})")
+    } else {
+        text.to_owned()
+    };
+    if reason.len() > MAX_REASON {
+        let mut cut = MAX_REASON;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+        reason.push('…');
+    }
+    Err(reason)
+}

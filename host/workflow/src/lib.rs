@@ -1,0 +1,36 @@
+//! moat's workflows: a DAG of agent tasks, each a sandboxed, recorded,
+//! cancellable moat run, dispatched in parallel where the graph allows,
+//! persisted after every transition and resumable after a crash.
+//!
+//! - [`definition`]: the workflow file, checked before anything runs;
+//! - [`graph`]: the DAG's order, cycles and pictures;
+//! - [`engine`]: dispatch, failure, cancel and resume over a
+//!   [`TaskRunner`] (moat's runs in production, [`MockRunner`] in tests);
+//! - [`context`]: how each task's prompt is assembled;
+//! - [`handover`]: what a task leaves for the ones after it;
+//! - [`hooks`]: commands and callbacks at fixed points of a task's life;
+//! - [`state`]: the state file.
+//!
+//! docs/workflows.md is the user's guide.
+
+pub mod context;
+pub mod definition;
+pub mod engine;
+pub mod events;
+pub mod graph;
+pub mod handover;
+pub mod hooks;
+pub mod mock;
+pub mod runner;
+pub mod state;
+mod step;
+pub mod template;
+
+pub use definition::{DefinitionError, Task, Workflow, load};
+pub use engine::{Engine, Opened, Settings, Start, Summary, WorkflowError};
+pub use events::WorkflowEvent;
+pub use hooks::{Hook, HookEvent, HookPoint, Hooks};
+pub use mock::{MockRunner, Scripted};
+pub use runner::{AttemptStatus, TaskDispatch, TaskReport, TaskRunner};
+pub use state::{State, TaskStatus, WorkflowStatus};
+pub use step::Emit;

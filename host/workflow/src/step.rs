@@ -1,0 +1,313 @@
+//! One attempt of one task, from its backoff to its verdict: pre-task
+//! hooks, context, the runner, the saved answer, the handover, the outputs,
+//! post-task hooks, the loop's condition and, when the task has failed for
+//! good, its on-failure hooks. It owns no state: it reports to the engine,
+//! which alone writes the state.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moat_engine::ResultUsage;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{self, Handovers};
+use crate::definition::{OnMax, Task, Until, Workflow};
+use crate::events::WorkflowEvent;
+use crate::handover;
+use crate::hooks::{HookEvent, HookPoint, Hooks, run_command};
+use crate::runner::{AttemptStatus, TaskDispatch, TaskRunner};
+use crate::template::Values;
+
+/// Receives a workflow's events.
+pub type Emit = Arc<dyn Fn(&WorkflowEvent) + Send + Sync>;
+
+/// How long a loop's check command may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Everything an attempt needs, owned: it runs on a task of its own.
+pub struct Step {
+    pub workflow: Arc<Workflow>,
+    pub task: Arc<Task>,
+    pub runner: Arc<dyn TaskRunner>,
+    pub hooks: Arc<Hooks>,
+    pub emit: Emit,
+    pub attempt: u32,
+    pub iteration: u32,
+    /// The handovers of the tasks it depends on, in `depends_on` order.
+    pub dependencies: Vec<(String, Map<String, Value>)>,
+    /// Its own from the previous iteration.
+    pub previous: Option<Map<String, Value>>,
+    pub abort: CancellationToken,
+}
+
+/// What became of an attempt.
+#[derive(Debug)]
+pub enum Verdict {
+    /// The task is done.
+    Completed { handover: Map<String, Value> },
+    /// Its loop goes on with the next iteration.
+    NextIteration { handover: Map<String, Value> },
+    /// The attempt failed; another follows after `backoff`.
+    Retry { reason: String, backoff: Duration },
+    /// The task failed for good (its on-failure hooks have run).
+    Failed { reason: String },
+    /// Stopped by the abort.
+    Cancelled,
+}
+
+/// The attempt's report to the engine.
+pub struct StepReport {
+    pub verdict: Verdict,
+    pub run: Option<String>,
+    pub usage: ResultUsage,
+    pub duration: Duration,
+}
+
+/// How an attempt that did not succeed failed.
+enum Failure {
+    /// Another attempt may fix it.
+    Retryable(String),
+    /// It will not be better next time (a pre-task hook said no, the
+    /// context cannot be assembled, the loop ran out).
+    Final(String),
+    /// Stopped by the abort.
+    Cancelled,
+}
+
+impl Step {
+    /// Runs the attempt, waiting `backoff` first.
+    pub async fn run(self, backoff: Duration) -> StepReport {
+        let started = Instant::now();
+        if !backoff.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = self.abort.cancelled() => return self.report(Verdict::Cancelled, None, ResultUsage::default(), started),
+            }
+        }
+        let mut run = None;
+        let mut usage = ResultUsage::default();
+        let outcome = self.attempt(&mut run, &mut usage).await;
+        let verdict = match outcome {
+            Ok(verdict) => verdict,
+            Err(Failure::Cancelled) => Verdict::Cancelled,
+            Err(Failure::Retryable(reason)) if self.attempt <= self.task.retries => {
+                Verdict::Retry {
+                    reason,
+                    backoff: self.task.backoff_before(self.attempt + 1),
+                }
+            }
+            Err(Failure::Retryable(reason) | Failure::Final(reason)) => {
+                self.failed(&reason, run.clone()).await;
+                Verdict::Failed { reason }
+            }
+        };
+        let verdict = match verdict {
+            Verdict::Failed { reason } if reason.is_empty() => Verdict::Failed {
+                reason: "failed".into(),
+            },
+            other => other,
+        };
+        self.report(verdict, run, usage, started)
+    }
+
+    fn report(
+        &self,
+        verdict: Verdict,
+        run: Option<String>,
+        usage: ResultUsage,
+        started: Instant,
+    ) -> StepReport {
+        StepReport {
+            verdict,
+            run,
+            usage,
+            duration: started.elapsed(),
+        }
+    }
+
+    fn event(&self, hook: HookPoint) -> HookEvent {
+        HookEvent {
+            hook,
+            workflow: self.workflow.name.clone(),
+            task: self.task.id.clone(),
+            attempt: self.attempt,
+            iteration: self.iteration,
+            run: None,
+            answer: None,
+            handover: None,
+            reason: None,
+        }
+    }
+
+    /// `future`, unless the abort comes first.
+    async fn unless_aborted<T>(&self, future: impl Future<Output = T>) -> Result<T, Failure> {
+        tokio::select! {
+            value = future => Ok(value),
+            () = self.abort.cancelled() => Err(Failure::Cancelled),
+        }
+    }
+
+    async fn attempt(
+        &self,
+        run: &mut Option<String>,
+        usage: &mut ResultUsage,
+    ) -> Result<Verdict, Failure> {
+        let pre = self.event(HookPoint::PreTask);
+        if let Err(failure) = self.unless_aborted(self.hooks.run(&pre)).await? {
+            self.hook_failed(&pre, &failure.hook, &failure.reason);
+            return Err(Failure::Final(format!(
+                "the pre-task hook {} refused it: {}",
+                failure.hook, failure.reason
+            )));
+        }
+        let values = Values {
+            task: &self.task.id,
+            workflow: &self.workflow.name,
+            attempt: self.attempt,
+            iteration: self.iteration,
+        };
+        let handovers = Handovers {
+            dependencies: self
+                .dependencies
+                .iter()
+                .map(|(id, h)| (id.as_str(), h))
+                .collect(),
+            previous: self.previous.as_ref(),
+        };
+        let assembled = context::assemble(&self.workflow, &self.task, &handovers, values)
+            .map_err(Failure::Final)?;
+        for truncation in assembled.truncations {
+            (self.emit)(&WorkflowEvent::ContextTruncated {
+                task: self.task.id.clone(),
+                piece: truncation.piece,
+                shown: truncation.shown,
+                total: truncation.total,
+            });
+        }
+        let report = self
+            .runner
+            .run(TaskDispatch {
+                workflow: self.workflow.name.clone(),
+                task: self.task.clone(),
+                attempt: self.attempt,
+                iteration: self.iteration,
+                prompt: assembled.prompt,
+                abort: self.abort.clone(),
+            })
+            .await;
+        run.clone_from(&report.run);
+        *usage = report.usage;
+        match report.status {
+            AttemptStatus::Completed => {}
+            AttemptStatus::Failed { reason } => return Err(Failure::Retryable(reason)),
+            AttemptStatus::Cancelled => return Err(Failure::Cancelled),
+        }
+        if self.abort.is_cancelled() {
+            return Err(Failure::Cancelled);
+        }
+        if let Some(path) = &self.task.save_answer {
+            save_answer(&self.workflow.project.join(path), &report.answer).map_err(|e| {
+                Failure::Retryable(format!("cannot save the answer to {}: {e}", path.display()))
+            })?;
+        }
+        let handover = handover::extract(&report.answer)
+            .map_err(Failure::Retryable)?
+            .unwrap_or_default();
+        if let Some(missing) = self
+            .task
+            .outputs
+            .iter()
+            .find(|p| !self.workflow.project.join(p).is_file())
+        {
+            return Err(Failure::Retryable(format!(
+                "it did not produce {}, one of its outputs",
+                missing.display()
+            )));
+        }
+        let mut post = self.event(HookPoint::PostTask);
+        post.run.clone_from(run);
+        post.answer = Some(report.answer.clone());
+        post.handover = Some(Value::Object(handover.clone()));
+        if let Err(failure) = self.unless_aborted(self.hooks.run(&post)).await? {
+            self.hook_failed(&post, &failure.hook, &failure.reason);
+            return Err(Failure::Retryable(format!(
+                "the post-task hook {} refused it: {}",
+                failure.hook, failure.reason
+            )));
+        }
+        let Some(repeat) = &self.task.repeat else {
+            return Ok(Verdict::Completed { handover });
+        };
+        let held = match &repeat.until {
+            Until::Handover { pointer, equals } => {
+                Value::Object(handover.clone()).pointer(pointer) == Some(equals)
+            }
+            Until::Command(command) => {
+                let mut check = post.clone();
+                check.answer = None;
+                let stdin = serde_json::to_vec(&check).unwrap_or_default();
+                self.unless_aborted(run_command(
+                    command,
+                    &self.workflow.project,
+                    "loop-check",
+                    &check,
+                    &stdin,
+                    CHECK_TIMEOUT,
+                ))
+                .await?
+                .is_ok()
+            }
+        };
+        let last = self.iteration >= repeat.max_iterations;
+        if !held && !last {
+            return Ok(Verdict::NextIteration { handover });
+        }
+        let reason = if held { "condition" } else { "max_iterations" };
+        (self.emit)(&WorkflowEvent::LoopExit {
+            task: self.task.id.clone(),
+            iterations: self.iteration,
+            reason: reason.into(),
+        });
+        let mut exit = post;
+        exit.hook = HookPoint::OnLoopExit;
+        exit.reason = Some(reason.into());
+        for failure in self.unless_aborted(self.hooks.run_all(&exit)).await? {
+            self.hook_failed(&exit, &failure.hook, &failure.reason);
+        }
+        match (held, repeat.on_max) {
+            (true, _) | (false, OnMax::Complete) => Ok(Verdict::Completed { handover }),
+            (false, OnMax::Fail) => Err(Failure::Final(format!(
+                "its loop ran {} iterations without its condition holding",
+                self.iteration
+            ))),
+        }
+    }
+
+    /// The task failed for good: its on-failure hooks, every one.
+    async fn failed(&self, reason: &str, run: Option<String>) {
+        let mut event = self.event(HookPoint::OnFailure);
+        event.reason = Some(reason.to_owned());
+        event.run = run;
+        for failure in self.hooks.run_all(&event).await {
+            self.hook_failed(&event, &failure.hook, &failure.reason);
+        }
+    }
+
+    fn hook_failed(&self, event: &HookEvent, hook: &str, reason: &str) {
+        (self.emit)(&WorkflowEvent::HookFailed {
+            task: self.task.id.clone(),
+            hook: event.hook.as_str().into(),
+            command: hook.to_owned(),
+            reason: reason.to_owned(),
+        });
+    }
+}
+
+/// Writes `answer` to `path`, creating its directory.
+fn save_answer(path: &std::path::Path, answer: &str) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, answer)
+}

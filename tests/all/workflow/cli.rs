@@ -1,0 +1,418 @@
+//! `moat workflow` through the real binary: the example pipeline on the
+//! echo adapter, validation with lines, graphs, status, the run store's
+//! mirror, grants that only narrow, Ctrl-C, and a `kill -9` in the middle
+//! followed by a resume.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use moat_testkit::components::SLEEPY;
+use serde_json::Value;
+
+use crate::cli::common::moat;
+
+/// A project of the test's own, with a store of its own.
+struct Project {
+    dir: tempfile::TempDir,
+    store: PathBuf,
+}
+
+impl Project {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store/moat.db");
+        Self { dir, store }
+    }
+
+    /// A copy of the example pipeline.
+    fn example() -> Self {
+        let project = Self::new();
+        let example = moat_testkit::repo_root().join("examples/workflows/pipeline");
+        for entry in std::fs::read_dir(example).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_file() {
+                std::fs::copy(entry.path(), project.path().join(entry.file_name())).unwrap();
+            }
+        }
+        project
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.path().join(name), text).unwrap();
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    fn moat(&self) -> Command {
+        let mut command = moat();
+        command
+            .env("MOAT_STORE", &self.store)
+            .current_dir(self.path());
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.moat().args(args).output().unwrap()
+    }
+
+    fn state(&self, name: &str) -> Value {
+        serde_json::from_str(&self.read(&format!(".moat/workflows/{name}/state.json"))).unwrap()
+    }
+
+    /// `moat ps --all --output json`.
+    fn runs(&self) -> Vec<Value> {
+        let output = self.run(&["ps", "--all", "--output", "json"]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        serde_json::from_slice(&output.stdout).unwrap()
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn events(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+#[test]
+fn the_example_pipeline_runs_on_echo_and_is_recorded() {
+    let project = Project::example();
+    let output = project.run(&["workflow", "run", "workflow.toml", "--output", "ndjson"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = events(&output);
+    let done = of_type(&events, "workflow_done");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["status"], "completed");
+    assert_eq!(done[0]["completed"], 4);
+    let started: Vec<&str> = of_type(&events, "task_started")
+        .iter()
+        .map(|e| e["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        started,
+        ["requirements", "design", "implement", "review", "review"]
+    );
+    let exit = of_type(&events, "loop_exit");
+    assert_eq!(exit[0]["iterations"], 2);
+    assert_eq!(exit[0]["reason"], "condition");
+
+    // Echo answers with its prompt: each saved answer is the context moat
+    // assembled — constitution, handover, inputs, task.
+    let design = project.read("out/design.md");
+    assert!(
+        design.contains("Every decision names the requirement"),
+        "{design}"
+    );
+    assert!(design.contains("## requirements"), "{design}");
+    assert!(design.contains("## out/requirements.md"), "{design}");
+    assert!(design.contains("Design the todo list"), "{design}");
+    let review = project.read("out/review.md");
+    assert!(review.contains("round 2"));
+    assert!(review.contains("review (your previous iteration)"));
+    let log = project.read("out/pipeline.log");
+    assert!(
+        log.starts_with("start requirements (attempt 1, iteration 1)"),
+        "{log}"
+    );
+    assert!(log.contains("done  review (iteration 2)"), "{log}");
+
+    let state = project.state("pipeline");
+    for task in ["requirements", "design", "implement", "review"] {
+        assert_eq!(state["tasks"][task]["status"], "COMPLETED");
+        assert_eq!(
+            state["tasks"][task]["runs"].as_array().unwrap().len(),
+            if task == "review" { 2 } else { 1 }
+        );
+    }
+    assert_eq!(state["tasks"]["review"]["iterations"], 2);
+
+    // The run store: the workflow is a run, every attempt a child of it.
+    let runs = project.runs();
+    let workflow = runs
+        .iter()
+        .find(|r| r["adapter"] == "workflow")
+        .expect("the workflow's run");
+    assert_eq!(workflow["status"], "completed");
+    assert_eq!(state["runs"][0], workflow["id"]);
+    let children: Vec<&Value> = runs
+        .iter()
+        .filter(|r| r["parent"] == workflow["id"])
+        .collect();
+    assert_eq!(children.len(), 5);
+    assert!(
+        children
+            .iter()
+            .all(|r| r["status"] == "completed" && r["adapter"] == "echo")
+    );
+    let prompt = children[0]["prompt"].as_str().unwrap();
+    assert!(prompt.starts_with("# Constitution"), "{prompt}");
+
+    let status = project.run(&["workflow", "status", "workflow.toml"]);
+    assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
+    let table = String::from_utf8_lossy(&status.stdout);
+    assert!(table.starts_with("workflow pipeline: completed"), "{table}");
+    let header = table.lines().nth(1).unwrap();
+    for column in ["TASK", "STATUS", "ITER", "DURATION", "TOKENS", "COST"] {
+        assert!(header.contains(column), "{header}");
+    }
+    let review_row = table.lines().find(|l| l.starts_with("review")).unwrap();
+    assert!(
+        review_row.contains("COMPLETED") && review_row.contains(" 2 "),
+        "{review_row}"
+    );
+
+    // Done: `run` starts it over without --fresh.
+    let again = project.run(&["workflow", "run", "workflow.toml", "--output", "ndjson"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+}
+
+#[test]
+fn validate_reports_every_problem_with_its_line_and_graph_draws_the_dag() {
+    let project = Project::example();
+    let ok = project.run(&["workflow", "validate", "workflow.toml"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("ok — workflow pipeline, 4 tasks"));
+
+    project.write(
+        "bad.toml",
+        r#"[[task]]
+id = "a"
+adapter = "echo"
+prompt = "p"
+depends_on = ["b"]
+
+[[task]]
+id = "b"
+adapter = "echo"
+prompt = "p {{oops}}"
+depends_on = ["a"]
+inputs = ["nowhere.md"]
+"#,
+    );
+    let bad = project.run(&["workflow", "validate", "bad.toml"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let message = stderr(&bad);
+    assert!(
+        message.contains("bad.toml:5:") && message.contains("a → b → a"),
+        "{message}"
+    );
+    assert!(
+        message.contains("bad.toml:10:") && message.contains("{{oops}}"),
+        "{message}"
+    );
+    assert!(
+        message.contains("bad.toml:12:") && message.contains("nowhere.md"),
+        "{message}"
+    );
+    // Nothing runs from a file with problems.
+    let refused = project.run(&["workflow", "run", "bad.toml"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(!project.path().join(".moat/workflows/bad").exists());
+
+    let text = project.run(&["workflow", "graph", "workflow.toml"]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].contains("requirements"), "{text}");
+    assert!(
+        lines[3].contains("review") && lines[3].contains("← implement, requirements"),
+        "{text}"
+    );
+    assert!(lines[3].contains("↻ up to 3"), "{text}");
+    let dot = project.run(&["workflow", "graph", "workflow.toml", "--format", "dot"]);
+    let dot = String::from_utf8_lossy(&dot.stdout).into_owned();
+    assert!(dot.starts_with("digraph \"pipeline\" {"), "{dot}");
+    assert!(dot.contains("\"requirements\" -> \"design\";"), "{dot}");
+    let mermaid = project.run(&["workflow", "graph", "workflow.toml", "--format", "mermaid"]);
+    let mermaid = String::from_utf8_lossy(&mermaid.stdout).into_owned();
+    assert!(mermaid.starts_with("flowchart LR"), "{mermaid}");
+    assert!(mermaid.contains("t0 --> t1"), "{mermaid}");
+}
+
+#[test]
+fn a_tasks_grants_only_narrow_the_workflows() {
+    let project = Project::new();
+    project.write(
+        "flow.toml",
+        r#"[[task]]
+id = "fetch"
+adapter = "echo"
+prompt = "p"
+[task.grants]
+net = ["api.example.com"]
+"#,
+    );
+    let refused = project.run(&["workflow", "run", "flow.toml", "--output", "ndjson"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(
+        message.contains("task fetch: its grants go beyond the workflow's"),
+        "{message}"
+    );
+    assert!(message.contains("api.example.com"), "{message}");
+    assert_eq!(message.trim().lines().count(), 1, "{message}");
+    // Within the ceiling, it runs with exactly what it asked.
+    let allowed = project.run(&[
+        "workflow",
+        "run",
+        "flow.toml",
+        "--output",
+        "ndjson",
+        "--fresh",
+        "--allow-net",
+        "api.example.com,other.example.com",
+    ]);
+    assert_eq!(allowed.status.code(), Some(0), "{}", stderr(&allowed));
+    let runs = project.runs();
+    let task = runs.iter().find(|r| r["adapter"] == "echo").unwrap();
+    let net = task["grants"]["net"].to_string();
+    assert!(
+        net.contains("api.example.com") && !net.contains("other.example.com"),
+        "{net}"
+    );
+}
+
+/// A chain whose middle task sleeps (2 ms × 1000 ticks): a window to stop
+/// moat in.
+fn sleepy_chain(project: &Project) {
+    project.write(
+        "flow.toml",
+        &format!(
+            r#"name = "slow"
+[[task]]
+id = "A"
+adapter = "echo"
+prompt = "first"
+[[task]]
+id = "B"
+adapter = "{SLEEPY}"
+prompt = "sleep 2 ms a tick, cooperate"
+depends_on = ["A"]
+[[task]]
+id = "C"
+adapter = "echo"
+prompt = "last"
+depends_on = ["B"]
+"#
+        ),
+    );
+}
+
+/// Starts the workflow and returns once B has started.
+fn start_until_b(project: &Project) -> Child {
+    let mut child = project
+        .moat()
+        .args(["workflow", "run", "flow.toml", "--output", "ndjson"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["type"] == "task_started" && event["task"] == "B" {
+            // Let the run get going.
+            std::thread::sleep(Duration::from_millis(300));
+            return child;
+        }
+        assert!(Instant::now() < deadline, "B never started");
+    }
+    let _ = child.kill();
+    panic!("moat ended before B started: {:?}", child.wait());
+}
+
+#[test]
+fn kill_9_in_the_middle_then_resume_skips_what_completed() {
+    let project = Project::new();
+    sleepy_chain(&project);
+    let mut child = start_until_b(&project);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let state = project.state("slow");
+    assert_eq!(state["status"], "running");
+    assert_eq!(state["tasks"]["A"]["status"], "COMPLETED");
+    assert_eq!(state["tasks"]["B"]["status"], "RUNNING");
+    assert_eq!(state["tasks"]["C"]["status"], "PENDING");
+
+    let refused = project.run(&["workflow", "run", "flow.toml"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("moat workflow resume"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let resumed = project.run(&["workflow", "resume", "flow.toml", "--output", "ndjson"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    let events = events(&resumed);
+    assert_eq!(
+        of_type(&events, "workflow_started")[0]["skipped"],
+        serde_json::json!(["A"])
+    );
+    let started: Vec<&str> = of_type(&events, "task_started")
+        .iter()
+        .map(|e| e["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(started, ["B", "C"]);
+    let state = project.state("slow");
+    assert_eq!(state["status"], "completed");
+    assert_eq!(state["runs"].as_array().unwrap().len(), 2);
+    // The state holds the runs of attempts that ended; the killed one is
+    // in the store (below).
+    assert_eq!(state["tasks"]["B"]["runs"].as_array().unwrap().len(), 1);
+
+    // The store saw the crash: the first workflow run and its attempt in
+    // flight failed with `engine restart`.
+    let runs = project.runs();
+    let first = runs.iter().find(|r| r["id"] == state["runs"][0]).unwrap();
+    assert_eq!(first["status"], "failed");
+    assert_eq!(first["reason"], "engine restart");
+    let killed: Vec<&Value> = runs
+        .iter()
+        .filter(|r| r["parent"] == first["id"] && r["status"] == "failed")
+        .collect();
+    assert_eq!(killed.len(), 1);
+    let second = runs.iter().find(|r| r["id"] == state["runs"][1]).unwrap();
+    assert_eq!(second["status"], "completed");
+}
+
+#[test]
+fn ctrl_c_cancels_the_workflow_and_resume_finishes_it() {
+    let project = Project::new();
+    sleepy_chain(&project);
+    let mut child = start_until_b(&project);
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(sent.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let state = project.state("slow");
+    assert_eq!(state["status"], "cancelled");
+    assert_eq!(state["tasks"]["B"]["status"], "PENDING");
+    let runs = project.runs();
+    let workflow = runs.iter().find(|r| r["adapter"] == "workflow").unwrap();
+    assert_eq!(workflow["status"], "failed");
+    assert_eq!(workflow["reason"], "cancelled");
+    assert!(runs.iter().all(|r| r["status"] != "running"), "{runs:?}");
+
+    let resumed = project.run(&["workflow", "resume", "flow.toml", "--output", "ndjson"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
+    assert_eq!(project.state("slow")["status"], "completed");
+}
