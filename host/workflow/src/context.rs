@@ -17,7 +17,6 @@
 //! budget.
 
 use std::fmt::Write as _;
-use std::io::Read;
 use std::path::Path;
 
 use serde_json::{Map, Value};
@@ -171,7 +170,7 @@ pub fn assemble(
                     let total = json.len();
                     (json, total)
                 }
-                Text::File(path) => read_prefix(&workflow.project.join(path), left)
+                Text::File(path) => crate::project::read_prefix(&workflow.project, path, left)
                     .map_err(|e| format!("cannot read the {}: {e}", piece.name))?,
             };
             let mut shown = text.len().min(left);
@@ -219,31 +218,4 @@ fn definition(task: &Task, values: Values<'_>) -> String {
         "When you are done, end your answer with what the next tasks need to know, as one JSON object in a fenced block whose info string is `{FENCE_INFO}`:\n\n```{FENCE_INFO}\n{{\"summary\": \"…\"}}\n```\n"
     );
     text
-}
-
-/// At most `limit` bytes of the file's text (on a character boundary, the
-/// caller cuts) and its whole size: a huge input is not read whole.
-fn read_prefix(path: &Path, limit: usize) -> std::io::Result<(String, usize)> {
-    let file = std::fs::File::open(path)?;
-    let total = file.metadata()?.len() as usize;
-    let mut bytes = Vec::with_capacity(total.min(limit));
-    // One byte more than fits, to cut on a character boundary below it.
-    file.take(limit as u64 + 4).read_to_end(&mut bytes)?;
-    let text = match String::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(e) => {
-            let valid = e.utf8_error().valid_up_to();
-            if valid + 4 < e.as_bytes().len() || e.as_bytes().len() == total {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "it is not UTF-8 text",
-                ));
-            }
-            // Cut inside a character by `take`: keep the valid part.
-            let mut bytes = e.into_bytes();
-            bytes.truncate(valid);
-            String::from_utf8(bytes).unwrap_or_default()
-        }
-    };
-    Ok((text, total))
 }

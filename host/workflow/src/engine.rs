@@ -314,6 +314,11 @@ impl<'a> Round<'a> {
         let mut in_flight: InFlight = FuturesUnordered::new();
         let mut dirty = false;
         loop {
+            // A cancel that came while attempts ended: nothing more starts
+            // (an interrupted task is pending, and would look ready).
+            if self.stopping.is_none() && self.settings.cancel.is_cancelled() {
+                self.stop(Stop::Cancelled);
+            }
             if self.stopping.is_none() {
                 let steps = self.dispatchable();
                 dirty |= !steps.is_empty();
@@ -348,11 +353,12 @@ impl<'a> Round<'a> {
                 }
             } else {
                 tokio::select! {
-                    next = in_flight.next() => next,
+                    biased;
                     () = self.settings.cancel.cancelled() => {
                         self.stop(Stop::Cancelled);
                         continue;
                     }
+                    next = in_flight.next() => next,
                 }
             };
             let Some((id, report)) = next else { break };

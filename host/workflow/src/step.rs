@@ -207,7 +207,7 @@ impl Step {
             return Err(Failure::Cancelled);
         }
         if let Some(path) = &self.task.save_answer {
-            save_answer(&self.workflow.project.join(path), &report.answer).map_err(|e| {
+            crate::project::write(&self.workflow.project, path, &report.answer).map_err(|e| {
                 Failure::Retryable(format!("cannot save the answer to {}: {e}", path.display()))
             })?;
         }
@@ -302,12 +302,4 @@ impl Step {
             reason: reason.to_owned(),
         });
     }
-}
-
-/// Writes `answer` to `path`, creating its directory.
-fn save_answer(path: &std::path::Path, answer: &str) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::write(path, answer)
 }

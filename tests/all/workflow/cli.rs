@@ -416,3 +416,73 @@ fn ctrl_c_cancels_the_workflow_and_resume_finishes_it() {
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
     assert_eq!(project.state("slow")["status"], "completed");
 }
+
+#[test]
+fn a_thousand_task_fan_out_fan_in_completes_and_the_sink_sees_every_handover() {
+    let project = Project::new();
+    project.write("fan.toml", &moat_testkit::workflows::fan_out_fan_in(1000));
+    let output = project.run(&[
+        "workflow",
+        "run",
+        "fan.toml",
+        "--output",
+        "ndjson",
+        "--max-parallel",
+        "8",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let events = events(&output);
+    let done = of_type(&events, "workflow_done");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["completed"], 1000);
+    assert_eq!(of_type(&events, "task_completed").len(), 1000);
+    let state = project.state("fan");
+    let tasks = state["tasks"].as_object().unwrap();
+    assert_eq!(tasks.len(), 1000);
+    assert!(tasks.values().all(|t| t["status"] == "COMPLETED"));
+    // The sink started after every task it depends on completed.
+    let position = |kind: &str, task: &str| {
+        events
+            .iter()
+            .position(|e| e["type"] == kind && e["task"] == task)
+            .unwrap()
+    };
+    let sink = position("task_started", "sink");
+    assert!((0..998).all(|i| position("task_completed", &format!("t{i}")) < sink));
+    let runs = project.runs();
+    assert_eq!(runs.len(), 1001, "the workflow and its 1,000 attempts");
+    let gathered = runs
+        .iter()
+        .filter_map(|r| r["prompt"].as_str())
+        .find(|p| p.contains("gather"))
+        .unwrap();
+    assert_eq!(gathered.matches("\n## t").count(), 998);
+}
+
+#[test]
+fn moat_cancel_of_the_workflows_run_stops_it_from_elsewhere() {
+    let project = Project::new();
+    sleepy_chain(&project);
+    let mut child = start_until_b(&project);
+    let runs = project.runs();
+    let workflow = runs
+        .iter()
+        .find(|r| r["adapter"] == "workflow" && r["status"] == "running")
+        .expect("the workflow's run, running");
+    let id = workflow["id"].as_str().unwrap();
+    let cancel = project.run(&["cancel", id]);
+    assert_eq!(cancel.status.code(), Some(0), "{}", stderr(&cancel));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let state = project.state("slow");
+    assert_eq!(state["status"], "cancelled");
+    assert_eq!(state["tasks"]["B"]["status"], "PENDING");
+    assert_eq!(state["tasks"]["C"]["status"], "PENDING");
+    let runs = project.runs();
+    let attempt = runs
+        .iter()
+        .find(|r| r["parent"] == id && r["adapter"] == "sleepy")
+        .expect("B's attempt");
+    assert_eq!(attempt["status"], "failed");
+    assert_eq!(attempt["reason"], "cancelled");
+}

@@ -1024,3 +1024,67 @@ fn an_input_produced_upstream_need_not_exist_yet_and_json_files_are_read() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn moat_never_reads_or_writes_outside_the_project_through_a_link_an_agent_left() {
+    let project = Project::new(
+        r#"
+name = "links"
+[[task]]
+id = "reader"
+adapter = "echo"
+prompt = "p"
+inputs = ["leak.txt"]
+[[task]]
+id = "writer"
+adapter = "echo"
+prompt = "p"
+save_answer = "out/answer.md"
+"#,
+    );
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "the secret").unwrap();
+    // What an agent with write access to the project could leave there.
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        project.path().join("leak.txt"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), project.path().join("out")).unwrap();
+    let runner = project.runner(1);
+    let (result, _) = run(&project, runner.clone(), Hooks::new(), FRESH).await;
+    assert_eq!(result.unwrap().status, WorkflowStatus::Failed);
+    let state = project.state("links");
+    for task in ["reader", "writer"] {
+        assert_eq!(status_of(&state, task), TaskStatus::Failed, "{task}");
+        let error = state.tasks[task].error.clone().unwrap();
+        assert!(error.contains("outside the project"), "{task}: {error}");
+    }
+    assert!(
+        runner
+            .calls()
+            .iter()
+            .all(|c| !c.prompt.contains("the secret"))
+    );
+    assert!(!outside.path().join("answer.md").exists());
+}
+
+#[tokio::test]
+async fn a_workflow_cancelled_before_it_starts_runs_nothing_and_ends_once() {
+    let project = Project::new(CHAIN);
+    let runner = project.runner(1);
+    let events = Events::default();
+    let settings = events.settings(4);
+    settings.cancel.cancel();
+    let engine = Engine::new(project.workflow(), runner.clone(), Hooks::new());
+    let summary = engine.run(FRESH, settings).await.unwrap();
+    assert_eq!(summary.status, WorkflowStatus::Cancelled);
+    assert!(runner.calls().is_empty());
+    let events = events.all();
+    assert_eq!(done_events(&events), 1);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, WorkflowEvent::TaskStarted { .. }))
+    );
+}

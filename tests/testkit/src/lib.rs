@@ -11,7 +11,8 @@
 //! - [`http_server`], [`llm_server`], [`llm`], [`llm_turns`]: loopback
 //!   servers speaking plain HTTP and the vendors' streaming formats, and
 //!   model answers that call tools;
-//! - [`fake_cli`]: a fake agent CLI replaying recordings of the real ones.
+//! - [`fake_cli`]: a fake agent CLI replaying recordings of the real ones;
+//! - [`workflows`]: workflow files the workflow tests and benchmark share.
 
 pub mod components {
     //! Paths of the misbehaving adapters in `adapters/testing/`, built for
@@ -28,6 +29,7 @@ pub mod llm_server;
 pub mod llm_turns;
 pub mod native;
 pub mod wasm;
+pub mod workflows;
 
 pub use harness::*;
 

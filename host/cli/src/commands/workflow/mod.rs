@@ -301,9 +301,11 @@ async fn run(
     match result {
         Ok(summary) => Ok(match summary.status {
             WorkflowStatus::Completed => ExitCode::SUCCESS,
-            WorkflowStatus::Cancelled => {
-                ExitCode::from(stopped.get().map_or(130, |s| s.exit_code()))
-            }
+            // Stopped by a signal: its code, as `moat run` gives; by
+            // `moat cancel` from elsewhere: a failure, as `moat run` too.
+            WorkflowStatus::Cancelled => stopped
+                .get()
+                .map_or(ExitCode::FAILURE, |s| ExitCode::from(s.exit_code())),
             WorkflowStatus::Failed | WorkflowStatus::Running => ExitCode::FAILURE,
         }),
         Err(error) => Err(anyhow::anyhow!(
