@@ -486,3 +486,39 @@ fn moat_cancel_of_the_workflows_run_stops_it_from_elsewhere() {
     assert_eq!(attempt["status"], "failed");
     assert_eq!(attempt["reason"], "cancelled");
 }
+
+#[test]
+fn on_a_terminal_the_live_view_shows_each_running_task_and_each_end() {
+    let project = Project::example();
+    let moat = env!("CARGO_BIN_EXE_moat");
+    // A pseudo-terminal (util-linux's `script`), so moat sees a terminal.
+    let output = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{moat} workflow run workflow.toml"),
+            "/dev/null",
+        ])
+        .env("MOAT_STORE", &project.store)
+        .env("MOAT_CACHE_DIR", moat_testkit::shared_cache_dir())
+        .env_remove("MOAT_LOG")
+        .current_dir(project.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("script runs");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let screen = String::from_utf8_lossy(&output.stdout);
+    // A spinner line per running task, with its elapsed time.
+    assert!(
+        screen.contains("requirements  0s") || screen.contains("requirements 0s"),
+        "{screen}"
+    );
+    assert!(screen.contains("review iteration 2"), "{screen}");
+    for task in ["requirements", "design", "implement", "review"] {
+        assert!(screen.contains(&format!("✓ {task} (")), "{task}: {screen}");
+    }
+    assert!(screen.contains("workflow completed in"), "{screen}");
+    assert!(
+        !screen.contains("\"type\""),
+        "no NDJSON on a terminal: {screen}"
+    );
+}

@@ -2,6 +2,7 @@
 //! how busy the machine was. Included by each bench with `#[path]`.
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// Where summaries and the compiled-component cache go: under the
 /// workspace's target directory.
@@ -23,4 +24,17 @@ pub fn load_average() -> String {
                 .join(" ")
         },
     )
+}
+
+/// The real `moat` binary with the benches' compile cache, the store
+/// `store` and quiet logs (the benches that run it; not every one does).
+#[allow(dead_code)]
+pub fn moat(store: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_moat"));
+    command
+        .env("MOAT_CACHE_DIR", bench_dir().join("cache"))
+        .env("MOAT_STORE", store)
+        .env_remove("MOAT_LOG")
+        .stderr(Stdio::null());
+    command
 }

@@ -25,27 +25,14 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../common/mod.rs"]
 mod common;
 
-use common::{bench_dir, load_average};
+use common::{bench_dir, load_average, moat};
 use serde_json::{Value, json};
-
-const MOAT: &str = env!("CARGO_BIN_EXE_moat");
-
-/// `moat` with the bench's cache and a store of its own.
-fn moat(store: &Path) -> Command {
-    let mut command = Command::new(MOAT);
-    command
-        .env("MOAT_CACHE_DIR", bench_dir().join("cache"))
-        .env("MOAT_STORE", store)
-        .env_remove("MOAT_LOG")
-        .stderr(Stdio::null());
-    command
-}
 
 /// Seconds per event of `moat run FLOOD N --output ndjson`, every line
 /// parsed.

@@ -21,7 +21,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -29,24 +29,11 @@ use std::time::{Duration, Instant};
 #[path = "../common/mod.rs"]
 mod common;
 
-use common::{bench_dir, load_average};
+use common::{bench_dir, load_average, moat};
 use serde_json::Value;
-
-const MOAT: &str = env!("CARGO_BIN_EXE_moat");
 
 /// How many tasks run at once.
 const PARALLEL: &str = "8";
-
-/// `moat` with the bench's cache and a store of its own.
-fn moat(store: &Path) -> Command {
-    let mut command = Command::new(MOAT);
-    command
-        .env("MOAT_CACHE_DIR", bench_dir().join("cache"))
-        .env("MOAT_STORE", store)
-        .env_remove("MOAT_LOG")
-        .stderr(Stdio::null());
-    command
-}
 
 /// `VmRSS` and `VmHWM` of a process, in KiB.
 fn memory(pid: u32) -> Option<(u64, u64)> {
