@@ -63,6 +63,66 @@ pub enum Command {
     /// (docs/workflows.md).
     #[command(subcommand)]
     Workflow(WorkflowCommand),
+    /// Install adapters by name, with the grants you accept for them.
+    #[command(subcommand)]
+    Adapter(AdapterCommand),
+}
+
+/// `moat adapter …`.
+#[derive(Debug, Subcommand)]
+pub enum AdapterCommand {
+    /// Install a component under a name: `moat run NAME` then runs it with
+    /// the grants accepted here.
+    Install(Box<InstallArgs>),
+    /// List the installed adapters.
+    List(AdapterListArgs),
+    /// Remove an installed adapter.
+    Remove(AdapterNameArg),
+    /// Show an installed adapter's record and check its bytes.
+    Inspect(AdapterNameArg),
+}
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The component: a .wasm file.
+    pub source: PathBuf,
+    /// The SHA-256 the component must have (lowercase hex): nothing is
+    /// installed otherwise.
+    #[arg(long, value_name = "HEX", value_parser = parse_sha256)]
+    pub sha256: String,
+    /// The name to run it by [default: the name its info() gives].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Accept without asking: the grants are exactly the --allow-* flags
+    /// (and what it declares, with --grant-declared).
+    #[arg(long, short)]
+    pub yes: bool,
+    /// Grants to give it, besides (or, with --yes, instead of) what it
+    /// declares.
+    #[command(flatten)]
+    pub grants: GrantFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct AdapterListArgs {
+    /// `table` (default) or `json`.
+    #[arg(long, short, value_enum, default_value = "table")]
+    pub output: ListFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct AdapterNameArg {
+    /// The installed adapter's name.
+    pub name: String,
+}
+
+fn parse_sha256(text: &str) -> Result<String, String> {
+    let text = text.trim().to_ascii_lowercase();
+    if text.len() == 64 && text.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(text)
+    } else {
+        Err("must be 64 hexadecimal digits (e.g. from `sha256sum FILE`)".into())
+    }
 }
 
 /// `moat workflow …`.

@@ -109,6 +109,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 return answer;
             }
         }
+        Command::Adapter(ref command) => {
+            if let Some(answer) = commands::adapter_without_sandbox(command) {
+                return answer;
+            }
+        }
         _ => {}
     }
     let sandbox = resolve::sandbox(&cli)?;
@@ -120,6 +125,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Adapters => commands::adapters(&sandbox).await,
         Command::Serve(args) => serve::serve(sandbox, store, args).await,
         Command::Workflow(command) => commands::workflow(&sandbox, store, command).await,
+        Command::Adapter(command) => commands::adapter(&sandbox, command).await,
         Command::Ps(_)
         | Command::Show(_)
         | Command::Logs(_)

@@ -8,6 +8,7 @@ use anyhow::Context;
 use moat_builtins as builtin;
 use moat_engine::{Adapter, McpServers, RunLimits, SettingNames};
 use moat_grants::{GrantSources, Grants, Provenance, TrustLevel};
+use moat_installed::Catalog;
 use moat_sandbox::{
     Confinement, Containment, LoadError, MAX_MEMORY_CEILING, RunScope, Sandbox, SandboxConfig,
     WasmAdapter,
@@ -24,6 +25,9 @@ pub struct Resolved {
     pub provenance: Provenance,
     /// What moat knows of it when it is a built-in.
     pub profile: Option<&'static builtin::Profile>,
+    /// The grants the user accepted when installing it, when it is an
+    /// installed adapter (`moat adapter install`).
+    pub accepted: Option<Grants>,
 }
 
 impl Resolved {
@@ -81,7 +85,11 @@ pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Re
             adapter,
             provenance: Provenance::BuiltIn,
             profile: builtin::profile(name_or_path),
+            accepted: None,
         });
+    }
+    if let Some(resolved) = installed(sandbox, name_or_path).await? {
+        return Ok(resolved);
     }
     let path = Path::new(name_or_path);
     let looks_like_path =
@@ -89,7 +97,7 @@ pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Re
     if !looks_like_path {
         let known: Vec<_> = builtin::names().collect();
         return Err(UsageError(format!(
-            "unknown adapter `{name_or_path}`: not a built-in ({}) and not a file; pass a path to a .wasm component",
+            "unknown adapter `{name_or_path}`: not a built-in ({}), not installed (`moat adapter list`) and not a file; pass a path to a .wasm component",
             known.join(", ")
         ))
         .into());
@@ -107,7 +115,42 @@ pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Re
         adapter,
         provenance: Provenance::Loaded,
         profile: None,
+        accepted: None,
     })
+}
+
+/// The installed adapters' catalog (`MOAT_DATA_DIR`, else the user's data
+/// directory).
+pub fn catalog() -> anyhow::Result<Catalog> {
+    Catalog::default_dir().map(Catalog::new).ok_or_else(|| {
+        UsageError("no home directory for installed adapters: set MOAT_DATA_DIR".into()).into()
+    })
+}
+
+/// The installed adapter `name`, loaded after its bytes are checked
+/// against the hash recorded when it was installed.
+async fn installed(sandbox: &Sandbox, name: &str) -> anyhow::Result<Option<Resolved>> {
+    if !moat_installed::valid_name(name) {
+        return Ok(None);
+    }
+    let Ok(catalog) = catalog() else {
+        return Ok(None);
+    };
+    let Some((manifest, bytes)) = catalog.load(name).map_err(|e| UsageError(e.to_string()))? else {
+        return Ok(None);
+    };
+    let adapter = sandbox
+        .load_bytes(format!("installed:{name}"), bytes)
+        .await
+        .map_err(|error| {
+            UsageError(format!("cannot load the installed adapter {name}: {error}"))
+        })?;
+    Ok(Some(Resolved {
+        adapter,
+        provenance: Provenance::Loaded,
+        profile: None,
+        accepted: Some(manifest.grants),
+    }))
 }
 
 /// Where a run's grants come from, for `resolved` under `trust` with the
@@ -126,13 +169,18 @@ pub fn grant_sources(
             .map_err(|e| UsageError(e.to_string()))?,
         None => Default::default(),
     };
+    // An installed adapter's accepted grants stand as its own policy.
+    let mut policy_grants = policy.grants;
+    if let Some(accepted) = &resolved.accepted {
+        policy_grants.merge(accepted);
+    }
     Ok(GrantSources {
         provenance: resolved.provenance,
         trust,
         cwd: cwd.map(PathBuf::from),
         directories: directories.iter().map(PathBuf::from).collect(),
         grant_declared: flags.grant_declared || policy.grant_declared,
-        policy: policy.grants,
+        policy: policy_grants,
         flags: flags.grants(),
     })
 }

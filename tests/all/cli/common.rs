@@ -4,8 +4,8 @@ use std::process::{Command, Output, Stdio};
 
 use moat_engine::AgentEvent;
 
-/// `moat` with the tests' shared cache, their shared run store (never the
-/// user's) and quiet logs.
+/// `moat` with the tests' shared cache, their shared run store and data
+/// directory (never the user's) and quiet logs.
 pub fn moat() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_moat"));
     command
@@ -13,6 +13,11 @@ pub fn moat() -> Command {
         .env(
             "MOAT_STORE",
             moat_testkit::repo_root().join("target/e2e-store/moat.db"),
+        )
+        // Installed adapters: the tests', never the user's.
+        .env(
+            "MOAT_DATA_DIR",
+            moat_testkit::repo_root().join("target/e2e-data"),
         )
         .env_remove("MOAT_LOG")
         .stdin(Stdio::null());

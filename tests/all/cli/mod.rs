@@ -6,6 +6,7 @@
 
 mod adapters;
 pub(crate) mod common;
+mod installed;
 mod result;
 mod run;
 mod stopping;

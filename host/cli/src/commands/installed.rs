@@ -1,0 +1,233 @@
+//! `moat adapter install|list|remove|inspect`: adapters installed by name,
+//! each with the grants its installer accepted (the catalog is
+//! `moat-installed`'s).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use moat_engine::Adapter;
+use moat_grants::Grants;
+use moat_installed::{Manifest, sha256_hex, valid_name};
+use moat_sandbox::Sandbox;
+
+use crate::args::{AdapterCommand, AdapterListArgs, InstallArgs, ListFormat};
+use crate::{UsageError, render, resolve};
+
+/// The largest component accepted for installing.
+const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The subcommands that need no sandbox: `Some` when it was one of them.
+pub fn without_sandbox(command: &AdapterCommand) -> Option<anyhow::Result<ExitCode>> {
+    match command {
+        AdapterCommand::List(args) => Some(list(args)),
+        AdapterCommand::Remove(args) => Some(remove(&args.name)),
+        AdapterCommand::Inspect(args) => Some(inspect(&args.name)),
+        AdapterCommand::Install(_) => None,
+    }
+}
+
+/// `moat adapter install`.
+pub async fn adapter(sandbox: &Sandbox, command: AdapterCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        AdapterCommand::Install(args) => install(sandbox, *args).await,
+        other => without_sandbox(&other).unwrap_or_else(|| unreachable!("install is above")),
+    }
+}
+
+async fn install(sandbox: &Sandbox, args: InstallArgs) -> anyhow::Result<ExitCode> {
+    let shown = args.source.display().to_string();
+    if shown.starts_with("https://") || shown.starts_with("http://") {
+        return Err(UsageError(format!(
+            "{shown}: this moat installs from files; download it, check it, and pass the file's path"
+        ))
+        .into());
+    }
+    let size = std::fs::metadata(&args.source)
+        .map_err(|e| UsageError(format!("cannot read {shown}: {e}")))?
+        .len();
+    if size > MAX_COMPONENT_BYTES {
+        return Err(UsageError(format!(
+            "{shown} has {size} bytes; a component may have at most {MAX_COMPONENT_BYTES}"
+        ))
+        .into());
+    }
+    let bytes =
+        std::fs::read(&args.source).map_err(|e| UsageError(format!("cannot read {shown}: {e}")))?;
+    // Checked before anything else reads it, and before anything is written.
+    let actual = sha256_hex(&bytes);
+    if actual != args.sha256 {
+        return Err(UsageError(format!(
+            "{shown} has the SHA-256 {actual}, not {}: nothing was installed",
+            args.sha256
+        ))
+        .into());
+    }
+    let adapter = sandbox
+        .load_bytes(shown.clone(), bytes.clone())
+        .await
+        .map_err(|e| UsageError(format!("{shown} is not an adapter moat can run: {e}")))?;
+    let info = adapter.info().clone();
+    let name = args.name.clone().unwrap_or_else(|| info.name.clone());
+    if !valid_name(&name) {
+        return Err(UsageError(format!(
+            "{name:?} cannot name an installed adapter: pass --name with lowercase letters, digits and `-`, starting with a letter"
+        ))
+        .into());
+    }
+    if moat_builtins::component(&name).is_some() {
+        return Err(UsageError(format!(
+            "{name} is a built-in adapter's name: pass --name with another"
+        ))
+        .into());
+    }
+    let declared = Grants::from_needs(adapter.needs())
+        .map_err(|e| UsageError(format!("{shown} declares needs moat cannot grant: {e}")))?;
+    let mut grants = args.grants.grants();
+    if args.yes {
+        if args.grants.grant_declared {
+            grants.merge(&declared);
+        }
+    } else {
+        println!(
+            "{name} {} — {}",
+            info.version,
+            render::safe::text(&info.description)
+        );
+        println!("it asks for:");
+        print_grants(&declared);
+        if !grants.is_empty() {
+            println!("and you grant it, with the flags:");
+            print_grants(&grants);
+        }
+        if !std::io::stdin().is_terminal() {
+            return Err(UsageError(
+                "accept these grants with --yes (it then gets exactly the --allow-* flags, and what it declares with --grant-declared)".into(),
+            )
+            .into());
+        }
+        print!("install it with these grants? [y/N] ");
+        std::io::stdout().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("not installed");
+            return Ok(ExitCode::FAILURE);
+        }
+        grants.merge(&declared);
+    }
+    let manifest = Manifest {
+        name: name.clone(),
+        version: info.version.clone(),
+        description: info.description.clone(),
+        sha256: actual,
+        source: std::path::absolute(&args.source)
+            .unwrap_or_else(|_| args.source.clone())
+            .display()
+            .to_string(),
+        installed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        grants,
+    };
+    let catalog = resolve::catalog()?;
+    let previous = catalog
+        .install(&manifest, &bytes)
+        .with_context(|| format!("cannot install {name}"))?;
+    match previous {
+        Some(old) => println!(
+            "updated {name}: {} → {} ({})",
+            old.version, manifest.version, manifest.sha256
+        ),
+        None => println!(
+            "installed {name} {} ({})",
+            manifest.version, manifest.sha256
+        ),
+    }
+    println!("its runs get:");
+    print_grants(&manifest.grants);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(args: &AdapterListArgs) -> anyhow::Result<ExitCode> {
+    let installed = resolve::catalog()?.list()?;
+    if args.output == ListFormat::Json {
+        println!("{}", serde_json::to_string_pretty(&installed)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if installed.is_empty() {
+        println!("no adapters installed; `moat adapter install FILE.wasm --sha256 H` installs one");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for manifest in installed {
+        println!(
+            "{:<20} {:<10} {}  {}",
+            manifest.name,
+            manifest.version,
+            &manifest.sha256[..12.min(manifest.sha256.len())],
+            render::safe::text(&manifest.description)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn remove(name: &str) -> anyhow::Result<ExitCode> {
+    let removed = resolve::catalog()?
+        .remove(name)
+        .map_err(|e| UsageError(e.to_string()))?;
+    if removed {
+        println!("removed {name}");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(UsageError(format!(
+            "no adapter {name} is installed (`moat adapter list`)"
+        ))
+        .into())
+    }
+}
+
+fn inspect(name: &str) -> anyhow::Result<ExitCode> {
+    let catalog = resolve::catalog()?;
+    let manifest = catalog
+        .get(name)
+        .map_err(|e| UsageError(e.to_string()))?
+        .ok_or_else(|| {
+            UsageError(format!(
+                "no adapter {name} is installed (`moat adapter list`)"
+            ))
+        })?;
+    println!("name         {}", manifest.name);
+    println!("version      {}", manifest.version);
+    println!("description  {}", render::safe::text(&manifest.description));
+    println!("sha256       {}", manifest.sha256);
+    println!("source       {}", render::safe::text(&manifest.source));
+    println!("installed    {}", manifest.installed_at);
+    print_grants(&manifest.grants);
+    // The bytes are checked as every run checks them.
+    match catalog.load(name) {
+        Ok(_) => println!("bytes        match the recorded SHA-256"),
+        Err(error) => {
+            println!("bytes        CHANGED: {error}");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_grants(grants: &Grants) {
+    let list = |items: Vec<String>| {
+        if items.is_empty() {
+            "none".to_string()
+        } else {
+            items.join(", ")
+        }
+    };
+    let dirs =
+        |dirs: &[std::path::PathBuf]| list(dirs.iter().map(|d| d.display().to_string()).collect());
+    println!(
+        "  net    {}",
+        list(grants.net.iter().map(ToString::to_string).collect())
+    );
+    println!("  read   {}", dirs(&grants.read));
+    println!("  write  {}", dirs(&grants.write));
+    println!("  env    {}", list(grants.env.clone()));
+    println!("  run    {}", list(grants.run.clone()));
+}
