@@ -108,6 +108,13 @@ fn a_run_by_name_gets_exactly_the_grants_accepted_at_install() {
         installed[0]["grants"]["env"],
         serde_json::json!(["ACCEPTED"])
     );
+    let listed = data.run(&["adapters"]);
+    let listed = text(&listed.stdout);
+    let after = listed
+        .split("installed (moat adapter list):")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(after.trim_start().starts_with("probe"), "{listed}");
     let run = data
         .moat()
         .args([

@@ -1,5 +1,5 @@
-//! `moat adapters`: what is built in, and whether the programs the
-//! built-in CLI adapters run are installed.
+//! `moat adapters`: what is built in (and whether the programs the
+//! built-in CLI adapters run are installed), then what the user installed.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -27,6 +27,24 @@ pub async fn adapters(sandbox: &Sandbox) -> anyhow::Result<ExitCode> {
         for program in &adapter.needs().programs {
             println!("{:<24} {}", "", availability(program, path.as_deref()));
         }
+    }
+    // Installed adapters: from their manifests (`moat adapter inspect`
+    // checks their bytes).
+    let installed = resolve::catalog().and_then(|catalog| Ok(catalog.list()?));
+    match installed {
+        Ok(installed) if !installed.is_empty() => {
+            println!("\ninstalled (moat adapter list):");
+            for manifest in installed {
+                println!(
+                    "{:<14} {:<9} {}",
+                    manifest.name,
+                    manifest.version,
+                    crate::render::safe::text(&manifest.description)
+                );
+            }
+        }
+        Ok(_) => {}
+        Err(error) => println!("\ninstalled adapters: cannot list them ({error:#})"),
     }
     println!("\nAny other adapter: moat run ./path/to/adapter.wasm \"prompt\"");
     Ok(ExitCode::SUCCESS)
