@@ -66,6 +66,32 @@ pub enum Command {
     /// Install adapters by name, with the grants you accept for them.
     #[command(subcommand)]
     Adapter(AdapterCommand),
+    /// Create a ready adapter project: sources, build script, one test,
+    /// README.
+    New(NewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The adapter's name: lowercase letters, digits and `-`.
+    pub name: String,
+    /// The language to write it in.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: Lang,
+    /// Where to create it [default: ./NAME].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// moat's guest SDK for the language [default: the one beside this
+    /// moat's sources].
+    #[arg(long, value_name = "PATH")]
+    pub sdk: Option<PathBuf>,
+}
+
+/// The languages `moat new` writes adapters in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Lang {
+    /// Rust, with the `moat-guest` crate.
+    Rust,
 }
 
 /// `moat adapter …`.

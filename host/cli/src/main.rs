@@ -104,6 +104,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Wait(args) => return commands::wait(store, args),
         Command::Cancel(args) => return commands::cancel(store, args),
         Command::Prune(args) => return commands::prune(store, args),
+        Command::New(args) => return commands::new(args),
         Command::Workflow(ref command) => {
             if let Some(answer) = commands::workflow_without_sandbox(command) {
                 return answer;
@@ -131,7 +132,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Logs(_)
         | Command::Wait(_)
         | Command::Cancel(_)
-        | Command::Prune(_) => {
+        | Command::Prune(_)
+        | Command::New(_) => {
             unreachable!("answered above")
         }
     }

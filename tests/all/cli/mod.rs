@@ -7,6 +7,7 @@
 mod adapters;
 pub(crate) mod common;
 mod installed;
+mod new;
 mod result;
 mod run;
 mod stopping;
