@@ -110,8 +110,8 @@ pub enum AdapterCommand {
 
 #[derive(Debug, Args)]
 pub struct InstallArgs {
-    /// The component: a .wasm file.
-    pub source: PathBuf,
+    /// The component: a .wasm file, or an https:// URL.
+    pub source: String,
     /// The SHA-256 the component must have (lowercase hex): nothing is
     /// installed otherwise.
     #[arg(long, value_name = "HEX", value_parser = parse_sha256)]

@@ -10,9 +10,11 @@
 //! declared needs and asking the user are the CLI's.
 
 mod catalog;
+mod download;
 mod manifest;
 
 pub use catalog::{Catalog, InstallError, sha256_hex};
+pub use download::{DownloadError, Downloader};
 pub use manifest::Manifest;
 
 /// The longest name accepted.

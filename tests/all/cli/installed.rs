@@ -83,6 +83,22 @@ fn nothing_is_installed_without_the_right_hash_or_an_accepted_grant() {
         text(&output.stdout)
     );
     assert!(text(&output.stderr).contains("--yes"));
+    // Downloads are HTTPS only (the downloader's own tests run a real TLS
+    // server: host/installed/tests/download.rs).
+    let output = data.run(&[
+        "adapter",
+        "install",
+        "http://127.0.0.1:9/x.wasm",
+        "--sha256",
+        &wrong,
+        "--yes",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("only https:// URLs"),
+        "{}",
+        text(&output.stderr)
+    );
     // A built-in's name is not for installed adapters.
     let output = install(&data, ESCAPE, &["--yes", "--name", "echo"]);
     assert_eq!(output.status.code(), Some(2));

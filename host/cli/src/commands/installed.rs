@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use moat_engine::Adapter;
 use moat_grants::Grants;
-use moat_installed::{Manifest, sha256_hex, valid_name};
+use moat_installed::{Downloader, Manifest, sha256_hex, valid_name};
 use moat_sandbox::Sandbox;
 
 use crate::args::{AdapterCommand, AdapterListArgs, InstallArgs, ListFormat};
@@ -16,6 +16,8 @@ use crate::{UsageError, render, resolve};
 
 /// The largest component accepted for installing.
 const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
+/// The most a download may take.
+const DOWNLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The subcommands that need no sandbox: `Some` when it was one of them.
 pub fn without_sandbox(command: &AdapterCommand) -> Option<anyhow::Result<ExitCode>> {
@@ -36,24 +38,26 @@ pub async fn adapter(sandbox: &Sandbox, command: AdapterCommand) -> anyhow::Resu
 }
 
 async fn install(sandbox: &Sandbox, args: InstallArgs) -> anyhow::Result<ExitCode> {
-    let shown = args.source.display().to_string();
-    if shown.starts_with("https://") || shown.starts_with("http://") {
-        return Err(UsageError(format!(
-            "{shown}: this moat installs from files; download it, check it, and pass the file's path"
-        ))
-        .into());
-    }
-    let size = std::fs::metadata(&args.source)
-        .map_err(|e| UsageError(format!("cannot read {shown}: {e}")))?
-        .len();
-    if size > MAX_COMPONENT_BYTES {
-        return Err(UsageError(format!(
-            "{shown} has {size} bytes; a component may have at most {MAX_COMPONENT_BYTES}"
-        ))
-        .into());
-    }
-    let bytes =
-        std::fs::read(&args.source).map_err(|e| UsageError(format!("cannot read {shown}: {e}")))?;
+    let shown = args.source.clone();
+    let bytes = if shown.contains("://") {
+        // Bounded while it arrives; checked below before anything reads
+        // it or anything is written.
+        Downloader::new(MAX_COMPONENT_BYTES, DOWNLOAD_TIMEOUT)
+            .fetch(&shown)
+            .await
+            .map_err(|e| UsageError(e.to_string()))?
+    } else {
+        let size = std::fs::metadata(&shown)
+            .map_err(|e| UsageError(format!("cannot read {shown}: {e}")))?
+            .len();
+        if size > MAX_COMPONENT_BYTES {
+            return Err(UsageError(format!(
+                "{shown} has {size} bytes; a component may have at most {MAX_COMPONENT_BYTES}"
+            ))
+            .into());
+        }
+        std::fs::read(&shown).map_err(|e| UsageError(format!("cannot read {shown}: {e}")))?
+    };
     // Checked before anything else reads it, and before anything is written.
     let actual = sha256_hex(&bytes);
     if actual != args.sha256 {
@@ -121,10 +125,11 @@ async fn install(sandbox: &Sandbox, args: InstallArgs) -> anyhow::Result<ExitCod
         version: info.version.clone(),
         description: info.description.clone(),
         sha256: actual,
-        source: std::path::absolute(&args.source)
-            .unwrap_or_else(|_| args.source.clone())
-            .display()
-            .to_string(),
+        source: if shown.contains("://") {
+            shown.clone()
+        } else {
+            std::path::absolute(&shown).map_or_else(|_| shown.clone(), |p| p.display().to_string())
+        },
         installed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         grants,
     };
