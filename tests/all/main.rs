@@ -24,5 +24,6 @@ mod processes;
 mod real_clis;
 mod results;
 mod resume;
+mod sdk_python;
 mod serve;
 mod workflow;

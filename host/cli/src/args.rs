@@ -92,6 +92,8 @@ pub struct NewArgs {
 pub enum Lang {
     /// Rust, with the `moat-guest` crate.
     Rust,
+    /// Python, with the `moat-adapter` package (componentize-py).
+    Python,
 }
 
 /// `moat adapter …`.

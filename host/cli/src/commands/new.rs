@@ -43,11 +43,40 @@ const RUST: &[Template] = &[
     },
 ];
 
+const PYTHON: &[Template] = &[
+    Template {
+        path: "{{crate}}.py",
+        text: include_str!("../../templates/python/adapter.py.tmpl"),
+        executable: false,
+    },
+    Template {
+        path: "build.sh",
+        text: include_str!("../../templates/python/build.sh.tmpl"),
+        executable: true,
+    },
+    Template {
+        path: "test.sh",
+        text: include_str!("../../templates/python/test.sh.tmpl"),
+        executable: true,
+    },
+    Template {
+        path: "README.md",
+        text: include_str!("../../templates/python/README.md.tmpl"),
+        executable: false,
+    },
+    Template {
+        path: ".gitignore",
+        text: include_str!("../../templates/python/gitignore.tmpl"),
+        executable: false,
+    },
+];
+
 /// Where this moat's own guest SDKs are, when it runs from its repository
 /// (or a copy of it kept beside the binary's sources).
 fn bundled_sdk(lang: Lang) -> PathBuf {
     let sdk = match lang {
         Lang::Rust => "guest-sdk",
+        Lang::Python => "guest-sdk/python",
     };
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -95,9 +124,10 @@ pub fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
     };
     let templates = match args.lang {
         Lang::Rust => RUST,
+        Lang::Python => PYTHON,
     };
     for template in templates {
-        let path = dir.join(template.path);
+        let path = dir.join(values.render(template.path));
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
