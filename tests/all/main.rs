@@ -25,5 +25,6 @@ mod real_clis;
 mod results;
 mod resume;
 mod sdk_python;
+mod sdk_typescript;
 mod serve;
 mod workflow;

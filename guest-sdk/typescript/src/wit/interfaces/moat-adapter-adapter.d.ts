@@ -1,0 +1,27 @@
+/// <reference path="./moat-adapter-types.d.ts" />
+declare module 'moat:adapter/adapter@0.3.0' {
+  /**
+   * Describe the adapter. Must not have side effects.
+   */
+  export function info(): AdapterInfo;
+  /**
+   * Start a run. Refuse here, before starting the backend, anything the
+   * adapter cannot honour.
+   */
+  export function run(prompt: string, options: Options): Session;
+  export type AdapterInfo = import('moat:adapter/types@0.3.0').AdapterInfo;
+  export type Options = import('moat:adapter/types@0.3.0').Options;
+  export type Event = import('moat:adapter/types@0.3.0').Event;
+  export type ErrorInfo = import('moat:adapter/types@0.3.0').ErrorInfo;
+  
+  export class Session {
+    /**
+     * This type does not have a public constructor.
+     */
+    private constructor();
+    /**
+    * The next event, or `none` when the stream is over.
+    */
+    next(): Event | undefined;
+  }
+}

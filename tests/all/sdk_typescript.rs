@@ -1,0 +1,363 @@
+//! Adapters written in TypeScript (guest-sdk/typescript, adapters/typescript),
+//! built from source by this test process with the project's own npm tools
+//! (`npm ci`, then `npm run build`: esbuild and componentize-js from
+//! adapters/typescript/node_modules), then run as real components through
+//! the real host, like every other component test.
+//!
+//! When the tools cannot be installed (no npm, no registry), the tests say
+//! so and skip; with `MOAT_REQUIRE_SDKS=1` (CI) they fail with that line
+//! instead. A build that fails once the tools are installed always fails.
+
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use moat_engine::{DoneStatus, EventPayload, InputTokens, OutputTokens};
+use moat_grants::Grants;
+use moat_testkit::llm::{deltas, error, grant, metadata};
+use moat_testkit::llm_server::{LlmServer, Reply};
+use moat_testkit::{Request, describe, error_codes, repo_root, run_component, single_done, texts};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const TEXT_USAGE: &[u8] = include_bytes!("../../adapters/openai/fixtures/text_usage.sse");
+
+/// The components built from adapters/typescript.
+struct Built {
+    echo: String,
+    openai: String,
+    spin: String,
+}
+
+/// Why the TypeScript toolchain is unavailable, or the built components.
+fn build() -> Result<Built, String> {
+    let root = repo_root().join("adapters/typescript");
+    let npm = |args: &[&str]| -> Result<std::process::Output, String> {
+        Command::new("npm")
+            .args(args)
+            .current_dir(&root)
+            .output()
+            .map_err(|e| format!("npm cannot be run ({e}); install Node.js 20 and npm"))
+    };
+    // Installs go to adapters/typescript/node_modules, from the lock file;
+    // `--prefer-offline` uses npm's cache when it has the packages.
+    let install = npm(&["ci", "--no-audit", "--no-fund", "--prefer-offline"])?;
+    if !install.status.success() {
+        let stderr = String::from_utf8_lossy(&install.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        return Err(format!(
+            "`npm ci` in adapters/typescript failed (is the npm registry reachable?): {}",
+            last.unwrap_or("no output")
+        ));
+    }
+    // Past this point the tools are there: a failing build is a bug.
+    let output = npm(&["run", "build"]).expect("npm ran once already");
+    assert!(
+        output.status.success(),
+        "building the TypeScript adapters failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let component = |path: &str| -> String {
+        let path = root.join(path);
+        assert!(path.is_file(), "no {}", path.display());
+        path.to_str().expect("a UTF-8 path").to_owned()
+    };
+    Ok(Built {
+        echo: component("echo/dist/echo.wasm"),
+        openai: component("openai/dist/openai.wasm"),
+        spin: component("testing/spin/dist/spin.wasm"),
+    })
+}
+
+/// The components, built once per test process; `None` (after saying why)
+/// when the toolchain is unavailable and `MOAT_REQUIRE_SDKS` is not `1`.
+fn built() -> Option<&'static Built> {
+    static BUILT: OnceLock<Result<Built, String>> = OnceLock::new();
+    match BUILT.get_or_init(build) {
+        Ok(built) => Some(built),
+        Err(reason) if std::env::var("MOAT_REQUIRE_SDKS").as_deref() == Ok("1") => {
+            panic!("MOAT_REQUIRE_SDKS=1 but the TypeScript SDK cannot be built: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("skipped: the TypeScript SDK cannot be built here: {reason}");
+            None
+        }
+    }
+}
+
+/// The components, in a blocking section (the build runs npm).
+async fn components() -> Option<&'static Built> {
+    tokio::task::spawn_blocking(built)
+        .await
+        .expect("the build thread")
+}
+
+fn text_deltas(events: &[moat_engine::AgentEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::TextDelta(d) => Some(d.delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_echo_streams_the_prompt_word_by_word_then_text_then_one_done() {
+    let Some(built) = components().await else {
+        return;
+    };
+    let prompt = "hello,  sandboxed\nworld from TypeScript";
+    let events = run_component(&built.echo, prompt, |_| {}).await;
+    assert!(
+        matches!(events[0].payload, EventPayload::Init(_)),
+        "{}",
+        describe(&events)
+    );
+    assert_eq!(
+        text_deltas(&events),
+        ["hello,  ", "sandboxed\n", "world ", "from ", "TypeScript"],
+        "one delta per word, each with the whitespace after it"
+    );
+    assert_eq!(texts(&events), [prompt]);
+    let done = single_done(&events);
+    assert_eq!(done.status, DoneStatus::Success);
+    assert_eq!(done.result.as_deref(), Some(prompt));
+    assert_eq!(done.usage.tool_uses, 0);
+    assert!(done.usage.tokens.is_none(), "echo has no tokens to report");
+    assert!(
+        error_codes(&events).is_empty(),
+        "{:?}",
+        error_codes(&events)
+    );
+    let session = &events[0].session_id;
+    assert!(
+        events
+            .iter()
+            .all(|e| &e.session_id == session && e.agent == "echo-ts")
+    );
+}
+
+/// A run of the TypeScript openai adapter against the server at `url`,
+/// granted `grants`.
+fn openai_request(url: &str, grants: Grants) -> impl FnOnce(&mut Request) {
+    let base_url = format!("{url}/v1");
+    move |request| {
+        request.options.model = Some("gpt-4o-mini".into());
+        request.options.extra = Some(json!({"base_url": base_url}));
+        request.scope.grants = grants;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_openai_adapter_streams_deltas_in_order_with_usage_and_one_done() {
+    let Some(built) = components().await else {
+        return;
+    };
+    // The recorded answer, sent in awkward chunks (single bytes inside
+    // UTF-8 characters, pieces across event boundaries).
+    let server = LlmServer::start(Reply::sse(TEXT_USAGE));
+    let events = run_component(
+        &built.openai,
+        "Say hello",
+        openai_request(&server.url(), grant(&[server.grant()])),
+    )
+    .await;
+    let EventPayload::Init(init) = &events[0].payload else {
+        panic!("init first: {}", describe(&events));
+    };
+    assert_eq!(init.model.as_deref(), Some("gpt-4o-mini"));
+    assert_eq!(
+        text_deltas(&events),
+        [
+            "Hello", "!", " How", " can", " I", " help", "é ü", " today", "?"
+        ]
+    );
+    assert_eq!(texts(&events), ["Hello! How can I helpé ü today?"]);
+    let done = single_done(&events);
+    assert_eq!(done.status, DoneStatus::Success, "{}", describe(&events));
+    assert_eq!(
+        done.result.as_deref(),
+        Some("Hello! How can I helpé ü today?")
+    );
+    let tokens = done.usage.tokens.expect("the server reported usage");
+    assert_eq!(
+        tokens.input,
+        InputTokens {
+            total: 19,
+            cache_read: Some(0),
+            cache_write: None
+        }
+    );
+    assert_eq!(
+        tokens.output,
+        OutputTokens {
+            total: 10,
+            reasoning: Some(0)
+        }
+    );
+    assert_eq!(metadata(&events)["finishReason"], "stop");
+    assert_eq!(metadata(&events)["turns"], 1);
+    assert!(
+        error_codes(&events).is_empty(),
+        "{:?}",
+        error_codes(&events)
+    );
+    assert_eq!(
+        events.last().unwrap().session_id,
+        "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+        "the response's id is the session id"
+    );
+
+    // What it sent: Chat Completions, streamed, with usage asked for, and
+    // no key (OPENAI_API_KEY is not granted to this run).
+    let request = server.single_request();
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.header("accept"), Some("text/event-stream"));
+    assert_eq!(request.header("authorization"), None);
+    let body = request.json();
+    assert_eq!(body["model"], "gpt-4o-mini");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "user", "content": "Say hello"}])
+    );
+    assert!(body.get("base_url").is_none(), "the adapter's, not sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_to_a_host_not_granted_is_refused_visibly_and_never_sent() {
+    let Some(built) = components().await else {
+        return;
+    };
+    let server = LlmServer::start(Reply::sse(TEXT_USAGE));
+    let events = run_component(
+        &built.openai,
+        "Say hello",
+        openai_request(&server.url(), Grants::none()),
+    )
+    .await;
+    // The host says what was refused and how to grant it...
+    let (denied, recoverable) = error(&events, "CAPABILITY_DENIED");
+    assert!(
+        denied.contains(&format!("grant net access to {}", server.grant())),
+        "{denied}"
+    );
+    assert!(recoverable);
+    // ...and the run ends in error with exactly one done. The adapter
+    // means to report CONNECTION_FAILED, but the JavaScript engine
+    // (componentize-js 0.23) aborts the component when a POST with a body
+    // is refused, which the host reports as ADAPTER_ERROR: either way the
+    // user sees the refusal and one `done` error.
+    let codes = error_codes(&events);
+    assert_eq!(codes.len(), 2, "{codes:?}");
+    assert!(
+        codes[1] == "CONNECTION_FAILED" || codes[1] == "ADAPTER_ERROR",
+        "{codes:?}"
+    );
+    assert_eq!(single_done(&events).status, DoneStatus::Error);
+    assert!(server.requests().is_empty(), "nothing reached the server");
+}
+
+/// A token cancelled `delay` from now (made inside the request closure,
+/// which runs once the component is loaded, so the abort lands mid-run).
+fn abort_after(delay: Duration) -> CancellationToken {
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        trigger.cancel();
+    });
+    token
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typescript_adapter_ignoring_abort_is_stopped_by_the_host_with_one_done() {
+    let Some(built) = components().await else {
+        return;
+    };
+    let started = Instant::now();
+    let events = run_component(&built.spin, "", |r| {
+        r.abort = Some(abort_after(Duration::from_millis(300)));
+        r.drain = Duration::from_millis(200);
+        r.options.resume = Some("inbound-token".into());
+    })
+    .await;
+    assert!(
+        matches!(events[0].payload, EventPayload::Init(_)),
+        "it was running: {}",
+        describe(&events)
+    );
+    let done = single_done(&events);
+    assert_eq!(done.status, DoneStatus::Interrupted);
+    assert_eq!(
+        done.resume_token.as_deref(),
+        Some("inbound-token"),
+        "synthesized by the host at the drain deadline"
+    );
+    assert!(error_codes(&events).is_empty(), "an abort is not an error");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spinning_typescript_adapter_is_stopped_by_the_timeout() {
+    let Some(built) = components().await else {
+        return;
+    };
+    let events = run_component(&built.spin, "", |r| {
+        r.limits.timeout = Some(Duration::from_millis(500));
+    })
+    .await;
+    assert_eq!(error_codes(&events), ["TIMEOUT"], "{}", describe(&events));
+    assert_eq!(single_done(&events).status, DoneStatus::Error);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_while_the_typescript_openai_adapter_waits_on_a_stalled_server_ends_it_at_once() {
+    let Some(built) = components().await else {
+        return;
+    };
+    // Half the answer, then nothing: the adapter waits in an SSE read.
+    let server = LlmServer::start(Reply::sse(&TEXT_USAGE[..TEXT_USAGE.len() / 2]).then_stall());
+    let abort = CancellationToken::new();
+    let adapter = moat_testkit::load(&built.openai).await;
+    let registry = moat_testkit::registry_of([adapter]);
+    let mut request = moat_testkit::request("openai-ts", "Say hello");
+    openai_request(&server.url(), grant(&[server.grant()]))(&mut request);
+    request.abort = Some(abort.clone());
+    // A drain far longer than the test allows: the SDK itself must see the
+    // abort while the adapter waits, not the host cut it off.
+    request.drain = Duration::from_secs(20);
+    let mut run = moat_engine::run_agent(&registry, request).unwrap();
+    let mut events = Vec::new();
+    let mut aborted_at = None;
+    let all = async {
+        while let Some(event) = run.next().await {
+            if aborted_at.is_none() && matches!(event.payload, EventPayload::TextDelta(_)) {
+                abort.cancel();
+                aborted_at = Some(Instant::now());
+            }
+            events.push(event);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), all)
+        .await
+        .expect("the run ends");
+    let took = aborted_at.expect("a delta arrived").elapsed();
+    assert_eq!(single_done(&events).status, DoneStatus::Interrupted);
+    assert!(
+        error_codes(&events).is_empty(),
+        "{:?}",
+        error_codes(&events)
+    );
+    // The SDK looks at the abort flag every 20 ms while it waits; the
+    // margin is for a loaded machine.
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert!(
+        !deltas(&events).is_empty(),
+        "the first deltas came through before the abort"
+    );
+}
