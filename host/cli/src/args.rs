@@ -94,6 +94,8 @@ pub enum Lang {
     Rust,
     /// Python, with the `moat-adapter` package (componentize-py).
     Python,
+    /// TypeScript, with the `@moat/adapter` package (componentize-js).
+    Typescript,
 }
 
 /// `moat adapter …`.

@@ -130,3 +130,50 @@ fn a_new_python_adapter_builds_and_passes_its_test_through_moat() {
     );
     assert!(text(&tested.stdout).contains("ok: hello-py answers"));
 }
+
+#[test]
+fn a_new_typescript_adapter_builds_and_passes_its_test_through_moat() {
+    if Command::new("npm").arg("--version").output().is_err() {
+        assert!(
+            std::env::var("MOAT_REQUIRE_SDKS").as_deref() != Ok("1"),
+            "MOAT_REQUIRE_SDKS=1 but npm cannot be run: install Node.js 20 and npm"
+        );
+        eprintln!("skipped: npm cannot be run here; install Node.js 20 and npm");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let created = moat()
+        .args(["new", "hello-ts", "--lang", "typescript"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
+    let project = dir.path().join("hello-ts");
+    for file in [
+        "package.json",
+        "tsconfig.json",
+        "src/adapter.ts",
+        "build.sh",
+        "test.sh",
+        "README.md",
+        ".gitignore",
+    ] {
+        assert!(project.join(file).is_file(), "{file}");
+    }
+    // Its own test: npm install, the build, and moat's answer.
+    let command = moat();
+    let tested = Command::new("./test.sh")
+        .current_dir(&project)
+        .env("MOAT", command.get_program())
+        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .unwrap();
+    assert_eq!(
+        tested.status.code(),
+        Some(0),
+        "{}{}",
+        text(&tested.stdout),
+        text(&tested.stderr)
+    );
+    assert!(text(&tested.stdout).contains("ok: hello-ts answers"));
+}

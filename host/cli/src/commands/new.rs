@@ -71,12 +71,51 @@ const PYTHON: &[Template] = &[
     },
 ];
 
+const TYPESCRIPT: &[Template] = &[
+    Template {
+        path: "package.json",
+        text: include_str!("../../templates/typescript/package.json.tmpl"),
+        executable: false,
+    },
+    Template {
+        path: "tsconfig.json",
+        text: include_str!("../../templates/typescript/tsconfig.json.tmpl"),
+        executable: false,
+    },
+    Template {
+        path: "src/adapter.ts",
+        text: include_str!("../../templates/typescript/src/adapter.ts.tmpl"),
+        executable: false,
+    },
+    Template {
+        path: "build.sh",
+        text: include_str!("../../templates/typescript/build.sh.tmpl"),
+        executable: true,
+    },
+    Template {
+        path: "test.sh",
+        text: include_str!("../../templates/typescript/test.sh.tmpl"),
+        executable: true,
+    },
+    Template {
+        path: "README.md",
+        text: include_str!("../../templates/typescript/README.md.tmpl"),
+        executable: false,
+    },
+    Template {
+        path: ".gitignore",
+        text: include_str!("../../templates/typescript/gitignore.tmpl"),
+        executable: false,
+    },
+];
+
 /// Where this moat's own guest SDKs are, when it runs from its repository
 /// (or a copy of it kept beside the binary's sources).
 fn bundled_sdk(lang: Lang) -> PathBuf {
     let sdk = match lang {
         Lang::Rust => "guest-sdk",
         Lang::Python => "guest-sdk/python",
+        Lang::Typescript => "guest-sdk/typescript",
     };
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -125,6 +164,7 @@ pub fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
     let templates = match args.lang {
         Lang::Rust => RUST,
         Lang::Python => PYTHON,
+        Lang::Typescript => TYPESCRIPT,
     };
     for template in templates {
         let path = dir.join(values.render(template.path));
