@@ -10,6 +10,7 @@ mod cli;
 mod clients;
 mod codex;
 mod containment;
+mod contract_packages;
 mod echo;
 mod engine;
 mod gemini;
