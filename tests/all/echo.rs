@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use moat_engine::{Adapter, DoneStatus, EventPayload, Registry};
-use moat_testkit::{collect, sandbox, single_done, texts};
+use moat_engine::{Adapter, Registry};
+use moat_testkit::{collect, sandbox};
 
 async fn echo_registry() -> Registry<moat_sandbox::RunScope> {
     let bytes = moat_builtins::component("echo").expect("echo is built in");
@@ -26,26 +26,7 @@ async fn echo_streams_the_prompt_back_as_deltas_then_text_then_done() {
         moat_testkit::request("echo", prompt),
     )
     .await;
-    assert!(matches!(events[0].payload, EventPayload::Init(_)));
-    let streamed: String = events
-        .iter()
-        .filter_map(|e| match &e.payload {
-            EventPayload::TextDelta(d) => Some(d.delta.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(streamed, prompt);
-    assert_eq!(texts(&events), [prompt]);
-    let done = single_done(&events);
-    assert_eq!(done.status, DoneStatus::Success);
-    assert_eq!(done.usage.tool_uses, 0);
-    assert!(done.usage.tokens.is_none(), "echo has no tokens to report");
-    let session = &events[0].session_id;
-    assert!(
-        events
-            .iter()
-            .all(|e| &e.session_id == session && e.agent == "echo")
-    );
+    moat_testkit::conformance::echo(&events, prompt, "echo");
 }
 
 #[test]

@@ -16,7 +16,9 @@ use moat_engine::{DoneStatus, EventPayload, InputTokens, OutputTokens};
 use moat_grants::Grants;
 use moat_testkit::llm::{deltas, error, grant, metadata};
 use moat_testkit::llm_server::{LlmServer, Reply};
-use moat_testkit::{Request, describe, error_codes, repo_root, run_component, single_done, texts};
+use moat_testkit::{
+    Request, describe, error_codes, repo_root, run_large_component, single_done, texts,
+};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -109,33 +111,13 @@ async fn the_typescript_echo_streams_the_prompt_word_by_word_then_text_then_one_
         return;
     };
     let prompt = "hello,  sandboxed\nworld from TypeScript";
-    let events = run_component(&built.echo, prompt, |_| {}).await;
-    assert!(
-        matches!(events[0].payload, EventPayload::Init(_)),
-        "{}",
-        describe(&events)
-    );
+    let events = run_large_component(&built.echo, prompt, |_| {}).await;
+    // The same contract as the Rust and Python echoes.
+    moat_testkit::conformance::echo(&events, prompt, "echo-ts");
     assert_eq!(
         text_deltas(&events),
         ["hello,  ", "sandboxed\n", "world ", "from ", "TypeScript"],
         "one delta per word, each with the whitespace after it"
-    );
-    assert_eq!(texts(&events), [prompt]);
-    let done = single_done(&events);
-    assert_eq!(done.status, DoneStatus::Success);
-    assert_eq!(done.result.as_deref(), Some(prompt));
-    assert_eq!(done.usage.tool_uses, 0);
-    assert!(done.usage.tokens.is_none(), "echo has no tokens to report");
-    assert!(
-        error_codes(&events).is_empty(),
-        "{:?}",
-        error_codes(&events)
-    );
-    let session = &events[0].session_id;
-    assert!(
-        events
-            .iter()
-            .all(|e| &e.session_id == session && e.agent == "echo-ts")
     );
 }
 
@@ -158,7 +140,7 @@ async fn the_typescript_openai_adapter_streams_deltas_in_order_with_usage_and_on
     // The recorded answer, sent in awkward chunks (single bytes inside
     // UTF-8 characters, pieces across event boundaries).
     let server = LlmServer::start(Reply::sse(TEXT_USAGE));
-    let events = run_component(
+    let events = run_large_component(
         &built.openai,
         "Say hello",
         openai_request(&server.url(), grant(&[server.grant()])),
@@ -234,7 +216,7 @@ async fn a_request_to_a_host_not_granted_is_refused_visibly_and_never_sent() {
         return;
     };
     let server = LlmServer::start(Reply::sse(TEXT_USAGE));
-    let events = run_component(
+    let events = run_large_component(
         &built.openai,
         "Say hello",
         openai_request(&server.url(), Grants::none()),
@@ -280,7 +262,7 @@ async fn a_typescript_adapter_ignoring_abort_is_stopped_by_the_host_with_one_don
         return;
     };
     let started = Instant::now();
-    let events = run_component(&built.spin, "", |r| {
+    let events = run_large_component(&built.spin, "", |r| {
         r.abort = Some(abort_after(Duration::from_millis(300)));
         r.drain = Duration::from_millis(200);
         r.options.resume = Some("inbound-token".into());
@@ -291,8 +273,9 @@ async fn a_typescript_adapter_ignoring_abort_is_stopped_by_the_host_with_one_don
         "it was running: {}",
         describe(&events)
     );
+    // The same contract as the Rust and Python adapters that ignore abort.
+    moat_testkit::conformance::stopped(&events, DoneStatus::Interrupted);
     let done = single_done(&events);
-    assert_eq!(done.status, DoneStatus::Interrupted);
     assert_eq!(
         done.resume_token.as_deref(),
         Some("inbound-token"),
@@ -307,7 +290,7 @@ async fn a_spinning_typescript_adapter_is_stopped_by_the_timeout() {
     let Some(built) = components().await else {
         return;
     };
-    let events = run_component(&built.spin, "", |r| {
+    let events = run_large_component(&built.spin, "", |r| {
         r.limits.timeout = Some(Duration::from_millis(500));
     })
     .await;
@@ -323,7 +306,7 @@ async fn an_abort_while_the_typescript_openai_adapter_waits_on_a_stalled_server_
     // Half the answer, then nothing: the adapter waits in an SSE read.
     let server = LlmServer::start(Reply::sse(&TEXT_USAGE[..TEXT_USAGE.len() / 2]).then_stall());
     let abort = CancellationToken::new();
-    let adapter = moat_testkit::load(&built.openai).await;
+    let adapter = moat_testkit::load_large(&built.openai).await;
     let registry = moat_testkit::registry_of([adapter]);
     let mut request = moat_testkit::request("openai-ts", "Say hello");
     openai_request(&server.url(), grant(&[server.grant()]))(&mut request);

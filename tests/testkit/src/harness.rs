@@ -46,6 +46,10 @@ pub fn sandbox() -> &'static Sandbox {
         let config = SandboxConfig {
             cache_dir: Some(shared_cache_dir()),
             pool_sessions: 1000,
+            // The suite compiles the TypeScript and Python SDKs' 12–18 MiB
+            // components while the rest of it runs on two cores: more time
+            // than a user's moat gives (its default stays 60 s).
+            compile_timeout: Duration::from_secs(300),
             ..SandboxConfig::default()
         };
         Sandbox::new(config).expect("the sandbox starts")
@@ -58,6 +62,31 @@ pub async fn load(path: &str) -> WasmAdapter {
         Ok(adapter) => adapter,
         Err(error) => panic!("cannot load {path}: {error}"),
     }
+}
+
+/// Loads a large component (an interpreter or engine inside: the
+/// TypeScript and Python SDKs' 12–18 MiB ones) through the shared sandbox,
+/// one at a time in the test process: compiling two at once on a 2-core
+/// machine, beside the rest of the suite, comes near the sandbox's compile
+/// timeout, and a second load of the same component then hits the cache.
+pub async fn load_large(path: &str) -> WasmAdapter {
+    static LOADING: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();
+    let _one_at_a_time = LOADING.get_or_init(Default::default).lock().await;
+    load(path).await
+}
+
+/// [`run_component`] for a large component ([`load_large`]).
+pub async fn run_large_component(
+    path: &str,
+    prompt: &str,
+    configure: impl FnOnce(&mut Request),
+) -> Vec<AgentEvent> {
+    let adapter = load_large(path).await;
+    let name = moat_engine::Adapter::info(&adapter).name.clone();
+    let registry = registry_of([adapter]);
+    let mut request = request(name, prompt);
+    configure(&mut request);
+    collect(&registry, request).await
 }
 
 /// A registry holding the given adapters.

@@ -4,6 +4,7 @@
 //!   misbehaves on cue, and the native echo the benchmarks set beside the
 //!   Wasm one;
 //! - [`engine`]: helpers for the engine's tests with those doubles;
+//! - [`conformance`]: what every adapter of a kind must do, in any language;
 //! - [`components`]: the misbehaving components of `adapters/testing/`,
 //!   built by this crate's build script;
 //! - the sandbox harness (at the root): one sandbox per test process,
@@ -20,6 +21,7 @@ pub mod components {
     include!(concat!(env!("OUT_DIR"), "/testing_components.rs"));
 }
 
+pub mod conformance;
 pub mod engine;
 pub mod fake_cli;
 mod harness;
