@@ -18,7 +18,6 @@ use moat_testkit::llm::{deltas, error, grant, metadata};
 use moat_testkit::llm_server::{LlmServer, Reply};
 use moat_testkit::{describe, error_codes, registry_of, repo_root, single_done, texts};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const TEXT_USAGE: &[u8] = include_bytes!("../../adapters/openai/fixtures/text_usage.sse");
 
@@ -280,26 +279,9 @@ async fn python_openai_refuses_what_it_cannot_honour_before_sending() {
 async fn check_abort_is_enforced(path: &Path, mode: &str) {
     let adapter = load(path).await;
     let registry = registry_of([adapter]);
-    let abort = CancellationToken::new();
     let mut request = moat_testkit::request("ignores-abort-py", mode);
-    request.abort = Some(abort.clone());
     request.drain = Duration::from_millis(300);
-    let mut run = moat_engine::run_agent(&registry, request).unwrap();
-    let mut events = Vec::new();
-    let mut aborted_at = None;
-    let all = async {
-        while let Some(event) = run.next().await {
-            if aborted_at.is_none() && matches!(event.payload, EventPayload::TextDelta(_)) {
-                abort.cancel();
-                aborted_at = Some(Instant::now());
-            }
-            events.push(event);
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), all)
-        .await
-        .expect("the host stopped the adapter");
-    let took = aborted_at.expect("the first delta came").elapsed();
+    let (events, took) = moat_testkit::run_aborting_at_first_delta(&registry, request).await;
     // The same contract as the Rust and TypeScript adapters that ignore
     // abort.
     moat_testkit::conformance::stopped(&events, DoneStatus::Interrupted);

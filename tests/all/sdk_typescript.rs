@@ -305,31 +305,14 @@ async fn an_abort_while_the_typescript_openai_adapter_waits_on_a_stalled_server_
     };
     // Half the answer, then nothing: the adapter waits in an SSE read.
     let server = LlmServer::start(Reply::sse(&TEXT_USAGE[..TEXT_USAGE.len() / 2]).then_stall());
-    let abort = CancellationToken::new();
     let adapter = moat_testkit::load_large(&built.openai).await;
     let registry = moat_testkit::registry_of([adapter]);
     let mut request = moat_testkit::request("openai-ts", "Say hello");
     openai_request(&server.url(), grant(&[server.grant()]))(&mut request);
-    request.abort = Some(abort.clone());
     // A drain far longer than the test allows: the SDK itself must see the
     // abort while the adapter waits, not the host cut it off.
     request.drain = Duration::from_secs(20);
-    let mut run = moat_engine::run_agent(&registry, request).unwrap();
-    let mut events = Vec::new();
-    let mut aborted_at = None;
-    let all = async {
-        while let Some(event) = run.next().await {
-            if aborted_at.is_none() && matches!(event.payload, EventPayload::TextDelta(_)) {
-                abort.cancel();
-                aborted_at = Some(Instant::now());
-            }
-            events.push(event);
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), all)
-        .await
-        .expect("the run ends");
-    let took = aborted_at.expect("a delta arrived").elapsed();
+    let (events, took) = moat_testkit::run_aborting_at_first_delta(&registry, request).await;
     assert_eq!(single_done(&events).status, DoneStatus::Interrupted);
     assert!(
         error_codes(&events).is_empty(),

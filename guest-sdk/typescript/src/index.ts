@@ -39,20 +39,5 @@ export type { SpawnOptions } from "./process.js";
 export { DEFAULT_MAX_EVENT_SIZE, isTooLarge, SseParser, sseEvents } from "./sse.js";
 export type { SseEvent, SseTooLarge } from "./sse.js";
 export type { EventSource } from "./stream.js";
-export { CONTRACT_VERSION } from "./types.js";
-export type {
-  AdapterInfo,
-  Cost,
-  CostSource,
-  DoneEvent,
-  DoneStatus,
-  ErrorInfo,
-  Event,
-  EventKind,
-  Needs,
-  Options,
-  TokenCoverage,
-  ToolStatus,
-  TrustLevel,
-  Usage,
-} from "./types.js";
+// The contract's types under the names adapter authors use, and its version.
+export * from "./types.js";

@@ -424,7 +424,7 @@ impl<'a> Round<'a> {
                     .get_mut(&id)
                     .expect("every task has a state");
                 state.status = TaskStatus::Running;
-                state.attempts += 1;
+                state.attempts = state.attempts.saturating_add(1);
                 if state.started_at.is_none() {
                     state.started_at = Some(state::now());
                 }
@@ -440,7 +440,9 @@ impl<'a> Round<'a> {
                     hooks: self.engine.hooks.clone(),
                     emit: self.settings.emit.clone(),
                     attempt: state.attempts,
-                    iteration: state.iterations + 1,
+                    // Counts read from a state file are not trusted not to
+                    // overflow.
+                    iteration: state.iterations.saturating_add(1),
                     dependencies,
                     previous,
                     abort: self.settings.cancel.child_token(),
@@ -491,7 +493,9 @@ impl<'a> Round<'a> {
         let state = self.task_mut(id);
         state.runs.extend(report.run);
         add_usage(&mut state.usage, &report.usage);
-        state.duration_ms += report.duration.as_millis() as u64;
+        state.duration_ms = state
+            .duration_ms
+            .saturating_add(u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX));
         match report.verdict {
             Verdict::Completed { handover } => {
                 let task = &self.tasks[id];
@@ -500,7 +504,7 @@ impl<'a> Round<'a> {
                 state.status = TaskStatus::Completed;
                 state.completed_at = Some(state::now());
                 state.outputs = outputs;
-                state.iterations += 1;
+                state.iterations = state.iterations.saturating_add(1);
                 state.handover = Some(handover);
                 state.error = None;
                 let (runs, duration_ms, usage) =
@@ -514,7 +518,7 @@ impl<'a> Round<'a> {
             }
             Verdict::NextIteration { handover } => {
                 state.status = TaskStatus::Pending;
-                state.iterations += 1;
+                state.iterations = state.iterations.saturating_add(1);
                 state.attempts = 0;
                 state.handover = Some(handover);
                 let iteration = state.iterations;
@@ -662,7 +666,7 @@ impl<'a> Round<'a> {
 pub fn add_usage(total: &mut ResultUsage, more: &ResultUsage) {
     fn add(total: &mut Option<u64>, more: Option<u64>) {
         if let Some(more) = more {
-            *total = Some(total.unwrap_or(0) + more);
+            *total = Some(total.unwrap_or(0).saturating_add(more));
         }
     }
     add(&mut total.input_tokens, more.input_tokens);
@@ -675,5 +679,5 @@ pub fn add_usage(total: &mut ResultUsage, more: &ResultUsage) {
         total.cost_usd = Some(total.cost_usd.unwrap_or(0.0) + cost);
         total.cost_source = more.cost_source.or(total.cost_source);
     }
-    total.tool_uses += more.tool_uses;
+    total.tool_uses = total.tool_uses.saturating_add(more.tool_uses);
 }

@@ -191,6 +191,24 @@ impl Hooks {
 /// How much of a command's stderr a failure reason keeps.
 const MAX_REASON: usize = 4096;
 
+/// How long the rest of a command's stderr is awaited once it has ended.
+const STDERR_GRACE: Duration = Duration::from_secs(1);
+
+/// A command's process group, killed when dropped.
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if let Ok(group) = libc::pid_t::try_from(self.0) {
+            // SAFETY: killpg only sends a signal; a group that is gone
+            // already makes it fail with ESRCH, which is ignored.
+            unsafe {
+                libc::killpg(group, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// A command from the workflow file, run in the project directory with
 /// the event as JSON on its stdin and `MOAT_HOOK`, `MOAT_WORKFLOW`,
 /// `MOAT_TASK`, `MOAT_ATTEMPT`, `MOAT_ITERATION` in its environment. It is
@@ -247,10 +265,15 @@ pub async fn run_command(
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
+        // A group of its own: whatever the command starts dies with it.
+        .process_group(0)
         .kill_on_drop(true);
     let mut child = child
         .spawn()
         .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+    // Kills the whole group when the command ends, times out, or the
+    // attempt is dropped (a cancel): no process a hook started outlives it.
+    let group = child.id().map(ProcessGroup);
     let input = child.stdin.take();
     let stdin = stdin.to_vec();
     let feed = async move {
@@ -260,10 +283,10 @@ pub async fn run_command(
             let _ = input.write_all(&stdin).await;
         }
     };
+    // Read beside the wait, so a chatty command never blocks on a full
+    // pipe; the start is kept, the rest drained.
     let mut stderr = child.stderr.take();
-    let collect = async move {
-        // Keep the start, drain the rest: a chatty command must not block
-        // on a full pipe.
+    let collect = tokio::spawn(async move {
         let mut text = Vec::new();
         let mut chunk = [0u8; 4096];
         if let Some(stderr) = stderr.as_mut() {
@@ -273,22 +296,27 @@ pub async fn run_command(
             }
         }
         text
-    };
+    });
     let waited = tokio::time::timeout(timeout, async {
-        let ((), text, status) = tokio::join!(feed, collect, child.wait());
-        (text, status)
+        let ((), status) = tokio::join!(feed, child.wait());
+        status
     })
     .await;
-    let (text, status) = match waited {
-        Ok(done) => done,
-        Err(_) => {
-            let _ = child.kill().await;
-            return Err(format!(
-                "`{command}` took longer than {}; it was stopped",
-                humantime::format_duration(timeout)
-            ));
-        }
+    let Ok(status) = waited else {
+        collect.abort();
+        return Err(format!(
+            "`{command}` took longer than {}; it was stopped",
+            humantime::format_duration(timeout)
+        ));
     };
+    // The command has ended; what it left running holds the pipe open
+    // until its group is killed.
+    drop(group);
+    let text = tokio::time::timeout(STDERR_GRACE, collect)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
     let status = status.map_err(|e| format!("`{command}`: {e}"))?;
     if status.success() {
         return Ok(());

@@ -41,6 +41,18 @@ pub enum TaskStatus {
     Failed,
 }
 
+impl TaskStatus {
+    /// Its name, as the state file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::Running => "RUNNING",
+            Self::Completed => "COMPLETED",
+            Self::Failed => "FAILED",
+        }
+    }
+}
+
 /// How the workflow stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -53,6 +65,18 @@ pub enum WorkflowStatus {
     Failed,
     /// Cancelled (Ctrl-C, `moat cancel`).
     Cancelled,
+}
+
+impl WorkflowStatus {
+    /// Its name, as the state file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// The state file's contents.
@@ -292,4 +316,29 @@ pub fn read(path: &Path) -> Result<Option<State>, StateError> {
         });
     }
     Ok(Some(state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names_are_what_the_file_says() {
+        for status in [
+            TaskStatus::Pending,
+            TaskStatus::Running,
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+        ] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+        for status in [
+            WorkflowStatus::Running,
+            WorkflowStatus::Completed,
+            WorkflowStatus::Failed,
+            WorkflowStatus::Cancelled,
+        ] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+    }
 }

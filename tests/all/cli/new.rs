@@ -9,25 +9,56 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-#[test]
-fn a_new_rust_adapter_builds_tests_and_runs_with_no_edits() {
+/// `moat new NAME --lang LANG` in a fresh directory: the directory and the
+/// project, whose `files` must all be there.
+fn create(name: &str, lang: &str, files: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let created = moat()
-        .args(["new", "hello-agent", "--lang", "rust"])
+        .args(["new", name, "--lang", lang])
         .current_dir(dir.path())
         .output()
         .unwrap();
     assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
-    let project = dir.path().join("hello-agent");
-    for file in [
-        "Cargo.toml",
-        "src/lib.rs",
-        "build.sh",
-        "README.md",
-        ".gitignore",
-    ] {
+    let project = dir.path().join(name);
+    for file in files {
         assert!(project.join(file).is_file(), "{file}");
     }
+    (dir, project)
+}
+
+/// Runs the project's own `test.sh` with the tests' moat (its cache and
+/// store): it builds the component and checks moat's answer.
+fn passes_its_own_test(project: &std::path::Path, name: &str) {
+    let command = moat();
+    let tested = Command::new("./test.sh")
+        .current_dir(project)
+        .env("MOAT", command.get_program())
+        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .unwrap();
+    assert_eq!(
+        tested.status.code(),
+        Some(0),
+        "{}{}",
+        text(&tested.stdout),
+        text(&tested.stderr)
+    );
+    assert!(text(&tested.stdout).contains(&format!("ok: {name} answers")));
+}
+
+#[test]
+fn a_new_rust_adapter_builds_tests_and_runs_with_no_edits() {
+    let (dir, project) = create(
+        "hello-agent",
+        "rust",
+        &[
+            "Cargo.toml",
+            "src/lib.rs",
+            "build.sh",
+            "README.md",
+            ".gitignore",
+        ],
+    );
     // Its build script, as a user runs it; the components' target
     // directory is shared with moat's own build so the SDK's dependencies
     // are not compiled again.
@@ -80,23 +111,17 @@ fn a_new_rust_adapter_builds_tests_and_runs_with_no_edits() {
 
 #[test]
 fn a_new_python_adapter_builds_and_passes_its_test_through_moat() {
-    let dir = tempfile::tempdir().unwrap();
-    let created = moat()
-        .args(["new", "hello-py", "--lang", "python"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
-    let project = dir.path().join("hello-py");
-    for file in [
-        "hello_py.py",
-        "build.sh",
-        "test.sh",
-        "README.md",
-        ".gitignore",
-    ] {
-        assert!(project.join(file).is_file(), "{file}");
-    }
+    let (_dir, project) = create(
+        "hello-py",
+        "python",
+        &[
+            "hello_py.py",
+            "build.sh",
+            "test.sh",
+            "README.md",
+            ".gitignore",
+        ],
+    );
     // The SDK's build environment (componentize-py from PyPI) first: where
     // it cannot be installed, the Python SDK's own tests say so
     // (tests/all/sdk_python.rs); here it is required.
@@ -113,22 +138,7 @@ fn a_new_python_adapter_builds_and_passes_its_test_through_moat() {
         eprintln!("skipped: the Python SDK's tools cannot be installed here");
         return;
     }
-    // Its own test: it builds the component and checks moat's answer.
-    let command = moat();
-    let tested = Command::new("./test.sh")
-        .current_dir(&project)
-        .env("MOAT", command.get_program())
-        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .output()
-        .unwrap();
-    assert_eq!(
-        tested.status.code(),
-        Some(0),
-        "{}{}",
-        text(&tested.stdout),
-        text(&tested.stderr)
-    );
-    assert!(text(&tested.stdout).contains("ok: hello-py answers"));
+    passes_its_own_test(&project, "hello-py");
 }
 
 #[test]
@@ -141,39 +151,19 @@ fn a_new_typescript_adapter_builds_and_passes_its_test_through_moat() {
         eprintln!("skipped: npm cannot be run here; install Node.js 20 and npm");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let created = moat()
-        .args(["new", "hello-ts", "--lang", "typescript"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(created.status.code(), Some(0), "{}", text(&created.stderr));
-    let project = dir.path().join("hello-ts");
-    for file in [
-        "package.json",
-        "tsconfig.json",
-        "src/adapter.ts",
-        "build.sh",
-        "test.sh",
-        "README.md",
-        ".gitignore",
-    ] {
-        assert!(project.join(file).is_file(), "{file}");
-    }
-    // Its own test: npm install, the build, and moat's answer.
-    let command = moat();
-    let tested = Command::new("./test.sh")
-        .current_dir(&project)
-        .env("MOAT", command.get_program())
-        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .output()
-        .unwrap();
-    assert_eq!(
-        tested.status.code(),
-        Some(0),
-        "{}{}",
-        text(&tested.stdout),
-        text(&tested.stderr)
+    let (_dir, project) = create(
+        "hello-ts",
+        "typescript",
+        &[
+            "package.json",
+            "tsconfig.json",
+            "src/adapter.ts",
+            "build.sh",
+            "test.sh",
+            "README.md",
+            ".gitignore",
+        ],
     );
-    assert!(text(&tested.stdout).contains("ok: hello-ts answers"));
+    // Its own test: npm install, the build, and moat's answer.
+    passes_its_own_test(&project, "hello-ts");
 }

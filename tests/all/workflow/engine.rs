@@ -1088,3 +1088,98 @@ async fn a_workflow_cancelled_before_it_starts_runs_nothing_and_ends_once() {
             .any(|e| matches!(e, WorkflowEvent::TaskStarted { .. }))
     );
 }
+
+#[tokio::test]
+async fn a_hook_that_overstays_is_stopped_and_nothing_a_hook_starts_outlives_it() {
+    let project = Project::new(
+        r#"
+name = "lingering"
+[[task]]
+id = "A"
+adapter = "echo"
+prompt = "a"
+[[task]]
+id = "B"
+adapter = "echo"
+prompt = "b"
+
+[[hook]]
+on = "pre-task"
+task = "A"
+command = "sleep 300 & echo $! > left-running.pid"
+[[hook]]
+on = "pre-task"
+task = "B"
+command = "sleep 300"
+timeout = "200ms"
+"#,
+    );
+    let runner = project.runner(1);
+    let started = std::time::Instant::now();
+    let (result, _) = run(&project, runner, file_hooks(&project), FRESH).await;
+    assert_eq!(result.unwrap().status, WorkflowStatus::Failed);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let state = project.state("lingering");
+    assert_eq!(status_of(&state, "A"), TaskStatus::Completed);
+    assert!(
+        state.tasks["B"]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("took longer than 200ms"),
+        "{:?}",
+        state.tasks["B"].error
+    );
+    let pid = std::fs::read_to_string(project.path().join("left-running.pid")).unwrap();
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive(&pid) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!alive(&pid), "the hook's background process outlived it");
+}
+
+#[tokio::test]
+async fn a_state_file_with_counts_at_their_limit_resumes_without_a_panic() {
+    let project = Project::new(
+        r#"
+name = "tampered"
+[[task]]
+id = "A"
+adapter = "echo"
+prompt = "p"
+[task.loop]
+max_iterations = 3
+until = { command = "true" }
+"#,
+    );
+    let runner = project.runner(1);
+    runner.script("A", [Scripted::Fail("stop here".into())]);
+    let (first, _) = run(&project, runner.clone(), Hooks::new(), FRESH).await;
+    assert_eq!(first.unwrap().status, WorkflowStatus::Failed);
+    let path = project.path().join(".moat/workflows/tampered/state.json");
+    let mut state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    state["tasks"]["A"]["iterations"] = serde_json::json!(u32::MAX);
+    state["tasks"]["A"]["duration_ms"] = serde_json::json!(u64::MAX);
+    state["tasks"]["A"]["usage"] =
+        serde_json::json!({"inputTokens": u64::MAX, "toolUses": u32::MAX});
+    std::fs::write(&path, serde_json::to_vec(&state).unwrap()).unwrap();
+    let (resumed, _) = run(
+        &project,
+        runner,
+        Hooks::new(),
+        Start::Resume { force: false },
+    )
+    .await;
+    let summary = resumed.unwrap();
+    assert_eq!(summary.status, WorkflowStatus::Completed);
+    assert_eq!(summary.state.tasks["A"].duration_ms, u64::MAX);
+}

@@ -89,6 +89,34 @@ pub async fn run_large_component(
     collect(&registry, request).await
 }
 
+/// Runs `request`, aborting it (`request.abort` is set here) at its first
+/// text delta: its events, and how long it took to end after the abort.
+/// Panics when it has not ended 30 s after starting, or sent no delta.
+pub async fn run_aborting_at_first_delta(
+    registry: &Registry<RunScope>,
+    mut request: Request,
+) -> (Vec<AgentEvent>, Duration) {
+    let abort = tokio_util::sync::CancellationToken::new();
+    request.abort = Some(abort.clone());
+    let mut run = moat_engine::run_agent(registry, request).expect("the run starts");
+    let mut events = Vec::new();
+    let mut aborted_at = None;
+    let all = async {
+        while let Some(event) = run.next().await {
+            if aborted_at.is_none() && matches!(event.payload, EventPayload::TextDelta(_)) {
+                abort.cancel();
+                aborted_at = Some(std::time::Instant::now());
+            }
+            events.push(event);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), all)
+        .await
+        .expect("the run ends after its abort");
+    let took = aborted_at.expect("a text delta arrived").elapsed();
+    (events, took)
+}
+
 /// A registry holding the given adapters.
 pub fn registry_of(adapters: impl IntoIterator<Item = WasmAdapter>) -> Registry<RunScope> {
     let mut registry = Registry::scoped();

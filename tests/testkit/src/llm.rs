@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use moat_engine::{AgentEvent, DoneStatus, EventPayload, ToolUsePayload};
 use moat_grants::{Grants, NetRule};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use crate::llm_server::{LlmServer, Reply, Step, closed_port, load_builtin, run_builtin};
 use crate::{error_codes, single_done};
@@ -69,30 +68,13 @@ impl LlmAdapter {
     pub async fn check_abort_mid_stream(&self, fixture: &[u8]) {
         let server = LlmServer::start(Reply::sse(&fixture[..fixture.len() / 2]).then_stall());
         let registry = crate::registry_of([load_builtin(self.name).await]);
-        let abort = CancellationToken::new();
         let mut request = crate::request(self.name, "Say hello");
         self.prepare(&mut request, &server.url(), grant(&[server.grant()]));
-        request.abort = Some(abort.clone());
         // A drain far longer than the test allows: the adapter itself must
         // notice the abort while it waits on the stalled body, not the
         // engine cut it off at the end of the drain.
         request.drain = Duration::from_secs(20);
-        let mut run = moat_engine::run_agent(&registry, request).unwrap();
-        let mut events = Vec::new();
-        let mut aborted_at = None;
-        let all = async {
-            while let Some(event) = run.next().await {
-                if aborted_at.is_none() && matches!(event.payload, EventPayload::TextDelta(_)) {
-                    abort.cancel();
-                    aborted_at = Some(Instant::now());
-                }
-                events.push(event);
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), all)
-            .await
-            .expect("the run ends");
-        let took = aborted_at.expect("a delta arrived").elapsed();
+        let (events, took) = crate::run_aborting_at_first_delta(&registry, request).await;
         assert_eq!(single_done(&events).status, DoneStatus::Interrupted);
         assert!(
             error_codes(&events).is_empty(),

@@ -155,10 +155,7 @@ fn status(args: &WorkflowStatusArgs) -> anyhow::Result<ExitCode> {
         };
         rows.push([
             task.id.clone(),
-            serde_json::to_value(task_state.status)?
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            task_state.status.as_str().to_owned(),
             task_state.iterations.to_string(),
             if task_state.duration_ms == 0 {
                 "-".into()
@@ -179,9 +176,7 @@ fn status(args: &WorkflowStatusArgs) -> anyhow::Result<ExitCode> {
         Some(state) => println!(
             "workflow {}: {} (started {}{})",
             workflow.name,
-            serde_json::to_value(state.status)?
-                .as_str()
-                .unwrap_or_default(),
+            state.status.as_str(),
             state.started_at,
             state
                 .ended_at
