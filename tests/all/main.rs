@@ -8,6 +8,7 @@ mod capabilities;
 mod claude_code;
 mod cli;
 mod clients;
+mod cluster;
 mod codex;
 mod containment;
 mod contract_packages;

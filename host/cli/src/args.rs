@@ -28,6 +28,8 @@ pub struct Cli {
     /// The run store [default: ~/.local/state/moat/moat.db].
     #[arg(long, global = true, env = "MOAT_STORE", value_name = "PATH")]
     pub store: Option<PathBuf>,
+    #[command(flatten)]
+    pub cluster: ClusterFlags,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -69,6 +71,46 @@ pub enum Command {
     /// Create a ready adapter project: sources, build script, one test,
     /// README.
     New(NewArgs),
+    /// Execute runs submitted to a NATS JetStream cluster, here, within
+    /// the grants given (docs/cluster.md).
+    Worker(WorkerArgs),
+}
+
+/// Where the cluster is: with `--nats`, `run`, `ps`, `show`, `logs`,
+/// `wait` and `cancel` work on the cluster's runs instead of this
+/// machine's (docs/cluster.md).
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterFlags {
+    /// NATS servers of the cluster, comma-separated (nats://HOST:PORT).
+    /// Credentials never go here: see --nats-auth.
+    #[arg(long, global = true, env = "MOAT_NATS", value_name = "URLS")]
+    pub nats: Option<String>,
+    /// A file with the NATS credentials (token, user/password, nkey or a
+    /// .creds file) and TLS settings [default: $MOAT_NATS_AUTH, else the
+    /// MOAT_NATS_TOKEN/USER/PASSWORD/NKEY/CREDS variables].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub nats_auth: Option<PathBuf>,
+    /// Copies of each stream and bucket this moat creates in the cluster
+    /// (3 on a three-node cluster); existing ones are used as they are.
+    #[arg(long, global = true, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub nats_replicas: u8,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Most runs executed at once.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub max_runs: u16,
+    /// A worker that has not beaten for this long has lost its runs;
+    /// takes effect when the cluster's workers bucket is created.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub worker_timeout: Duration,
+    /// The most this worker gives any run: a job asking for more is
+    /// refused (BOUNDARY_VIOLATION on its record).
+    #[command(flatten)]
+    pub grants: GrantFlags,
 }
 
 #[derive(Debug, Args)]
@@ -275,7 +317,7 @@ pub struct ServeArgs {
     pub grants: GrantFlags,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct PsArgs {
     /// Every run, ended ones too.
     #[arg(long, short)]
@@ -291,7 +333,7 @@ pub struct PsArgs {
     pub output: ListFormat,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ShowArgs {
     /// A run id, or a prefix naming one run.
     pub run: String,
@@ -300,14 +342,14 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct WaitArgs {
     /// Run ids, or prefixes naming one run each.
     #[arg(required = true)]
     pub runs: Vec<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct LogsArgs {
     /// A run id, or a prefix naming one run.
     pub run: String,
@@ -319,7 +361,7 @@ pub struct LogsArgs {
     pub output: Option<OutputFormat>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CancelArgs {
     /// Run ids, or prefixes naming one run each.
     #[arg(required = true)]
@@ -373,6 +415,11 @@ pub struct RunArgs {
     /// when RUN ends, this run is stopped and ends `parent ended`.
     #[arg(long, value_name = "RUN", conflicts_with = "no_store")]
     pub parent: Option<String>,
+    /// With --nats: when the worker running it is lost, run it again on
+    /// another worker from the start (off: a coding agent may have changed
+    /// files already).
+    #[arg(long)]
+    pub retry_on_worker_loss: bool,
     /// The process a `--detach` started: prints the run's id once it is
     /// recorded, then renders nothing.
     #[arg(long, hide = true)]

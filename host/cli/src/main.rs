@@ -95,6 +95,17 @@ fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    if cli.cluster.nats.is_some() {
+        if let Some(answer) = on_cluster_without_sandbox(&cli).await {
+            return answer;
+        }
+    } else if matches!(cli.command, Command::Worker(_)) {
+        return Err(UsageError(
+            "moat worker executes a cluster's runs: pass --nats nats://HOST:PORT (docs/cluster.md)"
+                .into(),
+        )
+        .into());
+    }
     // The store's commands need no sandbox.
     let store = cli.store.as_deref();
     match cli.command {
@@ -119,6 +130,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let sandbox = resolve::sandbox(&cli)?;
     match cli.command {
+        Command::Run(args) if cli.cluster.nats.is_some() => {
+            commands::run_on_cluster(&sandbox, &cli.cluster, args).await
+        }
+        Command::Worker(args) => {
+            commands::cluster::worker(sandbox, &cli.cluster, cli.cache_dir.clone(), args).await
+        }
         Command::Run(args) => commands::run(&sandbox, cli.store.as_deref(), args).await,
         Command::Parallel(args) => commands::parallel(&sandbox, cli.store.as_deref(), args).await,
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
@@ -139,12 +156,46 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The commands that work on the cluster's runs with `--nats` and need
+/// no sandbox, answered; `None` for those that do (`run`, `worker`).
+/// Commands that have no cluster form refuse `--nats` rather than quietly
+/// work on this machine.
+async fn on_cluster_without_sandbox(cli: &Cli) -> Option<anyhow::Result<ExitCode>> {
+    use commands::cluster;
+    let flags = &cli.cluster;
+    let refused = |what: &str| {
+        Some(Err(UsageError(format!(
+            "{what} has no cluster form yet: leave out --nats (and MOAT_NATS) to use this machine"
+        ))
+        .into()))
+    };
+    match &cli.command {
+        Command::Ps(args) => Some(cluster::ps(flags, args.clone()).await),
+        Command::Show(args) => Some(cluster::show(flags, args.clone()).await),
+        Command::Logs(args) => Some(cluster::logs(flags, args.clone()).await),
+        Command::Wait(args) => Some(cluster::wait(flags, args.clone()).await),
+        Command::Cancel(args) => Some(cluster::cancel(flags, args.clone()).await),
+        Command::Run(_) | Command::Worker(_) => None,
+        Command::Prune(_) => refused("moat prune (the cluster's events expire after 7 days)"),
+        Command::Parallel(_) => refused("moat parallel"),
+        Command::Serve(_) => refused("moat serve"),
+        Command::Workflow(_) => refused("moat workflow"),
+        Command::Inspect(_)
+        | Command::Compile(_)
+        | Command::Adapters
+        | Command::Adapter(_)
+        | Command::New(_) => None,
+    }
+}
+
 /// Logs go to stderr so stdout carries only events. Default: warnings.
 fn init_logging(verbose: u8) {
     let filter = match std::env::var("MOAT_LOG") {
         Ok(filter) => EnvFilter::new(filter),
         Err(_) => EnvFilter::new(match verbose {
-            0 => "warn",
+            // The NATS client logs each failed connection attempt as an
+            // error; moat reports the failure itself, once.
+            0 => "warn,async_nats=off",
             1 => "info",
             2 => "debug",
             _ => "trace",

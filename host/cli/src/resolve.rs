@@ -119,6 +119,25 @@ pub async fn adapter(sandbox: &Sandbox, name_or_path: &str) -> anyhow::Result<Re
     })
 }
 
+/// The bytes of the component `name_or_path` names, found as
+/// [`adapter`] finds it: `None` for a built-in (moat carries those).
+pub fn component_bytes(name_or_path: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    if builtin::component(name_or_path).is_some() {
+        return Ok(None);
+    }
+    if moat_installed::valid_name(name_or_path)
+        && let Ok(catalog) = catalog()
+        && let Some((_, bytes)) = catalog
+            .load(name_or_path)
+            .map_err(|e| UsageError(e.to_string()))?
+    {
+        return Ok(Some(bytes));
+    }
+    let bytes = std::fs::read(name_or_path)
+        .map_err(|e| UsageError(format!("cannot read {name_or_path}: {e}")))?;
+    Ok(Some(bytes))
+}
+
 /// The installed adapters' catalog (`MOAT_DATA_DIR`, else the user's data
 /// directory).
 pub fn catalog() -> anyhow::Result<Catalog> {

@@ -25,3 +25,8 @@ pub const STORE_ERROR: &str = "STORE_ERROR";
 /// caller turned the fallback off, the engine starts the run again as a
 /// fresh session (`moat:resume_fallback`).
 pub const SESSION_NOT_FOUND: &str = "SESSION_NOT_FOUND";
+/// The run asks for more than whoever executes it may give (a cluster
+/// worker's ceiling).
+pub const BOUNDARY_VIOLATION: &str = "BOUNDARY_VIOLATION";
+/// The cluster worker executing the run stopped answering.
+pub const WORKER_LOST: &str = "WORKER_LOST";

@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, Usage};
+use moat_engine::AgentEvent;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 pub use error::StoreError;
@@ -620,7 +620,7 @@ fn end_run(
             [id],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )?;
-        let event = synthesized_done(&agent, outcome);
+        let event = outcome.synthesized_done(&agent);
         let json = serde_json::to_vec(&event)
             .map_err(|e| StoreError::Write(format!("cannot encode an event: {e}")))?;
         let plain = blocks::Encoding::Plain.as_str();
@@ -663,28 +663,6 @@ fn cascade(tx: &rusqlite::Transaction<'_>, parent: &str) -> Result<(), StoreErro
 }
 
 /// The `done` the store writes for a run that ended without one.
-fn synthesized_done(agent: &str, outcome: &Outcome) -> AgentEvent {
-    let status = match (&outcome.status, &outcome.reason) {
-        (RunStatus::Completed, _) => DoneStatus::Success,
-        (_, Some(FailReason::Cancelled | FailReason::ParentEnded)) => DoneStatus::Interrupted,
-        _ => DoneStatus::Error,
-    };
-    AgentEvent {
-        agent: agent.to_owned(),
-        timestamp: now_ms(),
-        session_id: moat_engine::new_session_id(),
-        role: None,
-        payload: EventPayload::Done(DonePayload {
-            status,
-            result: None,
-            resume_token: None,
-            usage: Usage::default(),
-            duration_ms: 0,
-            metadata: None,
-        }),
-    }
-}
-
 /// A connection to the store at `path`, set up for sharing: WAL, a busy
 /// timeout, foreign keys.
 pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {

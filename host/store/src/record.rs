@@ -3,6 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, Usage};
+
 use crate::id::RunId;
 
 /// Where a run is in its life. `Completed` and `Failed` are terminal: a
@@ -147,6 +149,61 @@ pub struct Outcome {
     pub reason: Option<FailReason>,
     /// The `done` payload (JSON), when there was one.
     pub done: Option<serde_json::Value>,
+}
+
+impl Outcome {
+    /// The outcome a run's `done` event gives: its status as the host saw
+    /// the run end (`timed_out`: the engine's TIMEOUT error came before),
+    /// never what the adapter claims about itself alone.
+    pub fn of_done(status: DoneStatus, timed_out: bool, event: &AgentEvent) -> Self {
+        let done = serde_json::to_value(event)
+            .ok()
+            .and_then(|value| value.get("payload").cloned());
+        let (status, reason) = match status {
+            DoneStatus::Success => (RunStatus::Completed, None),
+            _ if timed_out => (RunStatus::Failed, Some(FailReason::Timeout)),
+            DoneStatus::Interrupted => (RunStatus::Failed, Some(FailReason::Cancelled)),
+            DoneStatus::MaxTurns => (
+                RunStatus::Failed,
+                Some(FailReason::Other("max turns".into())),
+            ),
+            DoneStatus::MaxBudget => (
+                RunStatus::Failed,
+                Some(FailReason::Other("max budget".into())),
+            ),
+            DoneStatus::Error => (RunStatus::Failed, Some(FailReason::AdapterError)),
+        };
+        Outcome {
+            status,
+            reason,
+            done,
+        }
+    }
+
+    /// The `done` a run that ended this way without one is given: success
+    /// for a completed run, interrupted for a cancelled one (or one whose
+    /// parent ended), error otherwise.
+    pub fn synthesized_done(&self, agent: &str) -> AgentEvent {
+        let status = match (&self.status, &self.reason) {
+            (RunStatus::Completed, _) => DoneStatus::Success,
+            (_, Some(FailReason::Cancelled | FailReason::ParentEnded)) => DoneStatus::Interrupted,
+            _ => DoneStatus::Error,
+        };
+        AgentEvent {
+            agent: agent.to_owned(),
+            timestamp: moat_engine::now_ms(),
+            session_id: moat_engine::new_session_id(),
+            role: None,
+            payload: EventPayload::Done(DonePayload {
+                status,
+                result: None,
+                resume_token: None,
+                usage: Usage::default(),
+                duration_ms: 0,
+                metadata: None,
+            }),
+        }
+    }
 }
 
 /// A run as stored.

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use moat_engine::{AgentEvent, DoneStatus, EventPayload, codes};
+use moat_engine::{AgentEvent, EventPayload, codes};
 
 use crate::{FailReason, NewRun, Outcome, RunId, RunStatus, Store, StoreError};
 
@@ -61,7 +61,7 @@ impl Recorder {
                 self.timed_out = true;
             }
             EventPayload::Done(done) => {
-                self.outcome = Some(self.outcome_of(done.status, event));
+                self.outcome = Some(Outcome::of_done(done.status, self.timed_out, event));
             }
             _ => {}
         }
@@ -81,30 +81,5 @@ impl Recorder {
             done: None,
         });
         self.store.finish(&self.id, &outcome)
-    }
-
-    fn outcome_of(&self, status: DoneStatus, event: &AgentEvent) -> Outcome {
-        let done = serde_json::to_value(event)
-            .ok()
-            .and_then(|value| value.get("payload").cloned());
-        let (status, reason) = match status {
-            DoneStatus::Success => (RunStatus::Completed, None),
-            _ if self.timed_out => (RunStatus::Failed, Some(FailReason::Timeout)),
-            DoneStatus::Interrupted => (RunStatus::Failed, Some(FailReason::Cancelled)),
-            DoneStatus::MaxTurns => (
-                RunStatus::Failed,
-                Some(FailReason::Other("max turns".into())),
-            ),
-            DoneStatus::MaxBudget => (
-                RunStatus::Failed,
-                Some(FailReason::Other("max budget".into())),
-            ),
-            DoneStatus::Error => (RunStatus::Failed, Some(FailReason::AdapterError)),
-        };
-        Outcome {
-            status,
-            reason,
-            done,
-        }
     }
 }

@@ -13,7 +13,8 @@
 //!   servers speaking plain HTTP and the vendors' streaming formats, and
 //!   model answers that call tools;
 //! - [`fake_cli`]: a fake agent CLI replaying recordings of the real ones;
-//! - [`workflows`]: workflow files the workflow tests and benchmark share.
+//! - [`workflows`]: workflow files the workflow tests and benchmark share;
+//! - [`nats`]: real `nats-server` processes (one, or a three-node cluster).
 
 pub mod components {
     //! Paths of the misbehaving adapters in `adapters/testing/`, built for
@@ -30,6 +31,7 @@ pub mod llm;
 pub mod llm_server;
 pub mod llm_turns;
 pub mod native;
+pub mod nats;
 pub mod wasm;
 pub mod workflows;
 

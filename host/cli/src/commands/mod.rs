@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod adapters;
+pub(crate) mod cluster;
 mod compile;
 mod drive;
 mod inspect;
@@ -18,6 +19,6 @@ pub use inspect::inspect;
 pub use installed::{adapter, without_sandbox as adapter_without_sandbox};
 pub use new::new;
 pub use parallel::parallel;
-pub use run::run;
+pub use run::{run, run_on_cluster};
 pub use runs::{cancel, logs, prune, ps, record_json, show, wait};
 pub use workflow::{without_sandbox as workflow_without_sandbox, workflow};

@@ -97,6 +97,17 @@ pub async fn run(
     }
 }
 
+/// `moat run --nats`: the run submitted to the cluster (see
+/// [`super::cluster::run`]).
+pub async fn run_on_cluster(
+    sandbox: &Sandbox,
+    flags: &crate::args::ClusterFlags,
+    args: RunArgs,
+) -> anyhow::Result<ExitCode> {
+    let prompt = read_prompt(args.prompt.as_deref())?;
+    super::cluster::run(sandbox, flags, args, prompt).await
+}
+
 /// The resume token `--continue RUN` names: the one the recorded run ended
 /// with, when it ran the same adapter.
 fn continued_session(

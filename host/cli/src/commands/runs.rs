@@ -21,18 +21,29 @@ const PROMPT_EXCERPT: usize = 40;
 
 pub fn ps(store: Option<&Path>, args: PsArgs) -> anyhow::Result<ExitCode> {
     let store = resolve::store(store)?;
-    let statuses = if !args.status.is_empty() {
-        args.status
-    } else if args.all {
-        Vec::new()
-    } else {
-        vec![RunStatus::Pending, RunStatus::Running]
-    };
+    let statuses = listed_statuses(&args);
     let runs = store.list(&RunFilter {
         statuses,
         limit: args.last,
     })?;
-    if args.output == ListFormat::Json {
+    print_runs(&runs, args.output)
+}
+
+/// The statuses `ps` lists when asked for `args`: the flag's, every one
+/// with `--all` (empty), else the live ones.
+pub fn listed_statuses(args: &PsArgs) -> Vec<RunStatus> {
+    if !args.status.is_empty() {
+        args.status.clone()
+    } else if args.all {
+        Vec::new()
+    } else {
+        vec![RunStatus::Pending, RunStatus::Running]
+    }
+}
+
+/// `moat ps`'s table (or JSON) of `runs`.
+pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<ExitCode> {
+    if output == ListFormat::Json {
         let records: Vec<Value> = runs.iter().map(record_json).collect();
         println!("{}", serde_json::to_string_pretty(&records)?);
         return Ok(ExitCode::SUCCESS);
@@ -42,7 +53,7 @@ pub fn ps(store: Option<&Path>, args: PsArgs) -> anyhow::Result<ExitCode> {
         "{:<28}  {:<12}  {:<10}  {:>8}  {:>8}  {:>9}  PROMPT",
         "ID", "ADAPTER", "STATUS", "AGE", "TOOK", "TOKENS"
     );
-    for run in &runs {
+    for run in runs {
         let age = ago(now.saturating_sub(run.created_ms));
         let took = run
             .started_ms
@@ -68,21 +79,35 @@ pub fn show(store: Option<&Path>, args: ShowArgs) -> anyhow::Result<ExitCode> {
         .resolve(&args.run)
         .map_err(|e| UsageError(e.to_string()))?;
     let run = store.get(&id)?.context("the run went while it was read")?;
-    let mut value = record_json(&run);
-    // An ended run's result, folded from its stored events as `moat run
-    // --output json` folds them live.
-    let result = match run.status {
-        RunStatus::Completed | RunStatus::Failed => {
-            let mut fold = ResultFold::new();
-            for (_, event) in store.events(&id, 0)? {
-                fold.observe(&event, &mut ());
-            }
-            Some(fold.finish())
-        }
+    let events = match run.status {
+        RunStatus::Completed | RunStatus::Failed => Some(store.events(&id, 0)?),
         RunStatus::Pending | RunStatus::Running => None,
     };
+    print_show(&run, events, args.json, None)
+}
+
+/// `moat show`'s view of `run`; `events` are an ended run's (its result is
+/// folded from them as `moat run --output json` folds them live);
+/// `worker` is the cluster worker that ran it.
+pub fn print_show(
+    run: &RunRecord,
+    events: Option<Vec<(u64, moat_engine::AgentEvent)>>,
+    json: bool,
+    worker: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let mut value = record_json(run);
+    let result = events.map(|events| {
+        let mut fold = ResultFold::new();
+        for (_, event) in &events {
+            fold.observe(event, &mut ());
+        }
+        fold.finish()
+    });
     value["result"] = serde_json::to_value(&result)?;
-    if args.json {
+    if let Some(worker) = worker {
+        value["worker"] = json!(worker);
+    }
+    if json {
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -99,7 +124,10 @@ pub fn show(store: Option<&Path>, args: ShowArgs) -> anyhow::Result<ExitCode> {
         Some(reason) => println!("status       {} ({reason})", run.status),
         None => println!("status       {}", run.status),
     }
-    println!("owner pid    {}", run.owner_pid);
+    match worker {
+        Some(worker) => println!("worker       {}", safe::text(worker)),
+        None => println!("owner pid    {}", run.owner_pid),
+    }
     println!("created      {}", time(run.created_ms));
     if let Some(started) = run.started_ms {
         println!("started      {}", time(started));

@@ -1,0 +1,970 @@
+//! A connection to the cluster and the operations on runs every moat
+//! process shares: submit, read, list, cancel, end, follow and wait, and
+//! finding runs whose worker was lost.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, consumer, kv, object_store, stream};
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use moat_engine::AgentEvent;
+use moat_store::{FailReason, Outcome, RunStatus};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+
+use crate::error::{ClusterError, nats, settled};
+use crate::job::{Job, is_sha256};
+use crate::layout::{self, SEQ_HEADER};
+use crate::record::{ClusterRun, WORKER_LOST};
+use crate::settings::{Auth, Settings};
+
+/// How long stored events are kept.
+const EVENTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// How long a worker may hold a run's message without a sign of progress
+/// before JetStream offers it to another worker (which then finds the run
+/// claimed and leaves it).
+pub(crate) const ACK_WAIT: Duration = Duration::from_secs(30);
+/// How many of one run's events may be on their way to the server,
+/// unacknowledged, at once.
+const PUBLISH_WINDOW: usize = 256;
+/// How often a waiting or following client looks for lost workers and
+/// at the run's record.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// How many times a change of a record is tried against concurrent ones.
+const CAS_ATTEMPTS: usize = 64;
+/// How long one JetStream request waits for its answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// The largest component the cluster carries.
+pub const MAX_COMPONENT_BYTES: u64 = 512 * 1024 * 1024;
+
+/// One moat process's connection to the cluster.
+#[derive(Clone)]
+pub struct Cluster {
+    pub(crate) client: async_nats::Client,
+    pub(crate) js: jetstream::Context,
+    pub(crate) runs: stream::Stream,
+    events: stream::Stream,
+    pub(crate) records: kv::Store,
+    pub(crate) live: kv::Store,
+    live_stream: stream::Stream,
+    pub(crate) workers: kv::Store,
+    components: object_store::ObjectStore,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").finish_non_exhaustive()
+    }
+}
+
+/// What [`Cluster::update`]'s change does with a record.
+pub(crate) enum Change {
+    /// Write the record as changed.
+    Write,
+    /// Leave it as it is.
+    Keep,
+}
+
+impl Cluster {
+    /// Connects (`name` is how servers list this client) and makes the
+    /// streams and buckets that are missing.
+    pub async fn connect(settings: &Settings, name: &str) -> Result<Self, ClusterError> {
+        let client = connect_client(settings, name).await?;
+        // A cluster that just started may not have elected its JetStream
+        // leader yet: its first requests time out. Give it a while.
+        settled(|| Self::with_layout(client.clone(), settings)).await
+    }
+
+    /// The streams and buckets, made when missing.
+    async fn with_layout(
+        client: async_nats::Client,
+        settings: &Settings,
+    ) -> Result<Self, ClusterError> {
+        // Short requests, tried again (`settled`): while a cluster elects a
+        // new leader, one request may go unanswered where the next is not.
+        let js = jetstream::ContextBuilder::new()
+            .timeout(REQUEST_TIMEOUT)
+            .build(client.clone());
+        let replicas = settings.replicas.max(1);
+        let runs = nats(
+            "work queue",
+            js.get_or_create_stream(stream::Config {
+                name: layout::RUNS_STREAM.into(),
+                subjects: vec![layout::RUNS_SUBJECT.into()],
+                retention: stream::RetentionPolicy::WorkQueue,
+                storage: stream::StorageType::File,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await,
+        )?;
+        let events = nats(
+            "event stream",
+            js.get_or_create_stream(stream::Config {
+                name: layout::EVENTS_STREAM.into(),
+                subjects: vec![layout::EVENTS_SUBJECTS.into()],
+                retention: stream::RetentionPolicy::Limits,
+                storage: stream::StorageType::File,
+                max_age: EVENTS_MAX_AGE,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await,
+        )?;
+        let records = key_value(&js, layout::RECORDS_BUCKET, Duration::ZERO, replicas).await?;
+        let live = key_value(&js, layout::LIVE_BUCKET, Duration::ZERO, replicas).await?;
+        let workers = key_value(
+            &js,
+            layout::WORKERS_BUCKET,
+            settings.worker_timeout,
+            replicas,
+        )
+        .await?;
+        let live_stream = nats(
+            "bucket",
+            js.get_stream(format!("KV_{}", layout::LIVE_BUCKET)).await,
+        )?;
+        let components = match js.get_object_store(layout::COMPONENTS_BUCKET).await {
+            Ok(store) => store,
+            Err(_) => match js
+                .create_object_store(object_store::Config {
+                    bucket: layout::COMPONENTS_BUCKET.into(),
+                    storage: stream::StorageType::File,
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+            {
+                Ok(store) => store,
+                // Made meanwhile (by another moat, or by this request
+                // whose answer was lost): use it.
+                Err(error) => js
+                    .get_object_store(layout::COMPONENTS_BUCKET)
+                    .await
+                    .map_err(|_| ClusterError::nats("component store")(&error))?,
+            },
+        };
+        Ok(Self {
+            client,
+            js,
+            runs,
+            events,
+            records,
+            live,
+            live_stream,
+            workers,
+            components,
+        })
+    }
+
+    /// Records `job` (`pending`) and puts it on the work queue. A child
+    /// run is added to its parent's children; a parent that ended takes
+    /// none.
+    pub async fn submit(&self, job: Job) -> Result<ClusterRun, ClusterError> {
+        job.check()?;
+        if let Some(parent) = &job.parent {
+            let child = job.id.clone();
+            let mut ended = false;
+            let found = self
+                .update(parent, |run| {
+                    if run.is_terminal() {
+                        ended = true;
+                        return Change::Keep;
+                    }
+                    run.children.push(child.clone());
+                    Change::Write
+                })
+                .await?;
+            if found.is_none() && !ended {
+                return Err(ClusterError::NotFound(parent.clone()));
+            }
+            if ended {
+                return Err(ClusterError::Invalid(format!(
+                    "the parent run {parent} has ended: a run can only be started under a live one"
+                )));
+            }
+        }
+        let record = ClusterRun::submitted(job);
+        settled(|| async {
+            nats(
+                "record",
+                self.records.create(&record.job.id, record.to_bytes()).await,
+            )
+        })
+        .await?;
+        self.enqueue(&record.job).await?;
+        Ok(record)
+    }
+
+    /// Puts `job` on the work queue.
+    pub(crate) async fn enqueue(&self, job: &Job) -> Result<(), ClusterError> {
+        let payload: Bytes = serde_json::to_vec(job)
+            .map_err(|e| ClusterError::Invalid(format!("cannot encode a job: {e}")))?
+            .into();
+        settled(|| async {
+            let ack = nats(
+                "work queue",
+                self.js.publish(layout::RUNS_SUBJECT, payload.clone()).await,
+            )?;
+            nats("work queue", ack.await).map(drop)
+        })
+        .await
+    }
+
+    /// The run `id`'s record and its revision.
+    pub(crate) async fn entry(&self, id: &str) -> Result<Option<(ClusterRun, u64)>, ClusterError> {
+        if !layout::is_run_id(id) {
+            return Ok(None);
+        }
+        let entry = settled(|| async { nats("record", self.records.entry(id).await) }).await?;
+        match entry {
+            Some(entry) if entry.operation == kv::Operation::Put => Ok(Some((
+                ClusterRun::from_bytes(&entry.value)?,
+                entry.revision,
+            ))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The run `id`'s record.
+    pub async fn get(&self, id: &str) -> Result<Option<ClusterRun>, ClusterError> {
+        Ok(self.entry(id).await?.map(|(run, _)| run))
+    }
+
+    /// Changes run `id`'s record with `change`, against concurrent changes
+    /// (compare and set on its revision, retried). The record as written,
+    /// or `None` when there is no such run or `change` kept it.
+    pub(crate) async fn update(
+        &self,
+        id: &str,
+        mut change: impl FnMut(&mut ClusterRun) -> Change,
+    ) -> Result<Option<ClusterRun>, ClusterError> {
+        for _ in 0..CAS_ATTEMPTS {
+            let Some((mut run, revision)) = self.entry(id).await? else {
+                return Ok(None);
+            };
+            if let Change::Keep = change(&mut run) {
+                return Ok(None);
+            }
+            match self.records.update(id, run.to_bytes(), revision).await {
+                Ok(_) => return Ok(Some(run)),
+                Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
+                Err(error) => {
+                    let error = ClusterError::nats("record")(&error);
+                    if !error.is_transient() {
+                        return Err(error);
+                    }
+                    // The write may or may not have landed: read again.
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
+        Err(ClusterError::Nats {
+            what: "record",
+            message: format!("run {id} changed {CAS_ATTEMPTS} times while it was being changed"),
+        })
+    }
+
+    /// Every run's record, newest first.
+    pub async fn list(&self) -> Result<Vec<ClusterRun>, ClusterError> {
+        let mut ids = self.ids().await?;
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let mut runs = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(run) = self.get(&id).await? {
+                runs.push(run);
+            }
+        }
+        Ok(runs)
+    }
+
+    async fn ids(&self) -> Result<Vec<String>, ClusterError> {
+        keys(&self.records).await
+    }
+
+    /// The run `text` names: its id, or a prefix of exactly one run's id.
+    pub async fn resolve(&self, text: &str) -> Result<String, ClusterError> {
+        if layout::is_run_id(text) && self.get(text).await?.is_some() {
+            return Ok(text.to_owned());
+        }
+        let matches: Vec<String> = self
+            .ids()
+            .await?
+            .into_iter()
+            .filter(|id| id.starts_with(text))
+            .collect();
+        match matches.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(ClusterError::NotFound(text.to_owned())),
+            _ => Err(ClusterError::Ambiguous(format!(
+                "{text} names {} runs in the cluster: give more of the id",
+                matches.len()
+            ))),
+        }
+    }
+
+    /// Cancels run `id` for `reason` (`cancelled`, `parent ended`):
+    /// a pending run ends at once, a running one is stopped by its worker.
+    /// Idempotent: an unknown or ended run has nothing left to stop.
+    pub async fn cancel(&self, id: &str, reason: FailReason) -> Result<(), ClusterError> {
+        let mut pending = false;
+        let changed = self
+            .update(id, |run| match run.status() {
+                RunStatus::Completed | RunStatus::Failed => Change::Keep,
+                RunStatus::Pending => {
+                    pending = true;
+                    Change::Keep
+                }
+                RunStatus::Running => {
+                    if run.cancel.is_some() {
+                        return Change::Keep;
+                    }
+                    run.cancel = Some(reason.as_str().to_owned());
+                    Change::Write
+                }
+            })
+            .await?;
+        if pending {
+            let outcome = Outcome {
+                status: RunStatus::Failed,
+                reason: Some(reason.clone()),
+                done: None,
+            };
+            if !self.end(id, None, Ending::of(outcome)).await? {
+                // A worker claimed it meanwhile: stop it there.
+                return Box::pin(self.cancel(id, reason)).await;
+            }
+        }
+        if changed.is_some() {
+            nats(
+                "cancel",
+                self.client
+                    .publish(
+                        layout::cancel_subject(id),
+                        Bytes::from(reason.as_str().to_owned()),
+                    )
+                    .await,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Ends run `id` as `ending` says, once: only a live run (one
+    /// `worker` runs, when given) ends. Then its last events and its
+    /// `done` are published, its live entry goes and its children are
+    /// cancelled (`parent ended`). Whether this ended it.
+    pub(crate) async fn end(
+        &self,
+        id: &str,
+        worker: Option<&str>,
+        ending: Ending,
+    ) -> Result<bool, ClusterError> {
+        let Ending {
+            mut outcome,
+            seq,
+            before,
+            done,
+        } = ending;
+        let mut done_event = None;
+        let ended = self
+            .update(id, |run| {
+                let live = !run.is_terminal();
+                let owned = worker.is_none_or(|w| run.worker.as_deref() == Some(w));
+                if !(live && owned) {
+                    return Change::Keep;
+                }
+                if let (Some(asked), Some(FailReason::Cancelled)) = (&run.cancel, &outcome.reason) {
+                    // Stopped because someone asked: say why they asked.
+                    outcome.reason = Some(FailReason::from_stored(asked));
+                }
+                let event = done
+                    .clone()
+                    .unwrap_or_else(|| outcome.synthesized_done(&run.job.adapter));
+                run.status = outcome.status.as_str().into();
+                run.reason = outcome.reason.as_ref().map(|r| r.as_str().to_owned());
+                run.done = outcome.done.clone().or_else(|| payload_of(&event));
+                run.ended_ms = Some(moat_engine::now_ms());
+                done_event = Some(event);
+                Change::Write
+            })
+            .await?;
+        let (Some(run), Some(done)) = (ended, done_event) else {
+            return Ok(false);
+        };
+        let seq = match seq {
+            Some(seq) => seq,
+            None => self.next_seq(id).await?,
+        };
+        let mut publisher = self.publisher(id, seq);
+        for event in &before {
+            publisher.publish(event).await?;
+        }
+        publisher.publish(&done).await?;
+        publisher.flush().await?;
+        self.clear_live(id).await;
+        for child in &run.children {
+            if let Err(error) = Box::pin(self.cancel(child, FailReason::ParentEnded)).await {
+                tracing::warn!(run = child, "cannot end a child run: {error}");
+            }
+        }
+        Ok(true)
+    }
+
+    /// The number the next event of run `id` gets: one past the last
+    /// stored, 0 for none.
+    pub(crate) async fn next_seq(&self, id: &str) -> Result<u64, ClusterError> {
+        match self
+            .events
+            .get_last_raw_message_by_subject(&layout::events_subject(id))
+            .await
+        {
+            Ok(message) => Ok(message
+                .headers
+                .get(SEQ_HEADER)
+                .and_then(|seq| seq.as_str().parse::<u64>().ok())
+                .map_or(0, |seq| seq + 1)),
+            Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
+            Err(error) => Err(ClusterError::nats("event stream")(&error)),
+        }
+    }
+
+    /// A publisher of run `id`'s events, the first numbered `seq`.
+    pub(crate) fn publisher(&self, id: &str, seq: u64) -> Publisher {
+        Publisher {
+            js: self.js.clone(),
+            subject: layout::events_subject(id),
+            seq,
+            in_flight: VecDeque::new(),
+        }
+    }
+
+    /// Run `id`'s stored events from number `from`, then the live ones, to
+    /// its `done`. When the run ends without its `done` reaching the
+    /// stream (its worker was lost between the two), one is made from the
+    /// record. Lost workers are looked for meanwhile.
+    pub async fn follow(
+        &self,
+        id: &str,
+        from: u64,
+    ) -> Result<impl Stream<Item = Result<(u64, AgentEvent), ClusterError>> + use<>, ClusterError>
+    {
+        let messages = self.event_messages(id).await?;
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(256);
+        tokio::spawn(follow_events(
+            self.clone(),
+            id.to_owned(),
+            from,
+            messages,
+            sender,
+        ));
+        Ok(futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)))
+    }
+
+    /// An ordered consumer of run `id`'s events, from its first.
+    async fn event_messages(&self, id: &str) -> Result<consumer::pull::Ordered, ClusterError> {
+        settled(|| async {
+            let consumer = nats(
+                "event stream",
+                self.events
+                    .create_consumer(consumer::pull::OrderedConfig {
+                        filter_subject: layout::events_subject(id),
+                        deliver_policy: consumer::DeliverPolicy::All,
+                        ..Default::default()
+                    })
+                    .await,
+            )?;
+            nats("event stream", consumer.messages().await)
+        })
+        .await
+    }
+
+    /// Forgets that run `id` is live: its entry purged, marker and all,
+    /// so the search for lost workers reads only live runs.
+    pub(crate) async fn clear_live(&self, id: &str) {
+        let subject = format!("$KV.{}.{id}", layout::LIVE_BUCKET);
+        if let Err(error) = self.live_stream.purge().filter(subject).await {
+            tracing::warn!(run = id, "cannot clear the run's live entry: {error}");
+        }
+    }
+
+    /// Run `id`'s stored events only, from number `from`.
+    pub async fn stored_events(
+        &self,
+        id: &str,
+        from: u64,
+    ) -> Result<Vec<(u64, AgentEvent)>, ClusterError> {
+        let mut events = Vec::new();
+        if self.next_seq(id).await? == 0 {
+            return Ok(events);
+        }
+        let mut messages = self.event_messages(id).await?;
+        while let Some(message) = messages.next().await {
+            let message = nats("event stream", message)?;
+            let pending = nats("event stream", message.info())?.pending;
+            let (seq, event) = decode(&message.headers, &message.payload)?;
+            if seq >= from {
+                events.push((seq, event));
+            }
+            if pending == 0 {
+                break;
+            }
+        }
+        Ok(events)
+    }
+
+    /// Waits until run `id` has ended; its record then. Lost workers are
+    /// looked for meanwhile.
+    pub async fn wait(&self, id: &str) -> Result<ClusterRun, ClusterError> {
+        let mut watch = nats("record", self.records.watch(id).await)?;
+        loop {
+            let run = self
+                .get(id)
+                .await?
+                .ok_or_else(|| ClusterError::NotFound(id.to_owned()))?;
+            if run.is_terminal() {
+                return Ok(run);
+            }
+            let _ = tokio::time::timeout(WATCH_EVERY, watch.next()).await;
+            self.reap_lost_workers().await?;
+        }
+    }
+
+    /// Ends the runs of workers that stopped beating: each fails `worker
+    /// lost` with one `done` — or, when its job allows a retry, goes back
+    /// on the work queue. Any moat process may do this; each run is ended
+    /// (or queued again) once. The runs it dealt with.
+    pub async fn reap_lost_workers(&self) -> Result<Vec<String>, ClusterError> {
+        let mut reaped = Vec::new();
+        for id in keys(&self.live).await? {
+            let Some(worker) = nats("live runs", self.live.get(&id).await)? else {
+                continue;
+            };
+            let worker = String::from_utf8_lossy(&worker).into_owned();
+            if nats("workers", self.workers.get(&worker).await)?.is_some() {
+                continue;
+            }
+            let Some(run) = self.get(&id).await? else {
+                self.clear_live(&id).await;
+                continue;
+            };
+            let held = run.status() == RunStatus::Running
+                && run.worker.as_deref() == Some(worker.as_str());
+            if !held {
+                // Stale: the worker died before it claimed the run, or the
+                // run moved on.
+                self.clear_live(&id).await;
+                continue;
+            }
+            tracing::info!(run = id, worker, "the run's worker stopped beating");
+            if run.job.retry_on_worker_loss && run.cancel.is_none() {
+                if self.requeue(&id, &worker).await? {
+                    reaped.push(id);
+                }
+                continue;
+            }
+            let lost = Outcome {
+                status: RunStatus::Failed,
+                reason: Some(FailReason::Other(WORKER_LOST.into())),
+                done: None,
+            };
+            // The error first, so a consumer sees why; then the done.
+            let error = moat_engine::AgentEvent {
+                agent: run.job.adapter.clone(),
+                timestamp: moat_engine::now_ms(),
+                session_id: moat_engine::new_session_id(),
+                role: None,
+                payload: moat_engine::EventPayload::error(
+                    moat_engine::codes::WORKER_LOST,
+                    format!(
+                        "the worker running this run ({worker}) stopped answering; the run did not finish"
+                    ),
+                    false,
+                ),
+            };
+            let ending = Ending {
+                before: vec![error],
+                ..Ending::of(lost)
+            };
+            if self.end(&id, Some(&worker), ending).await? {
+                reaped.push(id);
+            }
+        }
+        Ok(reaped)
+    }
+
+    /// Puts a lost worker's run back on the queue, once.
+    async fn requeue(&self, id: &str, worker: &str) -> Result<bool, ClusterError> {
+        let queued = self
+            .update(id, |run| {
+                if run.status() != RunStatus::Running || run.worker.as_deref() != Some(worker) {
+                    return Change::Keep;
+                }
+                run.status = RunStatus::Pending.as_str().into();
+                run.worker = None;
+                run.started_ms = None;
+                Change::Write
+            })
+            .await?;
+        let Some(run) = queued else { return Ok(false) };
+        self.clear_live(id).await;
+        self.enqueue(&run.job).await?;
+        tracing::info!(run = id, "queued again after its worker was lost");
+        Ok(true)
+    }
+
+    /// Stores a component (once per content) and returns its SHA-256.
+    pub async fn put_component(&self, bytes: &[u8]) -> Result<String, ClusterError> {
+        let sha256 = hex_sha256(bytes);
+        if self.components.info(&sha256).await.is_ok() {
+            return Ok(sha256);
+        }
+        let mut reader = bytes;
+        self.components
+            .put(sha256.as_str(), &mut reader)
+            .await
+            .map_err(|e| ClusterError::Component {
+                sha256: sha256.clone(),
+                message: format!("cannot store it: {e}"),
+            })?;
+        Ok(sha256)
+    }
+
+    /// The component `sha256` as a file in `dir`: fetched from the cluster
+    /// and checked against its hash the first time, from `dir` after.
+    pub async fn fetch_component(&self, sha256: &str, dir: &Path) -> Result<PathBuf, ClusterError> {
+        let failed = |message: String| ClusterError::Component {
+            sha256: sha256.to_owned(),
+            message,
+        };
+        if !is_sha256(sha256) {
+            return Err(failed("not a SHA-256".into()));
+        }
+        let path = dir.join(format!("{sha256}.wasm"));
+        if path.is_file() {
+            return Ok(path);
+        }
+        let mut object = self
+            .components
+            .get(sha256)
+            .await
+            .map_err(|e| failed(format!("not in the cluster's component store: {e}")))?;
+        let mut bytes = Vec::new();
+        (&mut object)
+            .take(MAX_COMPONENT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| failed(format!("cannot fetch it: {e}")))?;
+        if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+            return Err(failed(format!("larger than {MAX_COMPONENT_BYTES} bytes")));
+        }
+        let actual = hex_sha256(&bytes);
+        if actual != sha256 {
+            return Err(failed(format!(
+                "the stored bytes hash to {actual}: refused"
+            )));
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| failed(format!("cannot create {}: {e}", dir.display())))?;
+        let temp = dir.join(format!(".{sha256}.{}.part", std::process::id()));
+        std::fs::write(&temp, &bytes)
+            .and_then(|()| std::fs::rename(&temp, &path))
+            .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
+        Ok(path)
+    }
+
+    /// Closes the connection once everything sent has reached the server.
+    pub async fn close(&self) {
+        let _ = self.client.flush().await;
+    }
+}
+
+/// How a run ends: its outcome, and what is published.
+pub(crate) struct Ending {
+    /// Its status and reason (and `done` payload, when it had one).
+    pub outcome: Outcome,
+    /// The number of the first event published; `None`: one past the
+    /// last stored.
+    pub seq: Option<u64>,
+    /// Events published before the `done`.
+    pub before: Vec<AgentEvent>,
+    /// The run's own `done`; `None`: one made from the outcome.
+    pub done: Option<AgentEvent>,
+}
+
+impl Ending {
+    /// An end with `outcome` and nothing but a made `done`.
+    pub(crate) fn of(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            seq: None,
+            before: Vec::new(),
+            done: None,
+        }
+    }
+}
+
+/// The payload of an event, as records keep a `done`'s.
+fn payload_of(event: &AgentEvent) -> Option<serde_json::Value> {
+    serde_json::to_value(event)
+        .ok()
+        .and_then(|value| value.get("payload").cloned())
+}
+
+/// Publishes one run's events in order, with their numbers, several on
+/// their way at once.
+pub(crate) struct Publisher {
+    js: jetstream::Context,
+    subject: String,
+    seq: u64,
+    in_flight: VecDeque<jetstream::context::PublishAckFuture>,
+}
+
+impl Publisher {
+    /// The number the next event gets.
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Sends `event` as the next one.
+    pub(crate) async fn publish(&mut self, event: &AgentEvent) -> Result<(), ClusterError> {
+        if self.in_flight.len() >= PUBLISH_WINDOW
+            && let Some(ack) = self.in_flight.pop_front()
+        {
+            nats("event stream", ack.await)?;
+        }
+        let payload: Bytes = serde_json::to_vec(event)
+            .map_err(|e| ClusterError::Invalid(format!("cannot encode an event: {e}")))?
+            .into();
+        let mut headers = HeaderMap::new();
+        headers.insert(SEQ_HEADER, self.seq.to_string().as_str());
+        let ack = nats(
+            "event stream",
+            self.js
+                .publish_with_headers(self.subject.clone(), headers, payload)
+                .await,
+        )?;
+        self.in_flight.push_back(ack);
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// Waits until every event sent is stored.
+    pub(crate) async fn flush(&mut self) -> Result<(), ClusterError> {
+        while let Some(ack) = self.in_flight.pop_front() {
+            nats("event stream", ack.await)?;
+        }
+        Ok(())
+    }
+}
+
+/// An event as a message carries it, checked.
+fn decode(headers: &Option<HeaderMap>, payload: &[u8]) -> Result<(u64, AgentEvent), ClusterError> {
+    let seq = headers
+        .as_ref()
+        .and_then(|h| h.get(SEQ_HEADER))
+        .and_then(|seq| seq.as_str().parse::<u64>().ok())
+        .ok_or_else(|| ClusterError::Invalid("an event without its number".into()))?;
+    let event = serde_json::from_slice(payload)
+        .map_err(|e| ClusterError::Invalid(format!("a malformed event: {e}")))?;
+    Ok((seq, event))
+}
+
+/// `event` with the `done` payload `payload` (as a record keeps it).
+fn with_payload(event: AgentEvent, payload: &serde_json::Value) -> AgentEvent {
+    let mut value = match serde_json::to_value(&event) {
+        Ok(value) => value,
+        Err(_) => return event,
+    };
+    value["payload"] = payload.clone();
+    serde_json::from_value(value).unwrap_or(event)
+}
+
+/// The task behind [`Cluster::follow`].
+async fn follow_events(
+    cluster: Cluster,
+    id: String,
+    from: u64,
+    mut messages: consumer::pull::Ordered,
+    sender: tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
+) {
+    let mut ended_seen: Option<ClusterRun> = None;
+    let mut expected = 0;
+    loop {
+        let next = tokio::time::timeout(WATCH_EVERY, messages.next()).await;
+        let message = match next {
+            Ok(Some(Ok(message))) => message,
+            Ok(Some(Err(error))) => {
+                tracing::debug!(run = id, "following events: {error}");
+                continue;
+            }
+            Ok(None) => return,
+            Err(_) => {
+                // Quiet: is the run still going?
+                if sender.is_closed() {
+                    return;
+                }
+                if let Err(error) = cluster.reap_lost_workers().await {
+                    tracing::debug!("looking for lost workers: {error}");
+                }
+                match cluster.get(&id).await {
+                    Ok(Some(run)) if run.is_terminal() => {
+                        if let Some(seen) = ended_seen.take() {
+                            // Ended a while ago and its done never came.
+                            let _ = sender.send(Ok((expected, synthesized(&seen)))).await;
+                            return;
+                        }
+                        ended_seen = Some(run);
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        let _ = sender.send(Err(ClusterError::NotFound(id.clone()))).await;
+                        return;
+                    }
+                    Err(error) => tracing::debug!("reading the run's record: {error}"),
+                }
+                continue;
+            }
+        };
+        let (seq, event) = match decode(&message.headers, &message.payload) {
+            Ok(decoded) => decoded,
+            Err(error) => {
+                tracing::warn!(run = id, "skipping an event: {error}");
+                continue;
+            }
+        };
+        expected = seq + 1;
+        let done = event.is_done();
+        if seq >= from && sender.send(Ok((seq, event))).await.is_err() {
+            return;
+        }
+        if done {
+            return;
+        }
+    }
+}
+
+/// The `done` a record says its run ended with.
+fn synthesized(run: &ClusterRun) -> AgentEvent {
+    let outcome = Outcome {
+        status: run.status(),
+        reason: run.reason.as_deref().map(FailReason::from_stored),
+        done: run.done.clone(),
+    };
+    let event = outcome.synthesized_done(&run.job.adapter);
+    match &run.done {
+        Some(payload) => with_payload(event, payload),
+        None => event,
+    }
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Every key of `bucket`.
+async fn keys(bucket: &kv::Store) -> Result<Vec<String>, ClusterError> {
+    let mut keys = nats("keys", bucket.keys().await)?;
+    let mut all = Vec::new();
+    while let Some(key) = keys.next().await {
+        all.push(nats("keys", key)?);
+    }
+    Ok(all)
+}
+
+/// The key-value bucket `name`, made when missing. Made as the stream
+/// the client's own `create_key_value` would make, without its account
+/// query, whose answer from a 2.9 server (Debian's) this client cannot
+/// read.
+async fn key_value(
+    js: &jetstream::Context,
+    name: &str,
+    max_age: Duration,
+    replicas: usize,
+) -> Result<kv::Store, ClusterError> {
+    if let Ok(store) = js.get_key_value(name).await {
+        return Ok(store);
+    }
+    let config = stream::Config {
+        name: format!("KV_{name}"),
+        subjects: vec![format!("$KV.{name}.>")],
+        max_messages_per_subject: 1,
+        max_age,
+        max_message_size: -1,
+        max_bytes: -1,
+        storage: stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        // Reads go to the stream's leader: a replica may be behind, and a
+        // record read stale would make every compare-and-set retry.
+        allow_direct: false,
+        num_replicas: replicas,
+        discard: stream::DiscardPolicy::New,
+        ..Default::default()
+    };
+    if let Err(error) = js.get_or_create_stream(config).await {
+        return Err(ClusterError::nats("bucket")(&error));
+    }
+    nats("bucket", js.get_key_value(name).await)
+}
+
+/// A client connected with `settings`' credentials and TLS.
+async fn connect_client(
+    settings: &Settings,
+    name: &str,
+) -> Result<async_nats::Client, ClusterError> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(name)
+        .connection_timeout(Duration::from_secs(5));
+    options = match &settings.auth {
+        Auth::None => options,
+        Auth::Token(token) => options.token(token.clone()),
+        Auth::UserPassword { user, password } => {
+            options.user_and_password(user.clone(), password.clone())
+        }
+        Auth::Nkey(seed) => options.nkey(seed.clone()),
+        Auth::CredsFile(path) => options.credentials_file(path).await.map_err(|e| {
+            ClusterError::Settings(format!(
+                "cannot read the NATS creds file {}: {e}",
+                path.display()
+            ))
+        })?,
+    };
+    let tls = &settings.tls;
+    if tls.required {
+        options = options.require_tls(true);
+    }
+    if let Some(ca) = &tls.ca {
+        options = options.add_root_certificates(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    let urls = settings.urls.join(",");
+    let addresses: Vec<async_nats::ServerAddr> = settings
+        .urls
+        .iter()
+        .map(|url| url.parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e| ClusterError::Settings(format!("the NATS URL in {urls}: {e}")))?;
+    // The first connection must come within a bounded time: a user waits.
+    let connect = options.connect(addresses);
+    match tokio::time::timeout(Duration::from_secs(10), connect).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(error)) => Err(ClusterError::Connect {
+            urls,
+            message: error.to_string(),
+        }),
+        Err(_) => Err(ClusterError::Connect {
+            urls,
+            message: "no server answered within 10 s; is nats-server running there (with -js)?"
+                .into(),
+        }),
+    }
+}

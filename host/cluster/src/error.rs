@@ -1,0 +1,106 @@
+//! What can go wrong talking to the cluster, in the cluster's own words.
+
+/// A failure of a cluster operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The servers could not be reached or refused the connection.
+    #[error("cannot connect to NATS at {urls}: {message}")]
+    Connect {
+        /// The URLs tried.
+        urls: String,
+        /// Why (the client's words).
+        message: String,
+    },
+    /// The connection settings are wrong: a URL, a credentials file.
+    #[error("{0}")]
+    Settings(String),
+    /// A JetStream or key-value operation failed.
+    #[error("the cluster's {what} failed: {message}")]
+    Nats {
+        /// Which operation.
+        what: &'static str,
+        /// Why (the client's words).
+        message: String,
+    },
+    /// No run with this id (or prefix) is in the cluster.
+    #[error("no run {0} in the cluster")]
+    NotFound(String),
+    /// A run id prefix names more than one run.
+    #[error("{0}")]
+    Ambiguous(String),
+    /// The request asks for more than whoever started it holds.
+    #[error("{0}")]
+    BoundaryViolation(String),
+    /// Something read from the cluster or a request is malformed.
+    #[error("{0}")]
+    Invalid(String),
+    /// A component could not be stored, found or verified.
+    #[error("component {sha256}: {message}")]
+    Component {
+        /// The component's SHA-256.
+        sha256: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl ClusterError {
+    /// A failed NATS operation `what`, from the client's error.
+    pub(crate) fn nats(what: &'static str) -> impl FnOnce(&dyn std::fmt::Display) -> Self {
+        move |error| Self::Nats {
+            what,
+            message: error.to_string(),
+        }
+    }
+}
+
+impl ClusterError {
+    /// Whether the failure may pass by itself: a cluster electing a new
+    /// leader after a node died, a stream just made and not yet on every
+    /// node.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Nats { message, .. } => TRANSIENT.iter().any(|words| message.contains(words)),
+            _ => false,
+        }
+    }
+}
+
+/// What the client says of failures that pass once the cluster settles.
+const TRANSIENT: [&str; 5] = [
+    "timed out",
+    "no responders",
+    "no stream found",
+    "unavailable",
+    "no suitable peers",
+];
+
+/// How long an operation is retried through transient failures.
+pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// `operation`, tried again through transient failures for up to
+/// [`SETTLE`].
+pub(crate) async fn settled<T, F, Fut>(mut operation: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClusterError>>,
+{
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    loop {
+        match operation().await {
+            Err(error) if error.is_transient() && tokio::time::Instant::now() < deadline => {
+                tracing::info!("the cluster is settling ({error}); trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// `result`'s error as a [`ClusterError::Nats`] for operation `what`.
+pub(crate) fn nats<T, E: std::fmt::Display>(
+    what: &'static str,
+    result: Result<T, E>,
+) -> Result<T, ClusterError> {
+    result.map_err(|error| ClusterError::nats(what)(&error))
+}

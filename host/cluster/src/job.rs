@@ -1,0 +1,150 @@
+//! A submitted run as it travels to a worker: what to run, under which
+//! grants and limits. Everything in it is checked again by the worker
+//! that takes it: it comes from the network.
+
+use std::time::Duration;
+
+use moat_engine::{RunLimits, RunOptions};
+use moat_grants::{Grants, TrustLevel};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ClusterError;
+
+/// Which component a job runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum ComponentRef {
+    /// A built-in adapter of the worker's moat, by name.
+    Builtin {
+        /// Its name.
+        name: String,
+    },
+    /// A component in the cluster's object store, by its SHA-256.
+    Stored {
+        /// Lowercase hex SHA-256 of its bytes.
+        sha256: String,
+    },
+}
+
+/// A run's limits as a job carries them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobLimits {
+    /// Wall-clock limit in milliseconds; `None`: none.
+    pub timeout_ms: Option<u64>,
+    /// CPU budget in fuel units; `None`: unlimited.
+    pub fuel: Option<u64>,
+    /// Memory cap in bytes.
+    pub max_memory_bytes: u64,
+    /// Largest accepted event in bytes.
+    pub max_event_bytes: u64,
+    /// Most open connections.
+    pub max_connections: u64,
+    /// Most open files.
+    pub max_open_files: u64,
+}
+
+impl JobLimits {
+    /// `limits` as a job carries them.
+    pub fn of(limits: &RunLimits) -> Self {
+        Self {
+            timeout_ms: limits
+                .timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            fuel: limits.fuel,
+            max_memory_bytes: limits.max_memory_bytes,
+            max_event_bytes: limits.max_event_bytes as u64,
+            max_connections: limits.max_connections as u64,
+            max_open_files: limits.max_open_files as u64,
+        }
+    }
+
+    /// The engine's limits. Values too large for this machine saturate.
+    pub fn to_run_limits(&self) -> RunLimits {
+        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        RunLimits {
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            fuel: self.fuel,
+            max_memory_bytes: self.max_memory_bytes,
+            max_event_bytes: size(self.max_event_bytes),
+            max_connections: size(self.max_connections),
+            max_open_files: size(self.max_open_files),
+        }
+    }
+}
+
+/// One run to execute, as submitted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Job {
+    /// The run's id.
+    pub id: String,
+    /// The run whose end ends this one.
+    pub parent: Option<String>,
+    /// The adapter's name, as records show it.
+    pub adapter: String,
+    /// The component to run.
+    pub component: ComponentRef,
+    /// The prompt.
+    pub prompt: String,
+    /// The run's options.
+    pub options: RunOptions,
+    /// The grants the submitter computed: the most the run may have.
+    pub grants: Grants,
+    /// The trust level.
+    pub trust: TrustLevel,
+    /// Limits.
+    pub limits: JobLimits,
+    /// Whether a worker lost mid-run may be replaced by another that runs
+    /// it again from the start (off by default: a coding agent may have
+    /// changed files already).
+    pub retry_on_worker_loss: bool,
+}
+
+/// The largest job a worker reads: prompts are large, not this large.
+pub const MAX_JOB_BYTES: usize = 8 * 1024 * 1024;
+
+impl Job {
+    /// A job read from the network, checked: its id, its component's
+    /// reference, its grants' shape.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ClusterError> {
+        if bytes.len() > MAX_JOB_BYTES {
+            return Err(ClusterError::Invalid(format!(
+                "a job of {} bytes is over the limit of {MAX_JOB_BYTES}",
+                bytes.len()
+            )));
+        }
+        let job: Job = serde_json::from_slice(bytes)
+            .map_err(|e| ClusterError::Invalid(format!("a malformed job: {e}")))?;
+        job.check()?;
+        Ok(job)
+    }
+
+    /// Refuses a job no moat would have submitted.
+    pub fn check(&self) -> Result<(), ClusterError> {
+        let invalid = |what: String| Err(ClusterError::Invalid(what));
+        if !crate::layout::is_run_id(&self.id) {
+            return invalid(format!("a job with a malformed run id {:?}", self.id));
+        }
+        if let Some(parent) = &self.parent
+            && !crate::layout::is_run_id(parent)
+        {
+            return invalid(format!("a job with a malformed parent id {parent:?}"));
+        }
+        if let ComponentRef::Stored { sha256 } = &self.component
+            && !is_sha256(sha256)
+        {
+            return invalid(format!(
+                "a job naming a component by {sha256:?}, not a SHA-256"
+            ));
+        }
+        self.grants
+            .validate()
+            .map_err(|e| ClusterError::Invalid(format!("a job's grants: {e}")))
+    }
+}
+
+/// Whether `text` is a lowercase hex SHA-256.
+pub fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}

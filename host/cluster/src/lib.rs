@@ -1,0 +1,36 @@
+//! moat past one machine: the same run, await, cancel and subscribe
+//! operations as the local store, over a NATS JetStream cluster whose
+//! `moat worker`s execute the runs.
+//!
+//! - Submitted runs go on a work-queue stream (`moat.runs`); each worker
+//!   pulls at most `--max-runs` at a time, claims a run by a compare-and-set
+//!   on its record (so no run executes twice at once) and acknowledges its
+//!   message once the run's `done` is published.
+//! - Run records live in a key-value bucket (`moat-runs`) with the local
+//!   store's fields and status machine; every run's events in a stream, on
+//!   `moat.events.<run-id>`, so late subscribers replay them.
+//! - Workers beat into a bucket whose entries expire; a run whose worker
+//!   stopped beating fails `worker lost` with one `done` (or is queued
+//!   again when its job allows), whoever notices first.
+//! - Components travel by SHA-256 through an object store; built-ins by
+//!   name.
+//! - A job's grants must lie within the worker's ceiling; the binary's
+//!   [`Executor`] checks them and runs the job in the local sandbox.
+//!
+//! Every name in JetStream is in [`layout`]; connection settings and
+//! credentials in [`settings`].
+
+mod cluster;
+mod error;
+mod job;
+pub mod layout;
+mod record;
+pub mod settings;
+mod worker;
+
+pub use cluster::{Cluster, MAX_COMPONENT_BYTES, hex_sha256};
+pub use error::ClusterError;
+pub use job::{ComponentRef, Job, JobLimits, MAX_JOB_BYTES, is_sha256};
+pub use record::{BOUNDARY_VIOLATION, ClusterRun, WORKER_LOST};
+pub use settings::{Auth, Settings, Tls};
+pub use worker::{Executor, HEARTBEAT, Refusal, WorkerConfig, new_worker_id, run_worker};

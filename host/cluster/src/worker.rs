@@ -1,0 +1,546 @@
+//! `moat worker`: pulls runs from the work queue and executes each here,
+//! under the job's grants, which must lie within the worker's own ceiling;
+//! publishes every event; beats so a lost worker is noticed; stops a run
+//! when asked, within a second.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_nats::jetstream::{AckKind, consumer};
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use moat_engine::{AgentEvent, EventPayload, codes};
+use moat_store::{FailReason, Outcome, RunStatus};
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::{ACK_WAIT, Change, Cluster, Ending};
+use crate::error::{ClusterError, nats, settled};
+use crate::job::{ComponentRef, Job};
+use crate::layout;
+use crate::record::{BOUNDARY_VIOLATION, ClusterRun};
+
+/// How often a worker beats, looks at its runs' records and looks for
+/// lost workers.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+/// How often a run's message is told JetStream it is still in hand.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// How long one pull waits for a run before looking again.
+const PULL_WAIT: Duration = Duration::from_secs(1);
+
+/// Why a worker does not execute a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// It asks for more than the worker's ceiling (BOUNDARY_VIOLATION).
+    Boundary(String),
+    /// It cannot run here: an unknown adapter, a component that does not
+    /// load, limits no run may have.
+    Failed(String),
+}
+
+/// What executes a job on this machine: the sandbox and the engine,
+/// wired by the binary.
+pub trait Executor: Send + Sync + 'static {
+    /// Starts `job`'s run — its component at `component` when it is not a
+    /// built-in — stopped by `abort`. Its events end with exactly one
+    /// `done`.
+    fn start<'a>(
+        &'a self,
+        job: &'a Job,
+        component: Option<PathBuf>,
+        abort: CancellationToken,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, AgentEvent>, Refusal>>;
+}
+
+/// A worker's settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Its id, as records and heartbeats name it.
+    pub id: String,
+    /// Most runs at once.
+    pub max_runs: usize,
+    /// Where fetched components are kept.
+    pub components: PathBuf,
+}
+
+/// A fresh worker id: `w_` and a time-ordered unique suffix.
+pub fn new_worker_id() -> String {
+    let run = moat_store::RunId::new();
+    format!("w_{}", &run.as_str()[moat_store::RUN_ID_PREFIX.len()..])
+}
+
+/// What a worker's heartbeat says.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Beat<'a> {
+    id: &'a str,
+    host: String,
+    pid: u32,
+    max_runs: usize,
+    runs: Vec<String>,
+    beat_ms: u64,
+}
+
+/// A run this worker is executing: how to stop it and why it was stopped.
+struct Running {
+    abort: CancellationToken,
+    cancel: Mutex<Option<FailReason>>,
+}
+
+impl Running {
+    fn stop(&self, reason: FailReason) {
+        self.cancel
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(reason);
+        self.abort.cancel();
+    }
+}
+
+type Runs = Arc<Mutex<HashMap<String, Arc<Running>>>>;
+
+/// Runs a worker until `stop` is cancelled: then it takes no more runs,
+/// stops the ones it has (each ends with its `done` interrupted) and
+/// leaves the cluster.
+pub async fn run_worker(
+    cluster: Cluster,
+    config: WorkerConfig,
+    executor: Arc<dyn Executor>,
+    stop: CancellationToken,
+) -> Result<(), ClusterError> {
+    let config = Arc::new(config);
+    let runs: Runs = Arc::default();
+    settled(|| beat(&cluster, &config, &runs)).await?;
+    let consumer: consumer::PullConsumer = settled(|| async {
+        nats(
+            "work queue",
+            cluster
+                .runs
+                .get_or_create_consumer(
+                    layout::WORKERS_CONSUMER,
+                    consumer::pull::Config {
+                        durable_name: Some(layout::WORKERS_CONSUMER.into()),
+                        ack_policy: consumer::AckPolicy::Explicit,
+                        ack_wait: ACK_WAIT,
+                        ..Default::default()
+                    },
+                )
+                .await,
+        )
+    })
+    .await?;
+    let mut cancels = nats(
+        "cancel subscription",
+        cluster.client.subscribe(layout::CANCEL_SUBJECTS).await,
+    )?;
+    let beating = {
+        let (cluster, config, runs, stop) =
+            (cluster.clone(), config.clone(), runs.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(HEARTBEAT) => {}
+                }
+                if let Err(error) = beat(&cluster, &config, &runs).await {
+                    tracing::warn!("heartbeat: {error}");
+                }
+                check_runs(&cluster, &config, &runs).await;
+                if let Err(error) = cluster.reap_lost_workers().await {
+                    tracing::warn!("looking for lost workers: {error}");
+                }
+            }
+        })
+    };
+    let listening = {
+        let runs = runs.clone();
+        tokio::spawn(async move {
+            while let Some(message) = cancels.next().await {
+                let Some(id) = message.subject.as_str().rsplit('.').next() else {
+                    continue;
+                };
+                let reason = FailReason::from_stored(&String::from_utf8_lossy(&message.payload));
+                let running = runs
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(id)
+                    .cloned();
+                if let Some(running) = running {
+                    running.stop(reason);
+                }
+            }
+        })
+    };
+    let slots = Arc::new(Semaphore::new(config.max_runs.max(1)));
+    tracing::info!(worker = config.id, "taking runs");
+    loop {
+        let permit = tokio::select! {
+            () = stop.cancelled() => break,
+            permit = slots.clone().acquire_owned() => permit.expect("never closed"),
+        };
+        let pulled = tokio::select! {
+            () = stop.cancelled() => break,
+            pulled = consumer.batch().max_messages(1).expires(PULL_WAIT).messages() => pulled,
+        };
+        let mut batch = match pulled {
+            Ok(batch) => batch,
+            Err(error) => {
+                tracing::warn!("pulling runs: {error}");
+                tokio::time::sleep(PULL_WAIT).await;
+                continue;
+            }
+        };
+        let message = tokio::select! {
+            () = stop.cancelled() => break,
+            message = batch.next() => message,
+        };
+        let message = match message {
+            Some(Ok(message)) => message,
+            Some(Err(error)) => {
+                tracing::debug!("pulling runs: {error}");
+                continue;
+            }
+            None => continue,
+        };
+        let (cluster, config, runs, executor) = (
+            cluster.clone(),
+            config.clone(),
+            runs.clone(),
+            executor.clone(),
+        );
+        tokio::spawn(async move {
+            take(&cluster, &config, &runs, executor.as_ref(), message).await;
+            drop(permit);
+        });
+    }
+    // Stopping: every run ends with its done, then the worker leaves.
+    tracing::info!(worker = config.id, "stopping");
+    for running in runs.lock().unwrap_or_else(PoisonError::into_inner).values() {
+        running.stop(FailReason::Other("worker stopped".into()));
+    }
+    let _ = slots.acquire_many(config.max_runs.max(1) as u32).await;
+    beating.abort();
+    listening.abort();
+    let _ = cluster.workers.purge(&config.id).await;
+    cluster.close().await;
+    Ok(())
+}
+
+/// Says this worker is alive, and which runs it has.
+async fn beat(cluster: &Cluster, config: &WorkerConfig, runs: &Runs) -> Result<(), ClusterError> {
+    let held: Vec<String> = runs
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .keys()
+        .cloned()
+        .collect();
+    let beat = Beat {
+        id: &config.id,
+        host: hostname(),
+        pid: std::process::id(),
+        max_runs: config.max_runs,
+        runs: held,
+        beat_ms: moat_engine::now_ms(),
+    };
+    let value: Bytes = serde_json::to_vec(&beat).unwrap_or_default().into();
+    nats("heartbeat", cluster.workers.put(&config.id, value).await)?;
+    Ok(())
+}
+
+/// Stops runs whose record asks for a cancel (a cancel message may be
+/// lost) or no longer names this worker (the cluster gave up on it).
+async fn check_runs(cluster: &Cluster, config: &WorkerConfig, runs: &Runs) {
+    let held: Vec<(String, Arc<Running>)> = runs
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .map(|(id, running)| (id.clone(), running.clone()))
+        .collect();
+    for (id, running) in held {
+        match cluster.get(&id).await {
+            Ok(Some(run))
+                if run.worker.as_deref() != Some(config.id.as_str()) || run.is_terminal() =>
+            {
+                running.stop(FailReason::Other("taken from this worker".into()));
+            }
+            Ok(Some(run)) => {
+                if let Some(reason) = &run.cancel {
+                    running.stop(FailReason::from_stored(reason));
+                }
+            }
+            Ok(None) => running.stop(FailReason::Cancelled),
+            Err(error) => tracing::debug!(run = id, "reading the run's record: {error}"),
+        }
+    }
+}
+
+/// Handles one message of the work queue: claims its run (once, whatever
+/// the redeliveries) and executes it to its `done`.
+async fn take(
+    cluster: &Cluster,
+    config: &WorkerConfig,
+    runs: &Runs,
+    executor: &dyn Executor,
+    message: async_nats::jetstream::Message,
+) {
+    let job = match Job::from_bytes(&message.payload) {
+        Ok(job) => job,
+        Err(error) => {
+            tracing::warn!("dropping a job: {error}");
+            let _ = message.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    let id = job.id.clone();
+    match claim(cluster, config, &job).await {
+        Ok(Some(run)) => {
+            if let Err(error) = execute(cluster, config, runs, executor, run, &message).await {
+                tracing::warn!(run = id, "{error}");
+            }
+        }
+        Ok(None) => {}
+        Err(error) => {
+            tracing::warn!(run = id, "cannot claim the run: {error}");
+            // Someone else may: offered again after a pause.
+            let _ = message.ack_with(AckKind::Nak(Some(PULL_WAIT))).await;
+            return;
+        }
+    }
+    let _ = message.ack().await;
+}
+
+/// Makes run `job` this worker's, when it is pending and not cancelled:
+/// its record then. A run already claimed, ended or cancelled is left.
+async fn claim(
+    cluster: &Cluster,
+    config: &WorkerConfig,
+    job: &Job,
+) -> Result<Option<ClusterRun>, ClusterError> {
+    let Some(record) = cluster.get(&job.id).await? else {
+        tracing::warn!(run = job.id, "a job without a record: dropped");
+        return Ok(None);
+    };
+    if record.status() != RunStatus::Pending {
+        return Ok(None);
+    }
+    if let Some(reason) = &record.cancel {
+        let outcome = Outcome {
+            status: RunStatus::Failed,
+            reason: Some(FailReason::from_stored(reason)),
+            done: None,
+        };
+        cluster.end(&job.id, None, Ending::of(outcome)).await?;
+        return Ok(None);
+    }
+    // The live entry first: if this worker dies from here on, the search
+    // for lost workers finds the run. Made only where there is none: one
+    // there is another worker's claim in progress, or a dead worker's that
+    // the search clears; either way this message comes back later.
+    if let Err(error) = cluster
+        .live
+        .create(&job.id, Bytes::from(config.id.clone()))
+        .await
+    {
+        return Err(ClusterError::Nats {
+            what: "live runs",
+            message: format!("another worker is claiming the run ({error})"),
+        });
+    }
+    let claimed = cluster
+        .update(&job.id, |run| {
+            if run.status() != RunStatus::Pending || run.cancel.is_some() {
+                return Change::Keep;
+            }
+            run.status = RunStatus::Running.as_str().into();
+            run.worker = Some(config.id.clone());
+            run.attempt += 1;
+            run.started_ms = Some(moat_engine::now_ms());
+            Change::Write
+        })
+        .await;
+    if !matches!(claimed, Ok(Some(_))) {
+        cluster.clear_live(&job.id).await;
+    }
+    claimed
+}
+
+/// Executes a claimed run and publishes its events; ends its record.
+async fn execute(
+    cluster: &Cluster,
+    config: &WorkerConfig,
+    runs: &Runs,
+    executor: &dyn Executor,
+    run: ClusterRun,
+    message: &async_nats::jetstream::Message,
+) -> Result<(), ClusterError> {
+    let job = &run.job;
+    let id = job.id.as_str();
+    let first_seq = if run.attempt > 1 {
+        cluster.next_seq(id).await?
+    } else {
+        0
+    };
+    let fail = |code: &str, text: String, reason: FailReason| {
+        let error = error_event(&job.adapter, code, text);
+        Ending {
+            seq: Some(first_seq),
+            before: vec![error],
+            ..Ending::of(Outcome {
+                status: RunStatus::Failed,
+                reason: Some(reason),
+                done: None,
+            })
+        }
+    };
+    let component = match &job.component {
+        ComponentRef::Builtin { .. } => None,
+        ComponentRef::Stored { sha256 } => {
+            match cluster.fetch_component(sha256, &config.components).await {
+                Ok(path) => Some(path),
+                Err(error) => {
+                    let ending = fail(
+                        codes::ADAPTER_ERROR,
+                        error.to_string(),
+                        FailReason::AdapterError,
+                    );
+                    cluster.end(id, Some(&config.id), ending).await?;
+                    return Ok(());
+                }
+            }
+        }
+    };
+    let running = Arc::new(Running {
+        abort: CancellationToken::new(),
+        cancel: Mutex::new(None),
+    });
+    runs.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id.to_owned(), running.clone());
+    let result = match executor.start(job, component, running.abort.clone()).await {
+        Ok(events) => {
+            pump(
+                cluster,
+                config,
+                &running,
+                run.clone(),
+                first_seq,
+                events,
+                message,
+            )
+            .await
+        }
+        Err(Refusal::Boundary(text)) => {
+            let ending = fail(
+                codes::BOUNDARY_VIOLATION,
+                text,
+                FailReason::Other(BOUNDARY_VIOLATION.into()),
+            );
+            cluster.end(id, Some(&config.id), ending).await.map(drop)
+        }
+        Err(Refusal::Failed(text)) => {
+            let ending = fail(codes::ADAPTER_ERROR, text, FailReason::AdapterError);
+            cluster.end(id, Some(&config.id), ending).await.map(drop)
+        }
+    };
+    runs.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(id);
+    result
+}
+
+/// Publishes a run's events as they come, its `done` last, once its
+/// record has ended; keeps the run's message in hand meanwhile.
+async fn pump(
+    cluster: &Cluster,
+    config: &WorkerConfig,
+    running: &Running,
+    run: ClusterRun,
+    first_seq: u64,
+    mut events: BoxStream<'static, AgentEvent>,
+    message: &async_nats::jetstream::Message,
+) -> Result<(), ClusterError> {
+    let id = run.job.id.as_str();
+    let mut publisher = cluster.publisher(id, first_seq);
+    let mut progress = tokio::time::interval(PROGRESS_EVERY);
+    progress.tick().await;
+    let mut timed_out = false;
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            _ = progress.tick() => {
+                let _ = message.ack_with(AckKind::Progress).await;
+                continue;
+            }
+        };
+        let Some(event) = event else {
+            // The engine always ends with a done; if it did not, say so.
+            publisher.flush().await?;
+            let ending = Ending {
+                seq: Some(publisher.seq()),
+                ..Ending::of(Outcome {
+                    status: RunStatus::Failed,
+                    reason: Some(FailReason::AdapterError),
+                    done: None,
+                })
+            };
+            cluster.end(id, Some(&config.id), ending).await?;
+            return Ok(());
+        };
+        match &event.payload {
+            EventPayload::Error(error) if error.code.as_deref() == Some(codes::TIMEOUT) => {
+                timed_out = true;
+            }
+            EventPayload::Done(done) => {
+                publisher.flush().await?;
+                let mut outcome = Outcome::of_done(done.status, timed_out, &event);
+                if let Some(reason) = running
+                    .cancel
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+                    && outcome.status == RunStatus::Failed
+                    && !timed_out
+                {
+                    outcome.reason = Some(reason);
+                }
+                let ending = Ending {
+                    seq: Some(publisher.seq()),
+                    done: Some(event),
+                    ..Ending::of(outcome)
+                };
+                if !cluster.end(id, Some(&config.id), ending).await? {
+                    tracing::info!(
+                        run = id,
+                        "the run was ended elsewhere: its done is not published"
+                    );
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        publisher.publish(&event).await?;
+    }
+}
+
+/// An `error` event of `adapter`.
+fn error_event(adapter: &str, code: &str, message: String) -> AgentEvent {
+    AgentEvent {
+        agent: adapter.to_owned(),
+        timestamp: moat_engine::now_ms(),
+        session_id: moat_engine::new_session_id(),
+        role: None,
+        payload: EventPayload::error(code, message, false),
+    }
+}
+
+/// This machine's name, for heartbeats.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
