@@ -25,15 +25,20 @@ use crate::cli::common::{events, moat};
 const WORKER_TIMEOUT: &str = "2s";
 
 /// A `moat worker` process, killed when dropped.
-struct Worker {
+pub(crate) struct Worker {
     child: Child,
 }
 
 impl Worker {
     /// Starts a worker on `urls` and waits until it takes runs.
-    fn start(urls: &str, extra: &[&str]) -> Self {
+    pub(crate) fn start(urls: &str, extra: &[&str]) -> Self {
+        Self::start_with(urls, WORKER_TIMEOUT, extra)
+    }
+
+    /// Starts a worker whose heartbeats may be missing for `timeout`.
+    fn start_with(urls: &str, timeout: &str, extra: &[&str]) -> Self {
         let mut child = moat()
-            .args(["worker", "--nats", urls, "--worker-timeout", WORKER_TIMEOUT])
+            .args(["worker", "--nats", urls, "--worker-timeout", timeout])
             .args(extra)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -328,10 +333,12 @@ async fn a_killed_nats_node_does_not_stop_the_cluster_or_its_runs() {
     }
     let mut servers = nats::cluster();
     let all = nats::urls(&servers);
+    // The default worker timeout: a failover of a few seconds, during
+    // which heartbeats fail, is not a lost worker.
     let _workers: Vec<Worker> = (0..2)
         .map(|i| {
             let urls = format!("{},{all}", servers[i].url());
-            Worker::start(&urls, &["--max-runs", "4", "--nats-replicas", "3"])
+            Worker::start_with(&urls, "15s", &["--max-runs", "4", "--nats-replicas", "3"])
         })
         .collect();
     let cluster = connect(&format!("{},{all}", servers[0].url()), 3).await;
@@ -358,8 +365,20 @@ async fn a_killed_nats_node_does_not_stop_the_cluster_or_its_runs() {
     }
     for id in &ids {
         let events = follow(&cluster, id, Duration::from_secs(120)).await;
+        let errors: Vec<String> = events
+            .iter()
+            .filter_map(|(_, e)| match &e.payload {
+                EventPayload::Error(error) => Some(error.message.clone()),
+                _ => None,
+            })
+            .collect();
+        let reason = cluster.get(id).await.unwrap().and_then(|run| run.reason);
         numbered_in_order(&events);
-        assert_eq!(single_done(&events), DoneStatus::Success, "{id}");
+        assert_eq!(
+            single_done(&events),
+            DoneStatus::Success,
+            "{id}: {errors:?} {reason:?}"
+        );
     }
 }
 
@@ -708,4 +727,111 @@ fn credentials_come_from_a_file_or_the_environment_never_the_command_line() {
     let logs = String::from_utf8_lossy(&logged.stderr);
     assert!(logs.contains("taking runs"), "{logs}");
     assert!(!logs.contains(token), "the token is never logged");
+}
+
+#[test]
+fn tls_to_the_cluster_with_the_servers_authority_from_the_credentials_file() {
+    if !nats::available() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let path = |name: &str| dir.path().join(name);
+    std::fs::write(path("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(path("server.pem"), cert.pem()).unwrap();
+    std::fs::write(path("server-key.pem"), key.serialize_pem()).unwrap();
+    let server = nats::server(&[
+        "--tls",
+        "--tlscert",
+        path("server.pem").to_str().unwrap(),
+        "--tlskey",
+        path("server-key.pem").to_str().unwrap(),
+    ]);
+    let url = server.url();
+    let auth = path("nats.toml");
+    std::fs::write(
+        &auth,
+        format!(
+            "[tls]\nrequired = true\nca = \"{}\"\n",
+            path("ca.pem").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&auth, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let _worker = Worker::start(&url, &["--nats-auth", auth.to_str().unwrap()]);
+    let output = moat()
+        .args([
+            "run", "--nats", &url, "echo", "over tls", "--output", "ndjson",
+        ])
+        .arg("--nats-auth")
+        .arg(&auth)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", run_output(&output));
+    let done = events(&output)
+        .last()
+        .and_then(|e| e.as_done().cloned())
+        .unwrap();
+    assert_eq!(done.result.as_deref(), Some("over tls"));
+    // Without the authority, the server's certificate is not trusted.
+    let refused = moat().args(["ps", "--nats", &url]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{}", run_output(&refused));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("cannot connect to NATS"));
+}
+
+#[test]
+fn logs_follow_streams_a_live_run_to_its_done() {
+    if !nats::available() {
+        return;
+    }
+    let server = nats::server(&[]);
+    let url = server.url();
+    let _worker = Worker::start(&url, &[]);
+    let submitted = moat()
+        .args(["run", "--nats", &url, "--detach", FLOOD, "100000000"])
+        .output()
+        .unwrap();
+    assert!(submitted.status.success(), "{}", run_output(&submitted));
+    let id = String::from_utf8(submitted.stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut follower = moat()
+        .args([
+            "logs", "--nats", &url, &id, "--follow", "--output", "ndjson",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    let first: AgentEvent = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert!(!first.is_done());
+    // The first event came while the run still runs.
+    let shown = moat()
+        .args(["show", "--nats", &url, &id, "--json"])
+        .output()
+        .unwrap();
+    let record: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(record["status"], "running");
+    let cancelled = moat()
+        .args(["cancel", "--nats", &url, &id])
+        .output()
+        .unwrap();
+    assert!(cancelled.status.success());
+    let last = lines.map(|line| line.unwrap()).last().expect("more events");
+    let last: AgentEvent = serde_json::from_str(&last).unwrap();
+    assert_eq!(
+        last.as_done().map(|d| d.status),
+        Some(DoneStatus::Interrupted)
+    );
+    assert_eq!(follower.wait().unwrap().code(), Some(1));
 }

@@ -141,7 +141,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters => commands::adapters(&sandbox).await,
-        Command::Serve(args) => serve::serve(sandbox, store, args).await,
+        Command::Serve(args) => serve::serve(sandbox, store, &cli.cluster, args).await,
         Command::Workflow(command) => commands::workflow(&sandbox, store, command).await,
         Command::Adapter(command) => commands::adapter(&sandbox, command).await,
         Command::Ps(_)
@@ -175,10 +175,9 @@ async fn on_cluster_without_sandbox(cli: &Cli) -> Option<anyhow::Result<ExitCode
         Command::Logs(args) => Some(cluster::logs(flags, args.clone()).await),
         Command::Wait(args) => Some(cluster::wait(flags, args.clone()).await),
         Command::Cancel(args) => Some(cluster::cancel(flags, args.clone()).await),
-        Command::Run(_) | Command::Worker(_) => None,
+        Command::Run(_) | Command::Worker(_) | Command::Serve(_) => None,
         Command::Prune(_) => refused("moat prune (the cluster's events expire after 7 days)"),
         Command::Parallel(_) => refused("moat parallel"),
-        Command::Serve(_) => refused("moat serve"),
         Command::Workflow(_) => refused("moat workflow"),
         Command::Inspect(_)
         | Command::Compile(_)

@@ -2,11 +2,9 @@
 //! process shares: submit, read, list, cancel, end, follow and wait, and
 //! finding runs whose worker was lost.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_nats::HeaderMap;
 use async_nats::jetstream::{self, consumer, kv, object_store, stream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -15,9 +13,10 @@ use moat_store::{FailReason, Outcome, RunStatus};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
-use crate::error::{ClusterError, nats, settled};
+use crate::error::{ClusterError, SETTLE, nats, settled};
+use crate::events::{self, Publisher};
 use crate::job::{Job, is_sha256};
-use crate::layout::{self, SEQ_HEADER};
+use crate::layout;
 use crate::record::{ClusterRun, WORKER_LOST};
 use crate::settings::{Auth, Settings};
 
@@ -27,9 +26,6 @@ const EVENTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// before JetStream offers it to another worker (which then finds the run
 /// claimed and leaves it).
 pub(crate) const ACK_WAIT: Duration = Duration::from_secs(30);
-/// How many of one run's events may be on their way to the server,
-/// unacknowledged, at once.
-const PUBLISH_WINDOW: usize = 256;
 /// How often a waiting or following client looks for lost workers and
 /// at the run's record.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -400,9 +396,9 @@ impl Cluster {
         };
         let mut publisher = self.publisher(id, seq);
         for event in &before {
-            publisher.publish(event).await?;
+            publisher.push(event).await?;
         }
-        publisher.publish(&done).await?;
+        publisher.push(&done).await?;
         publisher.flush().await?;
         self.clear_live(id).await;
         for child in &run.children {
@@ -421,11 +417,7 @@ impl Cluster {
             .get_last_raw_message_by_subject(&layout::events_subject(id))
             .await
         {
-            Ok(message) => Ok(message
-                .headers
-                .get(SEQ_HEADER)
-                .and_then(|seq| seq.as_str().parse::<u64>().ok())
-                .map_or(0, |seq| seq + 1)),
+            Ok(message) => Ok(events::end_of(&message.headers).unwrap_or(0)),
             Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
             Err(error) => Err(ClusterError::nats("event stream")(&error)),
         }
@@ -433,12 +425,12 @@ impl Cluster {
 
     /// A publisher of run `id`'s events, the first numbered `seq`.
     pub(crate) fn publisher(&self, id: &str, seq: u64) -> Publisher {
-        Publisher {
-            js: self.js.clone(),
-            subject: layout::events_subject(id),
+        Publisher::new(
+            self.js.clone(),
+            layout::events_subject(id),
             seq,
-            in_flight: VecDeque::new(),
-        }
+            self.client.server_info().max_payload,
+        )
     }
 
     /// Run `id`'s stored events from number `from`, then the live ones, to
@@ -504,14 +496,18 @@ impl Cluster {
         while let Some(message) = messages.next().await {
             let message = nats("event stream", message)?;
             let pending = nats("event stream", message.info())?.pending;
-            let (seq, event) = decode(&message.headers, &message.payload)?;
-            if seq >= from {
-                events.push((seq, event));
+            for (seq, event) in events::decode(message.headers.as_ref(), &message.payload)? {
+                if seq >= from {
+                    events.push((seq, event));
+                }
             }
             if pending == 0 {
                 break;
             }
         }
+        // In order, once each (see `events::InOrder`).
+        events.sort_by_key(|(seq, _)| *seq);
+        events.dedup_by_key(|(seq, _)| *seq);
         Ok(events)
     }
 
@@ -713,65 +709,6 @@ fn payload_of(event: &AgentEvent) -> Option<serde_json::Value> {
         .and_then(|value| value.get("payload").cloned())
 }
 
-/// Publishes one run's events in order, with their numbers, several on
-/// their way at once.
-pub(crate) struct Publisher {
-    js: jetstream::Context,
-    subject: String,
-    seq: u64,
-    in_flight: VecDeque<jetstream::context::PublishAckFuture>,
-}
-
-impl Publisher {
-    /// The number the next event gets.
-    pub(crate) fn seq(&self) -> u64 {
-        self.seq
-    }
-
-    /// Sends `event` as the next one.
-    pub(crate) async fn publish(&mut self, event: &AgentEvent) -> Result<(), ClusterError> {
-        if self.in_flight.len() >= PUBLISH_WINDOW
-            && let Some(ack) = self.in_flight.pop_front()
-        {
-            nats("event stream", ack.await)?;
-        }
-        let payload: Bytes = serde_json::to_vec(event)
-            .map_err(|e| ClusterError::Invalid(format!("cannot encode an event: {e}")))?
-            .into();
-        let mut headers = HeaderMap::new();
-        headers.insert(SEQ_HEADER, self.seq.to_string().as_str());
-        let ack = nats(
-            "event stream",
-            self.js
-                .publish_with_headers(self.subject.clone(), headers, payload)
-                .await,
-        )?;
-        self.in_flight.push_back(ack);
-        self.seq += 1;
-        Ok(())
-    }
-
-    /// Waits until every event sent is stored.
-    pub(crate) async fn flush(&mut self) -> Result<(), ClusterError> {
-        while let Some(ack) = self.in_flight.pop_front() {
-            nats("event stream", ack.await)?;
-        }
-        Ok(())
-    }
-}
-
-/// An event as a message carries it, checked.
-fn decode(headers: &Option<HeaderMap>, payload: &[u8]) -> Result<(u64, AgentEvent), ClusterError> {
-    let seq = headers
-        .as_ref()
-        .and_then(|h| h.get(SEQ_HEADER))
-        .and_then(|seq| seq.as_str().parse::<u64>().ok())
-        .ok_or_else(|| ClusterError::Invalid("an event without its number".into()))?;
-    let event = serde_json::from_slice(payload)
-        .map_err(|e| ClusterError::Invalid(format!("a malformed event: {e}")))?;
-    Ok((seq, event))
-}
-
 /// `event` with the `done` payload `payload` (as a record keeps it).
 fn with_payload(event: AgentEvent, payload: &serde_json::Value) -> AgentEvent {
     let mut value = match serde_json::to_value(&event) {
@@ -791,7 +728,7 @@ async fn follow_events(
     sender: tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
 ) {
     let mut ended_seen: Option<ClusterRun> = None;
-    let mut expected = 0;
+    let mut order = events::InOrder::default();
     loop {
         let next = tokio::time::timeout(WATCH_EVERY, messages.next()).await;
         let message = match next {
@@ -809,11 +746,21 @@ async fn follow_events(
                 if let Err(error) = cluster.reap_lost_workers().await {
                     tracing::debug!("looking for lost workers: {error}");
                 }
+                // Events missing for longer than any sender retries, or
+                // missing from a run that has ended, are not coming.
+                let skipped = order.skip_gap(SETTLE + WATCH_EVERY, ended_seen.is_some());
+                if !skipped.is_empty() {
+                    if emit(&sender, from, skipped).await.is_break() {
+                        return;
+                    }
+                    continue;
+                }
                 match cluster.get(&id).await {
                     Ok(Some(run)) if run.is_terminal() => {
                         if let Some(seen) = ended_seen.take() {
                             // Ended a while ago and its done never came.
-                            let _ = sender.send(Ok((expected, synthesized(&seen)))).await;
+                            let done = synthesized(&seen);
+                            let _ = sender.send(Ok((order.expected(), done))).await;
                             return;
                         }
                         ended_seen = Some(run);
@@ -828,22 +775,36 @@ async fn follow_events(
                 continue;
             }
         };
-        let (seq, event) = match decode(&message.headers, &message.payload) {
+        let decoded = match events::decode(message.headers.as_ref(), &message.payload) {
             Ok(decoded) => decoded,
             Err(error) => {
-                tracing::warn!(run = id, "skipping an event: {error}");
+                tracing::warn!(run = id, "skipping events: {error}");
                 continue;
             }
         };
-        expected = seq + 1;
-        let done = event.is_done();
-        if seq >= from && sender.send(Ok((seq, event))).await.is_err() {
-            return;
-        }
-        if done {
+        if emit(&sender, from, order.take(decoded)).await.is_break() {
             return;
         }
     }
+}
+
+/// Sends `events` from number `from` on; `Break` once the `done` went, or
+/// the reader is gone.
+async fn emit(
+    sender: &tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
+    from: u64,
+    events: Vec<(u64, AgentEvent)>,
+) -> std::ops::ControlFlow<()> {
+    for (seq, event) in events {
+        let done = event.is_done();
+        if seq >= from && sender.send(Ok((seq, event))).await.is_err() {
+            return std::ops::ControlFlow::Break(());
+        }
+        if done {
+            return std::ops::ControlFlow::Break(());
+        }
+    }
+    std::ops::ControlFlow::Continue(())
 }
 
 /// The `done` a record says its run ended with.

@@ -19,8 +19,10 @@ pub const LIVE_BUCKET: &str = "moat-live";
 pub const WORKERS_BUCKET: &str = "moat-workers";
 /// Components, keyed by their SHA-256.
 pub const COMPONENTS_BUCKET: &str = "moat-components";
-/// Header carrying an event's number in its run.
+/// Header carrying the number (in its run) of a message's first event.
 pub const SEQ_HEADER: &str = "Moat-Seq";
+/// Header carrying how many events a message holds (one per line).
+pub const COUNT_HEADER: &str = "Moat-Count";
 
 /// The subject of run `id`'s events.
 pub fn events_subject(id: &str) -> String {

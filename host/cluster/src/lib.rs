@@ -22,6 +22,7 @@
 
 mod cluster;
 mod error;
+mod events;
 mod job;
 pub mod layout;
 mod record;

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use async_nats::jetstream::{AckKind, consumer};
 use bytes::Bytes;
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use moat_engine::{AgentEvent, EventPayload, codes};
 use moat_store::{FailReason, Outcome, RunStatus};
 use serde::Serialize;
@@ -164,7 +164,11 @@ pub async fn run_worker(
                 let Some(id) = message.subject.as_str().rsplit('.').next() else {
                     continue;
                 };
-                let reason = FailReason::from_stored(&String::from_utf8_lossy(&message.payload));
+                // Only the reasons moat sends; anything else is a cancel.
+                let reason = match &message.payload[..] {
+                    b"parent ended" => FailReason::ParentEnded,
+                    _ => FailReason::Cancelled,
+                };
                 let running = runs
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -470,16 +474,31 @@ async fn pump(
     progress.tick().await;
     let mut timed_out = false;
     loop {
-        let event = tokio::select! {
-            event = events.next() => event,
-            _ = progress.tick() => {
-                let _ = message.ack_with(AckKind::Progress).await;
-                continue;
+        // The events ready now go out together; the batch is sent as soon
+        // as the run has no more to give at once.
+        let event = match events.next().now_or_never() {
+            Some(event) => event,
+            None => {
+                if let Err(error) = publisher.send().await {
+                    return undelivered(cluster, config, running, &run, error).await;
+                }
+                tokio::select! {
+                    event = events.next() => event,
+                    _ = progress.tick() => {
+                        let _ = message.ack_with(AckKind::Progress).await;
+                        continue;
+                    }
+                }
             }
         };
+        if progress_due(&mut progress) {
+            let _ = message.ack_with(AckKind::Progress).await;
+        }
         let Some(event) = event else {
             // The engine always ends with a done; if it did not, say so.
-            publisher.flush().await?;
+            if let Err(error) = publisher.flush().await {
+                return undelivered(cluster, config, running, &run, error).await;
+            }
             let ending = Ending {
                 seq: Some(publisher.seq()),
                 ..Ending::of(Outcome {
@@ -496,7 +515,9 @@ async fn pump(
                 timed_out = true;
             }
             EventPayload::Done(done) => {
-                publisher.flush().await?;
+                if let Err(error) = publisher.flush().await {
+                    return undelivered(cluster, config, running, &run, error).await;
+                }
                 let mut outcome = Outcome::of_done(done.status, timed_out, &event);
                 if let Some(reason) = running
                     .cancel
@@ -523,8 +544,43 @@ async fn pump(
             }
             _ => {}
         }
-        publisher.publish(&event).await?;
+        if let Err(error) = publisher.push(&event).await {
+            return undelivered(cluster, config, running, &run, error).await;
+        }
     }
+}
+
+/// Whether the run's message is due a sign of progress (a tick passed).
+fn progress_due(progress: &mut tokio::time::Interval) -> bool {
+    progress.tick().now_or_never().is_some()
+}
+
+/// The run's events cannot reach the cluster: it is stopped and ends
+/// failed, saying why where it still can.
+async fn undelivered(
+    cluster: &Cluster,
+    config: &WorkerConfig,
+    running: &Running,
+    run: &ClusterRun,
+    error: ClusterError,
+) -> Result<(), ClusterError> {
+    running.abort.cancel();
+    let id = run.job.id.as_str();
+    let text = format!("the run's events could not be delivered: {error}");
+    tracing::warn!(run = id, "{text}");
+    let ending = Ending {
+        before: vec![error_event(
+            &run.job.adapter,
+            codes::ADAPTER_ERROR,
+            text.clone(),
+        )],
+        ..Ending::of(Outcome {
+            status: RunStatus::Failed,
+            reason: Some(FailReason::Other(text)),
+            done: None,
+        })
+    };
+    cluster.end(id, Some(&config.id), ending).await.map(drop)
 }
 
 /// An `error` event of `adapter`.

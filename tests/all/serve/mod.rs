@@ -8,6 +8,7 @@
 //! checked against protocol/moat-protocol.schema.json.
 
 mod client;
+mod cluster;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;

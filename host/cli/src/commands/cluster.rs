@@ -228,22 +228,19 @@ pub async fn logs(flags: &ClusterFlags, args: LogsArgs) -> anyhow::Result<ExitCo
     let cluster = connect(flags, "moat logs", None).await?;
     let id = cluster.resolve(&args.run).await.map_err(user_error)?;
     let mut renderer = render::for_format(render::default_format(args.output));
-    let events: Vec<AgentEvent> = if args.follow {
-        followed(&cluster, &id, 0).await?.collect().await
+    // Followed: rendered as they come; else the stored ones.
+    let mut events: BoxStream<'static, AgentEvent> = if args.follow {
+        followed(&cluster, &id, 0).await?
     } else {
-        cluster
-            .stored_events(&id, 0)
-            .await?
-            .into_iter()
-            .map(|(_, event)| event)
-            .collect()
+        let stored = cluster.stored_events(&id, 0).await?;
+        futures::stream::iter(stored.into_iter().map(|(_, event)| event)).boxed()
     };
     let mut success = None;
-    for event in &events {
+    while let Some(event) = events.next().await {
         if let Some(done) = event.as_done() {
             success = Some(done.status == moat_engine::DoneStatus::Success);
         }
-        renderer.event(event).context("cannot write the output")?;
+        renderer.event(&event).context("cannot write the output")?;
     }
     renderer.finish().context("cannot write the output")?;
     Ok(match success {

@@ -112,10 +112,10 @@ async fn handle(
     match op {
         Op::Run(params) => server.start_run(*params).await,
         Op::Await(params) => server.await_runs(&params.runs).await,
-        Op::Cancel(params) => server.cancel(&params.run),
-        Op::Get(params) => server.get(&params.run),
-        Op::List(params) => server.list(&params),
-        Op::Subscribe(params) => subscribe(server, params, out, subscriptions),
+        Op::Cancel(params) => server.cancel(&params.run).await,
+        Op::Get(params) => server.get(&params.run).await,
+        Op::List(params) => server.list(&params).await,
+        Op::Subscribe(params) => subscribe(server, params, out, subscriptions).await,
         Op::Unsubscribe(params) => {
             if let Some(stop) = subscriptions
                 .lock()
@@ -137,7 +137,7 @@ async fn handle(
 /// events from `fromSeq`, then its live ones, until its `done`. A run the
 /// client falls behind on is ended, in this subscription, with one `lagged`
 /// event; its other runs go on.
-fn subscribe(
+async fn subscribe(
     server: &Arc<Server>,
     params: SubscribeParams,
     out: &mpsc::Sender<String>,
@@ -146,9 +146,9 @@ fn subscribe(
     if params.runs.is_empty() {
         return Err(Failure::invalid("subscribe: runs names no run"));
     }
-    let ids = server.resolve_runs(&params.runs)?;
+    let ids = server.resolve_runs(&params.runs).await?;
     for run in &ids {
-        server.check_from(run, params.from_seq)?;
+        server.check_from(run, params.from_seq).await?;
     }
     let id = format!("s_{}", NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed));
     let stop = CancellationToken::new();

@@ -11,6 +11,7 @@
 //! `await`, `get` and `subscribe` see other moats' runs.
 
 mod connection;
+mod on_cluster;
 mod protocol;
 mod server;
 
@@ -36,10 +37,15 @@ const STOP_PATIENCE: Duration = Duration::from_secs(5);
 pub async fn serve(
     sandbox: Sandbox,
     cli_store: Option<&Path>,
+    cluster: &crate::args::ClusterFlags,
     args: ServeArgs,
 ) -> anyhow::Result<ExitCode> {
     let store = resolve::store(cli_store)?;
-    let server = Arc::new(Server::new(sandbox, store, args.grants));
+    let cluster = match cluster.nats {
+        Some(_) => Some(crate::commands::cluster::connect(cluster, "moat serve", None).await?),
+        None => None,
+    };
+    let server = Arc::new(Server::new(sandbox, store, args.grants, cluster));
     tokio::spawn(stop_on_signals(server.clone()));
     let serving = match &args.socket {
         None => {

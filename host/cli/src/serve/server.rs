@@ -19,6 +19,7 @@ use moat_grants::{Grants, TrustLevel, canonical_dir, names};
 use moat_sandbox::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns, RunScope, Sandbox};
 use moat_store::{FailReason, Recorder, RunFilter, RunId, RunStatus, Store};
 
+use super::on_cluster;
 use super::protocol::{Code, Failure, LimitParams, ListParams, RunParams};
 use crate::args::GrantFlags;
 use crate::commands::{record_json, recording};
@@ -75,6 +76,8 @@ struct LiveRun {
 pub struct Server {
     sandbox: Sandbox,
     store: Arc<Store>,
+    /// With `--nats`: the cluster whose runs the operations are on.
+    cluster: Option<moat_cluster::Cluster>,
     /// The server's own grant flags: the most any run may get.
     ceiling: GrantFlags,
     live: Mutex<HashMap<RunId, Arc<LiveRun>>>,
@@ -86,10 +89,16 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(sandbox: Sandbox, store: Arc<Store>, ceiling: GrantFlags) -> Self {
+    pub fn new(
+        sandbox: Sandbox,
+        store: Arc<Store>,
+        ceiling: GrantFlags,
+        cluster: Option<moat_cluster::Cluster>,
+    ) -> Self {
         Server {
             sandbox,
             store,
+            cluster,
             ceiling,
             live: Mutex::new(HashMap::new()),
             stopping: CancellationToken::new(),
@@ -124,8 +133,14 @@ impl Server {
         let mut allowance =
             resolve::grants(&resolved, TrustLevel::Sandbox, None, &[], &self.ceiling)
                 .map_err(|e| Failure::new(Code::RunFailed, format!("{e:#}")))?;
-        let parent = match &params.parent {
-            Some(text) => {
+        let parent = match (&params.parent, &self.cluster) {
+            (Some(text), Some(cluster)) => {
+                let (id, parents) = on_cluster::parent_grants(cluster, text).await?;
+                // A child never gets more than its parent.
+                allowance = allowance.intersect(&parents);
+                RunId::parse(&id)
+            }
+            (Some(text), None) => {
                 let (id, record) = self.record(text)?;
                 self.check_room(&id)
                     .map_err(|limit| Failure::new(Code::RunFailed, limit))?;
@@ -134,7 +149,7 @@ impl Server {
                 allowance = allowance.intersect(&parents);
                 Some(id)
             }
-            None => None,
+            (None, _) => None,
         };
         let grants = match params.grants.take() {
             Some(requested) => checked(requested)?,
@@ -185,6 +200,19 @@ impl Server {
             )));
         }
         let limits = limits(&params, resolved.default_timeout());
+        if let Some(cluster) = &self.cluster {
+            let submission = on_cluster::Submission {
+                resolved: &resolved,
+                adapter: &params.adapter,
+                prompt: params.prompt,
+                options: params.options,
+                grants: scope.grants,
+                trust: params.trust,
+                limits: &limits,
+                parent: parent.map(|id| id.to_string()),
+            };
+            return on_cluster::submit(cluster, submission).await;
+        }
         let mut registry = Registry::scoped();
         registry
             .register(Arc::new(resolved.adapter))
@@ -403,6 +431,9 @@ impl Server {
     /// `await`: every run's result once all have ended; `RUN_FAILED`
     /// (with the results) when one did not complete.
     pub async fn await_runs(&self, runs: &[String]) -> Result<Value, Failure> {
+        if let Some(cluster) = &self.cluster {
+            return on_cluster::await_runs(cluster, runs).await;
+        }
         let mut ids = Vec::with_capacity(runs.len());
         for text in runs {
             ids.push(self.record(text)?.0);
@@ -452,7 +483,15 @@ impl Server {
 
     /// `cancel`: stops the run wherever on this machine it runs; a run
     /// that is unknown or has ended already is a success too.
-    pub fn cancel(&self, text: &str) -> Result<Value, Failure> {
+    pub async fn cancel(&self, text: &str) -> Result<Value, Failure> {
+        match &self.cluster {
+            Some(cluster) => on_cluster::cancel(cluster, text).await,
+            None => self.cancel_here(text),
+        }
+    }
+
+    /// `cancel` of a run on this machine.
+    fn cancel_here(&self, text: &str) -> Result<Value, Failure> {
         let Ok(id) = self.store.resolve(text) else {
             return Ok(json!({}));
         };
@@ -467,7 +506,10 @@ impl Server {
     }
 
     /// `get`: the record, and the result once the run has ended.
-    pub fn get(&self, text: &str) -> Result<Value, Failure> {
+    pub async fn get(&self, text: &str) -> Result<Value, Failure> {
+        if let Some(cluster) = &self.cluster {
+            return on_cluster::get(cluster, text).await;
+        }
         let (id, record) = self.record(text)?;
         let mut value = record_json(&record);
         value["result"] = if record.status.is_terminal() {
@@ -479,7 +521,7 @@ impl Server {
     }
 
     /// `list`: records, newest first.
-    pub fn list(&self, params: &ListParams) -> Result<Value, Failure> {
+    pub async fn list(&self, params: &ListParams) -> Result<Value, Failure> {
         let mut statuses = Vec::new();
         for status in &params.status {
             let known = RunStatus::ALL.into_iter().find(|s| s.as_str() == status);
@@ -488,6 +530,9 @@ impl Server {
                     "list: unknown status {status:?}; the statuses are pending, running, completed, failed"
                 ))
             })?);
+        }
+        if let Some(cluster) = &self.cluster {
+            return on_cluster::list(cluster, &statuses, params).await;
         }
         let filter = RunFilter {
             statuses,
@@ -560,6 +605,10 @@ impl Server {
         F: FnMut(u64, Arc<str>, bool) -> Fut,
         Fut: Future<Output = bool>,
     {
+        if let Some(cluster) = &self.cluster {
+            on_cluster::stream_events(cluster, id, from_seq, stop, send).await;
+            return Ok(());
+        }
         // Listening starts before the store is read: an event published
         // from now on is received, and one published before was recorded
         // before, so the flush below makes it readable.
@@ -636,7 +685,10 @@ impl Server {
 
     /// Refuses a subscription from past the end of a run that has ended
     /// (it would wait for events that never come).
-    pub fn check_from(&self, id: &RunId, from_seq: u64) -> Result<(), Failure> {
+    pub async fn check_from(&self, id: &RunId, from_seq: u64) -> Result<(), Failure> {
+        if let Some(cluster) = &self.cluster {
+            return on_cluster::check_from(cluster, id, from_seq).await;
+        }
         if from_seq == 0 || self.live_run(id).is_some() {
             return Ok(());
         }
@@ -663,7 +715,10 @@ impl Server {
     }
 
     /// Resolves run ids for a subscription: every one must exist.
-    pub fn resolve_runs(&self, runs: &[String]) -> Result<Vec<RunId>, Failure> {
+    pub async fn resolve_runs(&self, runs: &[String]) -> Result<Vec<RunId>, Failure> {
+        if let Some(cluster) = &self.cluster {
+            return on_cluster::resolve_runs(cluster, runs).await;
+        }
         runs.iter().map(|text| Ok(self.record(text)?.0)).collect()
     }
 }
@@ -862,7 +917,8 @@ impl ChildRun for ServedChild {
     }
 
     fn cancel(&self) {
-        let _ = self.server.cancel(self.id.as_str());
+        // A component's children run here, never on a cluster.
+        let _ = self.server.cancel_here(self.id.as_str());
     }
 }
 
