@@ -21,8 +21,13 @@ use moat_testkit::nats;
 
 use crate::cli::common::{events, moat};
 
-/// Worker timeout in these tests: a lost worker is noticed in seconds.
-const WORKER_TIMEOUT: &str = "2s";
+/// Worker timeout where no worker is killed: moat's default. A busy
+/// machine (the whole suite at once) can delay a live worker's beats by
+/// seconds; that must not look like a lost worker.
+const WORKER_TIMEOUT: &str = "15s";
+/// Worker timeout where a test kills a worker: noticed in seconds, still
+/// beyond a busy machine's delays.
+const SHORT_TIMEOUT: &str = "4s";
 
 /// A `moat worker` process, killed when dropped.
 pub(crate) struct Worker {
@@ -88,7 +93,6 @@ impl Drop for Worker {
 async fn connect(urls: &str, replicas: usize) -> Cluster {
     let mut settings = Settings::new(urls, None).expect("settings");
     settings.replicas = replicas;
-    settings.worker_timeout = Duration::from_secs(2);
     Cluster::connect(&settings, "moat tests")
         .await
         .expect("connects to the cluster")
@@ -246,7 +250,7 @@ async fn a_worker_killed_mid_run_loses_its_runs_and_only_those() {
     }
     let server = nats::server(&[]);
     let url = server.url();
-    let mut doomed = Worker::start(&url, &["--max-runs", "2"]);
+    let mut doomed = Worker::start_with(&url, SHORT_TIMEOUT, &["--max-runs", "2"]);
     let cluster = connect(&url, 1).await;
     let spin = stored(&cluster, SPIN_NEXT, "spin-next", "spin").await;
     let lost: Vec<String> = {
@@ -268,7 +272,7 @@ async fn a_worker_killed_mid_run_loses_its_runs_and_only_those() {
         .await;
     }
     // A second worker, and a run of its own.
-    let _survivor = Worker::start(&url, &["--max-runs", "2"]);
+    let _survivor = Worker::start_with(&url, SHORT_TIMEOUT, &["--max-runs", "2"]);
     let kept = Job {
         id: RunId::new().to_string(),
         ..spin.clone()
@@ -299,7 +303,7 @@ async fn a_worker_killed_mid_run_loses_its_runs_and_only_those() {
     }
     // Noticed within the worker timeout and a beat or two.
     assert!(
-        killed.elapsed() < Duration::from_secs(10),
+        killed.elapsed() < Duration::from_secs(15),
         "lost after {:?}",
         killed.elapsed()
     );
@@ -333,12 +337,12 @@ async fn a_killed_nats_node_does_not_stop_the_cluster_or_its_runs() {
     }
     let mut servers = nats::cluster();
     let all = nats::urls(&servers);
-    // The default worker timeout: a failover of a few seconds, during
-    // which heartbeats fail, is not a lost worker.
+    // A failover of a few seconds, during which heartbeats fail, is not
+    // a lost worker (the default worker timeout).
     let _workers: Vec<Worker> = (0..2)
         .map(|i| {
             let urls = format!("{},{all}", servers[i].url());
-            Worker::start_with(&urls, "15s", &["--max-runs", "4", "--nats-replicas", "3"])
+            Worker::start(&urls, &["--max-runs", "4", "--nats-replicas", "3"])
         })
         .collect();
     let cluster = connect(&format!("{},{all}", servers[0].url()), 3).await;
@@ -638,7 +642,7 @@ async fn a_run_that_allows_it_is_run_again_when_its_worker_is_lost() {
     }
     let server = nats::server(&[]);
     let url = server.url();
-    let mut first = Worker::start(&url, &[]);
+    let mut first = Worker::start_with(&url, SHORT_TIMEOUT, &[]);
     let cluster = connect(&url, 1).await;
     let job = Job {
         retry_on_worker_loss: true,
@@ -651,7 +655,7 @@ async fn a_run_that_allows_it_is_run_again_when_its_worker_is_lost() {
     })
     .await;
     first.kill();
-    let _second = Worker::start(&url, &[]);
+    let _second = Worker::start_with(&url, SHORT_TIMEOUT, &[]);
     let again = record_until(&cluster, &id, Duration::from_secs(30), |r| {
         r.attempt == 2 && r.status() == RunStatus::Running
     })
