@@ -12,9 +12,8 @@ use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use moat_cluster::{Cluster, ClusterRun, ComponentRef, Job, JobLimits, Settings};
-use moat_engine::{AgentEvent, DoneStatus, EventPayload, RunLimits, RunOptions};
-use moat_grants::{Grants, TrustLevel};
+use moat_cluster::{Cluster, ClusterRun, ComponentRef, Job, Settings};
+use moat_engine::{AgentEvent, DoneStatus, EventPayload};
 use moat_store::{RunId, RunStatus};
 use moat_testkit::components::{FLOOD, SPIN_NEXT};
 use moat_testkit::nats;
@@ -90,6 +89,18 @@ impl Drop for Worker {
     }
 }
 
+/// One `nats-server` and one worker on it, with its URL; `None` (the
+/// test skips) without `nats-server`.
+fn server_and_worker() -> Option<(nats::NatsServer, String, Worker)> {
+    if !nats::available() {
+        return None;
+    }
+    let server = nats::server(&[]);
+    let url = server.url();
+    let worker = Worker::start(&url, &[]);
+    Some((server, url, worker))
+}
+
 async fn connect(urls: &str, replicas: usize) -> Cluster {
     let mut settings = Settings::new(urls, None).expect("settings");
     settings.replicas = replicas;
@@ -99,18 +110,7 @@ async fn connect(urls: &str, replicas: usize) -> Cluster {
 }
 
 fn job(component: ComponentRef, adapter: &str, prompt: &str) -> Job {
-    Job {
-        id: RunId::new().to_string(),
-        parent: None,
-        adapter: adapter.into(),
-        component,
-        prompt: prompt.into(),
-        options: RunOptions::default(),
-        grants: Grants::default(),
-        trust: TrustLevel::default(),
-        limits: JobLimits::of(&RunLimits::default()),
-        retry_on_worker_loss: false,
-    }
+    Job::new(component, adapter, prompt)
 }
 
 fn echo(prompt: &str) -> Job {
@@ -201,10 +201,7 @@ async fn two_hundred_runs_on_three_workers_over_a_three_node_cluster_each_done_o
         let job = if index % 2 == 0 {
             echo(&format!("run number {index}"))
         } else {
-            Job {
-                id: RunId::new().to_string(),
-                ..flood.clone()
-            }
+            flood.again()
         };
         submitted.push((job.id.clone(), index));
         cluster.submit(job).await.expect("submitted");
@@ -256,10 +253,7 @@ async fn a_worker_killed_mid_run_loses_its_runs_and_only_those() {
     let lost: Vec<String> = {
         let mut ids = Vec::new();
         for _ in 0..2 {
-            let job = Job {
-                id: RunId::new().to_string(),
-                ..spin.clone()
-            };
+            let job = spin.again();
             ids.push(job.id.clone());
             cluster.submit(job).await.unwrap();
         }
@@ -273,10 +267,7 @@ async fn a_worker_killed_mid_run_loses_its_runs_and_only_those() {
     }
     // A second worker, and a run of its own.
     let _survivor = Worker::start_with(&url, SHORT_TIMEOUT, &["--max-runs", "2"]);
-    let kept = Job {
-        id: RunId::new().to_string(),
-        ..spin.clone()
-    };
+    let kept = spin.again();
     let kept_id = kept.id.clone();
     cluster.submit(kept).await.unwrap();
     let kept_worker = record_until(&cluster, &kept_id, Duration::from_secs(60), |r| {
@@ -349,10 +340,7 @@ async fn a_killed_nats_node_does_not_stop_the_cluster_or_its_runs() {
     let flood = stored(&cluster, FLOOD, "flood", "20000").await;
     let mut ids = Vec::new();
     for _ in 0..6 {
-        let job = Job {
-            id: RunId::new().to_string(),
-            ..flood.clone()
-        };
+        let job = flood.again();
         ids.push(job.id.clone());
         cluster.submit(job).await.unwrap();
     }
@@ -397,12 +385,9 @@ fn run_output(output: &Output) -> String {
 
 #[test]
 fn submit_cancel_and_wait_from_different_processes() {
-    if !nats::available() {
+    let Some((_server, url, _worker)) = server_and_worker() else {
         return;
-    }
-    let server = nats::server(&[]);
-    let url = server.url();
-    let _worker = Worker::start(&url, &[]);
+    };
     let submitted = moat()
         .args(["run", "--nats", &url, "--detach", SPIN_NEXT, "spin"])
         .output()
@@ -463,12 +448,9 @@ fn submit_cancel_and_wait_from_different_processes() {
 
 #[test]
 fn a_run_through_the_cluster_streams_like_a_local_one_and_survives_its_submitter() {
-    if !nats::available() {
+    let Some((_server, url, _worker)) = server_and_worker() else {
         return;
-    }
-    let server = nats::server(&[]);
-    let url = server.url();
-    let _worker = Worker::start(&url, &[]);
+    };
     let output = moat()
         .args([
             "run",
@@ -594,10 +576,7 @@ async fn a_parents_end_stops_its_child_on_another_worker() {
     ];
     let cluster = connect(&url, 1).await;
     let spin = stored(&cluster, SPIN_NEXT, "spin-next", "spin").await;
-    let parent = Job {
-        id: RunId::new().to_string(),
-        ..spin.clone()
-    };
+    let parent = spin.again();
     let parent_id = parent.id.clone();
     cluster.submit(parent).await.unwrap();
     let parent_worker = record_until(&cluster, &parent_id, Duration::from_secs(60), |r| {
@@ -606,9 +585,8 @@ async fn a_parents_end_stops_its_child_on_another_worker() {
     .await
     .worker;
     let child = Job {
-        id: RunId::new().to_string(),
         parent: Some(parent_id.clone()),
-        ..spin.clone()
+        ..spin.again()
     };
     let child_id = child.id.clone();
     cluster.submit(child).await.unwrap();
@@ -628,7 +606,6 @@ async fn a_parents_end_stops_its_child_on_another_worker() {
     assert_eq!(child.reason.as_deref(), Some("parent ended"));
     // An ended parent takes no more children.
     let late = Job {
-        id: RunId::new().to_string(),
         parent: Some(parent_id.clone()),
         ..echo("too late")
     };
@@ -794,12 +771,9 @@ fn tls_to_the_cluster_with_the_servers_authority_from_the_credentials_file() {
 
 #[test]
 fn logs_follow_streams_a_live_run_to_its_done() {
-    if !nats::available() {
+    let Some((_server, url, _worker)) = server_and_worker() else {
         return;
-    }
-    let server = nats::server(&[]);
-    let url = server.url();
-    let _worker = Worker::start(&url, &[]);
+    };
     let submitted = moat()
         .args(["run", "--nats", &url, "--detach", FLOOD, "100000000"])
         .output()

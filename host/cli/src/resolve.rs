@@ -247,6 +247,20 @@ pub fn scope(
     })
 }
 
+/// The scope of a `moat run` of `resolved` with `flags` (see [`scope`]),
+/// its MCP servers' programs checked against it.
+pub fn run_scope(resolved: &Resolved, flags: &crate::args::RunFlags) -> anyhow::Result<RunScope> {
+    let scope = scope(
+        resolved,
+        flags.trust,
+        flags.cwd.as_deref(),
+        &flags.add_dirs,
+        &flags.grants,
+    )?;
+    check_mcp_programs(flags.mcp_config.as_ref(), &scope.grants)?;
+    Ok(scope)
+}
+
 /// Refuses MCP servers whose programs the run may not start: a stdio
 /// server is a program like any other, granted by `--allow-run`.
 pub fn check_mcp_programs(servers: Option<&McpServers>, grants: &Grants) -> anyhow::Result<()> {

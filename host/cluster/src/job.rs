@@ -101,6 +101,38 @@ pub struct Job {
     pub retry_on_worker_loss: bool,
 }
 
+impl Job {
+    /// A job with a fresh run id running `component` (named `adapter`) on
+    /// `prompt`, with no parent, default options and limits, no grants,
+    /// the sandbox trust level and no retry; set the rest as needed.
+    pub fn new(
+        component: ComponentRef,
+        adapter: impl Into<String>,
+        prompt: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: moat_store::RunId::new().to_string(),
+            parent: None,
+            adapter: adapter.into(),
+            component,
+            prompt: prompt.into(),
+            options: RunOptions::default(),
+            grants: Grants::default(),
+            trust: TrustLevel::default(),
+            limits: JobLimits::of(&RunLimits::default()),
+            retry_on_worker_loss: false,
+        }
+    }
+
+    /// The same job under a fresh run id.
+    pub fn again(&self) -> Self {
+        Self {
+            id: moat_store::RunId::new().to_string(),
+            ..self.clone()
+        }
+    }
+}
+
 /// The largest job a worker reads: prompts are large, not this large.
 pub const MAX_JOB_BYTES: usize = 8 * 1024 * 1024;
 

@@ -12,10 +12,14 @@
 //!    `moat run echo hi` (median of 20 processes each); and through the
 //!    library, from submitting an echo run to holding its `done` (median
 //!    of 50, one connection), beside the local process figure.
-//! 3. Scaling: 120 runs of `flood 2000` submitted at once and followed to
-//!    their `done`, with 1, 2 and 3 workers (`--max-runs 4` each): events
-//!    per second over the whole batch. This machine has two cores, shared
-//!    by the workers, the server and the bench.
+//! 3. Scaling, with 1, 2 and 3 workers (`--max-runs 4` each), submitted
+//!    at once and followed to their `done`:
+//!    - CPU-bound: 120 runs of `flood 2000`, events per second. This
+//!      machine has two cores, shared by the workers, the server and the
+//!      bench: more workers add no CPU here.
+//!    - waiting, as agent runs do (on a model, a CLI): 24 runs of
+//!      `sleepy` (1,000 events, 1 ms apart), runs per second — what more
+//!      workers buy.
 //!
 //! The bench fails unless every run ends in `done` success with all its
 //! events. The table goes to stdout and `target/moat-bench/cluster.md`.
@@ -31,11 +35,9 @@ mod common;
 
 use common::{bench_dir, load_average, moat};
 use futures::StreamExt;
-use moat_cluster::{Cluster, ComponentRef, Job, JobLimits, Settings};
-use moat_engine::{DoneStatus, RunLimits, RunOptions};
-use moat_grants::{Grants, TrustLevel};
-use moat_store::RunId;
-use moat_testkit::components::FLOOD;
+use moat_cluster::{Cluster, ComponentRef, Job, Settings};
+use moat_engine::DoneStatus;
+use moat_testkit::components::{FLOOD, SLEEPY};
 
 /// A `moat worker`, killed when dropped.
 struct Worker(Child);
@@ -116,21 +118,11 @@ fn whole_run(store: &Path, nats: Option<&str>, samples: usize) -> f64 {
 }
 
 fn job(component: ComponentRef, adapter: &str, prompt: &str) -> Job {
-    Job {
-        id: RunId::new().to_string(),
-        parent: None,
-        adapter: adapter.into(),
-        component,
-        prompt: prompt.into(),
-        options: RunOptions::default(),
-        grants: Grants::default(),
-        trust: TrustLevel::default(),
-        limits: JobLimits::of(&RunLimits::default()),
-        retry_on_worker_loss: false,
-    }
+    Job::new(component, adapter, prompt)
 }
 
-/// Follows run `id` to its done: (events, success).
+/// Follows run `id` to its done: (events, success); fails on an error
+/// event, saying it.
 async fn follow(cluster: &Cluster, id: &str) -> (u64, bool) {
     let mut events = 0;
     let mut success = false;
@@ -138,9 +130,16 @@ async fn follow(cluster: &Cluster, id: &str) -> (u64, bool) {
     while let Some(event) = stream.next().await {
         let (_, event) = event.unwrap();
         events += 1;
+        if let moat_engine::EventPayload::Error(error) = &event.payload {
+            panic!("run {id}: {error:?}");
+        }
         if let Some(done) = event.as_done() {
             success = done.status == DoneStatus::Success;
         }
+    }
+    if !success {
+        let record = cluster.get(id).await.unwrap();
+        panic!("run {id} did not complete: {record:?}");
     }
     (events, success)
 }
@@ -167,16 +166,14 @@ async fn submit_to_done(cluster: &Cluster, samples: usize) -> f64 {
     times[times.len() / 2]
 }
 
-/// Events per second over `runs` flood runs of `events` each, submitted at
-/// once and followed concurrently.
-async fn batch(cluster: &Cluster, flood: &Job, runs: usize, events: u64) -> f64 {
+/// Events per second over `runs` runs of `job` with `events` events each
+/// (and their done), submitted at once and followed concurrently; and the
+/// seconds the batch took.
+async fn batch(cluster: &Cluster, flood: &Job, runs: usize, events: u64) -> (f64, f64) {
     let started = Instant::now();
     let mut ids = Vec::with_capacity(runs);
     for _ in 0..runs {
-        let run = Job {
-            id: RunId::new().to_string(),
-            ..flood.clone()
-        };
+        let run = flood.again();
         ids.push(run.id.clone());
         cluster.submit(run).await.unwrap();
     }
@@ -191,7 +188,8 @@ async fn batch(cluster: &Cluster, flood: &Job, runs: usize, events: u64) -> f64 
         assert_eq!(seen, events + 1, "every event, once");
         total += seen;
     }
-    total as f64 / started.elapsed().as_secs_f64()
+    let took = started.elapsed().as_secs_f64();
+    (total as f64 / took, took)
 }
 
 fn main() {
@@ -200,10 +198,10 @@ fn main() {
     if !moat_testkit::nats::available() {
         return;
     }
-    let (events, samples, library_samples, runs, per_run, worker_counts) = if full {
-        (100_000u64, 20, 50, 120, 2_000u64, vec![1, 2, 3])
+    let (events, samples, library_samples, runs, per_run, waiting_runs, worker_counts) = if full {
+        (100_000u64, 20, 50, 120, 2_000u64, 24, vec![1, 2, 3])
     } else {
-        (100, 1, 2, 4, 50, vec![1])
+        (100, 1, 2, 4, 50, 2, vec![1])
     };
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("moat.db");
@@ -240,17 +238,24 @@ fn main() {
             &per_run.to_string(),
         )
     });
+    let sleepy = runtime.block_on(async {
+        let bytes = std::fs::read(SLEEPY).unwrap();
+        let sha256 = cluster.put_component(&bytes).await.unwrap();
+        job(ComponentRef::Stored { sha256 }, "sleepy", "1")
+    });
     let mut workers = vec![first];
     // Warm: the worker's copy of the component, the followers' first
     // consumers.
     runtime.block_on(batch(&cluster, &flood, 8, per_run));
+    runtime.block_on(batch(&cluster, &sleepy, 1, 1_000));
     let mut scaling = Vec::new();
     for count in worker_counts {
         while workers.len() < count {
             workers.push(Worker::start(&store, &url));
         }
-        let rate = runtime.block_on(batch(&cluster, &flood, runs, per_run));
-        scaling.push((count, rate));
+        let (rate, _) = runtime.block_on(batch(&cluster, &flood, runs, per_run));
+        let (_, took) = runtime.block_on(batch(&cluster, &sleepy, waiting_runs, 1_000));
+        scaling.push((count, rate, waiting_runs as f64 / took));
     }
     drop(workers);
 
@@ -284,12 +289,20 @@ fn main() {
         ms(local_run),
         library_run / local_run
     ));
-    let one = scaling.first().map_or(1.0, |(_, rate)| *rate);
-    for (count, rate) in &scaling {
+    let (one, one_waiting) = scaling
+        .first()
+        .map_or((1.0, 1.0), |(_, rate, waiting)| (*rate, *waiting));
+    for (count, rate, _) in &scaling {
         table.push_str(&format!(
-            "| {runs} × flood {per_run} at once, {count} worker(s) | {:.0}k events/s | — | ×{:.2} of 1 worker |\n",
+            "| {runs} × flood {per_run} at once (CPU-bound), {count} worker(s) | {:.0}k events/s | — | ×{:.2} of 1 worker |\n",
             rate / 1e3,
             rate / one
+        ));
+    }
+    for (count, _, waiting) in &scaling {
+        table.push_str(&format!(
+            "| {waiting_runs} × sleepy (1,000 events 1 ms apart) at once, {count} worker(s) | {waiting:.2} runs/s | — | ×{:.2} of 1 worker |\n",
+            waiting / one_waiting
         ));
     }
     println!("{table}");

@@ -88,14 +88,7 @@ pub async fn run(
         .into());
     }
     let resolved = resolve::adapter(sandbox, &args.adapter).await?;
-    let scope = resolve::scope(
-        &resolved,
-        args.run.trust,
-        args.run.cwd.as_deref(),
-        &args.run.add_dirs,
-        &args.run.grants,
-    )?;
-    resolve::check_mcp_programs(args.run.mcp_config.as_ref(), &scope.grants)?;
+    let scope = resolve::run_scope(&resolved, &args.run)?;
     let cluster = connect(flags, "moat run", None).await?;
     let component = if resolved.provenance == Provenance::BuiltIn {
         ComponentRef::Builtin {

@@ -32,14 +32,7 @@ pub async fn run(
     } else {
         Some(resolve::store(cli_store)?)
     };
-    let scope = resolve::scope(
-        &resolved,
-        args.run.trust,
-        args.run.cwd.as_deref(),
-        &args.run.add_dirs,
-        &args.run.grants,
-    )?;
-    resolve::check_mcp_programs(args.run.mcp_config.as_ref(), &scope.grants)?;
+    let scope = resolve::run_scope(&resolved, &args.run)?;
     let mut registry = Registry::scoped();
     let agent = resolved.adapter.info().name.clone();
     let default_timeout = resolved.default_timeout();

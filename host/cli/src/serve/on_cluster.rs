@@ -15,7 +15,7 @@ use moat_engine::{Adapter, ResultFold, RunLimits, RunOptions};
 use moat_grants::{Grants, Provenance, TrustLevel};
 use moat_store::{FailReason, RunId, RunStatus};
 
-use super::protocol::{Code, Failure, ListParams};
+use super::protocol::{Code, Failure, ListParams, awaited};
 use crate::commands::record_json;
 use crate::resolve;
 
@@ -117,16 +117,7 @@ pub async fn await_runs(cluster: &Cluster, runs: &[String]) -> Result<Value, Fai
         }
         results.insert(id.clone(), result(cluster, id).await?);
     }
-    let results = json!({"results": results});
-    if failed.is_empty() {
-        return Ok(results);
-    }
-    let mut failure = Failure::new(
-        Code::RunFailed,
-        format!("not every run completed: {}", failed.join(", ")),
-    );
-    failure.data = Some(results);
-    Err(failure)
+    awaited(results, &failed)
 }
 
 pub async fn cancel(cluster: &Cluster, text: &str) -> Result<Value, Failure> {

@@ -247,6 +247,24 @@ pub fn response(id: &Value, outcome: Result<Value, Failure>) -> Value {
     }
 }
 
+/// `await`'s answer: every run's result, or `RUN_FAILED` carrying them
+/// when some (`failed`: "id reason") did not complete.
+pub fn awaited(
+    results: serde_json::Map<String, Value>,
+    failed: &[String],
+) -> Result<Value, Failure> {
+    let results = serde_json::json!({"results": results});
+    if failed.is_empty() {
+        return Ok(results);
+    }
+    let mut failure = Failure::new(
+        Code::RunFailed,
+        format!("not every run completed: {}", failed.join(", ")),
+    );
+    failure.data = Some(results);
+    Err(failure)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

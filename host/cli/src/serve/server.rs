@@ -20,7 +20,7 @@ use moat_sandbox::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns, R
 use moat_store::{FailReason, Recorder, RunFilter, RunId, RunStatus, Store};
 
 use super::on_cluster;
-use super::protocol::{Code, Failure, LimitParams, ListParams, RunParams};
+use super::protocol::{Code, Failure, LimitParams, ListParams, RunParams, awaited};
 use crate::args::GrantFlags;
 use crate::commands::{record_json, recording};
 use crate::resolve;
@@ -454,16 +454,7 @@ impl Server {
             }
             results.insert(id.to_string(), result);
         }
-        let results = json!({"results": results});
-        if failed.is_empty() {
-            return Ok(results);
-        }
-        let mut failure = Failure::new(
-            Code::RunFailed,
-            format!("not every run completed: {}", failed.join(", ")),
-        );
-        failure.data = Some(results);
-        Err(failure)
+        awaited(results, &failed)
     }
 
     /// An ended run's record and result (folded from its stored events).
