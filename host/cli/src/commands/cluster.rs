@@ -229,7 +229,10 @@ pub async fn logs(flags: &ClusterFlags, args: LogsArgs) -> anyhow::Result<ExitCo
         futures::stream::iter(stored.into_iter().map(|(_, event)| event)).boxed()
     };
     let mut success = None;
-    while let Some(event) = events.next().await {
+    while let Some(event) = render::next_shown(&mut events, renderer.as_mut())
+        .await
+        .context("cannot write the output")?
+    {
         if let Some(done) = event.as_done() {
             success = Some(done.status == moat_engine::DoneStatus::Success);
         }

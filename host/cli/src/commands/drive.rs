@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -60,15 +60,22 @@ pub async fn render_until_done(
     let mut events = std::pin::pin!(events);
     let mut statuses = Vec::new();
     loop {
-        // Keep the same pending read across the spinner timer: dropping it
-        // would lose the event it is about to return.
-        let mut next = events.next();
-        let event = tokio::select! {
-            biased;
-            event = &mut next => event,
-            () = tokio::time::sleep(SPINNER_DELAY) => {
-                renderer.waiting();
-                next.await
+        // An event ready now is rendered at once; before waiting for one,
+        // what the renderer gathered is shown.
+        let event = match events.next().now_or_never() {
+            Some(event) => event,
+            None => {
+                renderer.flush().context("cannot write the output")?;
+                // Keep the same pending read across the spinner timer.
+                let mut next = events.next();
+                tokio::select! {
+                    biased;
+                    event = &mut next => event,
+                    () = tokio::time::sleep(SPINNER_DELAY) => {
+                        renderer.waiting();
+                        next.await
+                    }
+                }
             }
         };
         let Some(event) = event else { break };

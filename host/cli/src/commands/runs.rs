@@ -168,6 +168,7 @@ pub fn logs(store: Option<&Path>, args: LogsArgs) -> anyhow::Result<ExitCode> {
         if !args.follow || success.is_some() || ended_without_more(&store, &id, next)? {
             break;
         }
+        renderer.flush().context("cannot write the output")?;
         std::thread::sleep(POLL);
     }
     renderer.finish().context("cannot write the output")?;

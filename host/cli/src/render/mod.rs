@@ -22,6 +22,11 @@ pub trait Renderer {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()>;
     /// Nothing has arrived for a while.
     fn waiting(&mut self) {}
+    /// The stream has nothing more ready now: show everything rendered so
+    /// far (a renderer may gather output while events come quickly).
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     /// The stream is over.
     fn finish(&mut self) -> io::Result<()> {
         Ok(())
@@ -56,6 +61,20 @@ pub fn default_format(asked: Option<OutputFormat>) -> OutputFormat {
     } else {
         OutputFormat::Ndjson
     })
+}
+
+/// The next item of `events`; when none is ready at once, what `renderer`
+/// gathered is shown first, so nothing waits behind a quiet stream.
+pub async fn next_shown<S: futures::Stream + Unpin>(
+    events: &mut S,
+    renderer: &mut dyn Renderer,
+) -> io::Result<Option<S::Item>> {
+    use futures::{FutureExt, StreamExt};
+    if let Some(item) = events.next().now_or_never() {
+        return Ok(item);
+    }
+    renderer.flush()?;
+    Ok(events.next().await)
 }
 
 /// The renderer for several tasks at once; `labels` name the tasks as
