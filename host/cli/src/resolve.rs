@@ -43,6 +43,11 @@ impl Resolved {
 /// its pool's size.
 pub const COMMAND_SESSIONS: usize = 64;
 
+/// The pool of a `moat run`: its run, the instance that reads the
+/// adapter's `info()` first, and room for the fresh session of a resume
+/// fallback while the first one closes.
+const RUN_SESSIONS: u32 = 4;
+
 /// The process's sandbox, with the cache settings from the flags.
 pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     let mut config = SandboxConfig::default();
@@ -60,9 +65,16 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     };
     // One command runs a handful of sessions at most; a server as many as
     // its clients start (the library's default pool).
-    if !matches!(cli.command, Command::Serve(_)) {
-        config.pool_sessions = COMMAND_SESSIONS as _;
-    }
+    config.pool_sessions = match &cli.command {
+        Command::Serve(_) => config.pool_sessions,
+        // One run, and the instance its `info()` is read from: a pool
+        // for 64 would cost every `moat run` the mappings of 64.
+        Command::Run(_) => RUN_SESSIONS,
+        // Each of its runs, and the instance each job's adapter is loaded
+        // through.
+        Command::Worker(args) => u32::from(args.max_runs).saturating_mul(2),
+        _ => COMMAND_SESSIONS as _,
+    };
     // This process starts no children but runs': orphans it adopts are
     // theirs. An operator's switch (docs/security.md), `MOAT_RUN_CGROUPS=0`,
     // keeps runs out of cgroups of their own.

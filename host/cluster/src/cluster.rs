@@ -184,14 +184,30 @@ impl Cluster {
             }
         }
         let record = ClusterRun::submitted(job);
+        let id = record.job.id.clone();
         settled(|| async {
-            nats(
-                "record",
-                self.records.create(&record.job.id, record.to_bytes()).await,
-            )
+            match self.records.create(&id, record.to_bytes()).await {
+                Ok(_) => Ok(()),
+                // Run ids are unique: the record there is this one, made
+                // by an attempt whose answer was lost.
+                Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    match self.get(&id).await? {
+                        Some(stored) if stored.job == record.job => Ok(()),
+                        _ => Err(ClusterError::Invalid(format!("run {id} exists already"))),
+                    }
+                }
+                Err(error) => Err(ClusterError::nats("record")(&error)),
+            }
         })
         .await?;
         self.enqueue(&record.job).await?;
+        // A parent that ended between taking the child and the child's
+        // record being there could not stop it: stop it now.
+        if let Some(parent) = &record.job.parent
+            && self.get(parent).await?.is_none_or(|run| run.is_terminal())
+        {
+            self.cancel(&id, FailReason::ParentEnded).await?;
+        }
         Ok(record)
     }
 
