@@ -428,15 +428,17 @@ impl Cluster {
     /// The number the next event of run `id` gets: one past the last
     /// stored, 0 for none.
     pub(crate) async fn next_seq(&self, id: &str) -> Result<u64, ClusterError> {
-        match self
-            .events
-            .get_last_raw_message_by_subject(&layout::events_subject(id))
-            .await
-        {
-            Ok(message) => Ok(events::end_of(&message.headers).unwrap_or(0)),
-            Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
-            Err(error) => Err(ClusterError::nats("event stream")(&error)),
-        }
+        let subject = layout::events_subject(id);
+        settled(|| async {
+            match self.events.get_last_raw_message_by_subject(&subject).await {
+                Ok(message) => Ok(events::end_of(&message.headers).unwrap_or(0)),
+                Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
+                    Ok(0)
+                }
+                Err(error) => Err(ClusterError::nats("event stream")(&error)),
+            }
+        })
+        .await
     }
 
     /// A publisher of run `id`'s events, the first numbered `seq`.
@@ -630,17 +632,24 @@ impl Cluster {
     /// Stores a component (once per content) and returns its SHA-256.
     pub async fn put_component(&self, bytes: &[u8]) -> Result<String, ClusterError> {
         let sha256 = hex_sha256(bytes);
-        if self.components.info(&sha256).await.is_ok() {
-            return Ok(sha256);
-        }
-        let mut reader = bytes;
-        self.components
-            .put(sha256.as_str(), &mut reader)
-            .await
-            .map_err(|e| ClusterError::Component {
-                sha256: sha256.clone(),
-                message: format!("cannot store it: {e}"),
-            })?;
+        // Tried again through a failover; storing the same bytes twice
+        // under their hash changes nothing.
+        let stored = settled(|| async {
+            if self.components.info(&sha256).await.is_ok() {
+                return Ok(());
+            }
+            let mut reader = bytes;
+            nats(
+                "component store",
+                self.components.put(sha256.as_str(), &mut reader).await,
+            )
+            .map(drop)
+        })
+        .await;
+        stored.map_err(|e| ClusterError::Component {
+            sha256: sha256.clone(),
+            message: format!("cannot store it: {e}"),
+        })?;
         Ok(sha256)
     }
 
@@ -658,17 +667,26 @@ impl Cluster {
         if path.is_file() {
             return Ok(path);
         }
-        let mut object = self
-            .components
-            .get(sha256)
-            .await
-            .map_err(|e| failed(format!("not in the cluster's component store: {e}")))?;
-        let mut bytes = Vec::new();
-        (&mut object)
-            .take(MAX_COMPONENT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| failed(format!("cannot fetch it: {e}")))?;
+        // Fetched again through a failover (the hash below checks what
+        // arrives, whichever attempt brought it).
+        let bytes = settled(|| async {
+            let mut object = nats("component store", self.components.get(sha256).await)?;
+            let mut bytes = Vec::new();
+            nats(
+                "component store",
+                (&mut object)
+                    .take(MAX_COMPONENT_BYTES + 1)
+                    .read_to_end(&mut bytes)
+                    .await,
+            )?;
+            Ok(bytes)
+        })
+        .await
+        .map_err(|e| {
+            failed(format!(
+                "cannot fetch it from the cluster's component store: {e}"
+            ))
+        })?;
         if bytes.len() as u64 > MAX_COMPONENT_BYTES {
             return Err(failed(format!("larger than {MAX_COMPONENT_BYTES} bytes")));
         }

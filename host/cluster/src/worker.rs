@@ -303,8 +303,23 @@ async fn take(
     let id = job.id.clone();
     match claim(cluster, config, &job).await {
         Ok(Some(run)) => {
+            let adapter = run.job.adapter.clone();
             if let Err(error) = execute(cluster, config, runs, executor, run, &message).await {
+                // Whatever stopped it, the claimed run ends here, saying
+                // why, rather than stay `running` under a live worker.
                 tracing::warn!(run = id, "{error}");
+                let text = format!("the worker could not run it: {error}");
+                let ending = Ending {
+                    before: vec![error_event(&adapter, codes::ADAPTER_ERROR, text.clone())],
+                    ..Ending::of(Outcome {
+                        status: RunStatus::Failed,
+                        reason: Some(FailReason::Other(text)),
+                        done: None,
+                    })
+                };
+                if let Err(error) = cluster.end(&id, Some(&config.id), ending).await {
+                    tracing::warn!(run = id, "cannot end the run: {error}");
+                }
             }
         }
         Ok(None) => {}
