@@ -585,19 +585,16 @@ impl Cluster {
                 done: None,
             };
             // The error first, so a consumer sees why; then the done.
-            let error = moat_engine::AgentEvent {
-                agent: run.job.adapter.clone(),
-                timestamp: moat_engine::now_ms(),
-                session_id: moat_engine::new_session_id(),
-                role: None,
-                payload: moat_engine::EventPayload::error(
+            let error = moat_engine::AgentEvent::by_host(
+                run.job.adapter.clone(),
+                moat_engine::EventPayload::error(
                     moat_engine::codes::WORKER_LOST,
                     format!(
                         "the worker running this run ({worker}) stopped answering; the run did not finish"
                     ),
                     false,
                 ),
-            };
+            );
             let ending = Ending {
                 before: vec![error],
                 ..Ending::of(lost)
@@ -767,12 +764,15 @@ async fn follow_events(
         let next = tokio::time::timeout(WATCH_EVERY, messages.next()).await;
         let message = match next {
             Ok(Some(Ok(message))) => message,
-            Ok(Some(Err(error))) => {
-                tracing::debug!(run = id, "following events: {error}");
-                continue;
-            }
             Ok(None) => return,
-            Err(_) => {
+            // Quiet, or the consumer failing (it recreates itself): either
+            // way, look at the run, so a stream that keeps failing can
+            // neither spin nor outlive the run.
+            quiet => {
+                if let Ok(Some(Err(error))) = quiet {
+                    tracing::debug!(run = id, "following events: {error}");
+                    tokio::time::sleep(WATCH_EVERY / 4).await;
+                }
                 // Quiet: is the run still going?
                 if sender.is_closed() {
                     return;

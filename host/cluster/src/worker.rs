@@ -600,13 +600,7 @@ async fn undelivered(
 
 /// An `error` event of `adapter`.
 fn error_event(adapter: &str, code: &str, message: String) -> AgentEvent {
-    AgentEvent {
-        agent: adapter.to_owned(),
-        timestamp: moat_engine::now_ms(),
-        session_id: moat_engine::new_session_id(),
-        role: None,
-        payload: EventPayload::error(code, message, false),
-    }
+    AgentEvent::by_host(adapter, EventPayload::error(code, message, false))
 }
 
 /// This machine's name, for heartbeats.

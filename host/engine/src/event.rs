@@ -494,6 +494,18 @@ impl<'de> Deserialize<'de> for AgentEvent {
 }
 
 impl AgentEvent {
+    /// An event the host itself makes for a run of `agent` (an error it
+    /// saw, a `done` it synthesized): stamped now, with a fresh session id.
+    pub fn by_host(agent: impl Into<String>, payload: EventPayload) -> Self {
+        Self {
+            agent: agent.into(),
+            timestamp: now_ms(),
+            session_id: new_session_id(),
+            role: None,
+            payload,
+        }
+    }
+
     /// The event's `type` string.
     pub fn type_name(&self) -> &str {
         self.payload.type_name()

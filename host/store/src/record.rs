@@ -189,12 +189,9 @@ impl Outcome {
             (_, Some(FailReason::Cancelled | FailReason::ParentEnded)) => DoneStatus::Interrupted,
             _ => DoneStatus::Error,
         };
-        AgentEvent {
-            agent: agent.to_owned(),
-            timestamp: moat_engine::now_ms(),
-            session_id: moat_engine::new_session_id(),
-            role: None,
-            payload: EventPayload::Done(DonePayload {
+        AgentEvent::by_host(
+            agent,
+            EventPayload::Done(DonePayload {
                 status,
                 result: None,
                 resume_token: None,
@@ -202,7 +199,7 @@ impl Outcome {
                 duration_ms: 0,
                 metadata: None,
             }),
-        }
+        )
     }
 }
 

@@ -117,11 +117,10 @@ pub async fn run(
         let excess = scope.grants.excess_over(&record.job.grants);
         if !excess.is_empty() {
             let beyond: Vec<String> = excess.iter().map(ToString::to_string).collect();
-            return Err(UsageError(format!(
+            return Err(user_error(ClusterError::BoundaryViolation(format!(
                 "BOUNDARY_VIOLATION: the run asks for more than its parent {parent} holds: {}; ask for less",
                 beyond.join(", ")
-            ))
-            .into());
+            ))));
         }
     }
     let job = Job {
