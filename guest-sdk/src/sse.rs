@@ -376,6 +376,14 @@ where
     }
 }
 
+impl<F> SseReader<F> {
+    /// Whether the next [`next`](Iterator::next) returns an event already
+    /// parsed, without reading the body.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+}
+
 impl<F> Iterator for SseReader<F>
 where
     F: FnMut() -> Result<Option<Vec<u8>>, crate::http::Error>,

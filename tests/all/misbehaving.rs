@@ -70,6 +70,31 @@ async fn a_flood_of_events_arrives_complete_and_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_asked_for_fails_the_run_and_none_of_it_is_shown() {
+    let events = run_component(OVERBATCH, "over", |_| {}).await;
+    assert_eq!(single_done(&events).status, DoneStatus::Error);
+    let message = error_message(&events, "ADAPTER_ERROR");
+    assert!(
+        message.contains("next-batch") && message.contains("at most 64"),
+        "{message}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.payload, EventPayload::TextDelta(_))),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_after_a_done_in_the_same_batch_are_not_shown() {
+    let events = run_component(OVERBATCH, "after-done", |_| {}).await;
+    assert_eq!(single_done(&events).status, DoneStatus::Success);
+    assert_eq!(texts(&events), ["before"], "{events:?}");
+    assert!(error_codes(&events).is_empty(), "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_json_in_a_tool_use_is_dropped_with_invalid_event_and_the_run_goes_on() {
     let events = run_component(BAD_JSON, "", |_| {}).await;
     assert_eq!(error_codes(&events), ["INVALID_EVENT"]);

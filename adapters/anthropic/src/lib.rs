@@ -49,6 +49,10 @@ impl Adapter for Anthropic {
     fn next(&mut self) -> Option<Event> {
         self.session.next_event()
     }
+
+    fn ready(&self) -> bool {
+        self.session.ready()
+    }
 }
 
 moat_guest::export_adapter!(Anthropic);

@@ -61,4 +61,8 @@ impl<C: Cli> Adapter for CliAdapter<C> {
     fn next(&mut self) -> Option<Event> {
         self.session.next_event()
     }
+
+    fn ready(&self) -> bool {
+        self.session.ready()
+    }
 }

@@ -83,6 +83,12 @@ impl<P: CliProcess, T: Translator> CliSession<P, T> {
         self
     }
 
+    /// Whether [`next_event`](Self::next_event) returns at once: the events
+    /// of a line already read are queued.
+    pub fn ready(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// The next event, or `None` once `done` was handed out.
     pub fn next_event(&mut self) -> Option<Event> {
         loop {

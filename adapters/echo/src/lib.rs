@@ -55,6 +55,11 @@ impl Adapter for Echo {
         self.done = event.is_done();
         Some(event)
     }
+
+    /// The events are prepared up front: the host takes them together.
+    fn ready(&self) -> bool {
+        !self.done && !self.pending.is_empty()
+    }
 }
 
 moat_guest::export_adapter!(Echo);

@@ -154,9 +154,15 @@ impl<T: Conversation> Session<T> {
         }
     }
 
+    /// Whether [`next_event`](Self::next_event) returns at once: an event
+    /// is queued (the events of every SSE event already read are).
+    pub fn ready(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     /// The run's next event; `None` once `done` was returned.
     pub fn next_event(&mut self) -> Option<Event> {
-        loop {
+        'pull: loop {
             if matches!(self.phase, Phase::Over) && self.pending.is_empty() {
                 return None;
             }
@@ -187,7 +193,10 @@ impl<T: Conversation> Session<T> {
                     // interruption check ends the run.
                     None => self.phase = Phase::Requesting,
                 },
-                Phase::Streaming(mut reader) => {
+                // Every SSE event already read is translated at once, so
+                // its events are queued (`ready`) rather than held in the
+                // reader while the next read waits for the server.
+                Phase::Streaming(mut reader) => loop {
                     let events = match reader.next() {
                         Some(Ok(event)) => self.translator.on_event(&event),
                         Some(Err(ReadError::Sse(error))) => vec![Event::error(
@@ -197,7 +206,7 @@ impl<T: Conversation> Session<T> {
                         )],
                         Some(Err(ReadError::Http(http::Error::Interrupted))) => {
                             self.phase = Phase::Streaming(reader);
-                            continue;
+                            continue 'pull;
                         }
                         Some(Err(ReadError::Http(error))) => {
                             let mut failure = transport_failure(&self.config.endpoint, &error);
@@ -211,12 +220,15 @@ impl<T: Conversation> Session<T> {
                         None => self.translator.end_of_body(),
                     };
                     self.take(events);
-                    self.phase = if self.translator.ended() {
-                        self.end_of_answer()
-                    } else {
-                        Phase::Streaming(reader)
-                    };
-                }
+                    if self.translator.ended() {
+                        self.phase = self.end_of_answer();
+                        break;
+                    }
+                    if !reader.has_ready() {
+                        self.phase = Phase::Streaming(reader);
+                        break;
+                    }
+                },
                 Phase::Calling {
                     mut calls,
                     mut outputs,

@@ -50,6 +50,10 @@ impl Adapter for OpenAi {
     fn next(&mut self) -> Option<Event> {
         self.session.next_event()
     }
+
+    fn ready(&self) -> bool {
+        self.session.ready()
+    }
 }
 
 moat_guest::export_adapter!(OpenAi);

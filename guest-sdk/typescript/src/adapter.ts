@@ -1,7 +1,7 @@
 /**
  * `defineAdapter`: an adapter's info and run function, turned into the
  * component's `moat:adapter/adapter` export (the `info` and `run`
- * functions and the `session` resource with its `next()`).
+ * functions and the `session` resource with its `nextBatch()`).
  */
 
 import { ADAPTER_ERROR, AdapterError, describeError } from "./errors.js";
@@ -50,7 +50,7 @@ export interface AdapterDefinition {
 
 /** The session resource the host holds and pulls. */
 export interface SessionResource {
-  next(): Promise<Event | undefined>;
+  nextBatch(max: number): Promise<Event[]>;
 }
 
 /** The shape componentize-js exports as `moat:adapter/adapter`. */
@@ -95,8 +95,14 @@ export function defineAdapter(definition: AdapterDefinition): AdapterExport {
     constructor(stream: EventStream) {
       this.#stream = stream;
     }
-    next(): Promise<Event | undefined> {
-      return this.#stream.next();
+    /**
+     * One event per pull: whether a generator's next event is at hand
+     * cannot be told without waiting for it, and waiting could hold back
+     * the event already pulled.
+     */
+    async nextBatch(_max: number): Promise<Event[]> {
+      const event = await this.#stream.next();
+      return event === undefined ? [] : [event];
     }
   }
 

@@ -1,7 +1,7 @@
 /**
  * The pull side of a run: an adapter's events (an async generator, a sync
  * generator or any iterable) served one at a time to the host's
- * `session.next()`.
+ * `session.next-batch()`.
  *
  * What it adds to the adapter's own stream, and why:
  * - interruption: before each event and while waiting for one, it looks at

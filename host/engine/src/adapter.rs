@@ -481,6 +481,13 @@ pub trait AdapterSession: Send {
     /// Dropping the returned future before it completes abandons the
     /// session: the engine then only drops it.
     fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>>;
+    /// An event the session already holds, handed over without waiting: a
+    /// session that pulls several events at a time keeps the rest here,
+    /// and the engine takes them before it awaits [`next`](Self::next)
+    /// (no future per event). `None`: nothing held. The default holds none.
+    fn ready(&mut self) -> Option<AdapterEvent> {
+        None
+    }
     /// A handle that interrupts or kills this session from anywhere.
     fn control(&self) -> Arc<dyn SessionControl>;
     /// The refusals recorded since the last call, oldest first. The engine

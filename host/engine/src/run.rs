@@ -34,7 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::stream::{BoxStream, Stream, StreamExt};
+use futures::future::BoxFuture;
+use futures::stream::{Stream, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, warn};
@@ -225,7 +226,41 @@ pub fn run_agent<S: Send + Sync + 'static>(
 ///
 /// Dropping it mid-run kills the adapter.
 pub struct AgentRun {
-    stream: BoxStream<'static, AgentEvent>,
+    state: Pulling,
+}
+
+/// Where a run's stream stands. The driver stays boxed in one place: an
+/// event that needs no waiting (queued, or held by the session) is taken
+/// straight from it, and only a pull that may wait becomes a future, which
+/// owns the driver until it hands it back. (Moving the driver through a
+/// future per event cost more than everything else an event costs.)
+enum Pulling {
+    Ready(Box<dyn Drive>),
+    /// Kept here, so a consumer that drops a `next()` future (say, in a
+    /// `select!`) loses nothing: the next call resumes it.
+    InFlight(BoxFuture<'static, (Option<AgentEvent>, Box<dyn Drive>)>),
+    Ended,
+}
+
+/// A [`Driver`] of any scope type.
+trait Drive: Send {
+    /// The next event when it needs no waiting (see [`Driver::now`]).
+    fn now(&mut self) -> Option<AgentEvent>;
+    /// The next event, waiting as the rules say; `None` after the `done`.
+    fn pull(self: Box<Self>) -> BoxFuture<'static, (Option<AgentEvent>, Box<dyn Drive>)>;
+}
+
+impl<S: Send + Sync + 'static> Drive for Driver<S> {
+    fn now(&mut self) -> Option<AgentEvent> {
+        Driver::now(self)
+    }
+
+    fn pull(mut self: Box<Self>) -> BoxFuture<'static, (Option<AgentEvent>, Box<dyn Drive>)> {
+        Box::pin(async move {
+            let event = Driver::pull(&mut self).await;
+            (event, self as Box<dyn Drive>)
+        })
+    }
 }
 
 impl AgentRun {
@@ -236,28 +271,19 @@ impl AgentRun {
         adapter: Arc<dyn Adapter<S>>,
         request: RunRequest<S>,
     ) -> Self {
-        let driver = Driver::new(adapter, request);
-        // `unfold` keeps an in-flight pull inside the stream, so a consumer
-        // that drops a `next()` future (say, in a `select!`) loses nothing:
-        // the next call resumes it. `fuse` makes calls after the end safe.
-        let stream = futures::stream::unfold(driver, |mut driver| async move {
-            let event = driver.pull().await?;
-            Some((event, driver))
-        })
-        .fuse();
         Self {
-            stream: Box::pin(stream),
+            state: Pulling::Ready(Box::new(Driver::new(adapter, request))),
         }
     }
 
     /// The next event, `None` after the `done`.
     pub async fn next(&mut self) -> Option<AgentEvent> {
-        self.stream.next().await
+        StreamExt::next(self).await
     }
 
     /// The events as a stream.
     pub fn into_stream(self) -> impl Stream<Item = AgentEvent> + Send + 'static {
-        self.stream
+        self
     }
 }
 
@@ -265,7 +291,29 @@ impl Stream for AgentRun {
     type Item = AgentEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
-        self.stream.poll_next_unpin(cx)
+        loop {
+            match &mut self.state {
+                Pulling::Ready(driver) => {
+                    if let Some(event) = driver.now() {
+                        return Poll::Ready(Some(event));
+                    }
+                    if let Pulling::Ready(driver) =
+                        std::mem::replace(&mut self.state, Pulling::Ended)
+                    {
+                        self.state = Pulling::InFlight(driver.pull());
+                    }
+                }
+                Pulling::InFlight(pull) => {
+                    let (event, driver) = std::task::ready!(pull.as_mut().poll(cx));
+                    self.state = match event {
+                        Some(_) => Pulling::Ready(driver),
+                        None => Pulling::Ended,
+                    };
+                    return Poll::Ready(event);
+                }
+                Pulling::Ended => return Poll::Ready(None),
+            }
+        }
     }
 }
 
@@ -426,6 +474,35 @@ impl<S: Send + Sync + 'static> Driver<S> {
         }
     }
 
+    /// The next event when it needs no waiting: one already queued, or
+    /// one the session holds, taken under the engine's rules. `None` when
+    /// getting one may wait, or when an abort or a passed deadline is due
+    /// (their rules live in [`read`](Self::read)): the caller then pulls.
+    fn now(&mut self) -> Option<AgentEvent> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some(event);
+            }
+            if is_cancelled(self.abort.as_ref()) || self.timed_out() {
+                return None;
+            }
+            let mut live = match std::mem::replace(&mut self.phase, Phase::Finished) {
+                Phase::Running(live) => live,
+                other => {
+                    self.phase = other;
+                    return None;
+                }
+            };
+            let Some(event) = live.session.ready() else {
+                self.phase = Phase::Running(live);
+                return None;
+            };
+            if let Some(live) = self.take(live, event, false) {
+                self.phase = Phase::Running(live);
+            }
+        }
+    }
+
     async fn pull(&mut self) -> Option<AgentEvent> {
         loop {
             if let Some(event) = self.queue.pop_front() {
@@ -517,6 +594,19 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 _ => {}
             }
 
+            // An event the session already holds needs no read: no adapter
+            // code runs to hand it over, so there is nothing to wait for
+            // and no refusal to report.
+            if let Some(event) = live.session.ready() {
+                let aborting = drain_until.is_some();
+                match self.take(live, event, aborting) {
+                    Some(back) => {
+                        live = back;
+                        continue;
+                    }
+                    None => return,
+                }
+            }
             let outcome = {
                 let next = live.session.next();
                 tokio::pin!(next);
@@ -583,76 +673,90 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 }
             };
 
-            if let Err(violation) = self.check_tool(&event) {
-                // Fail closed: the backend is stopped before anything else
-                // happens, and the event that broke the policy goes nowhere.
-                drop(live);
-                return self.violated(&violation);
-            }
-
-            let checked = validate_event(event, self.limits.max_event_bytes, self.elapsed())
-                .and_then(|valid| self.within_capacity(valid));
-            match checked {
-                Ok(valid) => {
-                    let unmatched = self.unmatched_result(&valid.payload);
-                    self.observe(&valid);
-                    if !aborting && let Some(reason) = self.resume_gone(&valid.payload) {
-                        // Held back: the attempt's done comes next, and a
-                        // fresh session after it.
-                        debug!(agent = %self.agent, %reason, "the session to resume is gone");
-                        self.session_gone = Some(reason);
-                        self.phase = Phase::Running(live);
-                        return;
-                    }
-                    if let EventPayload::Done(mut done) = valid.payload {
-                        if let Some(reason) = self.session_gone.take() {
-                            live.close_in_background();
-                            return self.start_afresh(reason);
-                        }
-                        debug!(agent = %self.agent, "the adapter is done");
-                        self.price(&mut done);
-                        self.emit(EventPayload::Done(done));
-                        live.close_in_background();
-                        return self.end();
-                    }
-                    if aborting {
-                        debug!(agent = %self.agent, kind = valid.payload.type_name(), "dropped while draining");
-                    } else if matches!(valid.payload, EventPayload::Init(_)) && self.seen_init {
-                        debug!(agent = %self.agent, "dropped a second init");
-                    } else {
-                        if let Some(id) = unmatched {
-                            warn!(agent = %self.agent, tool_use_id = %id, "a tool_result answers no tool_use");
-                            self.emit(EventPayload::error(
-                                codes::INVALID_EVENT,
-                                format!(
-                                    "`tool_result` for `{id}`, which no `tool_use` of this run announced; passed on as it is"
-                                ),
-                                true,
-                            ));
-                        }
-                        self.seen_init |= matches!(valid.payload, EventPayload::Init(_));
-                        self.emit(valid.payload);
-                        self.phase = Phase::Running(live);
-                        return;
-                    }
-                }
-                Err(invalid) => {
-                    warn!(agent = %self.agent, %invalid, "dropped an invalid event");
-                    if !aborting {
-                        self.emit(EventPayload::error(
-                            codes::INVALID_EVENT,
-                            invalid.to_string(),
-                            true,
-                        ));
-                        self.phase = Phase::Running(live);
-                        return;
-                    }
-                }
-            }
-            if drain_now {
-                return self.abort_now(live);
+            match self.take(live, event, aborting) {
+                Some(back) if drain_now => return self.abort_now(back),
+                Some(back) => live = back,
+                None => return,
             }
         }
+    }
+
+    /// Applies the engine's rules to one event the adapter gave: the event
+    /// (or what replaces it) is queued for the consumer, or the run ends.
+    /// Returns the session when the event was dropped and reading goes on
+    /// (while draining, or an invalid event while aborting); `None` once
+    /// the phase is set (something to hand over, or the end).
+    fn take(&mut self, live: Live, event: AdapterEvent, aborting: bool) -> Option<Live> {
+        if let Err(violation) = self.check_tool(&event) {
+            // Fail closed: the backend is stopped before anything else
+            // happens, and the event that broke the policy goes nowhere.
+            drop(live);
+            self.violated(&violation);
+            return None;
+        }
+
+        let checked = validate_event(event, self.limits.max_event_bytes, || self.elapsed())
+            .and_then(|valid| self.within_capacity(valid));
+        match checked {
+            Ok(valid) => {
+                let unmatched = self.unmatched_result(&valid.payload);
+                self.observe(&valid);
+                if !aborting && let Some(reason) = self.resume_gone(&valid.payload) {
+                    // Held back: the attempt's done comes next, and a
+                    // fresh session after it.
+                    debug!(agent = %self.agent, %reason, "the session to resume is gone");
+                    self.session_gone = Some(reason);
+                    self.phase = Phase::Running(live);
+                    return None;
+                }
+                if let EventPayload::Done(mut done) = valid.payload {
+                    if let Some(reason) = self.session_gone.take() {
+                        live.close_in_background();
+                        self.start_afresh(reason);
+                        return None;
+                    }
+                    debug!(agent = %self.agent, "the adapter is done");
+                    self.price(&mut done);
+                    self.emit(EventPayload::Done(done));
+                    live.close_in_background();
+                    self.end();
+                    return None;
+                }
+                if aborting {
+                    debug!(agent = %self.agent, kind = valid.payload.type_name(), "dropped while draining");
+                } else if matches!(valid.payload, EventPayload::Init(_)) && self.seen_init {
+                    debug!(agent = %self.agent, "dropped a second init");
+                } else {
+                    if let Some(id) = unmatched {
+                        warn!(agent = %self.agent, tool_use_id = %id, "a tool_result answers no tool_use");
+                        self.emit(EventPayload::error(
+                            codes::INVALID_EVENT,
+                            format!(
+                                "`tool_result` for `{id}`, which no `tool_use` of this run announced; passed on as it is"
+                            ),
+                            true,
+                        ));
+                    }
+                    self.seen_init |= matches!(valid.payload, EventPayload::Init(_));
+                    self.emit(valid.payload);
+                    self.phase = Phase::Running(live);
+                    return None;
+                }
+            }
+            Err(invalid) => {
+                warn!(agent = %self.agent, %invalid, "dropped an invalid event");
+                if !aborting {
+                    self.emit(EventPayload::error(
+                        codes::INVALID_EVENT,
+                        invalid.to_string(),
+                        true,
+                    ));
+                    self.phase = Phase::Running(live);
+                    return None;
+                }
+            }
+        }
+        Some(live)
     }
 
     /// Queues a recoverable `CAPABILITY_DENIED` error for each refusal the

@@ -53,12 +53,13 @@ pub struct ValidEvent {
 /// Checks `event` and converts it.
 ///
 /// `max_event_bytes` bounds the sum of the lengths of its string fields;
-/// `elapsed` is the run's measured duration, used for a `done` that carries
-/// none.
+/// `elapsed` gives the run's measured duration, used for a `done` that
+/// carries none (asked only then: reading the clock is a noticeable part of
+/// an event's cost).
 pub fn validate_event(
     event: AdapterEvent,
     max_event_bytes: usize,
-    elapsed: Duration,
+    elapsed: impl FnOnce() -> Duration,
 ) -> Result<ValidEvent, InvalidEvent> {
     let name = kind_name(&event.kind);
     // Size first, so an oversize event is never parsed.
@@ -147,7 +148,10 @@ fn text_size(kind: &AdapterEventKind) -> usize {
     }
 }
 
-fn payload(kind: AdapterEventKind, elapsed: Duration) -> Result<EventPayload, InvalidEvent> {
+fn payload(
+    kind: AdapterEventKind,
+    elapsed: impl FnOnce() -> Duration,
+) -> Result<EventPayload, InvalidEvent> {
     Ok(match kind {
         AdapterEventKind::Init {
             model,
@@ -236,7 +240,10 @@ fn payload(kind: AdapterEventKind, elapsed: Duration) -> Result<EventPayload, In
     })
 }
 
-fn done_payload(done: DoneInfo, elapsed: Duration) -> Result<DonePayload, InvalidEvent> {
+fn done_payload(
+    done: DoneInfo,
+    elapsed: impl FnOnce() -> Duration,
+) -> Result<DonePayload, InvalidEvent> {
     check_usage(&done.usage)?;
     safe_integer("done", "durationMs", done.duration_ms)?;
     Ok(DonePayload {
@@ -244,7 +251,7 @@ fn done_payload(done: DoneInfo, elapsed: Duration) -> Result<DonePayload, Invali
         result: done.result,
         resume_token: done.resume_token,
         usage: done.usage,
-        duration_ms: done.duration_ms.unwrap_or_else(|| millis(elapsed)),
+        duration_ms: done.duration_ms.unwrap_or_else(|| millis(elapsed())),
         metadata: done
             .metadata
             .map(|m| json_object("done", "metadata", &m))
@@ -409,7 +416,8 @@ mod tests {
     const LIMIT: usize = 1024;
 
     fn check(kind: AdapterEventKind) -> Result<EventPayload, InvalidEvent> {
-        validate_event(AdapterEvent::new(kind), LIMIT, Duration::from_millis(42)).map(|v| v.payload)
+        validate_event(AdapterEvent::new(kind), LIMIT, || Duration::from_millis(42))
+            .map(|v| v.payload)
     }
 
     fn field_error(kind: AdapterEventKind) -> (&'static str, &'static str, String) {
@@ -583,7 +591,7 @@ mod tests {
             session_id: Some("s".into()),
             kind: AdapterEventKind::Text("x".repeat(LIMIT)),
         };
-        let err = validate_event(over, LIMIT, Duration::ZERO).unwrap_err();
+        let err = validate_event(over, LIMIT, || Duration::ZERO).unwrap_err();
         assert_eq!(
             err,
             InvalidEvent::TooLarge {
@@ -659,7 +667,7 @@ mod tests {
                 recoverable: true,
             }),
         };
-        let valid = validate_event(event, LIMIT, Duration::ZERO).unwrap();
+        let valid = validate_event(event, LIMIT, || Duration::ZERO).unwrap();
         assert_eq!(valid.session_id, None);
         assert_eq!(
             valid.payload,

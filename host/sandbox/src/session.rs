@@ -1,5 +1,6 @@
 //! One running adapter: its store, its instance and its session resource.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::task::Poll;
@@ -44,12 +45,20 @@ pub(crate) fn new_store(
     Ok(store)
 }
 
+/// How many events the host asks a session for at once. Enough that a
+/// guest with events at hand pays one call for many (the call, not the
+/// event, is what costs); small enough that a batch stays a small buffer
+/// and a run in a parallel merge does not hold the others back for long.
+pub(crate) const BATCH_MAX: u32 = 64;
+
 /// A started Wasm adapter session of contract version `C`.
 pub(crate) struct WasmSession<C: Contract> {
     store: Store<RunState>,
     instance: C::Instance,
     session: ResourceAny,
     fuel_budget: Option<u64>,
+    /// Events of the last batch not yet handed to the engine.
+    ready: VecDeque<AdapterEvent>,
 }
 
 impl<C: Contract> WasmSession<C> {
@@ -64,13 +73,31 @@ impl<C: Contract> WasmSession<C> {
             instance,
             session,
             fuel_budget,
+            ready: VecDeque::new(),
         }
     }
 
+    /// The next held event, unless the run was killed (a killed run's
+    /// held events go nowhere: [`pull`](Self::pull) reports the kill).
+    fn take_ready(&mut self) -> Option<AdapterEvent> {
+        if self.store.data().control.is_killed() {
+            return None;
+        }
+        self.ready.pop_front()
+    }
+
     async fn pull(&mut self) -> Result<Option<AdapterEvent>, SessionFailure> {
+        if let Some(event) = self.take_ready() {
+            return Ok(Some(event));
+        }
         let control = self.store.data().control.clone();
-        let next = {
-            let mut call = std::pin::pin!(C::next(&self.instance, &mut self.store, self.session));
+        let batch = {
+            let mut call = std::pin::pin!(C::next_batch(
+                &self.instance,
+                &mut self.store,
+                self.session,
+                BATCH_MAX
+            ));
             // wasmtime sets a yielded guest's next epoch deadline only once
             // it is resumed, so a kill that lands during the pause would not
             // be seen until the following tick: look at the flag first.
@@ -82,16 +109,32 @@ impl<C: Contract> WasmSession<C> {
             })
             .await
         };
-        let Some(next) = next else {
+        let Some(batch) = batch else {
             return Err(SessionFailure::Killed);
         };
-        next.map_err(|error| classify(&self.store, &error, self.fuel_budget))
+        let batch = batch.map_err(|error| classify(&self.store, &error, self.fuel_budget))?;
+        // The list was lifted whole before its length could be seen: its
+        // size is bounded by the guest's memory cap, not by `BATCH_MAX`.
+        if batch.len() > BATCH_MAX as usize {
+            return Err(SessionFailure::Crashed {
+                message: format!(
+                    "the adapter broke the contract: `next-batch` returned {} events, at most {BATCH_MAX} were asked for",
+                    batch.len()
+                ),
+            });
+        }
+        self.ready = VecDeque::from(batch);
+        Ok(self.ready.pop_front())
     }
 }
 
 impl<C: Contract> AdapterSession for WasmSession<C> {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>> {
         Box::pin(self.pull())
+    }
+
+    fn ready(&mut self) -> Option<AdapterEvent> {
+        self.take_ready()
     }
 
     fn control(&self) -> Arc<dyn SessionControl> {

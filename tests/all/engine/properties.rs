@@ -83,14 +83,20 @@ struct Plan {
     script: Vec<Act>,
     timeout_ms: u64,
     drain_ms: u64,
+    /// Whether the session hands its events over as held ones, as a
+    /// session that pulls batches does (the engine's fast path).
+    held: bool,
 }
 
 fn plan() -> impl Strategy<Value = Plan> {
-    (vec(act(), 0..8), 5u64..25, 0u64..6).prop_map(|(script, timeout_ms, drain_ms)| Plan {
-        script,
-        timeout_ms,
-        drain_ms,
-    })
+    (vec(act(), 0..8), 5u64..25, 0u64..6, any::<bool>()).prop_map(
+        |(script, timeout_ms, drain_ms, held)| Plan {
+            script,
+            timeout_ms,
+            drain_ms,
+            held,
+        },
+    )
 }
 
 impl Plan {
@@ -142,6 +148,10 @@ impl Plan {
                 }
             })
             .collect()
+    }
+
+    fn adapter(&self, name: &str, abort: &CancellationToken) -> ScriptedAdapter {
+        ScriptedAdapter::new(name, self.steps(abort)).holding_events(self.held)
     }
 
     fn request(&self, agent: &str) -> RunRequest {
@@ -224,7 +234,7 @@ fn a_single_run_always_ends_with_exactly_one_done() {
     };
     proptest!(config, |(plan in plan(), abort_at in proptest::option::of(0u64..20))| {
         let token = CancellationToken::new();
-        let (registry, _) = registry(vec![ScriptedAdapter::new("p", plan.steps(&token))]);
+        let (registry, _) = registry(vec![plan.adapter("p", &token)]);
         let request = plan.request("p").with_abort(token.clone());
         let events = runtime.block_on(async {
             schedule_abort(&token, abort_at);
@@ -283,7 +293,7 @@ fn every_parallel_task_always_ends_with_exactly_one_done() {
             // An in-script abort fires the token the task holds, or the
             // whole run's when it holds none.
             let fires = token.clone().unwrap_or_else(|| whole.clone());
-            adapters.push(ScriptedAdapter::new(&name, plan.steps(&fires)));
+            adapters.push(plan.adapter(&name, &fires));
             let mut request = plan.request(&name);
             request.abort = token;
             parallel.push(ParallelTask::new(request).with_role(format!("r{index}")));

@@ -408,6 +408,99 @@ async fn eng_005_zero_drain_kills_at_once() {
     assert_eq!(probe.nexts(), 1, "the adapter is not read again");
 }
 
+/// A scripted adapter whose events come as held ones, as from a session
+/// that pulls batches: the engine's fast path, under the same rules.
+fn held(steps: Vec<Step>) -> (Registry, Arc<Probe>) {
+    setup(ScriptedAdapter::new("fake", steps).holding_events(true))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_events_pass_in_order_without_a_read_each() {
+    let (registry, probe) = held(vec![
+        Step::text("a"),
+        Step::delta("b"),
+        Step::text("c"),
+        Step::done(DoneStatus::Success),
+        Step::text("after"),
+    ]);
+    let events = run(&registry, request()).await;
+    assert_eq!(kinds(&events), ["text", "text_delta", "text", "done"]);
+    assert_eq!(probe.nexts(), 0, "no read for a held event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eng_005_an_abort_drops_held_events_and_a_held_done_still_wins() {
+    let (registry, _) = held(vec![
+        Step::text("a"),
+        Step::text("b"),
+        Step::delta("c"),
+        Step::done_with_resume(DoneStatus::Interrupted, "tok"),
+    ]);
+    let token = CancellationToken::new();
+    let mut run = run_agent(&registry, request().with_abort(token.clone())).unwrap();
+    next(&mut run).await.unwrap();
+    token.cancel();
+    let events = collect(run).await;
+    assert_eq!(
+        kinds(&events),
+        ["done"],
+        "held events are dropped while draining"
+    );
+    assert_eq!(last_done(&events).resume_token.as_deref(), Some("tok"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eng_005_zero_drain_discards_held_events_at_once() {
+    let (registry, probe) = held(vec![
+        Step::text("a"),
+        Step::text("b"),
+        Step::done(DoneStatus::Success),
+    ]);
+    let token = CancellationToken::new();
+    let mut run = run_agent(
+        &registry,
+        request()
+            .with_abort(token.clone())
+            .with_drain(Duration::ZERO),
+    )
+    .unwrap();
+    next(&mut run).await.unwrap();
+    token.cancel();
+    let events = collect(run).await;
+    assert_eq!(kinds(&events), ["done"]);
+    assert_eq!(last_done(&events).status, DoneStatus::Interrupted);
+    assert!(probe.kills() >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eng_013_a_held_forbidden_tool_use_stops_the_run_before_anything_after_it() {
+    let (registry, _) = held(vec![
+        Step::text("a"),
+        Step::emit(AdapterEventKind::ToolUse {
+            tool_name: "bash".into(),
+            tool_use_id: "t1".into(),
+            input: "{}".into(),
+            description: None,
+        }),
+        Step::text("after"),
+        Step::done(DoneStatus::Success),
+    ]);
+    let events = run(
+        &registry,
+        request().with_options(RunOptions {
+            allowed_tools: Some(vec!["read".into()]),
+            ..RunOptions::default()
+        }),
+    )
+    .await;
+    assert_eq!(kinds(&events), ["text", "error", "done"]);
+    assert_eq!(
+        error_at(&events, 1).code.as_deref(),
+        Some(codes::TOOL_POLICY_VIOLATION)
+    );
+    assert_eq!(last_done(&events).status, DoneStatus::Error);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eng_005_adapter_ending_or_failing_during_drain_synthesizes_interrupted() {
     let endings = [

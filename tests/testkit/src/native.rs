@@ -195,6 +195,7 @@ pub struct ScriptedAdapter {
     steps: Vec<Step>,
     start: StartBehaviour,
     close_hangs: bool,
+    held: bool,
     probe: Arc<Probe>,
 }
 
@@ -211,6 +212,7 @@ impl ScriptedAdapter {
             steps,
             start: StartBehaviour::Run,
             close_hangs: false,
+            held: false,
             probe: Arc::default(),
         }
     }
@@ -225,6 +227,14 @@ impl ScriptedAdapter {
     /// (`info().tool_patterns`).
     pub fn with_tool_patterns(mut self) -> Self {
         self.info.tool_patterns = true;
+        self
+    }
+
+    /// Hands the events of consecutive `Emit` steps over as held events
+    /// ([`AdapterSession::ready`]), as a session that pulls batches does,
+    /// when `held`; otherwise every event comes from `next`.
+    pub fn holding_events(mut self, held: bool) -> Self {
+        self.held = held;
         self
     }
 
@@ -270,6 +280,7 @@ impl<S: Send + Sync> Adapter<S> for ScriptedAdapter {
                             ..ScriptedControl::default()
                         }),
                         close_hangs: self.close_hangs,
+                        held: self.held,
                         denials: Vec::new(),
                     });
                     Ok(session)
@@ -346,6 +357,7 @@ struct ScriptedSession {
     steps: VecDeque<Step>,
     control: Arc<ScriptedControl>,
     close_hangs: bool,
+    held: bool,
     denials: Vec<Denial>,
 }
 
@@ -393,6 +405,20 @@ impl AdapterSession for ScriptedSession {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<AdapterEvent>, SessionFailure>> {
         bump(&self.control.probe.nexts);
         Box::pin(self.run())
+    }
+
+    fn ready(&mut self) -> Option<AdapterEvent> {
+        if !self.held || self.control.killed() {
+            return None;
+        }
+        match self.steps.pop_front() {
+            Some(Step::Emit(event)) => Some(event),
+            Some(other) => {
+                self.steps.push_front(other);
+                None
+            }
+            None => None,
+        }
     }
 
     fn control(&self) -> Arc<dyn SessionControl> {

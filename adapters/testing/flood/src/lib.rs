@@ -40,6 +40,11 @@ impl Adapter for Flood {
         self.done = true;
         Some(DoneEvent::new(DoneStatus::Success).into())
     }
+
+    /// Every event is made on the spot: the host takes them in batches.
+    fn ready(&self) -> bool {
+        !self.done
+    }
 }
 
 moat_guest::export_adapter!(Flood);

@@ -9,7 +9,9 @@
 The module the component is built from must bind the result to the name
 `Adapter` (componentize-py looks it up there). The SDK does the WIT
 plumbing: the host's `run` starts the generator and the session resource's
-`next` pulls one event from it.
+`next_batch` pulls one event from it (one per call: whether a generator's
+next event is at hand cannot be told without waiting for it, and waiting
+could hold back the event already pulled).
 
 - The start phase: the code before the first `yield` runs inside the host's
   `run` call. Raise `Refused` there to refuse the run before the backend
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Iterator
-from typing import Optional, Union
+from typing import List, Optional, Union
 
 from . import events, host
 from ._bindings import Err, adapter_exports, types, world_exports
@@ -52,11 +54,15 @@ class _Session(adapter_exports.Session):
 
     def __init__(self, stream: Iterator[types.Event], first: Optional[types.Event]) -> None:
         self._stream: Optional[Iterator[types.Event]] = stream
-        # The event the start phase produced, returned by the first `next`.
+        # The event the start phase produced, returned by the first pull.
         self._first = first
         self._interrupt_sent = False
 
-    def next(self) -> Optional[types.Event]:
+    def next_batch(self, max: int) -> List[types.Event]:
+        event = self._next()
+        return [] if event is None else [event]
+
+    def _next(self) -> Optional[types.Event]:
         if self._stream is None:
             return None
         if self._first is not None:

@@ -88,12 +88,15 @@ pub(crate) trait Contract: 'static {
         trust: TrustLevel,
     ) -> impl Future<Output = wasmtime::Result<Result<ResourceAny, ErrorInfo>>> + Send;
 
-    /// Calls `session.next()`.
-    fn next(
+    /// Pulls at most `max` events from the session: `next-batch(max)` from
+    /// 0.3.0 on, one `next()` before. An empty list: the stream is over.
+    /// The list is the guest's: its length is not checked here.
+    fn next_batch(
         instance: &Self::Instance,
         store: &mut Store<RunState>,
         session: ResourceAny,
-    ) -> impl Future<Output = wasmtime::Result<Option<AdapterEvent>>> + Send;
+        max: u32,
+    ) -> impl Future<Output = wasmtime::Result<Vec<AdapterEvent>>> + Send;
 }
 
 /// An entry of [`SUPPORTED`]: a version and its module's entry points.

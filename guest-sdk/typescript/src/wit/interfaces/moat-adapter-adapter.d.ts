@@ -20,8 +20,13 @@ declare module 'moat:adapter/adapter@0.3.0' {
      */
     private constructor();
     /**
-    * The next event, or `none` when the stream is over.
+    * The next events, at most `max` (at least 1): at least one unless
+    * the stream is over, and an empty list once it is. Return the
+    * events already at hand without waiting for more: wait for the
+    * backend only when there is nothing to return, so each event
+    * reaches the user as soon as it exists. Events after a `done` in
+    * the same list are ignored; more than `max` fails the run.
     */
-    next(): Event | undefined;
+    nextBatch(max: number): Array<Event>;
   }
 }

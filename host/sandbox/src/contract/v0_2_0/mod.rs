@@ -90,16 +90,18 @@ impl super::Contract for Contract {
         Ok(started.map_err(convert::error_info))
     }
 
-    async fn next(
+    /// 0.2.0 has no batched pull: one event per call, whatever `max`.
+    async fn next_batch(
         instance: &Self::Instance,
         store: &mut Store<RunState>,
         session: ResourceAny,
-    ) -> wasmtime::Result<Option<AdapterEvent>> {
+        _max: u32,
+    ) -> wasmtime::Result<Vec<AdapterEvent>> {
         let event = instance
             .moat_adapter_adapter()
             .session()
             .call_next(store, session)
             .await?;
-        Ok(event.map(convert::event))
+        Ok(event.map(convert::event).into_iter().collect())
     }
 }

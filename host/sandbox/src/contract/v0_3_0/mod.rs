@@ -78,16 +78,17 @@ impl super::Contract for Contract {
         Ok(started.map_err(convert::error_info))
     }
 
-    async fn next(
+    async fn next_batch(
         instance: &Self::Instance,
         store: &mut Store<RunState>,
         session: ResourceAny,
-    ) -> wasmtime::Result<Option<AdapterEvent>> {
-        let event = instance
+        max: u32,
+    ) -> wasmtime::Result<Vec<AdapterEvent>> {
+        let events = instance
             .moat_adapter_adapter()
             .session()
-            .call_next(store, session)
+            .call_next_batch(store, session, max)
             .await?;
-        Ok(event.map(convert::event))
+        Ok(events.into_iter().map(convert::event).collect())
     }
 }
