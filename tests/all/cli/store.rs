@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use moat_engine::{AgentEvent, DoneStatus, codes};
-use moat_testkit::components::COOPERATIVE;
+use moat_testkit::components::{COOPERATIVE, FLOOD};
 use serde_json::Value;
 
 use super::common::{events, moat};
@@ -130,6 +130,32 @@ fn a_run_is_recorded_with_its_events_and_read_back_by_another_process() {
     let unstored = scratch.run(&["run", "echo", "hi", "--no-store", "--output", "ndjson"]);
     assert_eq!(unstored.status.code(), Some(0));
     assert_eq!(scratch.runs().len(), 1);
+}
+
+#[test]
+fn a_long_run_replays_byte_for_byte_as_it_was_printed_page_after_page() {
+    // More events than `moat logs` reads at a time (4,096).
+    let scratch = Scratch::new();
+    let live = scratch.run(&["run", FLOOD, "10000", "--output", "ndjson"]);
+    assert_eq!(live.status.code(), Some(0), "{}", stderr(&live));
+    let id = scratch.runs()[0]["id"].as_str().unwrap().to_owned();
+    let replay = scratch.run(&["logs", &id, "--output", "ndjson"]);
+    assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+    assert_eq!(
+        String::from_utf8_lossy(&replay.stdout).lines().count(),
+        10_001
+    );
+    assert!(
+        replay.stdout == live.stdout,
+        "the replay is the live output, byte for byte"
+    );
+    // A renderer that needs the events parsed gets every one of them too.
+    let text = scratch.run(&["logs", &id, "--output", "text"]);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout).trim(),
+        "x".repeat(10_000)
+    );
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! end, and cancels asked through the store (`moat cancel`) turned into the
 //! run's abort.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -68,25 +70,48 @@ pub fn recorded(
         }
     }
     let watcher = store.map(|store| tokio::spawn(watch_cancels(store, ids, aborts.clone())));
-    let recorders: Arc<Mutex<Vec<Option<Recorder>>>> =
-        Arc::new(Mutex::new(recorders.into_iter().map(Some).collect()));
-    let ending = recorders.clone();
-    // Tasks stopped because the store failed: their `done` says error.
-    let mut unrecorded = vec![false; aborts.len().max(1)];
-    let stored = events.flat_map(move |TaskEvent { task, mut event }| {
-        let mut recorders = recorders.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut out = Vec::with_capacity(1);
-        if let Some(slot) = recorders.get_mut(task) {
+    Recorded {
+        events: Box::pin(events),
+        unrecorded: vec![false; aborts.len().max(1)],
+        recorders: recorders.into_iter().map(Some).collect(),
+        aborts,
+        watcher,
+        next: None,
+    }
+}
+
+/// The stream [`recorded`] returns. A plain state machine rather than a
+/// chain of combinators: each event is moved once and nothing is
+/// allocated per event (a flood's events cost less than a microsecond
+/// each, and every move of one counted).
+struct Recorded<S> {
+    events: Pin<Box<S>>,
+    /// Per task: its recorder while its record is open.
+    recorders: Vec<Option<Recorder>>,
+    aborts: Vec<CancellationToken>,
+    /// Tasks stopped because the store failed: their `done` says error.
+    unrecorded: Vec<bool>,
+    watcher: Option<tokio::task::JoinHandle<()>>,
+    /// The event that follows a store failure's `error`.
+    next: Option<AgentEvent>,
+}
+
+impl<S: Stream<Item = TaskEvent>> Recorded<S> {
+    /// Records `event` of `task`: the event to hand on, and the one after
+    /// it when the store failed (the failure's `error` comes first).
+    fn record(&mut self, task: usize, mut event: AgentEvent) -> (AgentEvent, Option<AgentEvent>) {
+        let mut failure = None;
+        if let Some(slot) = self.recorders.get_mut(task) {
             if let Some(recorder) = slot.as_mut()
                 && let Err(error) = recorder.record(&event)
             {
                 // Never go on without recording: the run stops, and says
                 // why in its own stream.
-                out.push(store_failure(&event, &error));
-                if let Some(abort) = aborts.get(task) {
+                failure = Some(store_failure(&event, &error));
+                if let Some(abort) = self.aborts.get(task) {
                     abort.cancel();
                 }
-                if let Some(flag) = unrecorded.get_mut(task) {
+                if let Some(flag) = self.unrecorded.get_mut(task) {
                     *flag = true;
                 }
                 // Its record ends `failed` / `store error`, if the store
@@ -100,25 +125,54 @@ pub fn recorded(
             }
         }
         if let EventPayload::Done(done) = &mut event.payload
-            && unrecorded.get(task).copied().unwrap_or(false)
+            && self.unrecorded.get(task).copied().unwrap_or(false)
         {
             done.status = DoneStatus::Error;
         }
-        out.push(event);
-        futures::stream::iter(out.into_iter().map(Some))
-    });
-    stored
-        .chain(futures::stream::once(async move {
-            if let Some(watcher) = watcher {
-                watcher.abort();
+        match failure {
+            Some(failure) => (failure, Some(event)),
+            None => (event, None),
+        }
+    }
+
+    /// The stream is over: a task cut before its done was stopped.
+    fn end(&mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+        self.recorders.iter_mut().map(Option::take).for_each(finish);
+    }
+}
+
+impl<S> Drop for Recorded<S> {
+    fn drop(&mut self) {
+        // Dropped before its end (the command gave up on it): nothing is
+        // left to watch for.
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+    }
+}
+
+impl<S: Stream<Item = TaskEvent>> Stream for Recorded<S> {
+    type Item = AgentEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
+        if let Some(event) = self.next.take() {
+            return Poll::Ready(Some(event));
+        }
+        match std::task::ready!(self.events.as_mut().poll_next(cx)) {
+            Some(TaskEvent { task, event }) => {
+                let (event, next) = self.record(task, event);
+                self.next = next;
+                Poll::Ready(Some(event))
             }
-            let left: Vec<Option<Recorder>> =
-                std::mem::take(&mut *ending.lock().unwrap_or_else(PoisonError::into_inner));
-            // A stream cut before a task's done: the task was stopped.
-            left.into_iter().for_each(finish);
-            None
-        }))
-        .filter_map(std::future::ready)
+            None => {
+                self.end();
+                Poll::Ready(None)
+            }
+        }
+    }
 }
 
 /// The `error` a run gets when the store can no longer record it.

@@ -16,6 +16,9 @@ use crate::{UsageError, resolve};
 /// How often `wait` and `logs --follow` look at the store again.
 const POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// How many stored events `moat logs` reads at a time.
+const LOGS_PAGE: usize = 4096;
+
 /// Longest prompt excerpt in a `ps` row.
 const PROMPT_EXCERPT: usize = 40;
 
@@ -158,12 +161,35 @@ pub fn logs(store: Option<&Path>, args: LogsArgs) -> anyhow::Result<ExitCode> {
     let mut success = None;
     let mut next = 0;
     loop {
-        for (seq, event) in store.events(&id, next)? {
-            next = seq + 1;
+        // A page at a time, so a long run's replay holds one page.
+        let page = store.event_lines(&id, next, LOGS_PAGE)?;
+        let more = !page.is_empty();
+        for line in page {
+            next = line.seq + 1;
+            // Parsed only when needed: NDJSON prints the stored line as it
+            // is; the `done` is read for the exit status.
+            let passed = renderer
+                .stored(&line.json)
+                .context("cannot write the output")?;
+            if passed && !line.done {
+                continue;
+            }
+            let event = match serde_json::from_str::<moat_engine::AgentEvent>(&line.json) {
+                Ok(event) => event,
+                Err(error) => {
+                    tracing::warn!(run = %id, seq = line.seq, "a stored event does not parse: {error}");
+                    continue;
+                }
+            };
             if let Some(done) = event.as_done() {
                 success = Some(done.status == moat_engine::DoneStatus::Success);
             }
-            renderer.event(&event).context("cannot write the output")?;
+            if !passed {
+                renderer.event(&event).context("cannot write the output")?;
+            }
+        }
+        if more {
+            continue;
         }
         if !args.follow || success.is_some() || ended_without_more(&store, &id, next)? {
             break;
@@ -183,7 +209,7 @@ pub fn logs(store: Option<&Path>, args: LogsArgs) -> anyhow::Result<ExitCode> {
 /// `next` on there are none).
 fn ended_without_more(store: &Store, id: &RunId, next: u64) -> anyhow::Result<bool> {
     let ended = store.get(id)?.is_none_or(|run| run.status.is_terminal());
-    Ok(ended && store.events(id, next)?.is_empty())
+    Ok(ended && store.event_lines(id, next, 1)?.is_empty())
 }
 
 pub fn wait(store: Option<&Path>, args: WaitArgs) -> anyhow::Result<ExitCode> {

@@ -20,6 +20,14 @@ use super::args::OutputFormat;
 pub trait Renderer {
     /// One event arrived.
     fn event(&mut self, event: &AgentEvent) -> io::Result<()>;
+    /// One event as the run store keeps it: the JSON `moat run --output
+    /// ndjson` prints, checked by the store to be an event object. A
+    /// renderer that prints events as that JSON writes it as it is and
+    /// returns `true`; the others return `false` and are given the event
+    /// parsed instead.
+    fn stored(&mut self, _json: &str) -> io::Result<bool> {
+        Ok(false)
+    }
     /// Nothing has arrived for a while.
     fn waiting(&mut self) {}
     /// The stream has nothing more ready now: show everything rendered so

@@ -47,6 +47,15 @@ impl<W: Write> Renderer for Ndjson<W> {
         Ok(())
     }
 
+    fn stored(&mut self, json: &str) -> io::Result<bool> {
+        self.lines.extend_from_slice(json.as_bytes());
+        self.lines.push(b'\n');
+        if self.lines.len() >= BLOCK {
+            self.write_lines()?;
+        }
+        Ok(true)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         self.write_lines()?;
         self.out.flush()
