@@ -2,7 +2,7 @@
 //!
 //! A compiled artifact is native code, so it is only loaded when it is
 //! exactly what this process wrote: the file name is a digest of the
-//! component bytes and of everything in the engine that affects code
+//! component's SHA-256 and of everything in the engine that affects code
 //! generation (wasmtime's own compatibility hash, which covers its version
 //! and config), and the file starts with a digest of its own contents. An
 //! entry that fails either check, or that wasmtime refuses, is recompiled
@@ -17,8 +17,8 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// Bumped when the file layout below changes.
-const FORMAT: &[u8] = b"moat-component-cache-v1";
-const DIGEST_LEN: usize = 32;
+const FORMAT: &[u8] = b"moat-component-cache-v2";
+pub(crate) const DIGEST_LEN: usize = 32;
 
 /// What the cache did for one load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,25 +58,28 @@ impl ComponentCache {
         }
     }
 
-    /// Where the entry for `bytes` lives, when the cache is enabled.
-    pub fn entry_path(&self, bytes: &[u8]) -> Option<PathBuf> {
+    /// Where the entry for the component whose SHA-256 is `component`
+    /// lives, when the cache is enabled. Keyed by the component's digest
+    /// (which the loader computes anyway), so a load hashes its bytes once.
+    pub fn entry_path(&self, component: &[u8; DIGEST_LEN]) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
         let mut key = Sha256::new();
         key.update(FORMAT);
         key.update(self.engine_digest);
-        key.update(bytes);
+        key.update(component);
         Some(dir.join(format!("{}.cwasm", hex(&key.finalize()))))
     }
 
-    /// Loads the compiled form of `bytes`, compiling with `compile` when
-    /// there is no usable entry.
-    pub fn load_or_compile(
+    /// Loads the compiled form of the component whose SHA-256 is
+    /// `component`, compiling it with `compile` when there is no usable
+    /// entry (only then: whatever checks must precede compiling go in it).
+    pub fn load_or_compile<E>(
         &self,
         engine: &Engine,
-        bytes: &[u8],
-        compile: impl FnOnce() -> wasmtime::Result<Component>,
-    ) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let Some(path) = self.entry_path(bytes) else {
+        component: &[u8; DIGEST_LEN],
+        compile: impl FnOnce() -> Result<Component, E>,
+    ) -> Result<(Component, CacheOutcome), E> {
+        let Some(path) = self.entry_path(component) else {
             return Ok((
                 compile()?,
                 CacheOutcome::Uncached("the cache is disabled".into()),
@@ -150,7 +153,7 @@ fn write_entry(path: &Path, component: &Component) -> Result<(), String> {
     })
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

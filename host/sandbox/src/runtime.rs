@@ -10,7 +10,7 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
 use crate::adapter::{ComponentDetails, Linking, WasmAdapter};
-use crate::cache::{CacheOutcome, ComponentCache};
+use crate::cache::{CacheOutcome, ComponentCache, DIGEST_LEN, hex};
 use crate::config::{SandboxConfig, wasmtime_config};
 use crate::contract::{self, ContractVersion};
 use crate::error::{LoadError, SandboxError};
@@ -103,10 +103,10 @@ impl Sandbox {
         bytes: Vec<u8>,
     ) -> Result<WasmAdapter, LoadError> {
         let size_bytes = bytes.len() as u64;
-        let sha256 = hex_sha256(&bytes);
-        let cache_path = self.inner.cache.entry_path(&bytes);
+        let digest = sha256(&bytes);
+        let cache_path = self.inner.cache.entry_path(&digest);
         let started = Instant::now();
-        let (component, cache) = self.compile(bytes).await?;
+        let (component, cache) = self.compile(bytes, digest).await?;
         let load_time = started.elapsed();
         let inner = &self.inner;
         let supported = contract::version_of(&inner.engine, &component)?;
@@ -132,7 +132,7 @@ impl Sandbox {
         let details = ComponentDetails {
             origin,
             size_bytes,
-            sha256,
+            sha256: hex(&digest),
             contract: supported.version,
             imports,
             cache,
@@ -145,9 +145,10 @@ impl Sandbox {
     /// Compiles a component file into the cache without running it.
     pub async fn compile_file(&self, path: &Path) -> Result<CompileReport, LoadError> {
         let bytes = self.read_file(path)?;
-        let cache_path = self.inner.cache.entry_path(&bytes);
+        let digest = sha256(&bytes);
+        let cache_path = self.inner.cache.entry_path(&digest);
         let started = Instant::now();
-        let (component, cache) = self.compile(bytes).await?;
+        let (component, cache) = self.compile(bytes, digest).await?;
         let supported = contract::version_of(&self.inner.engine, &component)?;
         Ok(CompileReport {
             contract: supported.version,
@@ -177,21 +178,29 @@ impl Sandbox {
 
     /// Compiles (or loads from the cache) off the async threads, bounded in
     /// time: compiling untrusted input must not stall the process.
-    async fn compile(&self, bytes: Vec<u8>) -> Result<(Component, CacheOutcome), LoadError> {
+    /// The compiled component of `bytes` (whose SHA-256 is `digest`), from
+    /// the cache or compiled now.
+    async fn compile(
+        &self,
+        bytes: Vec<u8>,
+        digest: [u8; DIGEST_LEN],
+    ) -> Result<(Component, CacheOutcome), LoadError> {
         self.check_size(bytes.len() as u64)?;
         contract::check_binary_kind(&bytes)?;
-        crate::precheck::check_functions(&bytes, self.inner.config.max_function_bytes)?;
         let inner = self.inner.clone();
         let timeout = inner.config.compile_timeout;
         let task = tokio::task::spawn_blocking(move || {
             let engine = &inner.engine;
-            inner
-                .cache
-                .load_or_compile(engine, &bytes, || Component::new(engine, &bytes))
+            inner.cache.load_or_compile(engine, &digest, || {
+                // Guards the compiler (its time and memory); a cached
+                // entry was compiled after passing it and is not parsed.
+                crate::precheck::check_functions(&bytes, inner.config.max_function_bytes)?;
+                Component::new(engine, &bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))
+            })
         });
         match tokio::time::timeout(timeout, task).await {
             Ok(Ok(Ok(compiled))) => Ok(compiled),
-            Ok(Ok(Err(error))) => Err(LoadError::Compile(format!("{error:#}"))),
+            Ok(Ok(Err(error))) => Err(error),
             Ok(Err(join_error)) => Err(LoadError::Compile(format!(
                 "the compiler failed: {join_error}"
             ))),
@@ -202,12 +211,9 @@ impl Sandbox {
     }
 }
 
-fn hex_sha256(bytes: &[u8]) -> String {
+fn sha256(bytes: &[u8]) -> [u8; DIGEST_LEN] {
     use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(bytes).into()
 }
 
 /// Advances the engine's epoch on a fixed tick, on its own thread, until
