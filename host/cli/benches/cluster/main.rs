@@ -33,7 +33,7 @@ use std::time::Instant;
 #[path = "../common/mod.rs"]
 mod common;
 
-use common::{bench_dir, load_average, moat};
+use common::{bench_dir, load_average, median_process_seconds, moat};
 use futures::StreamExt;
 use moat_cluster::{Cluster, ComponentRef, Job, Settings};
 use moat_engine::DoneStatus;
@@ -96,25 +96,17 @@ fn per_event(store: &Path, nats: Option<&str>, events: u64) -> f64 {
 
 /// Median seconds of a whole `moat run [--nats URL] echo hi`.
 fn whole_run(store: &Path, nats: Option<&str>, samples: usize) -> f64 {
-    let mut times: Vec<f64> = (0..samples)
-        .map(|_| {
-            let started = Instant::now();
-            let mut command = moat(store);
-            command.arg("run");
-            if let Some(url) = nats {
-                command.args(["--nats", url]);
-            }
-            let status = command
-                .args(["echo", "hi", "--output", "ndjson"])
-                .stdout(Stdio::null())
-                .status()
-                .unwrap();
-            assert!(status.success());
-            started.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    median_process_seconds(samples, || {
+        let mut command = moat(store);
+        command.arg("run");
+        if let Some(url) = nats {
+            command.args(["--nats", url]);
+        }
+        command
+            .args(["echo", "hi", "--output", "ndjson"])
+            .stdout(Stdio::null());
+        command
+    })
 }
 
 fn job(component: ComponentRef, adapter: &str, prompt: &str) -> Job {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
 /// Where summaries and the compiled-component cache go: under the
 /// workspace's target directory.
@@ -37,4 +38,22 @@ pub fn moat(store: &Path) -> Command {
         .env_remove("MOAT_LOG")
         .stderr(Stdio::null());
     command
+}
+
+/// Median seconds of `samples` whole processes of the command `make`
+/// builds (from spawn to exit), each required to succeed.
+#[allow(dead_code)]
+pub fn median_process_seconds(samples: usize, mut make: impl FnMut() -> Command) -> f64 {
+    let mut times: Vec<f64> = (0..samples.max(1))
+        .map(|_| {
+            let mut command = make();
+            let started = Instant::now();
+            let status = command.status().expect("the command starts");
+            let took = started.elapsed().as_secs_f64();
+            assert!(status.success(), "{command:?} failed: {status}");
+            took
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
 }

@@ -1,5 +1,7 @@
 //! Figure 3: how fast an abort ends a run whose adapter will not end it,
-//! measured with a plain loop because it needs percentiles.
+//! measured with a plain loop because it needs percentiles: on the machine
+//! as it is, and again with both cores kept busy by two spinning processes
+//! (as when the user compiles beside moat).
 
 use std::time::{Duration, Instant};
 
@@ -19,14 +21,24 @@ const P99_TARGET_NS: f64 = 1_000_000.0;
 const WARM_UP: usize = 10;
 
 /// Aborts of a spinning Wasm guest against aborts of a native adapter
-/// that is pending forever, each `samples` times.
+/// that is pending forever, each `samples` times: quiet, then under load.
 pub fn figure(rt: &Runtime, wasm: &Subject, native: &Subject, samples: usize) -> Vec<Row> {
+    let mut rows = rows("", rt, wasm, native, samples);
+    let load = Load::start(2);
+    rows.extend(self::rows(", both cores busy", rt, wasm, native, samples));
+    drop(load);
+    rows
+}
+
+fn rows(when: &str, rt: &Runtime, wasm: &Subject, native: &Subject, samples: usize) -> Vec<Row> {
     let wasm = rt.block_on(latencies(wasm, samples));
     let native = rt.block_on(latencies(native, samples));
     let row = |name: &str, q: f64, target: &str, met: Option<bool>| {
         let (w, n) = (percentile(&wasm, q), percentile(&native, q));
         Row {
-            figure: format!("Abort latency, spinning guest, drain 0: {name} ({samples} samples)"),
+            figure: format!(
+                "Abort latency, spinning guest, drain 0{when}: {name} ({samples} samples)"
+            ),
             wasm: report::duration(w),
             native: report::duration(n),
             overhead: report::overhead(w, n),
@@ -40,6 +52,33 @@ pub fn figure(rt: &Runtime, wasm: &Subject, native: &Subject, samples: usize) ->
         row("p99", 0.99, "p99 ≤ 1 ms", Some(p99_met)),
         row("max", 1.0, "—", None),
     ]
+}
+
+/// Processes that keep cores busy until dropped.
+struct Load(Vec<std::process::Child>);
+
+impl Load {
+    fn start(processes: usize) -> Self {
+        Self(
+            (0..processes)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("sh starts")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// For each sample: start a run with drain 0 on a worker, let it get stuck

@@ -71,8 +71,8 @@ fn main() {
     if let Some((side, sessions)) = sessions::child_request() {
         return sessions::child_main(side, sessions);
     }
-    if let Some((side, tasks)) = parallel::child_request() {
-        return parallel::child_main(side, tasks);
+    if let Some(work) = parallel::child_request() {
+        return parallel::child_main(work);
     }
     // Warnings only (say, the sandbox falling back from the instance
     // pool), on stderr, so the figures' conditions are visible.
