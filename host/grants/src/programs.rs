@@ -56,6 +56,13 @@ impl GrantedPrograms {
     /// Resolves `grants` (bare names on `path_var`, the host's `PATH`),
     /// never from inside the directories in `writable` (canonical).
     pub fn resolve(grants: &[String], path_var: Option<&OsStr>, writable: &[PathBuf]) -> Self {
+        // Nothing to look up (most runs): the search path is not read,
+        // whose every entry would otherwise be canonicalized.
+        if grants.is_empty() {
+            return Self {
+                programs: Vec::new(),
+            };
+        }
         let path_var = path_var.map(|path| without_dirs_in(path, writable));
         let programs = grants
             .iter()

@@ -687,6 +687,15 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {
         .map_err(open_error)?;
     conn.pragma_update(None, "journal_size_limit", 0)
         .map_err(open_error)?;
+    // Nor when the last connection closes: that would make every short
+    // command (a `moat run` of a few events) pay a checkpoint and its
+    // syncs on its way out. The WAL stays, as durable as the database;
+    // the checkpoint thread cuts it back once it is big.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )
+    .map_err(open_error)?;
     Ok(conn)
 }
 

@@ -26,11 +26,16 @@ pub async fn run(
     if args.detach {
         return detach(&prompt);
     }
+    // The store opens (files, schema, lease) while the component loads:
+    // neither waits for the other.
+    let opening = (!args.no_store).then(|| {
+        let cli_store = cli_store.map(std::path::Path::to_path_buf);
+        tokio::task::spawn_blocking(move || resolve::store(cli_store.as_deref()))
+    });
     let resolved = resolve::adapter(sandbox, &args.adapter).await?;
-    let store = if args.no_store {
-        None
-    } else {
-        Some(resolve::store(cli_store)?)
+    let store = match opening {
+        Some(opening) => Some(opening.await.context("cannot open the run store")??),
+        None => None,
     };
     let scope = resolve::run_scope(&resolved, &args.run)?;
     let mut registry = Registry::scoped();
