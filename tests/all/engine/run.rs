@@ -51,6 +51,16 @@ async fn run(registry: &Registry, request: RunRequest) -> Vec<AgentEvent> {
     collect(run_agent(registry, request).unwrap()).await
 }
 
+/// Runs `request` with an abort token, takes its first event, aborts it
+/// and collects the rest.
+async fn aborted_after_first_event(registry: &Registry, request: RunRequest) -> Vec<AgentEvent> {
+    let token = CancellationToken::new();
+    let mut run = run_agent(registry, request.with_abort(token.clone())).unwrap();
+    next(&mut run).await.unwrap();
+    token.cancel();
+    collect(run).await
+}
+
 fn kinds(events: &[AgentEvent]) -> Vec<&str> {
     events.iter().map(AgentEvent::type_name).collect()
 }
@@ -369,11 +379,7 @@ async fn eng_005_delta_during_drain_is_dropped() {
         }),
         Step::done_with_resume(DoneStatus::Interrupted, "tok"),
     ]);
-    let token = CancellationToken::new();
-    let mut run = run_agent(&registry, request().with_abort(token.clone())).unwrap();
-    next(&mut run).await.unwrap();
-    token.cancel();
-    let events = collect(run).await;
+    let events = aborted_after_first_event(&registry, request()).await;
     assert_eq!(
         kinds(&events),
         ["done"],
@@ -389,17 +395,7 @@ async fn eng_005_zero_drain_kills_at_once() {
         Step::WaitForInterrupt,
         Step::done_with_resume(DoneStatus::Interrupted, "never-seen"),
     ]);
-    let token = CancellationToken::new();
-    let mut run = run_agent(
-        &registry,
-        request()
-            .with_abort(token.clone())
-            .with_drain(Duration::ZERO),
-    )
-    .unwrap();
-    next(&mut run).await.unwrap();
-    token.cancel();
-    let events = collect(run).await;
+    let events = aborted_after_first_event(&registry, request().with_drain(Duration::ZERO)).await;
     assert_eq!(kinds(&events), ["done"]);
     let done = last_done(&events);
     assert_eq!(done.status, DoneStatus::Interrupted);
@@ -436,11 +432,7 @@ async fn eng_005_an_abort_drops_held_events_and_a_held_done_still_wins() {
         Step::delta("c"),
         Step::done_with_resume(DoneStatus::Interrupted, "tok"),
     ]);
-    let token = CancellationToken::new();
-    let mut run = run_agent(&registry, request().with_abort(token.clone())).unwrap();
-    next(&mut run).await.unwrap();
-    token.cancel();
-    let events = collect(run).await;
+    let events = aborted_after_first_event(&registry, request()).await;
     assert_eq!(
         kinds(&events),
         ["done"],
@@ -456,17 +448,7 @@ async fn eng_005_zero_drain_discards_held_events_at_once() {
         Step::text("b"),
         Step::done(DoneStatus::Success),
     ]);
-    let token = CancellationToken::new();
-    let mut run = run_agent(
-        &registry,
-        request()
-            .with_abort(token.clone())
-            .with_drain(Duration::ZERO),
-    )
-    .unwrap();
-    next(&mut run).await.unwrap();
-    token.cancel();
-    let events = collect(run).await;
+    let events = aborted_after_first_event(&registry, request().with_drain(Duration::ZERO)).await;
     assert_eq!(kinds(&events), ["done"]);
     assert_eq!(last_done(&events).status, DoneStatus::Interrupted);
     assert!(probe.kills() >= 1);

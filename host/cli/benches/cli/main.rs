@@ -99,7 +99,7 @@ fn main() {
     let ms = |seconds: f64| seconds * 1e3;
     let rate = |seconds: f64| (scale.events + 1) as f64 / seconds;
     let mut table = format!(
-        "- date: {}\n- load average before: {}\n- release moat, warm compile cache\n\n",
+        "- date: {}\n- load average before: {}\n- the moat binary of this build (release under cargo bench), warm compile cache\n\n",
         humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
         load_average(),
     );

@@ -192,6 +192,21 @@ fn rate(report: &Report) -> f64 {
     report.events as f64 / report.seconds
 }
 
+/// The events-per-second row of `label`.
+fn rate_row(label: &str, wasm: &Report, native: &Report, target: &str, met: bool) -> Row {
+    Row {
+        figure: format!("{label}: events/s"),
+        wasm: report::count(rate(wasm) as u64),
+        native: report::count(rate(native) as u64),
+        overhead: format!(
+            "×{:.2} time",
+            wasm.seconds / native.seconds.max(f64::EPSILON)
+        ),
+        target: target.into(),
+        met: Some(met),
+    }
+}
+
 /// Figure 5 at each size, both sides in their own child processes: echo
 /// runs at every size, then the merge of floods at the largest.
 pub fn figure(sizes: &[usize], notes: &mut Vec<String>) -> Vec<Row> {
@@ -203,17 +218,7 @@ pub fn figure(sizes: &[usize], notes: &mut Vec<String>) -> Vec<Row> {
         };
         let per_task = |r: &Report| r.peak_growth_kib as f64 / r.tasks as f64;
         let complete = wasm.failed == 0 && native.failed == 0;
-        rows.push(Row {
-            figure: format!("{label}: events/s"),
-            wasm: report::count(rate(&wasm) as u64),
-            native: report::count(rate(&native) as u64),
-            overhead: format!(
-                "×{:.2} time",
-                wasm.seconds / native.seconds.max(f64::EPSILON)
-            ),
-            target: "all complete".into(),
-            met: Some(complete),
-        });
+        rows.push(rate_row(&label, &wasm, &native, "all complete", complete));
         rows.push(Row {
             figure: format!("{label}: peak memory per task"),
             wasm: format!("{:.1} KiB", per_task(&wasm)),
@@ -231,17 +236,13 @@ pub fn figure(sizes: &[usize], notes: &mut Vec<String>) -> Vec<Row> {
             let complete = wasm.failed == 0
                 && native.failed == 0
                 && wasm.events == tasks as u64 * (MERGE_EVENTS + 1);
-            rows.push(Row {
-                figure: format!("{label}: events/s"),
-                wasm: report::count(rate(&wasm) as u64),
-                native: report::count(rate(&native) as u64),
-                overhead: format!(
-                    "×{:.2} time",
-                    wasm.seconds / native.seconds.max(f64::EPSILON)
-                ),
-                target: "≥ 500,000 (Wasm)".into(),
-                met: Some(complete && rate(&wasm) >= 500_000.0),
-            });
+            rows.push(rate_row(
+                &label,
+                &wasm,
+                &native,
+                "≥ 500,000 (Wasm)",
+                complete && rate(&wasm) >= 500_000.0,
+            ));
             let spread = |r: &Report| {
                 format!(
                     "{} – {} /s (×{:.1})",
