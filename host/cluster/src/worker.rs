@@ -32,6 +32,11 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// How long one pull waits for a run before looking again.
 const PULL_WAIT: Duration = Duration::from_secs(1);
+/// How long a worker waits for a pull's answer (a run, or the server's
+/// "nothing came"): past it the pull was lost (sent while the consumer's
+/// leader was being elected, say) and is made again, rather than leave
+/// the worker idle until the client gives up on it (seconds later).
+const PULL_ANSWER: Duration = Duration::from_secs(2);
 
 /// Why a worker does not execute a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,7 +206,14 @@ pub async fn run_worker(
         };
         let message = tokio::select! {
             () = stop.cancelled() => break,
-            message = batch.next() => message,
+            message = tokio::time::timeout(PULL_ANSWER, batch.next()) => message,
+        };
+        let message = match message {
+            Err(_) => {
+                tracing::debug!("a pull went unanswered; pulling again");
+                continue;
+            }
+            Ok(message) => message,
         };
         let message = match message {
             Some(Ok(message)) => message,
