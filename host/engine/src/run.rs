@@ -398,6 +398,16 @@ enum Stop {
     TimedOut,
 }
 
+/// What became of an event the session already held.
+enum Held {
+    /// It held none: reading it means calling the adapter.
+    Nothing(Live),
+    /// The event was dropped (while draining, say); reading goes on.
+    Dropped(Live),
+    /// Something is queued for the consumer, or the run ended.
+    Taken,
+}
+
 enum Started {
     Result(Result<Box<dyn AdapterSession>, StartError>),
     Aborted,
@@ -486,19 +496,20 @@ impl<S: Send + Sync + 'static> Driver<S> {
             if is_cancelled(self.abort.as_ref()) || self.timed_out() {
                 return None;
             }
-            let mut live = match std::mem::replace(&mut self.phase, Phase::Finished) {
+            let live = match std::mem::replace(&mut self.phase, Phase::Finished) {
                 Phase::Running(live) => live,
                 other => {
                     self.phase = other;
                     return None;
                 }
             };
-            let Some(event) = live.session.ready() else {
-                self.phase = Phase::Running(live);
-                return None;
-            };
-            if let Some(live) = self.take(live, event, false) {
-                self.phase = Phase::Running(live);
+            match self.take_held(live, false) {
+                Held::Nothing(live) => {
+                    self.phase = Phase::Running(live);
+                    return None;
+                }
+                Held::Dropped(live) => self.phase = Phase::Running(live),
+                Held::Taken => {}
             }
         }
     }
@@ -594,19 +605,14 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 _ => {}
             }
 
-            // An event the session already holds needs no read: no adapter
-            // code runs to hand it over, so there is nothing to wait for
-            // and no refusal to report.
-            if let Some(event) = live.session.ready() {
-                let aborting = drain_until.is_some();
-                match self.take(live, event, aborting) {
-                    Some(back) => {
-                        live = back;
-                        continue;
-                    }
-                    None => return,
+            live = match self.take_held(live, drain_until.is_some()) {
+                Held::Nothing(live) => live,
+                Held::Dropped(back) => {
+                    live = back;
+                    continue;
                 }
-            }
+                Held::Taken => return,
+            };
             let outcome = {
                 let next = live.session.next();
                 tokio::pin!(next);
@@ -678,6 +684,19 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 Some(back) => live = back,
                 None => return,
             }
+        }
+    }
+
+    /// Takes an event the session already holds, under the engine's rules.
+    /// Such an event needs no read: no adapter code runs to hand it over,
+    /// so there is nothing to wait for and no refusal to report.
+    fn take_held(&mut self, mut live: Live, aborting: bool) -> Held {
+        let Some(event) = live.session.ready() else {
+            return Held::Nothing(live);
+        };
+        match self.take(live, event, aborting) {
+            Some(live) => Held::Dropped(live),
+            None => Held::Taken,
         }
     }
 
