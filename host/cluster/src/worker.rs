@@ -211,6 +211,7 @@ pub async fn run_worker(
         let message = match message {
             Err(_) => {
                 tracing::debug!("a pull went unanswered; pulling again");
+                tokio::spawn(release_late(batch));
                 continue;
             }
             Ok(message) => message,
@@ -245,6 +246,22 @@ pub async fn run_worker(
     let _ = cluster.workers.purge(&config.id).await;
     cluster.close().await;
     Ok(())
+}
+
+/// Hands back what a pull given up on still brings. The server may yet
+/// answer it with a run; dropped unread, that run would wait out the ack
+/// wait (30 s) before any worker had it. A nak offers it again at once.
+/// Ends when the server closes the pull, or after the ack wait.
+async fn release_late(mut batch: consumer::pull::Batch) {
+    let _ = tokio::time::timeout(ACK_WAIT, async {
+        while let Some(message) = batch.next().await {
+            if let Ok(message) = message {
+                tracing::debug!("a late answer to a pull given up on: offered again");
+                let _ = message.ack_with(AckKind::Nak(None)).await;
+            }
+        }
+    })
+    .await;
 }
 
 /// Says this worker is alive, and which runs it has.
@@ -620,4 +637,75 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|name| name.trim().to_owned())
         .unwrap_or_else(|_| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_nats::jetstream;
+    use moat_testkit::nats;
+
+    /// The case `release_late` is for: a run delivered to a pull the worker
+    /// gave up on reaches the next pull at once, not after the ack wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_answering_a_pull_given_up_on_is_offered_again_at_once() {
+        if !nats::available() {
+            return;
+        }
+        let server = nats::server(&[]);
+        let client = async_nats::connect(server.url()).await.expect("connects");
+        let js = jetstream::new(client);
+        let stream = js
+            .create_stream(jetstream::stream::Config {
+                name: "LATE".into(),
+                subjects: vec!["late".into()],
+                ..Default::default()
+            })
+            .await
+            .expect("a stream");
+        let consumer: consumer::PullConsumer = stream
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some("late".into()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: ACK_WAIT,
+                ..Default::default()
+            })
+            .await
+            .expect("a consumer");
+        let given_up = consumer
+            .batch()
+            .max_messages(1)
+            .expires(Duration::from_secs(10))
+            .messages()
+            .await
+            .expect("a pull");
+        // The server holds the pull before the run arrives, so the run is
+        // delivered to it.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::spawn(release_late(given_up));
+        js.publish("late", "a run".into())
+            .await
+            .expect("published")
+            .await
+            .expect("stored");
+
+        let mut next = consumer
+            .batch()
+            .max_messages(1)
+            .expires(Duration::from_secs(5))
+            .messages()
+            .await
+            .expect("a pull");
+        let message = tokio::time::timeout(Duration::from_secs(5), next.next())
+            .await
+            .expect("the run comes well before the ack wait")
+            .expect("a message")
+            .expect("not an error");
+        assert_eq!(&message.payload[..], b"a run");
+        let info = message.info().expect("a JetStream message");
+        assert_eq!(
+            info.delivered, 2,
+            "first to the pull given up on, then here"
+        );
+    }
 }
