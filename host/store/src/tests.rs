@@ -456,3 +456,59 @@ fn a_child_needs_a_live_parent_and_its_owner_is_asked_to_stop_it_when_the_parent
         Err(StoreError::NotFound(_))
     ));
 }
+
+/// The size of the store's WAL file (0 when there is none).
+fn wal_len(path: &std::path::Path) -> u64 {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).map_or(0, |m| m.len())
+}
+
+/// Records whole runs until the WAL is past what a close checkpoints.
+fn grow_wal(store: &Store, path: &std::path::Path) {
+    for _ in 0..2_000 {
+        if wal_len(path) >= crate::checkpoint::CLOSE_WAL_BYTES {
+            return;
+        }
+        let id = store.create_run(&new_run(None)).unwrap();
+        assert!(store.mark_running(&id).unwrap());
+        store.record_event(&id, 0, &text("x")).unwrap();
+        store.flush().unwrap();
+        assert!(store.finish(&id, &completed()).unwrap());
+    }
+    panic!("the WAL did not grow");
+}
+
+#[test]
+fn a_big_wal_is_cut_when_the_store_closes_unless_the_store_is_in_use_elsewhere() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    grow_wal(&store, &path);
+    let runs = store.list(&RunFilter::default()).unwrap().len();
+    drop(store);
+    assert_eq!(
+        wal_len(&path),
+        0,
+        "the next open has no WAL to read through"
+    );
+
+    // Someone else reading (another process, say): the close neither waits
+    // for them nor loses anything.
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.list(&RunFilter::default()).unwrap().len(), runs);
+    grow_wal(&store, &path);
+    let reader = rusqlite::Connection::open(&path).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let _: i64 = reader
+        .query_row("SELECT count(*) FROM runs", [], |row| row.get(0))
+        .unwrap();
+    let closing = std::time::Instant::now();
+    drop(store);
+    assert!(closing.elapsed() < BUSY_TIMEOUT, "the close did not wait");
+    assert!(wal_len(&path) >= crate::checkpoint::CLOSE_WAL_BYTES);
+    reader.execute_batch("COMMIT").unwrap();
+    drop(reader);
+    let store = Store::open(&path).unwrap();
+    let all = store.list(&RunFilter::default()).unwrap();
+    assert!(all.len() > runs && all.iter().all(|r| r.status == RunStatus::Completed));
+}

@@ -166,7 +166,10 @@ impl Writer {
             .spawn({
                 let shared = shared.clone();
                 let mut checkpointer = Checkpointer::new(path);
-                move || write_batches(conn, &shared, &mut checkpointer)
+                move || {
+                    let conn = write_batches(conn, &shared, &mut checkpointer);
+                    checkpointer.close(&conn);
+                }
             })
             .map_err(|e| StoreError::Write(format!("cannot start the writer: {e}")))?;
         Ok(Self {
@@ -245,7 +248,12 @@ struct Block {
 
 /// Takes whatever was queued while the previous batch committed and
 /// commits it as the next (group commit), until the handle is gone.
-fn write_batches(mut conn: Connection, shared: &Shared, checkpointer: &mut Checkpointer) {
+/// Gives the connection back for the store's last checkpoint.
+fn write_batches(
+    mut conn: Connection,
+    shared: &Shared,
+    checkpointer: &mut Checkpointer,
+) -> Connection {
     loop {
         let batch = {
             let mut pending = shared.pending();
@@ -256,7 +264,7 @@ fn write_batches(mut conn: Connection, shared: &Shared, checkpointer: &mut Check
                     .unwrap_or_else(PoisonError::into_inner);
             }
             if pending.is_empty() {
-                return;
+                return conn;
             }
             let gathering = Instant::now();
             while !pending.is_urgent() {
