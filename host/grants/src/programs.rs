@@ -63,7 +63,7 @@ impl GrantedPrograms {
                 programs: Vec::new(),
             };
         }
-        let path_var = path_var.map(|path| without_dirs_in(path, writable));
+        let path_var = path_var.map(|path| safe_search_path(path, writable));
         let programs = grants
             .iter()
             .map(|grant| {
@@ -142,10 +142,20 @@ impl Granted {
     }
 }
 
-/// `path_var` without the entries inside `dirs` (canonical), so a lookup
-/// never finds a program the run could have written.
-fn without_dirs_in(path_var: &OsStr, dirs: &[PathBuf]) -> std::ffi::OsString {
+/// `path_var` (a `PATH` value) without relative entries (they would be
+/// resolved against wherever a child starts) and without the entries
+/// inside `dirs` (canonical), so a lookup never finds a program the run
+/// could have written.
+pub fn safe_search_path(path_var: &OsStr, dirs: &[PathBuf]) -> std::ffi::OsString {
     let kept = std::env::split_paths(path_var).filter(|entry| {
+        if !entry.is_absolute() {
+            return false;
+        }
+        // Nothing to be inside of: no entry needs its links resolved (a
+        // system call or more each, on every run's start).
+        if dirs.is_empty() {
+            return true;
+        }
         let canonical = std::fs::canonicalize(entry).unwrap_or_else(|_| entry.clone());
         !dirs.iter().any(|dir| canonical.starts_with(dir))
     });
@@ -260,5 +270,23 @@ mod tests {
             programs.find(&grant),
             Err(ProgramRefusal::Writable { path: planted })
         );
+    }
+
+    #[test]
+    fn the_safe_search_path_leaves_out_relative_and_writable_directories() {
+        let work = tempfile::tempdir().unwrap();
+        let work = std::fs::canonicalize(work.path()).unwrap();
+        let path = std::env::join_paths([
+            work.join("bin"),
+            PathBuf::from("relative/bin"),
+            PathBuf::from("/usr/bin"),
+        ])
+        .unwrap();
+        let safe = safe_search_path(&path, std::slice::from_ref(&work));
+        assert_eq!(safe, "/usr/bin");
+        // With nothing writable, only the relative entry goes.
+        let safe = safe_search_path(&path, &[]);
+        let expected = std::env::join_paths([work.join("bin"), PathBuf::from("/usr/bin")]).unwrap();
+        assert_eq!(safe, expected);
     }
 }

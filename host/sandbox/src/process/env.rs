@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use moat_engine::{Denial, DeniedRequest, Grant};
+use moat_grants::programs::safe_search_path;
 use moat_grants::spawn_env::is_denied_to_adapters;
 
 /// What every child gets, whatever the grants: `PATH`, the host's, without
@@ -14,8 +15,9 @@ use moat_grants::spawn_env::is_denied_to_adapters;
 /// program of its own for the child to run by name).
 const BASE: &[&str] = &["PATH"];
 
-/// The environment a run's children are started with.
-#[derive(Debug, Clone)]
+/// The environment a run's children are started with; the default, of a
+/// run that may start none, is empty.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ChildEnv {
     /// The base and the granted variables, with the host's values.
     given: Vec<(String, String)>,
@@ -30,7 +32,7 @@ impl ChildEnv {
     pub(crate) fn new(names: &[String], values: &[(String, String)], writable: &[PathBuf]) -> Self {
         let mut given = Vec::new();
         if let Some(path) = std::env::var_os("PATH") {
-            let path = safe_path(&path, writable);
+            let path = safe_search_path(&path, writable);
             if let Some(path) = path.to_str() {
                 given.push(("PATH".to_owned(), path.to_owned()));
             }
@@ -93,19 +95,6 @@ impl ChildEnv {
     }
 }
 
-/// `path` without relative entries and without directories inside
-/// `writable`.
-fn safe_path(path: &std::ffi::OsStr, writable: &[PathBuf]) -> std::ffi::OsString {
-    let kept = std::env::split_paths(path).filter(|dir| {
-        if !dir.is_absolute() {
-            return false;
-        }
-        let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
-        !writable.iter().any(|w| canonical.starts_with(w))
-    });
-    std::env::join_paths(kept).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,19 +143,5 @@ mod tests {
                 name: "SECRET".into()
             })
         );
-    }
-
-    #[test]
-    fn path_leaves_out_relative_and_writable_directories() {
-        let work = tempfile::tempdir().unwrap();
-        let work = std::fs::canonicalize(work.path()).unwrap();
-        let path = std::env::join_paths([
-            work.join("bin"),
-            PathBuf::from("relative/bin"),
-            PathBuf::from("/usr/bin"),
-        ])
-        .unwrap();
-        let safe = safe_path(&path, std::slice::from_ref(&work));
-        assert_eq!(safe, "/usr/bin");
     }
 }

@@ -111,8 +111,14 @@ impl ProcessTable {
         Self {
             rights: self::landlock::ProgramRights::new(&scope.confinement, &read, &write),
             adapter,
-            programs: GrantedPrograms::resolve(&grants.run, path_var.as_deref(), &grants.write),
-            env: self::env::ChildEnv::new(&grants.env, &env, &grants.write),
+            programs: GrantedPrograms::resolve(&grants.run, path_var.as_deref(), &write),
+            // A run that may start no program has no children to give an
+            // environment to: its PATH is not looked through.
+            env: if grants.run.is_empty() {
+                self::env::ChildEnv::default()
+            } else {
+                self::env::ChildEnv::new(&grants.env, &env, &write)
+            },
             dirs: grants.preopens().into_iter().map(|p| p.host).collect(),
             groups,
             denials,
