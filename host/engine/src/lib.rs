@@ -87,6 +87,7 @@
 
 pub mod adapter;
 pub mod codes;
+mod dormant;
 pub mod event;
 pub mod mcp;
 pub mod names;

@@ -45,6 +45,7 @@ use super::adapter::{
     SessionControl, SessionFailure, StartError,
 };
 use super::codes;
+use super::dormant;
 use super::event::{
     AgentEvent, DonePayload, DoneStatus, EventPayload, ExtensionPayload, Usage, new_session_id,
     now_ms,
@@ -385,7 +386,11 @@ enum Phase {
 struct Watch {
     /// Set by the watcher before it kills the session at the deadline.
     timed_out: Arc<AtomicBool>,
-    /// Stops the watcher when the run ends or is dropped.
+    /// The watcher while it was never woken: dropped first, it is dropped
+    /// unrun, and the stop below wakes nothing.
+    _watcher: dormant::Dormant,
+    /// Stops the watcher (once it is a task) when the run ends or is
+    /// dropped.
     _stop: DropGuard,
 }
 
@@ -551,15 +556,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
         match outcome {
             Started::Result(Ok(session)) => {
                 let live = Live::new(session);
-                if self.spawn_watcher(&live.control) {
-                    // A task spawned from a tokio worker waits in that
-                    // worker's LIFO slot, which no other worker may steal:
-                    // were the adapter to spin in our very next poll, the
-                    // watcher meant to stop it would never run (this is the
-                    // case of every task of a parallel run). Yielding once
-                    // lets it start and arm itself.
-                    tokio::task::yield_now().await;
-                }
+                self.start_watcher(&live.control);
                 self.phase = Phase::Running(live);
             }
             Started::Result(Err(StartError::Refused {
@@ -810,13 +807,16 @@ impl<S: Send + Sync + 'static> Driver<S> {
     /// fire, but it is woken by `interrupt` and stopped by `kill`.
     ///
     /// Returns whether it spawned one (not needed without abort or limit).
-    fn spawn_watcher(&mut self, control: &Arc<dyn SessionControl>) -> bool {
+    fn start_watcher(&mut self, control: &Arc<dyn SessionControl>) {
         if self.abort.is_none() && self.deadline.is_none() {
-            return false;
+            return;
         }
         let stop = CancellationToken::new();
         let timed_out = Arc::new(AtomicBool::new(false));
-        tokio::spawn(watch_session(
+        // Dormant until the abort or the deadline wakes it, then a task of
+        // its own: it acts whether or not anyone reads the run, and on
+        // another worker than a guest spinning on this one.
+        let watcher = dormant::start(watch_session(
             Arc::clone(control),
             self.abort.clone(),
             self.drain,
@@ -826,9 +826,9 @@ impl<S: Send + Sync + 'static> Driver<S> {
         ));
         self.watch = Some(Watch {
             timed_out,
+            _watcher: watcher,
             _stop: stop.drop_guard(),
         });
-        true
     }
 
     fn timed_out(&self) -> bool {
