@@ -97,9 +97,9 @@ struct Recorded<S> {
 }
 
 impl<S: Stream<Item = TaskEvent>> Recorded<S> {
-    /// Records `event` of `task`: the event to hand on, and the one after
-    /// it when the store failed (the failure's `error` comes first).
-    fn record(&mut self, task: usize, mut event: AgentEvent) -> (AgentEvent, Option<AgentEvent>) {
+    /// Records `event` of `task`: the event to hand on. When the store
+    /// failed, that is the failure's `error`, and `event` waits in `next`.
+    fn record(&mut self, task: usize, mut event: AgentEvent) -> AgentEvent {
         let mut failure = None;
         if let Some(slot) = self.recorders.get_mut(task) {
             if let Some(recorder) = slot.as_mut()
@@ -130,8 +130,11 @@ impl<S: Stream<Item = TaskEvent>> Recorded<S> {
             done.status = DoneStatus::Error;
         }
         match failure {
-            Some(failure) => (failure, Some(event)),
-            None => (event, None),
+            Some(failure) => {
+                self.next = Some(event);
+                failure
+            }
+            None => event,
         }
     }
 
@@ -162,11 +165,7 @@ impl<S: Stream<Item = TaskEvent>> Stream for Recorded<S> {
             return Poll::Ready(Some(event));
         }
         match std::task::ready!(self.events.as_mut().poll_next(cx)) {
-            Some(TaskEvent { task, event }) => {
-                let (event, next) = self.record(task, event);
-                self.next = next;
-                Poll::Ready(Some(event))
-            }
+            Some(TaskEvent { task, event }) => Poll::Ready(Some(self.record(task, event))),
             None => {
                 self.end();
                 Poll::Ready(None)
