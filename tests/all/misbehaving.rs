@@ -154,3 +154,27 @@ async fn the_host_survives_every_misbehaving_adapter_in_one_process() {
     let events = run_component(FLOOD, "10", |_| {}).await;
     assert_eq!(single_done(&events).status, DoneStatus::Success);
 }
+
+/// A pooled instance slot is reused from run to run; whatever a run wrote
+/// into its memory (its `.bss` and `.data`) is gone for the next, whichever
+/// way the pool resets it (in place or by unmapping). A sandbox of its own
+/// with two slots, so every run lands in a slot an earlier run used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_never_sees_what_an_earlier_run_left_in_its_memory() {
+    let sandbox = moat_sandbox::Sandbox::new(moat_sandbox::SandboxConfig {
+        cache_dir: Some(moat_testkit::shared_cache_dir()),
+        pool_sessions: 2,
+        ..moat_sandbox::SandboxConfig::default()
+    })
+    .expect("the sandbox starts");
+    let adapter = sandbox
+        .load_file(std::path::Path::new(REMEMBER))
+        .await
+        .expect("the component loads");
+    let registry = moat_testkit::registry_of([adapter]);
+    for run in 0..20 {
+        let events = moat_testkit::collect(&registry, moat_testkit::request("remember", "")).await;
+        assert_eq!(single_done(&events).status, DoneStatus::Success);
+        assert_eq!(texts(&events), ["fresh"], "run {run}");
+    }
+}
