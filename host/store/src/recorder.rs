@@ -56,6 +56,26 @@ impl Recorder {
     /// error means the store can no longer record this run: the caller
     /// must stop it.
     pub fn record(&mut self, event: &AgentEvent) -> Result<u64, StoreError> {
+        let seq = self.observe(event);
+        self.store.writer.event(&self.key, seq, event)?;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// [`record`](Self::record) for an event the caller has encoded
+    /// already: `json` is `event` as `serde_json` writes it, stored as it
+    /// is (a recorded run printed as NDJSON is encoded once for both).
+    pub fn record_encoded(&mut self, event: &AgentEvent, json: &[u8]) -> Result<u64, StoreError> {
+        let seq = self.observe(event);
+        self.store
+            .writer
+            .encoded(&self.key, seq, json, event.is_done())?;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// Notes what `event` says of the run's end; its sequence number.
+    fn observe(&mut self, event: &AgentEvent) -> u64 {
         match &event.payload {
             EventPayload::Error(error) if error.code.as_deref() == Some(codes::TIMEOUT) => {
                 self.timed_out = true;
@@ -65,10 +85,7 @@ impl Recorder {
             }
             _ => {}
         }
-        let seq = self.next_seq;
-        self.store.writer.event(&self.key, seq, event)?;
-        self.next_seq += 1;
-        Ok(seq)
+        self.next_seq
     }
 
     /// Ends the record: as its `done` said, or, without one (the stream

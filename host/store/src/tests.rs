@@ -512,3 +512,23 @@ fn a_big_wal_is_cut_when_the_store_closes_unless_the_store_is_in_use_elsewhere()
     let all = store.list(&RunFilter::default()).unwrap();
     assert!(all.len() > runs && all.iter().all(|r| r.status == RunStatus::Completed));
 }
+
+#[test]
+fn an_event_encoded_by_the_caller_is_stored_as_given_and_never_across_lines() {
+    let (_dir, path) = scratch();
+    let store = std::sync::Arc::new(Store::open(&path).unwrap());
+    let mut recorder = Recorder::create(store.clone(), &new_run(None)).unwrap();
+    let event = text("as given");
+    let json = serde_json::to_vec(&event).unwrap();
+    assert_eq!(recorder.record_encoded(&event, &json).unwrap(), 0);
+    let broken = b"{\"type\":\"text\",\n\"payload\":{}}";
+    assert!(
+        recorder.record_encoded(&event, broken).is_err(),
+        "a line break would split the stored block"
+    );
+    store.flush().unwrap();
+    let id = recorder.id().clone();
+    let lines = store.event_lines(&id, 0, 10).unwrap();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].json.as_bytes(), &json[..]);
+}

@@ -70,11 +70,18 @@ impl Pending {
         self.closed || !self.flushes.is_empty() || self.bytes >= COMMIT_BYTES
     }
 
-    /// Encodes `event` straight into its run's block. Events are encoded
-    /// by the run that makes them, into a buffer the writer takes whole:
+    /// Encodes an event (`encode` writes its JSON, `done` says whether it
+    /// is a `done`) straight into its run's block. Events are encoded by
+    /// the run that makes them, into a buffer the writer takes whole:
     /// nothing allocated per event crosses threads (freeing another
     /// thread's allocations is what made a per-event message slow).
-    fn add(&mut self, run: &Arc<str>, seq: u64, event: &AgentEvent) -> Result<(), String> {
+    fn add(
+        &mut self,
+        run: &Arc<str>,
+        seq: u64,
+        done: bool,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), String>,
+    ) -> Result<(), String> {
         let open = self
             .blocks
             .iter_mut()
@@ -101,12 +108,12 @@ impl Pending {
             }
         };
         let before = block.events.len();
-        if let Err(error) = serde_json::to_writer(&mut block.events, event) {
+        if let Err(error) = encode(&mut block.events) {
             block.events.truncate(before.saturating_sub(1));
-            return Err(format!("cannot encode an event: {error}"));
+            return Err(error);
         }
         block.last_seq = seq;
-        block.has_done = event.is_done();
+        block.has_done = done;
         self.bytes += block.events.len() - before;
         Ok(())
     }
@@ -186,6 +193,40 @@ impl Writer {
         seq: u64,
         event: &AgentEvent,
     ) -> Result<(), StoreError> {
+        self.queue(run, seq, event.is_done(), |events| {
+            serde_json::to_writer(events, event)
+                .map_err(|error| format!("cannot encode an event: {error}"))
+        })
+    }
+
+    /// Queues the event number `seq` of `run` already encoded: `json` is
+    /// the event as `serde_json` writes it (one line), `done` whether it is
+    /// a `done`.
+    pub(crate) fn encoded(
+        &self,
+        run: &Arc<str>,
+        seq: u64,
+        json: &[u8],
+        done: bool,
+    ) -> Result<(), StoreError> {
+        if json.contains(&b'\n') {
+            return Err(StoreError::Write(
+                "an encoded event spans more than one line".into(),
+            ));
+        }
+        self.queue(run, seq, done, |events| {
+            events.extend_from_slice(json);
+            Ok(())
+        })
+    }
+
+    fn queue(
+        &self,
+        run: &Arc<str>,
+        seq: u64,
+        done: bool,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<(), String>,
+    ) -> Result<(), StoreError> {
         self.check()?;
         let mut pending = self.shared.pending();
         while pending.bytes >= MAX_PENDING_BYTES && !self.shared.failed.load(Ordering::Acquire) {
@@ -200,7 +241,9 @@ impl Writer {
         // system call).
         let was_empty = pending.is_empty();
         let was_small = pending.bytes < COMMIT_BYTES;
-        pending.add(run, seq, event).map_err(StoreError::Write)?;
+        pending
+            .add(run, seq, done, encode)
+            .map_err(StoreError::Write)?;
         if was_empty || (was_small && pending.bytes >= COMMIT_BYTES) {
             self.shared.queued.notify_one();
         }

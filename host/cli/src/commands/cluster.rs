@@ -154,7 +154,7 @@ pub async fn run(
         })
     };
     let events = followed(&cluster, &id, 0).await?;
-    let code = render_until_done(events, renderer.as_mut(), abort).await;
+    let code = render_until_done(Box::pin(events), renderer.as_mut(), abort).await;
     cancelling.abort();
     code
 }

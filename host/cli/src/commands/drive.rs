@@ -8,6 +8,7 @@
 //! `done` interrupted. Either way moat exits with the conventional code of
 //! the first signal (130, 143, 129).
 
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -46,18 +47,30 @@ impl Stopped {
     }
 }
 
+/// A stream of events to render.
+pub trait Shown: Stream<Item = AgentEvent> + Unpin {
+    /// The JSON of the event the stream gave last, when the stream encoded
+    /// it already (a recorded run's events are encoded for the store): the
+    /// NDJSON output prints it rather than encoding the event again.
+    fn encoded(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// Any stream of events, boxed, with nothing encoded.
+impl<S: Stream<Item = AgentEvent> + ?Sized> Shown for Pin<Box<S>> {}
+
 /// Renders every event and returns the exit code: the first stopping
 /// signal's when the user stopped moat (whatever the adapter reported), 0
 /// when every run ended in success, 1 otherwise.
 pub async fn render_until_done(
-    events: impl Stream<Item = AgentEvent>,
+    mut events: impl Shown,
     renderer: &mut dyn Renderer,
     abort: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     // Listening starts now, before the first event is pulled (which starts
     // the run): a signal from then on is ours, never the default action.
     let (signals, stopped) = on_signals(abort);
-    let mut events = std::pin::pin!(events);
     let mut statuses = Vec::new();
     loop {
         // An event ready now is rendered at once; before waiting for one,
@@ -82,7 +95,13 @@ pub async fn render_until_done(
         if let EventPayload::Done(done) = &event.payload {
             statuses.push(done.status);
         }
-        renderer.event(&event).context("cannot write the output")?;
+        let shown = match events.encoded() {
+            Some(json) => renderer.stored(json),
+            None => Ok(false),
+        };
+        if !shown.context("cannot write the output")? {
+            renderer.event(&event).context("cannot write the output")?;
+        }
     }
     renderer.finish().context("cannot write the output")?;
     signals.abort();

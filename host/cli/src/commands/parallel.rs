@@ -106,7 +106,7 @@ pub async fn parallel(
     }
     let mut renderer = render::for_parallel(format, &labels);
     if store.is_none() {
-        return render_until_done(run.into_stream(), renderer.as_mut(), abort).await;
+        return render_until_done(Box::pin(run.into_stream()), renderer.as_mut(), abort).await;
     }
     let recorded = recording::recorded(run.into_tagged_stream(), recorders, task_aborts);
     render_until_done(recorded, renderer.as_mut(), abort).await

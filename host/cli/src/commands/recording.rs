@@ -14,6 +14,8 @@ use moat_sandbox::RunScope;
 use moat_store::{FailReason, NewRun, Recorder, RunId, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 
+use super::drive::Shown;
+
 /// How often a recorded run looks for a cancel asked from elsewhere.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
@@ -57,11 +59,11 @@ pub fn single(events: impl Stream<Item = AgentEvent>) -> impl Stream<Item = Task
 /// each stored as it passes. A task is stopped (its `aborts` token) when
 /// the store cannot record it or someone cancels it through the store; a
 /// task's record ends with its `done`, or with the stream.
-pub fn recorded(
-    events: impl Stream<Item = TaskEvent> + Send + 'static,
+pub fn recorded<S: Stream<Item = TaskEvent> + Send + 'static>(
+    events: S,
     recorders: Vec<Recorder>,
     aborts: Vec<CancellationToken>,
-) -> impl Stream<Item = AgentEvent> {
+) -> Recorded<S> {
     let store = recorders.first().map(Recorder::store);
     let ids: Vec<RunId> = recorders.iter().map(|r| r.id().clone()).collect();
     for recorder in &recorders {
@@ -77,14 +79,17 @@ pub fn recorded(
         aborts,
         watcher,
         next: None,
+        json: Vec::new(),
+        json_shown: false,
     }
 }
 
 /// The stream [`recorded`] returns. A plain state machine rather than a
 /// chain of combinators: each event is moved once and nothing is
 /// allocated per event (a flood's events cost less than a microsecond
-/// each, and every move of one counted).
-struct Recorded<S> {
+/// each, and every move of one counted). Each event is encoded once, for
+/// the store and for whoever shows it ([`Shown::encoded`]).
+pub struct Recorded<S> {
     events: Pin<Box<S>>,
     /// Per task: its recorder while its record is open.
     recorders: Vec<Option<Recorder>>,
@@ -94,6 +99,10 @@ struct Recorded<S> {
     watcher: Option<tokio::task::JoinHandle<()>>,
     /// The event that follows a store failure's `error`.
     next: Option<AgentEvent>,
+    /// The JSON of the event last handed on, as stored.
+    json: Vec<u8>,
+    /// Whether `json` is the event last handed on, as it was handed on.
+    json_shown: bool,
 }
 
 impl<S: Stream<Item = TaskEvent>> Recorded<S> {
@@ -101,10 +110,14 @@ impl<S: Stream<Item = TaskEvent>> Recorded<S> {
     /// failed, that is the failure's `error`, and `event` waits in `next`.
     fn record(&mut self, task: usize, mut event: AgentEvent) -> AgentEvent {
         let mut failure = None;
+        self.json.clear();
+        self.json_shown = serde_json::to_writer(&mut self.json, &event).is_ok();
         if let Some(slot) = self.recorders.get_mut(task) {
-            if let Some(recorder) = slot.as_mut()
-                && let Err(error) = recorder.record(&event)
-            {
+            let recorded = slot.as_mut().map(|recorder| match self.json_shown {
+                true => recorder.record_encoded(&event, &self.json),
+                false => recorder.record(&event),
+            });
+            if let Some(Err(error)) = recorded {
                 // Never go on without recording: the run stops, and says
                 // why in its own stream.
                 failure = Some(store_failure(&event, &error));
@@ -128,9 +141,11 @@ impl<S: Stream<Item = TaskEvent>> Recorded<S> {
             && self.unrecorded.get(task).copied().unwrap_or(false)
         {
             done.status = DoneStatus::Error;
+            self.json_shown = false;
         }
         match failure {
             Some(failure) => {
+                self.json_shown = false;
                 self.next = Some(event);
                 failure
             }
@@ -162,6 +177,7 @@ impl<S: Stream<Item = TaskEvent>> Stream for Recorded<S> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
         if let Some(event) = self.next.take() {
+            self.json_shown = false;
             return Poll::Ready(Some(event));
         }
         match std::task::ready!(self.events.as_mut().poll_next(cx)) {
@@ -171,6 +187,12 @@ impl<S: Stream<Item = TaskEvent>> Stream for Recorded<S> {
                 Poll::Ready(None)
             }
         }
+    }
+}
+
+impl<S: Stream<Item = TaskEvent>> Shown for Recorded<S> {
+    fn encoded(&self) -> Option<&[u8]> {
+        self.json_shown.then_some(&self.json[..])
     }
 }
 

@@ -86,7 +86,7 @@ pub async fn run(
         render::for_format(render::default_format(args.output))
     };
     match recorder {
-        None => render_until_done(run.into_stream(), renderer.as_mut(), abort).await,
+        None => render_until_done(Box::pin(run.into_stream()), renderer.as_mut(), abort).await,
         Some(recorder) => {
             let events = recording::single(run.into_stream());
             let recorded = recording::recorded(events, vec![recorder], vec![abort.clone()]);

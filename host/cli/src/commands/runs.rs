@@ -169,7 +169,7 @@ pub fn logs(store: Option<&Path>, args: LogsArgs) -> anyhow::Result<ExitCode> {
             // Parsed only when needed: NDJSON prints the stored line as it
             // is; the `done` is read for the exit status.
             let passed = renderer
-                .stored(&line.json)
+                .stored(line.json.as_bytes())
                 .context("cannot write the output")?;
             if passed && !line.done {
                 continue;

@@ -25,7 +25,7 @@ pub trait Renderer {
     /// renderer that prints events as that JSON writes it as it is and
     /// returns `true`; the others return `false` and are given the event
     /// parsed instead.
-    fn stored(&mut self, _json: &str) -> io::Result<bool> {
+    fn stored(&mut self, _json: &[u8]) -> io::Result<bool> {
         Ok(false)
     }
     /// Nothing has arrived for a while.

@@ -47,8 +47,8 @@ impl<W: Write> Renderer for Ndjson<W> {
         Ok(())
     }
 
-    fn stored(&mut self, json: &str) -> io::Result<bool> {
-        self.lines.extend_from_slice(json.as_bytes());
+    fn stored(&mut self, json: &[u8]) -> io::Result<bool> {
+        self.lines.extend_from_slice(json);
         self.lines.push(b'\n');
         if self.lines.len() >= BLOCK {
             self.write_lines()?;
