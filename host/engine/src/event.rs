@@ -266,10 +266,17 @@ pub struct ExtensionPayload {
 }
 
 /// The typed content of an event; the variant decides the `type` field.
+///
+/// The payloads that come once or a few times a run (`init`, tool calls
+/// and results, permission requests, errors, extensions, `done`) are
+/// boxed, leaving the streamed text ones inline: an event is
+/// moved several times on its way to the consumer, and the size of the
+/// largest variant is what every move of every event copies (a `done`
+/// inline made each `text_delta` 272 bytes).
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventPayload {
     /// `init`.
-    Init(InitPayload),
+    Init(Box<InitPayload>),
     /// `text`.
     Text(TextPayload),
     /// `text_delta`.
@@ -277,17 +284,17 @@ pub enum EventPayload {
     /// `thinking`.
     Thinking(ThinkingPayload),
     /// `tool_use`.
-    ToolUse(ToolUsePayload),
+    ToolUse(Box<ToolUsePayload>),
     /// `tool_result`.
-    ToolResult(ToolResultPayload),
+    ToolResult(Box<ToolResultPayload>),
     /// `error`.
-    Error(ErrorPayload),
+    Error(Box<ErrorPayload>),
     /// `permission_request`.
-    PermissionRequest(PermissionRequestPayload),
+    PermissionRequest(Box<PermissionRequestPayload>),
     /// `done`.
-    Done(DonePayload),
+    Done(Box<DonePayload>),
     /// A `vendor:name` extension event.
-    Extension(ExtensionPayload),
+    Extension(Box<ExtensionPayload>),
 }
 
 /// The `type` strings of the built-in events, which no extension may take.
@@ -348,11 +355,11 @@ impl EventPayload {
 
     /// An `error` payload with a code.
     pub fn error(code: impl Into<String>, message: impl Into<String>, recoverable: bool) -> Self {
-        EventPayload::Error(ErrorPayload {
+        EventPayload::Error(Box::new(ErrorPayload {
             code: Some(code.into()),
             message: message.into(),
             recoverable,
-        })
+        }))
     }
 
     /// Rebuilds a payload from its `type` string and its JSON body, checking
@@ -376,24 +383,26 @@ impl EventPayload {
             "tool_use" => {
                 let p: ToolUsePayload = body_of(kind, body)?;
                 non_empty(kind, "toolUseId", &p.tool_use_id)?;
-                EventPayload::ToolUse(p)
+                EventPayload::ToolUse(Box::new(p))
             }
             "tool_result" => {
                 let p: ToolResultPayload = body_of(kind, body)?;
                 non_empty(kind, "toolUseId", &p.tool_use_id)?;
-                EventPayload::ToolResult(p)
+                EventPayload::ToolResult(Box::new(p))
             }
             "error" => EventPayload::Error(body_of(kind, body)?),
             "permission_request" => {
                 let p: PermissionRequestPayload = body_of(kind, body)?;
                 non_empty(kind, "toolUseId", &p.tool_use_id)?;
-                EventPayload::PermissionRequest(p)
+                EventPayload::PermissionRequest(Box::new(p))
             }
             "done" => EventPayload::Done(body_of(kind, body)?),
-            name if is_extension_name(name) => EventPayload::Extension(ExtensionPayload {
-                name: name.to_owned(),
-                payload: body,
-            }),
+            name if is_extension_name(name) => {
+                EventPayload::Extension(Box::new(ExtensionPayload {
+                    name: name.to_owned(),
+                    payload: body,
+                }))
+            }
             other => return Err(format!("unknown event type `{other}`")),
         })
     }
@@ -637,21 +646,21 @@ mod tests {
     fn catalogue() -> Vec<(AgentEvent, String)> {
         vec![
             (
-                event(EventPayload::Init(InitPayload {
+                event(EventPayload::Init(Box::new(InitPayload {
                     model: None,
                     cwd: None,
                     tools: vec![],
                     capabilities: None,
-                })),
+                }))),
                 wire("init", r#"{"tools":[]}"#),
             ),
             (
-                event(EventPayload::Init(InitPayload {
+                event(EventPayload::Init(Box::new(InitPayload {
                     model: Some("m".into()),
                     cwd: Some("/w".into()),
                     tools: vec!["read".into(), "write".into()],
                     capabilities: Some(object(json!({"streaming": true}))),
-                })),
+                }))),
                 wire(
                     "init",
                     r#"{"model":"m","cwd":"/w","tools":["read","write"],"capabilities":{"streaming":true}}"#,
@@ -672,61 +681,61 @@ mod tests {
                 wire("thinking", r#"{"summary":"hmm"}"#),
             ),
             (
-                event(EventPayload::ToolUse(ToolUsePayload {
+                event(EventPayload::ToolUse(Box::new(ToolUsePayload {
                     tool_name: "read".into(),
                     tool_use_id: "t1".into(),
                     input: object(json!({"path": "a"})),
                     description: None,
-                })),
+                }))),
                 wire(
                     "tool_use",
                     r#"{"toolName":"read","toolUseId":"t1","input":{"path":"a"}}"#,
                 ),
             ),
             (
-                event(EventPayload::ToolUse(ToolUsePayload {
+                event(EventPayload::ToolUse(Box::new(ToolUsePayload {
                     tool_name: "read".into(),
                     tool_use_id: "t1".into(),
                     input: JsonObject::new(),
                     description: Some("look".into()),
-                })),
+                }))),
                 wire(
                     "tool_use",
                     r#"{"toolName":"read","toolUseId":"t1","input":{},"description":"look"}"#,
                 ),
             ),
             (
-                event(EventPayload::ToolResult(ToolResultPayload {
+                event(EventPayload::ToolResult(Box::new(ToolResultPayload {
                     tool_use_id: "t1".into(),
                     tool_name: "read".into(),
                     status: ToolStatus::Success,
                     output: json!("text"),
                     duration_ms: None,
-                })),
+                }))),
                 wire(
                     "tool_result",
                     r#"{"toolUseId":"t1","toolName":"read","status":"success","output":"text"}"#,
                 ),
             ),
             (
-                event(EventPayload::ToolResult(ToolResultPayload {
+                event(EventPayload::ToolResult(Box::new(ToolResultPayload {
                     tool_use_id: "t1".into(),
                     tool_name: "read".into(),
                     status: ToolStatus::Denied,
                     output: json!([1, 2]),
                     duration_ms: Some(7),
-                })),
+                }))),
                 wire(
                     "tool_result",
                     r#"{"toolUseId":"t1","toolName":"read","status":"denied","output":[1,2],"durationMs":7}"#,
                 ),
             ),
             (
-                event(EventPayload::Error(ErrorPayload {
+                event(EventPayload::Error(Box::new(ErrorPayload {
                     code: None,
                     message: "bad".into(),
                     recoverable: true,
-                })),
+                }))),
                 wire("error", r#"{"message":"bad","recoverable":true}"#),
             ),
             (
@@ -737,33 +746,35 @@ mod tests {
                 ),
             ),
             (
-                event(EventPayload::PermissionRequest(PermissionRequestPayload {
-                    tool_name: "bash".into(),
-                    tool_use_id: "t2".into(),
-                    input: object(json!({"cmd": "ls"})),
-                    reason: Some("needs shell".into()),
-                })),
+                event(EventPayload::PermissionRequest(Box::new(
+                    PermissionRequestPayload {
+                        tool_name: "bash".into(),
+                        tool_use_id: "t2".into(),
+                        input: object(json!({"cmd": "ls"})),
+                        reason: Some("needs shell".into()),
+                    },
+                ))),
                 wire(
                     "permission_request",
                     r#"{"toolName":"bash","toolUseId":"t2","input":{"cmd":"ls"},"reason":"needs shell"}"#,
                 ),
             ),
             (
-                event(EventPayload::Done(DonePayload {
+                event(EventPayload::Done(Box::new(DonePayload {
                     status: DoneStatus::Interrupted,
                     result: None,
                     resume_token: None,
                     usage: Usage::default(),
                     duration_ms: 5,
                     metadata: None,
-                })),
+                }))),
                 wire(
                     "done",
                     r#"{"status":"interrupted","usage":{"toolUses":0},"durationMs":5}"#,
                 ),
             ),
             (
-                event(EventPayload::Done(full_done())),
+                event(EventPayload::Done(Box::new(full_done()))),
                 wire(
                     "done",
                     concat!(
@@ -777,17 +788,17 @@ mod tests {
                 ),
             ),
             (
-                event(EventPayload::Extension(ExtensionPayload {
+                event(EventPayload::Extension(Box::new(ExtensionPayload {
                     name: "codex:file_change".into(),
                     payload: json!({"path": "a.rs"}),
-                })),
+                }))),
                 wire("codex:file_change", r#"{"path":"a.rs"}"#),
             ),
             (
-                event(EventPayload::Extension(ExtensionPayload {
+                event(EventPayload::Extension(Box::new(ExtensionPayload {
                     name: "x:y".into(),
                     payload: json!(3),
-                })),
+                }))),
                 wire("x:y", "3"),
             ),
         ]
@@ -923,7 +934,7 @@ mod tests {
 
     #[test]
     fn accessors_see_the_payload() {
-        let done = event(EventPayload::Done(full_done()));
+        let done = event(EventPayload::Done(Box::new(full_done())));
         assert!(done.is_done());
         assert_eq!(done.type_name(), "done");
         assert_eq!(done.as_done().unwrap().status, DoneStatus::MaxTurns);

@@ -372,12 +372,12 @@ async fn drive(
             format!("the adapter panicked: {message}"),
             false,
         ),
-        EventPayload::Done(synthesized_done(
+        EventPayload::Done(Box::new(synthesized_done(
             DoneStatus::Error,
             None,
             forwarded.tool_use_ids.len(),
             started.elapsed(),
-        )),
+        ))),
     ];
     for payload in payloads {
         let event = AgentEvent {

@@ -283,33 +283,33 @@ mod tests {
     }
 
     fn tool_use(id: &str, description: Option<&str>) -> EventPayload {
-        EventPayload::ToolUse(ToolUsePayload {
+        EventPayload::ToolUse(Box::new(ToolUsePayload {
             tool_name: "Read".into(),
             tool_use_id: id.into(),
             input: json!({"path": "a.rs"}).as_object().unwrap().clone(),
             description: description.map(str::to_owned),
-        })
+        }))
     }
 
     fn tool_result(id: &str) -> EventPayload {
-        EventPayload::ToolResult(ToolResultPayload {
+        EventPayload::ToolResult(Box::new(ToolResultPayload {
             tool_use_id: id.into(),
             tool_name: "Read".into(),
             status: ToolStatus::Success,
             output: json!("fn main() {}"),
             duration_ms: None,
-        })
+        }))
     }
 
     fn done(status: DoneStatus, usage: Usage, metadata: Option<serde_json::Value>) -> EventPayload {
-        EventPayload::Done(DonePayload {
+        EventPayload::Done(Box::new(DonePayload {
             status,
             result: None,
             resume_token: Some("resume-1".into()),
             usage,
             duration_ms: 1234,
             metadata: metadata.map(|m| m.as_object().unwrap().clone()),
-        })
+        }))
     }
 
     /// Records every callback as a line.
@@ -368,10 +368,10 @@ mod tests {
             EventPayload::text_delta("look."),
             tool_use("t1", Some("Read a.rs")),
             tool_result("t1"),
-            EventPayload::Extension(ExtensionPayload {
+            EventPayload::Extension(Box::new(ExtensionPayload {
                 name: "claude:tool_use_summary".into(),
                 payload: json!({"summary": "Read one file"}),
-            }),
+            })),
             EventPayload::text_delta("It is "),
             EventPayload::text_delta("empty."),
             EventPayload::text("It is empty."),
@@ -416,16 +416,16 @@ mod tests {
     fn what_nobody_reported_stays_absent_and_a_failure_carries_its_error() {
         let (result, log) = fold(vec![
             EventPayload::text("half an answer, then the crash"),
-            EventPayload::Error(ErrorPayload {
+            EventPayload::Error(Box::new(ErrorPayload {
                 code: Some("INVALID_EVENT".into()),
                 message: "dropped".into(),
                 recoverable: true,
-            }),
-            EventPayload::Error(ErrorPayload {
+            })),
+            EventPayload::Error(Box::new(ErrorPayload {
                 code: Some("TIMEOUT".into()),
                 message: "the run took longer than 1s".into(),
                 recoverable: false,
-            }),
+            })),
             done(DoneStatus::Error, Usage::default(), None),
         ]);
         assert_eq!(log, ["thinking"]);
@@ -442,11 +442,11 @@ mod tests {
             done.result = Some("forty-two".into());
         }
         let (result, _) = fold(vec![
-            EventPayload::Error(ErrorPayload {
+            EventPayload::Error(Box::new(ErrorPayload {
                 code: None,
                 message: "a hiccup".into(),
                 recoverable: true,
-            }),
+            })),
             EventPayload::text("thinking out loud"),
             with_result,
         ]);

@@ -884,10 +884,10 @@ impl<S: Send + Sync + 'static> Driver<S> {
     fn start_afresh(&mut self, reason: String) {
         let resume = self.options.resume.take();
         warn!(agent = %self.agent, %reason, "resuming failed; starting a fresh session");
-        self.emit(EventPayload::Extension(ExtensionPayload {
+        self.emit(EventPayload::Extension(Box::new(ExtensionPayload {
             name: RESUME_FALLBACK_EVENT.to_owned(),
             payload: serde_json::json!({"reason": reason, "resume": resume}),
-        }));
+        })));
         // The fresh session's own init and calls are its first.
         self.seen_init = false;
         self.tool_use_ids.clear();
@@ -987,7 +987,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
             self.tool_use_ids.len(),
             self.elapsed(),
         );
-        self.emit(EventPayload::Done(done));
+        self.emit(EventPayload::Done(Box::new(done)));
         self.end();
     }
 
@@ -1033,11 +1033,11 @@ impl<S: Send + Sync + 'static> Driver<S> {
 
     /// `error` (not recoverable) then `done` error.
     fn fail(&mut self, code: String, message: String) {
-        self.emit(EventPayload::Error(super::event::ErrorPayload {
+        self.emit(EventPayload::Error(Box::new(super::event::ErrorPayload {
             code: Some(code),
             message,
             recoverable: false,
-        }));
+        })));
         self.synthesize_done(DoneStatus::Error, None);
     }
 }

@@ -158,14 +158,14 @@ fn payload(
             cwd,
             tools,
             capabilities,
-        } => EventPayload::Init(InitPayload {
+        } => EventPayload::Init(Box::new(InitPayload {
             model,
             cwd,
             tools,
             capabilities: capabilities
                 .map(|c| json_object("init", "capabilities", &c))
                 .transpose()?,
-        }),
+        })),
         AdapterEventKind::Text(content) => EventPayload::Text(TextPayload { content }),
         AdapterEventKind::TextDelta(delta) => EventPayload::TextDelta(TextDeltaPayload { delta }),
         AdapterEventKind::Thinking(summary) => EventPayload::Thinking(ThinkingPayload { summary }),
@@ -177,12 +177,12 @@ fn payload(
         } => {
             non_empty("tool_use", "toolName", &tool_name)?;
             call_id("tool_use", &tool_use_id)?;
-            EventPayload::ToolUse(ToolUsePayload {
+            EventPayload::ToolUse(Box::new(ToolUsePayload {
                 input: json_object("tool_use", "input", &input)?,
                 tool_name,
                 tool_use_id,
                 description,
-            })
+            }))
         }
         AdapterEventKind::ToolResult {
             tool_use_id,
@@ -193,19 +193,19 @@ fn payload(
         } => {
             call_id("tool_result", &tool_use_id)?;
             safe_integer("tool_result", "durationMs", duration_ms)?;
-            EventPayload::ToolResult(ToolResultPayload {
+            EventPayload::ToolResult(Box::new(ToolResultPayload {
                 output: json_value("tool_result", "output", &output)?,
                 tool_use_id,
                 tool_name,
                 status,
                 duration_ms,
-            })
+            }))
         }
-        AdapterEventKind::Error(e) => EventPayload::Error(ErrorPayload {
+        AdapterEventKind::Error(e) => EventPayload::Error(Box::new(ErrorPayload {
             code: e.code,
             message: e.message,
             recoverable: e.recoverable,
-        }),
+        })),
         AdapterEventKind::PermissionRequest {
             tool_name,
             tool_use_id,
@@ -214,14 +214,14 @@ fn payload(
         } => {
             non_empty("permission_request", "toolName", &tool_name)?;
             call_id("permission_request", &tool_use_id)?;
-            EventPayload::PermissionRequest(PermissionRequestPayload {
+            EventPayload::PermissionRequest(Box::new(PermissionRequestPayload {
                 input: json_object("permission_request", "input", &input)?,
                 tool_name,
                 tool_use_id,
                 reason,
-            })
+            }))
         }
-        AdapterEventKind::Done(done) => EventPayload::Done(done_payload(done, elapsed)?),
+        AdapterEventKind::Done(done) => EventPayload::Done(Box::new(done_payload(done, elapsed)?)),
         AdapterEventKind::Extension { name, payload } => {
             if !is_extension_name(&name) {
                 return Err(InvalidEvent::Field {
@@ -232,10 +232,10 @@ fn payload(
                     ),
                 });
             }
-            EventPayload::Extension(ExtensionPayload {
+            EventPayload::Extension(Box::new(ExtensionPayload {
                 payload: json_value("extension", "payload", &payload)?,
                 name,
-            })
+            }))
         }
     })
 }

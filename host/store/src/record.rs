@@ -191,14 +191,14 @@ impl Outcome {
         };
         AgentEvent::by_host(
             agent,
-            EventPayload::Done(DonePayload {
+            EventPayload::Done(Box::new(DonePayload {
                 status,
                 result: None,
                 resume_token: None,
                 usage: Usage::default(),
                 duration_ms: 0,
                 metadata: None,
-            }),
+            })),
         )
     }
 }

@@ -327,14 +327,14 @@ mod interleavings {
                         // status (maybe after the store ended it).
                         let status = if success { DoneStatus::Success } else { DoneStatus::Error };
                         let mut done = text("");
-                        done.payload = EventPayload::Done(moat_engine::DonePayload {
+                        done.payload = EventPayload::Done(Box::new(moat_engine::DonePayload {
                             status,
                             result: None,
                             resume_token: None,
                             usage: Default::default(),
                             duration_ms: 0,
                             metadata: None,
-                        });
+                        }));
                         store.record_event(&run.id, run.next_seq, &done).unwrap();
                         run.next_seq += 1;
                         let outcome = if success {

@@ -900,7 +900,7 @@ async fn the_call_ids_a_run_keeps_are_bounded() {
         .iter()
         .filter_map(|event| match &event.payload {
             EventPayload::Error(error) if error.code.as_deref() == Some("INVALID_EVENT") => {
-                Some(error)
+                Some(&**error)
             }
             _ => None,
         })

@@ -272,7 +272,7 @@ pub fn tool_uses(events: &[AgentEvent]) -> Vec<&ToolUsePayload> {
     events
         .iter()
         .filter_map(|e| match &e.payload {
-            EventPayload::ToolUse(call) => Some(call),
+            EventPayload::ToolUse(call) => Some(&**call),
             _ => None,
         })
         .collect()

@@ -128,7 +128,7 @@ impl<W: Write> Renderer for Parallel<W> {
             }
             EventPayload::Done(done) => {
                 self.flush_text(&label, true)?;
-                self.task(&label).done = Some(done.clone());
+                self.task(&label).done = Some((**done).clone());
             }
             _ => {
                 if let Some(line) = event_line(s, event) {

@@ -204,7 +204,7 @@ mod tests {
     fn every_string_of_an_event_is_made_safe() {
         let event = create_event(
             "evil\x1b[2J",
-            EventPayload::ToolUse(ToolUsePayload {
+            EventPayload::ToolUse(Box::new(ToolUsePayload {
                 tool_name: "Read\x1b[1A".into(),
                 tool_use_id: "t\r1".into(),
                 input: json!({"path\x1b": ["a\x1b[K", 1, {"k": "\u{9d}x"}]})
@@ -212,7 +212,7 @@ mod tests {
                     .unwrap()
                     .clone(),
                 description: Some("d\x07".into()),
-            }),
+            })),
             Some("s\x1b"),
         );
         let safe = for_terminal(&event);
@@ -227,11 +227,11 @@ mod tests {
 
         let harmless = create_event(
             "echo",
-            EventPayload::Error(ErrorPayload {
+            EventPayload::Error(Box::new(ErrorPayload {
                 code: None,
                 message: "fine\n".into(),
                 recoverable: true,
-            }),
+            })),
             None,
         );
         assert!(matches!(for_terminal(&harmless), Cow::Borrowed(_)));

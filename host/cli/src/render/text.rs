@@ -33,7 +33,8 @@ impl<W: Write> Renderer for Text<W> {
             EventPayload::Text(TextPayload { content }) => {
                 self.flow.text(&mut self.out, content)?
             }
-            EventPayload::Error(ErrorPayload { code, message, .. }) => {
+            EventPayload::Error(error) => {
+                let ErrorPayload { code, message, .. } = &**error;
                 eprintln!(
                     "moat: error{}: {message}",
                     code.as_deref()
