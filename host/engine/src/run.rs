@@ -802,11 +802,10 @@ impl<S: Send + Sync + 'static> Driver<S> {
         Some(self.deadline.map_or(until, |deadline| deadline.min(until)))
     }
 
-    /// Spawns the task that reaches the session from outside the driving
-    /// task: a guest spinning inside our poll cannot see a timer of ours
-    /// fire, but it is woken by `interrupt` and stopped by `kill`.
-    ///
-    /// Returns whether it spawned one (not needed without abort or limit).
+    /// Starts what reaches the session from outside the driving task: a
+    /// guest spinning inside our poll cannot see a timer of ours fire, but
+    /// it is woken by `interrupt` and stopped by `kill`. None is needed
+    /// without an abort or a time limit.
     fn start_watcher(&mut self, control: &Arc<dyn SessionControl>) {
         if self.abort.is_none() && self.deadline.is_none() {
             return;

@@ -20,9 +20,10 @@ pub(crate) const WAL_BYTES: u64 = 4 << 20;
 /// cut to nothing. The process that next opens the store first reads and
 /// checksums the whole WAL (SQLite's recovery, ~0.3 ms a MiB here) and
 /// counts none of it as checkpointed, so a WAL only ever checkpointed
-/// passively by short commands grows by each one's commits (~60 KiB a
-/// `moat run`) and makes every later one slower. Lower than [`WAL_BYTES`]:
-/// the recovery is paid by every command, the checkpoint by one in ~16.
+/// passively by short commands grows by each one's commits (9–60 KiB a
+/// `moat run` here) and makes every later one slower. Lower than
+/// [`WAL_BYTES`]: the recovery is paid by every command, the checkpoint by
+/// one command in tens.
 pub(crate) const CLOSE_WAL_BYTES: u64 = 1 << 20;
 
 /// The checkpoint thread's handle; dropping it ends the thread. The thread

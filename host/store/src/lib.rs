@@ -690,7 +690,8 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {
     // Nor when the last connection closes: that would make every short
     // command (a `moat run` of a few events) pay a checkpoint and its
     // syncs on its way out. The WAL stays, as durable as the database;
-    // the checkpoint thread cuts it back once it is big.
+    // the checkpoint thread cuts it back once it is big, and the writer,
+    // closing, once it is past 1 MiB (checkpoint.rs).
     conn.set_db_config(
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
         true,

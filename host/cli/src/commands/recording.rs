@@ -113,9 +113,12 @@ impl<S: Stream<Item = TaskEvent>> Recorded<S> {
         self.json.clear();
         self.json_shown = serde_json::to_writer(&mut self.json, &event).is_ok();
         if let Some(slot) = self.recorders.get_mut(task) {
-            let recorded = slot.as_mut().map(|recorder| match self.json_shown {
-                true => recorder.record_encoded(&event, &self.json),
-                false => recorder.record(&event),
+            let recorded = slot.as_mut().map(|recorder| {
+                if self.json_shown {
+                    recorder.record_encoded(&event, &self.json)
+                } else {
+                    recorder.record(&event)
+                }
             });
             if let Some(Err(error)) = recorded {
                 // Never go on without recording: the run stops, and says
