@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use moat_engine::{AgentEvent, EventPayload, codes};
 
+use crate::writer::Writer;
 use crate::{FailReason, NewRun, Outcome, RunId, RunStatus, Store, StoreError};
 
 /// One run being recorded.
@@ -56,26 +57,25 @@ impl Recorder {
     /// error means the store can no longer record this run: the caller
     /// must stop it.
     pub fn record(&mut self, event: &AgentEvent) -> Result<u64, StoreError> {
-        let seq = self.observe(event);
-        self.store.writer.event(&self.key, seq, event)?;
-        self.next_seq += 1;
-        Ok(seq)
+        self.store_next(event, |writer, run, seq| writer.event(run, seq, event))
     }
 
     /// [`record`](Self::record) for an event the caller has encoded
     /// already: `json` is `event` as `serde_json` writes it, stored as it
     /// is (a recorded run printed as NDJSON is encoded once for both).
     pub fn record_encoded(&mut self, event: &AgentEvent, json: &[u8]) -> Result<u64, StoreError> {
-        let seq = self.observe(event);
-        self.store
-            .writer
-            .encoded(&self.key, seq, json, event.is_done())?;
-        self.next_seq += 1;
-        Ok(seq)
+        self.store_next(event, |writer, run, seq| {
+            writer.encoded(run, seq, json, event.is_done())
+        })
     }
 
-    /// Notes what `event` says of the run's end; its sequence number.
-    fn observe(&mut self, event: &AgentEvent) -> u64 {
+    /// Notes what `event` says of the run's end, and queues it as the
+    /// run's next event with `queue`.
+    fn store_next(
+        &mut self,
+        event: &AgentEvent,
+        queue: impl FnOnce(&Writer, &Arc<str>, u64) -> Result<(), StoreError>,
+    ) -> Result<u64, StoreError> {
         match &event.payload {
             EventPayload::Error(error) if error.code.as_deref() == Some(codes::TIMEOUT) => {
                 self.timed_out = true;
@@ -85,7 +85,10 @@ impl Recorder {
             }
             _ => {}
         }
-        self.next_seq
+        let seq = self.next_seq;
+        queue(&self.store.writer, &self.key, seq)?;
+        self.next_seq += 1;
+        Ok(seq)
     }
 
     /// Ends the record: as its `done` said, or, without one (the stream
