@@ -22,6 +22,8 @@
 //! and is recorded in the run's [`DenialLog`], which the engine turns into
 //! a `CAPABILITY_DENIED` event.
 
+mod buffered;
+
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -322,14 +324,11 @@ async fn send(
             .await
             .map_err(|_| HttpError::ConnectionReadTimeout)??;
         let between = bounded(between_bytes, deadline).max(Duration::from_nanos(1));
-        Ok::<_, HttpError>(response.map(|incoming| {
-            CheckedResponseBody {
-                incoming,
-                between,
-                timer: Box::pin(tokio::time::sleep(between)),
-                received: 0,
-            }
-            .boxed_unsync()
+        Ok::<_, HttpError>(response.map(|incoming| CheckedResponseBody {
+            incoming,
+            between,
+            timer: Box::pin(tokio::time::sleep(between)),
+            received: 0,
         }))
     };
 
@@ -352,18 +351,26 @@ async fn send(
         }
     })
     .await?;
+    // The body is read ahead by the connection's task (see `buffered`).
+    let (head, checked) = response.into_parts();
+    let (body, read_ahead) = buffered::buffered(checked);
+    let response = http::Response::from_parts(head, body.boxed_unsync());
     let io: Box<dyn Future<Output = Result<(), HttpError>> + Send> = Box::new(async move {
         let _slot = connection_slot;
-        match connection {
-            Some(connection) => connection.await.map_err(|error| {
-                if error.is_timeout() {
-                    HttpError::HttpResponseTimeout
-                } else {
-                    HttpError::from(error)
-                }
-            }),
-            None => Ok(()),
-        }
+        let connection = async move {
+            match connection {
+                Some(connection) => connection.await.map_err(|error| {
+                    if error.is_timeout() {
+                        HttpError::HttpResponseTimeout
+                    } else {
+                        HttpError::from(error)
+                    }
+                }),
+                None => Ok(()),
+            }
+        };
+        let (result, ()) = futures::join!(connection, read_ahead);
+        result
     });
     Ok((response, io))
 }
@@ -504,6 +511,12 @@ struct CheckedResponseBody {
     between: Duration,
     timer: Pin<Box<tokio::time::Sleep>>,
     received: u64,
+}
+
+impl buffered::Upstream for CheckedResponseBody {
+    fn resume(&mut self) {
+        self.timer.as_mut().reset(Instant::now() + self.between);
+    }
 }
 
 impl Body for CheckedResponseBody {
