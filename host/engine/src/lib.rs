@@ -93,6 +93,7 @@ pub mod mcp;
 pub mod names;
 pub mod parallel;
 pub mod price;
+mod read_clock;
 pub mod registry;
 pub mod result;
 pub mod run;

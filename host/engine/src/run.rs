@@ -48,10 +48,10 @@ use super::codes;
 use super::dormant;
 use super::event::{
     AgentEvent, DonePayload, DoneStatus, EventPayload, ExtensionPayload, Usage, new_session_id,
-    now_ms,
 };
 use super::names::{FieldNames, Setting, SettingNames};
 use super::price::PriceTable;
+use super::read_clock::ReadClock;
 use super::registry::Registry;
 use super::tool_policy::{ToolPolicy, ToolPolicyViolation};
 use super::validate::{InvalidEvent, ValidEvent, millis, validate_event};
@@ -438,6 +438,8 @@ struct Driver<S> {
     queue: VecDeque<AgentEvent>,
     started_at: Option<Instant>,
     deadline: Option<Instant>,
+    /// The time of the last read: the time of the events it brought.
+    clock: ReadClock,
     /// The adapter's last session id, or the fresh one made for the run.
     session_id: Option<String>,
     tool_use_ids: HashSet<String>,
@@ -476,6 +478,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
             queue: VecDeque::new(),
             started_at: None,
             deadline: None,
+            clock: ReadClock::new(),
             session_id: None,
             tool_use_ids: HashSet::new(),
             permission_ids: HashSet::new(),
@@ -539,7 +542,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
         }
         // A fresh session after a failed resume runs under the limits of
         // the run's first start.
-        let started = *self.started_at.get_or_insert_with(Instant::now);
+        let started = *self.started_at.get_or_insert_with(|| self.clock.tick());
         self.deadline = self.limits.timeout.map(|t| started + t);
         debug!(agent = %self.agent, "starting the adapter");
         let outcome = {
@@ -553,6 +556,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 () = sleep_until(self.deadline) => Started::TimedOut,
             }
         };
+        self.clock.tick();
         match outcome {
             Started::Result(Ok(session)) => {
                 let live = Live::new(session);
@@ -610,6 +614,13 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 }
                 Held::Taken => return,
             };
+            // A read: the clock moves on, and the deadline is looked at
+            // anew (above, the time of the last read judged the events it
+            // brought).
+            self.clock.tick();
+            if drain_until.is_none() && self.timed_out() {
+                return self.time_out(Some(live));
+            }
             let outcome = {
                 let next = live.session.next();
                 tokio::pin!(next);
@@ -636,6 +647,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                     }
                 }
             };
+            self.clock.tick();
 
             // What the sandbox refused during that read comes first: the
             // adapter's event may be its reaction to the refusal. Even a read
@@ -733,7 +745,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                     }
                     debug!(agent = %self.agent, "the adapter is done");
                     self.price(&mut done);
-                    self.emit(EventPayload::Done(done));
+                    self.pass_on(EventPayload::Done(done));
                     live.close_in_background();
                     self.end();
                     return None;
@@ -745,7 +757,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 } else {
                     if let Some(id) = unmatched {
                         warn!(agent = %self.agent, tool_use_id = %id, "a tool_result answers no tool_use");
-                        self.emit(EventPayload::error(
+                        self.pass_on(EventPayload::error(
                             codes::INVALID_EVENT,
                             format!(
                                 "`tool_result` for `{id}`, which no `tool_use` of this run announced; passed on as it is"
@@ -754,7 +766,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                         ));
                     }
                     self.seen_init |= matches!(valid.payload, EventPayload::Init(_));
-                    self.emit(valid.payload);
+                    self.pass_on(valid.payload);
                     self.phase = Phase::Running(live);
                     return None;
                 }
@@ -762,7 +774,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
             Err(invalid) => {
                 warn!(agent = %self.agent, %invalid, "dropped an invalid event");
                 if !aborting {
-                    self.emit(EventPayload::error(
+                    self.pass_on(EventPayload::error(
                         codes::INVALID_EVENT,
                         invalid.to_string(),
                         true,
@@ -834,7 +846,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
         self.watch
             .as_ref()
             .is_some_and(|w| w.timed_out.load(Ordering::SeqCst))
-            || self.deadline.is_some_and(|d| Instant::now() >= d)
+            || self.deadline.is_some_and(|d| self.clock.at() >= d)
     }
 
     fn elapsed(&self) -> Duration {
@@ -960,12 +972,20 @@ impl<S: Send + Sync + 'static> Driver<S> {
         self.fail(codes::TOOL_POLICY_VIOLATION.to_owned(), message);
     }
 
-    /// Queues an event under the run's current session id.
+    /// Queues an event the host makes, stamped now.
     fn emit(&mut self, payload: EventPayload) {
+        self.clock.tick();
+        self.pass_on(payload);
+    }
+
+    /// Queues an event of the adapter's last read, or the host's answer to
+    /// it, under the run's current session id, stamped with that read's
+    /// time.
+    fn pass_on(&mut self, payload: EventPayload) {
         let session_id = self.session_id.get_or_insert_with(new_session_id).clone();
         self.queue.push_back(AgentEvent {
             agent: self.agent.clone(),
-            timestamp: now_ms(),
+            timestamp: self.clock.stamp(),
             session_id,
             role: None,
             payload,

@@ -425,6 +425,33 @@ async fn held_events_pass_in_order_without_a_read_each() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_events_carry_the_time_of_the_read_that_brought_them() {
+    let (registry, _) = held(vec![
+        Step::text("a"),
+        Step::text("b"),
+        Step::Sleep(Duration::from_millis(40)),
+        Step::text("c"),
+        Step::done(DoneStatus::Success),
+    ]);
+    let mut run = run_agent(&registry, request()).unwrap();
+    let a = next(&mut run).await.expect("a");
+    // However long the consumer takes, the held event arrived with `a`.
+    tokio::time::sleep(Duration::from_millis(40)).await;
+    let b = next(&mut run).await.expect("b");
+    assert_eq!(b.timestamp, a.timestamp, "one read, one time");
+    // A new read looks at the clock again.
+    let c = next(&mut run).await.expect("c");
+    assert!(
+        c.timestamp >= a.timestamp + 40,
+        "{} vs {}",
+        c.timestamp,
+        a.timestamp
+    );
+    let done = next(&mut run).await.expect("done");
+    assert!(done.timestamp >= c.timestamp);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eng_005_an_abort_drops_held_events_and_a_held_done_still_wins() {
     let (registry, _) = held(vec![
         Step::text("a"),
