@@ -250,7 +250,12 @@ impl SseParser {
     }
 
     fn process_line(&mut self, line: &[u8]) {
-        let line = String::from_utf8_lossy(line);
+        // Valid UTF-8 (nearly every line) is checked by the faster
+        // validator; only a line that fails it is decoded lossily.
+        let line = match std::str::from_utf8(line) {
+            Ok(line) => std::borrow::Cow::Borrowed(line),
+            Err(_) => String::from_utf8_lossy(line),
+        };
         if line.starts_with(':') {
             return;
         }
@@ -266,6 +271,7 @@ impl SseParser {
             "data" => {
                 // Joined with `\n`: each line adds its own, and the last
                 // one is removed at dispatch.
+                self.data.reserve(value.len() + 1);
                 self.data.push_str(value);
                 self.data.push('\n');
                 self.has_data = true;
