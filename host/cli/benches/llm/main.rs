@@ -216,19 +216,6 @@ fn send_request(vendor: Vendor, server: &LlmServer) -> (TcpStream, Instant) {
     (stream, started)
 }
 
-/// The server's own pace: a client that reads the response and does
-/// nothing with it, in 64 KiB reads. What no client of this server can beat
-/// on this machine.
-fn drain_run(vendor: Vendor, server: &LlmServer, deltas: usize) -> f64 {
-    let (mut stream, _) = send_request(vendor, server);
-    let mut buffer = vec![0; 64 * 1024];
-    let read = stream.read(&mut buffer).expect("read the head");
-    assert!(read > 0, "the server answers");
-    let started = Instant::now();
-    while stream.read(&mut buffer).expect("read the body") > 0 {}
-    deltas as f64 / started.elapsed().as_secs_f64().max(1e-9)
-}
-
 /// The native client: the same request on a blocking socket, the body
 /// through the same SSE parser and translator, natively.
 fn native_run(vendor: Vendor, server: &LlmServer, deltas: usize) -> Sample {
@@ -367,11 +354,10 @@ fn main() {
         // that warms caches and connections.
         rt.block_on(wasm_run(&registry, vendor, &server, deltas));
         native_run(vendor, &server, deltas);
-        let (mut wasm, mut native, mut drained) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut wasm, mut native) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             wasm.push(rt.block_on(wasm_run(&registry, vendor, &server, deltas)));
             native.push(native_run(vendor, &server, deltas));
-            drained.push(drain_run(vendor, &server, deltas));
         }
         let pick = |samples: &[Sample], f: fn(&Sample) -> f64| {
             let mut values: Vec<f64> = samples.iter().map(f).collect();
@@ -401,11 +387,7 @@ fn main() {
             "| {name}, {label}: deltas per second ({deltas} deltas) | {wr:.0}/s | {nr:.0}/s | native {:.1}× faster |",
             nr / wr
         ));
-        rows.push(format!(
-            "| {name}, {label}: the server's pace (a client that only reads) | — | {:.0}/s | wasm at {:.0} % of it |",
-            median(&mut drained),
-            100.0 * wr / median(&mut drained),
-        ));
+
     }
 
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
