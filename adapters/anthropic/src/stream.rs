@@ -14,11 +14,13 @@ use moat_guest::{
     DoneEvent, DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
     ToolUseEvent,
 };
+use moat_llm_support::loose::{Count, Object, Text, present};
 use moat_llm_support::mcp::McpTool;
 use moat_llm_support::stream::MAX_QUOTED_EVENT;
 use moat_llm_support::{
     Conversation, Failure, STREAM_CUT, StreamState, ToolOutput, Translate, cut,
 };
+use serde::Deserialize;
 /// Most content blocks kept from one answer.
 const MAX_BLOCKS: usize = 256;
 /// Longest text of one block (text, thinking, or a tool's input JSON).
@@ -122,34 +124,52 @@ impl Translate for Translator {
     }
 
     fn translate(&mut self, event: &SseEvent) -> Vec<Event> {
-        let data: Value = match moat_guest::serde_json::from_str(&event.data) {
-            Ok(Value::Object(data)) => Value::Object(data),
-            _ => return vec![self.malformed("an event that is not a JSON object", &event.data)],
+        let raw = &event.data;
+        let head = match moat_guest::serde_json::from_str::<Object<Head>>(raw) {
+            Ok(Object(Some(head))) => head,
+            _ => {
+                return vec![self.malformed(
+                    "an event that is not a JSON object (or that names a field twice)",
+                    raw,
+                )];
+            }
         };
         // The data repeats the event name as `type`; either will do.
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
+        let kind = head
+            .kind
+            .get()
             .or(event.event.as_deref())
             .unwrap_or_default();
         match kind {
-            "message_start" => self.message_start(&data),
-            "content_block_start" => self.block_start(&data, &event.data),
-            "content_block_delta" => self.block_delta(&data, &event.data),
-            "content_block_stop" => self.block_stop(&data, &event.data),
-            "message_delta" => {
-                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.state.set_stop_reason(reason);
-                }
-                if let Some(usage) = data.get("usage") {
-                    self.read_usage(usage);
-                }
-                Vec::new()
-            }
+            // The events of every delta: read from the typed view alone.
+            "content_block_delta" => self.block_delta(head.index.0, head.delta.as_ref(), raw),
+            "content_block_stop" => self.block_stop(head.index.0, raw),
             "message_stop" => self.finish(),
-            "error" => {
-                let failure = stream_error(&data);
-                self.fail(&failure)
+            // Once per answer or block: read whole.
+            "message_start" | "content_block_start" | "message_delta" | "error" => {
+                let data: Value = match moat_guest::serde_json::from_str(raw) {
+                    Ok(data) => data,
+                    Err(_) => return vec![self.malformed("an event that is not JSON", raw)],
+                };
+                match kind {
+                    "message_start" => self.message_start(&data),
+                    "content_block_start" => self.block_start(&data, raw),
+                    "message_delta" => {
+                        if let Some(reason) =
+                            data.pointer("/delta/stop_reason").and_then(Value::as_str)
+                        {
+                            self.state.set_stop_reason(reason);
+                        }
+                        if let Some(usage) = data.get("usage") {
+                            self.read_usage(usage);
+                        }
+                        Vec::new()
+                    }
+                    _ => {
+                        let failure = stream_error(&data);
+                        self.fail(&failure)
+                    }
+                }
             }
             // `ping` keeps the connection alive; unknown types are ignored
             // so a newer API does not break the adapter.
@@ -170,6 +190,36 @@ impl Translate for Translator {
     fn tool_uses(&self) -> u32 {
         self.tool_uses
     }
+}
+
+/// The fields of a stream event that every delta needs: a typed view
+/// that borrows its text ([`moat_llm_support::loose`]), a field of an
+/// unexpected type reading as absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Text<'a>,
+    index: Count,
+    /// Any value, `null` included, counts as a delta.
+    #[serde(borrow, deserialize_with = "present")]
+    delta: Option<Object<Delta<'a>>>,
+}
+
+/// A `content_block_delta`'s delta.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Delta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Text<'a>,
+    #[serde(borrow)]
+    text: Text<'a>,
+    #[serde(borrow)]
+    thinking: Text<'a>,
+    #[serde(borrow)]
+    partial_json: Text<'a>,
+    #[serde(borrow)]
+    signature: Text<'a>,
 }
 
 impl Translator {
@@ -261,10 +311,13 @@ impl Translator {
         events
     }
 
-    fn block_delta(&mut self, data: &Value, raw: &str) -> Vec<Event> {
-        let (Some(index), Some(delta)) =
-            (data.get("index").and_then(Value::as_u64), data.get("delta"))
-        else {
+    fn block_delta(
+        &mut self,
+        index: Option<u64>,
+        delta: Option<&Object<Delta>>,
+        raw: &str,
+    ) -> Vec<Event> {
+        let (Some(index), Some(delta)) = (index, delta) else {
             return vec![self.malformed("a content_block_delta without index or delta", raw)];
         };
         let Some(block) = self.blocks.get_mut(&index) else {
@@ -273,24 +326,26 @@ impl Translator {
             }
             return vec![self.malformed("a delta for a block that never started", raw)];
         };
-        if let (Some("signature_delta"), Kind::Thinking) =
-            (delta.get("type").and_then(Value::as_str), &block.kind)
-        {
-            if let Some(piece) = delta.get("signature").and_then(Value::as_str)
+        // A delta that is not an object carries nothing to translate.
+        let Object(Some(delta)) = delta else {
+            return Vec::new();
+        };
+        if let (Some("signature_delta"), Kind::Thinking) = (delta.kind.get(), &block.kind) {
+            if let Some(piece) = delta.signature.get()
                 && block.signature.len() + piece.len() <= MAX_BLOCK_TEXT
             {
                 block.signature.push_str(piece);
             }
             return Vec::new();
         }
-        let (field, is_text) = match (delta.get("type").and_then(Value::as_str), &block.kind) {
-            (Some("text_delta"), Kind::Text) => ("text", true),
-            (Some("thinking_delta"), Kind::Thinking) => ("thinking", false),
-            (Some("input_json_delta"), Kind::ToolUse { .. }) => ("partial_json", false),
+        let (field, is_text) = match (delta.kind.get(), &block.kind) {
+            (Some("text_delta"), Kind::Text) => (&delta.text, true),
+            (Some("thinking_delta"), Kind::Thinking) => (&delta.thinking, false),
+            (Some("input_json_delta"), Kind::ToolUse { .. }) => (&delta.partial_json, false),
             // Types this adapter does not know carry nothing to translate.
             _ => return Vec::new(),
         };
-        let Some(piece) = delta.get(field).and_then(Value::as_str) else {
+        let Some(piece) = field.get() else {
             return vec![self.malformed("a delta without its text", raw)];
         };
         if block.content.len() + piece.len() > MAX_BLOCK_TEXT {
@@ -304,8 +359,8 @@ impl Translator {
         Vec::new()
     }
 
-    fn block_stop(&mut self, data: &Value, raw: &str) -> Vec<Event> {
-        let Some(index) = data.get("index").and_then(Value::as_u64) else {
+    fn block_stop(&mut self, index: Option<u64>, raw: &str) -> Vec<Event> {
+        let Some(index) = index else {
             return vec![self.malformed("a content_block_stop without index", raw)];
         };
         let Some(block) = self.blocks.remove(&index) else {

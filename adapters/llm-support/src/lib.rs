@@ -22,7 +22,9 @@
 //! - [`mcp`], [`toolbox`]: the MCP client (stdio and streamable HTTP) and
 //!   a run's servers with the tools its policy offers;
 //! - [`conversation`]: the vendor's part of a conversation with tools;
-//! - [`tally`]: usage summed over a run's model calls.
+//! - [`tally`]: usage summed over a run's model calls;
+//! - [`loose`]: typed, lenient views of the servers' JSON events, which
+//!   borrow their text instead of allocating it.
 //!
 //! Everything a server sends is untrusted: nothing here panics on its
 //! input, and every string kept or quoted is bounded.
@@ -31,6 +33,7 @@ pub mod config;
 pub mod conversation;
 pub mod endpoint;
 pub mod failure;
+pub mod loose;
 pub mod mcp;
 pub mod session;
 pub mod stream;

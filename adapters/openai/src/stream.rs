@@ -12,11 +12,13 @@ use moat_guest::{
     DoneEvent, DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
     ToolUseEvent, Usage,
 };
+use moat_llm_support::loose::{Count, List, Object, Text, present};
 use moat_llm_support::mcp::McpTool;
 use moat_llm_support::stream::MAX_QUOTED_EVENT;
 use moat_llm_support::{
     Conversation, Failure, STREAM_CUT, StreamState, ToolOutput, Translate, cut,
 };
+use serde::Deserialize;
 /// Most tool calls kept from one answer.
 const MAX_TOOL_CALLS: usize = 128;
 /// Longest arguments text of one tool call.
@@ -24,6 +26,48 @@ const MAX_ARGUMENTS: usize = 1024 * 1024;
 /// Longest text repeated in the `text` event and the done's result; the
 /// host refuses events past 1 MiB, and the deltas carried it all anyway.
 const MAX_ASSEMBLED_TEXT: usize = 512 * 1024;
+
+/// A Chat Completions stream chunk, as far as it is read: a typed view
+/// that borrows its text ([`moat_llm_support::loose`]), a field of an
+/// unexpected type reading as absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Chunk<'a> {
+    /// Any value, `null` included, says the server failed.
+    #[serde(deserialize_with = "present")]
+    error: Option<Value>,
+    #[serde(borrow)]
+    id: Text<'a>,
+    #[serde(borrow)]
+    model: Text<'a>,
+    usage: Option<Value>,
+    #[serde(borrow)]
+    choices: List<Object<Choice<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Choice<'a> {
+    index: Count,
+    #[serde(borrow)]
+    delta: Object<Delta<'a>>,
+    #[serde(borrow)]
+    finish_reason: Text<'a>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Delta<'a> {
+    #[serde(borrow)]
+    content: Text<'a>,
+    /// Reasoning, as vLLM and DeepSeek name it, then as OpenRouter and
+    /// llama.cpp do.
+    #[serde(borrow)]
+    reasoning_content: Text<'a>,
+    #[serde(borrow)]
+    reasoning: Text<'a>,
+    tool_calls: Option<Value>,
+}
 
 /// A tool call being streamed.
 #[derive(Debug, Default)]
@@ -113,11 +157,16 @@ impl Translate for Translator {
         if data == "[DONE]" {
             return self.finish();
         }
-        let chunk: Value = match moat_guest::serde_json::from_str(data) {
-            Ok(Value::Object(chunk)) => Value::Object(chunk),
-            _ => return vec![self.malformed("a chunk that is not a JSON object", data)],
+        let chunk = match moat_guest::serde_json::from_str::<Object<Chunk>>(data) {
+            Ok(Object(Some(chunk))) => chunk,
+            _ => {
+                return vec![self.malformed(
+                    "a chunk that is not a JSON object (or that names a field twice)",
+                    data,
+                )];
+            }
         };
-        if let Some(error) = chunk.get("error") {
+        if let Some(error) = &chunk.error {
             // OpenAI-compatible servers (vLLM, OpenRouter, llama.cpp) report
             // a failure mid-stream as a chunk with an `error` object.
             let message = error
@@ -134,57 +183,47 @@ impl Translate for Translator {
         }
         let mut events = Vec::new();
         if !self.state.has_session()
-            && let Some(id) = chunk.get("id").and_then(Value::as_str)
+            && let Some(id) = chunk.id.get()
         {
             self.state.set_session(id);
         }
         if !self.state.has_model() {
-            self.state
-                .set_model(chunk.get("model").and_then(Value::as_str));
+            self.state.set_model(chunk.model.get());
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
+        if let Some(usage) = &chunk.usage {
             match token_report(usage) {
                 Some(report) => self.usage = Some(report),
                 None => events.push(self.malformed("a usage object without token counts", data)),
             }
         }
-        let choice = chunk
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|choices| {
-                // Only the first choice is followed (`n` is left at 1).
-                choices
-                    .iter()
-                    .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
-            });
-        if let Some(choice) = choice {
-            if let Some(delta) = choice.get("delta") {
-                if let Some(reasoning) = ["reasoning_content", "reasoning"]
-                    .iter()
-                    .find_map(|key| delta.get(*key).and_then(Value::as_str))
+        // Only the first choice is followed (`n` is left at 1); an entry
+        // that is not an object counts as one without fields.
+        let choice = chunk.choices.0.as_deref().and_then(|choices| {
+            choices
+                .iter()
+                .find(|c| c.0.as_ref().map_or(0, |c| c.index.0.unwrap_or(0)) == 0)
+        });
+        if let Some(Object(Some(choice))) = choice {
+            if let Object(Some(delta)) = &choice.delta {
+                if let Some(reasoning) = delta
+                    .reasoning_content
+                    .get()
+                    .or(delta.reasoning.get())
                     .filter(|r| !r.is_empty())
                     && self.reasoning.len() + reasoning.len() <= MAX_ASSEMBLED_TEXT
                 {
                     self.reasoning.push_str(reasoning);
                 }
-                let answering = delta
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .is_some_and(|c| !c.is_empty())
-                    || delta
-                        .get("tool_calls")
-                        .is_some_and(|calls| !calls.is_null());
-                if answering {
+                let content = delta.content.get().filter(|c| !c.is_empty());
+                if content.is_some() || delta.tool_calls.is_some() {
                     // The reasoning is over once the answer starts.
                     events.extend(self.take_thinking());
                 }
-                if let Some(content) = delta.get("content").and_then(Value::as_str)
-                    && !content.is_empty()
-                {
+                if let Some(content) = content {
                     self.push_text(content);
                     events.push(self.tag(Event::text_delta(content)));
                 }
-                if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                if let Some(calls) = delta.tool_calls.as_ref().and_then(Value::as_array) {
                     for (position, call) in calls.iter().enumerate() {
                         if let Some(error) = self.tool_fragment(position, call) {
                             events.push(self.malformed(error, data));
@@ -192,7 +231,7 @@ impl Translate for Translator {
                     }
                 }
             }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            if let Some(reason) = choice.finish_reason.get() {
                 self.state.set_stop_reason(reason);
             }
         }

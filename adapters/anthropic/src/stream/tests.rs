@@ -163,6 +163,59 @@ fn malformed_events_are_reported_and_the_stream_goes_on() {
 }
 
 #[test]
+fn fields_of_an_unexpected_type_read_as_absent_and_a_field_named_twice_is_malformed() {
+    let events = [
+        json!({"type": "message_start", "message": {"id": "msg_1", "model": "m"}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        // A delta that is not an object, or null: nothing to translate.
+        json!({"type": "content_block_delta", "index": 0, "delta": "x"}),
+        json!({"type": "content_block_delta", "index": 0, "delta": null}),
+        // A type that is not text: the event's name decides.
+        json!({"type": 5, "index": 0, "delta": {"type": "text_delta", "text": "a"}}),
+        // Text that is not text: a delta without its text.
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 1}}),
+        // An index that is not a count: no index.
+        json!({"type": "content_block_delta", "index": "0", "delta": {"type": "text_delta", "text": "?"}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "b"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+        json!({"type": "message_stop"}),
+    ];
+    let mut body = String::new();
+    for data in events {
+        body.push_str(&format!("event: content_block_delta\ndata: {data}\n\n"));
+        if data["type"] == "content_block_stop" {
+            // Which index the server meant is anyone's guess.
+            body.push_str("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"index\":1,\"delta\":{}}\n\n");
+        }
+    }
+    let events = translate(body.as_bytes());
+    let messages: Vec<String> = errors(&events)
+        .into_iter()
+        .map(|e| e.message.clone())
+        .collect();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    assert!(
+        messages[0].contains("a delta without its text"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("without index or delta"),
+        "{messages:?}"
+    );
+    assert!(messages[2].contains("names a field twice"), "{messages:?}");
+    let text: String = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "ab");
+    assert_eq!(done(&events).status, DoneStatus::Success);
+}
+
+#[test]
 fn a_tool_input_that_is_not_an_object_drops_the_call_with_an_error() {
     let mut body = String::new();
     for data in [

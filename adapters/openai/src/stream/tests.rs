@@ -146,6 +146,40 @@ fn a_malformed_chunk_is_reported_and_the_stream_goes_on() {
 }
 
 #[test]
+fn fields_of_an_unexpected_type_read_as_absent_and_a_field_named_twice_is_malformed() {
+    let body = sse(&[
+        // None of these is of the type read: no text, no session, no error.
+        json!({"id": 7, "model": ["m"], "choices": [{"index": 0, "delta": {"content": 5, "reasoning": {}}, "finish_reason": 1}]}),
+        json!({"choices": {"index": 0}}),
+        json!({"choices": [3, {"index": "0", "delta": "x"}]}),
+        // An entry that is not an object is followed as the first choice.
+        json!({"choices": ["x", {"index": 0, "delta": {"content": "never"}}]}),
+        json!({"id": "c2", "choices": [{"index": 1, "delta": {"content": "other"}}, {"delta": {"content": "a"}}]}),
+    ]);
+    let mut body = body;
+    // Which `content` the server meant is anyone's guess.
+    body.extend_from_slice(
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"x\",\"content\":\"y\"}}]}\n\n",
+    );
+    body.extend_from_slice(
+        b"data: {\"choices\":[{\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n\n",
+    );
+    body.extend_from_slice(b"data: [DONE]\n\n");
+    let events = translate(&body);
+    let errors = errors(&events);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].message.contains("names a field twice"));
+    assert_eq!(deltas(&events), "ab");
+    assert!(
+        events
+            .iter()
+            .all(|e| e.session_id.as_deref() == Some("c2") || e.session_id.is_none()),
+        "the first id that is text is the session's"
+    );
+    assert_eq!(done(&events).status, DoneStatus::Success);
+}
+
+#[test]
 fn bad_tool_arguments_drop_the_call_with_an_error_not_a_panic() {
     let body = sse(&[
         json!({"choices":[{"index":0,"delta":{"tool_calls":[
