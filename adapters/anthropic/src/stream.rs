@@ -14,7 +14,7 @@ use moat_guest::{
     DoneEvent, DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
     ToolUseEvent,
 };
-use moat_llm_support::loose::{Count, Object, Text, present};
+use moat_llm_support::loose::{self, Count, Object, Text, present};
 use moat_llm_support::mcp::McpTool;
 use moat_llm_support::stream::MAX_QUOTED_EVENT;
 use moat_llm_support::{
@@ -125,14 +125,11 @@ impl Translate for Translator {
 
     fn translate(&mut self, event: &SseEvent) -> Vec<Event> {
         let raw = &event.data;
-        let head = match moat_guest::serde_json::from_str::<Object<Head>>(raw) {
-            Ok(Object(Some(head))) => head,
-            _ => {
-                return vec![self.malformed(
-                    "an event that is not a JSON object (or that names a field twice)",
-                    raw,
-                )];
-            }
+        let Some(head) = loose::object::<Head>(raw) else {
+            return vec![self.malformed(
+                "an event that is not a JSON object (or that names a field twice)",
+                raw,
+            )];
         };
         // The data repeats the event name as `type`; either will do.
         let kind = head

@@ -18,6 +18,14 @@ use std::marker::PhantomData;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+/// `text` read as the object `T`: `None` when it is not JSON, not an
+/// object, or names one of `T`'s fields twice.
+pub fn object<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
+    moat_guest::serde_json::from_str::<Object<T>>(text)
+        .ok()
+        .and_then(|object| object.0)
+}
+
 /// A JSON string, or nothing when the value is of another type.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Text<'a>(pub Option<Cow<'a, str>>);

@@ -12,7 +12,7 @@ use moat_guest::{
     DoneEvent, DoneStatus, Event, InputTokens, OutputTokens, TokenCoverage, TokenReport,
     ToolUseEvent, Usage,
 };
-use moat_llm_support::loose::{Count, List, Object, Text, present};
+use moat_llm_support::loose::{self, Count, List, Object, Text, present};
 use moat_llm_support::mcp::McpTool;
 use moat_llm_support::stream::MAX_QUOTED_EVENT;
 use moat_llm_support::{
@@ -157,14 +157,11 @@ impl Translate for Translator {
         if data == "[DONE]" {
             return self.finish();
         }
-        let chunk = match moat_guest::serde_json::from_str::<Object<Chunk>>(data) {
-            Ok(Object(Some(chunk))) => chunk,
-            _ => {
-                return vec![self.malformed(
-                    "a chunk that is not a JSON object (or that names a field twice)",
-                    data,
-                )];
-            }
+        let Some(chunk) = loose::object::<Chunk>(data) else {
+            return vec![self.malformed(
+                "a chunk that is not a JSON object (or that names a field twice)",
+                data,
+            )];
         };
         if let Some(error) = &chunk.error {
             // OpenAI-compatible servers (vLLM, OpenRouter, llama.cpp) report

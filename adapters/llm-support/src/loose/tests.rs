@@ -82,4 +82,9 @@ fn only_broken_json_or_a_field_given_twice_fails() {
     // At the top, a value that is not an object is no object.
     let top: Object<Sample> = serde_json::from_str("[1,2]").expect("JSON");
     assert!(top.0.is_none());
+    assert!(object::<Sample>("[1,2]").is_none());
+    assert!(object::<Sample>("{broken").is_none());
+    assert!(object::<Sample>(r#"{"name":"a","name":"b"}"#).is_none());
+    let one = object::<Sample>(r#"{"name":"a"}"#).expect("an object");
+    assert_eq!(one.name.get(), Some("a"));
 }

@@ -387,7 +387,6 @@ fn main() {
             "| {name}, {label}: deltas per second ({deltas} deltas) | {wr:.0}/s | {nr:.0}/s | native {:.1}× faster |",
             nr / wr
         ));
-
     }
 
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
