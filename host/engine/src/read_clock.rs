@@ -7,8 +7,6 @@
 //! deadline by it. Only a new read, or an event the host makes itself,
 //! looks at the clock again.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 // tokio's, as the run's deadline: a test's paused time moves it too.
 use tokio::time::Instant;
 
@@ -28,11 +26,7 @@ impl ReadClock {
     /// A clock reading now.
     pub(crate) fn new() -> Self {
         let origin = Instant::now();
-        // A clock before 1970 is a broken clock; 0 is as good an answer
-        // as any.
-        let origin_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let origin_ms = crate::event::now_ms();
         Self {
             origin,
             origin_ms,
