@@ -185,21 +185,18 @@ mod component {
         stream: InputStream,
         _body: IncomingBody,
         _response: IncomingResponse,
-        /// A failure met while gathering a chunk, reported by the next read.
-        failed: Option<String>,
     }
 
     impl Response {
-        /// The next chunk of the body; `None` at its end. Fails with
+        /// The next chunk of the body (moat's host hands over in one read
+        /// whatever arrived since the last, however many writes of the
+        /// server it came in); `None` at its end. Fails with
         /// [`Error::Interrupted`] when the run is interrupted while the
         /// server sends nothing.
         pub fn read_chunk(&mut self) -> Result<Option<Vec<u8>>, Error> {
-            if let Some(error) = self.failed.take() {
-                return Err(Error::Io(error));
-            }
             loop {
                 match self.stream.read(CHUNK) {
-                    Ok(chunk) if !chunk.is_empty() => return Ok(Some(self.gather(chunk))),
+                    Ok(chunk) if !chunk.is_empty() => return Ok(Some(chunk)),
                     Ok(_) => wait(&self.stream.subscribe())?,
                     Err(StreamError::Closed) => return Ok(None),
                     Err(StreamError::LastOperationFailed(error)) => {
@@ -207,24 +204,6 @@ mod component {
                     }
                 }
             }
-        }
-
-        /// `chunk` and whatever else the host already holds of the body,
-        /// without waiting: a server that writes each event on its own
-        /// would otherwise cost a read through the host per event.
-        fn gather(&mut self, mut chunk: Vec<u8>) -> Vec<u8> {
-            while (chunk.len() as u64) < CHUNK {
-                match self.stream.read(CHUNK - chunk.len() as u64) {
-                    Ok(more) if !more.is_empty() => chunk.extend_from_slice(&more),
-                    // Nothing more now, or the end: the next read sees it.
-                    Ok(_) | Err(StreamError::Closed) => break,
-                    Err(StreamError::LastOperationFailed(error)) => {
-                        self.failed = Some(error.to_debug_string());
-                        break;
-                    }
-                }
-            }
-            chunk
         }
 
         /// The whole body, refused past `limit` bytes.
@@ -346,7 +325,6 @@ mod component {
             headers,
             stream,
             _body: body,
-            failed: None,
             _response: response,
         })
     }

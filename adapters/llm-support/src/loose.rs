@@ -39,7 +39,7 @@ impl Text<'_> {
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        lenient::<Self, D>(deserializer).map(|text| text.unwrap_or_default())
+        lenient::<Self, D>(deserializer).map(Option::unwrap_or_default)
     }
 }
 
@@ -58,7 +58,7 @@ pub struct Count(pub Option<u64>);
 
 impl<'de> Deserialize<'de> for Count {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        lenient::<Self, D>(deserializer).map(|count| count.unwrap_or_default())
+        lenient::<Self, D>(deserializer).map(Option::unwrap_or_default)
     }
 }
 

@@ -185,9 +185,9 @@ async fn wasm_run(
     sample(first_event, first_delta, total, count)
 }
 
-/// Sends the adapter's own request on a blocking socket; returns the
-/// socket and when the request was started.
-fn send_request(vendor: Vendor, server: &LlmServer) -> (TcpStream, Instant) {
+/// The native client: the same request on a blocking socket, the body
+/// through the same SSE parser and translator, natively.
+fn native_run(vendor: Vendor, server: &LlmServer, deltas: usize) -> Sample {
     let options = vendor.options(server);
     let (path, headers, body) = match vendor {
         Vendor::OpenAi => {
@@ -213,13 +213,7 @@ fn send_request(vendor: Vendor, server: &LlmServer) -> (TcpStream, Instant) {
     head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
     stream.write_all(head.as_bytes()).expect("write the head");
     stream.write_all(&body).expect("write the body");
-    (stream, started)
-}
 
-/// The native client: the same request on a blocking socket, the body
-/// through the same SSE parser and translator, natively.
-fn native_run(vendor: Vendor, server: &LlmServer, deltas: usize) -> Sample {
-    let (stream, started) = send_request(vendor, server);
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     loop {
