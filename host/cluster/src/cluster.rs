@@ -33,6 +33,11 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 const CAS_ATTEMPTS: usize = 64;
 /// How long one JetStream request waits for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long listing a bucket's keys may take. The listing is a consumer
+/// of the bucket's stream, which a failover can leave waiting for
+/// deliveries that never come (seen with a NATS node killed): each request
+/// in it has its timeout, the wait between them has none.
+const KEYS_PATIENCE: Duration = Duration::from_secs(10);
 /// The largest component the cluster carries.
 pub const MAX_COMPONENT_BYTES: u64 = 512 * 1024 * 1024;
 
@@ -542,7 +547,11 @@ impl Cluster {
                 return Ok(run);
             }
             let _ = tokio::time::timeout(WATCH_EVERY, watch.next()).await;
-            self.reap_lost_workers().await?;
+            // Looking for lost workers is the waiter's help, not its job: a
+            // failover that fails it now does not end the wait.
+            if let Err(error) = self.reap_lost_workers().await {
+                tracing::debug!("looking for lost workers: {error}");
+            }
         }
     }
 
@@ -709,6 +718,7 @@ impl Cluster {
 }
 
 /// How a run ends: its outcome, and what is published.
+#[derive(Clone)]
 pub(crate) struct Ending {
     /// Its status and reason (and `done` payload, when it had one).
     pub outcome: Outcome,
@@ -865,12 +875,32 @@ pub fn hex_sha256(bytes: &[u8]) -> String {
 
 /// Every key of `bucket`.
 async fn keys(bucket: &kv::Store) -> Result<Vec<String>, ClusterError> {
-    let mut keys = nats("keys", bucket.keys().await)?;
-    let mut all = Vec::new();
-    while let Some(key) = keys.next().await {
-        all.push(nats("keys", key)?);
-    }
-    Ok(all)
+    let listing = async {
+        let mut keys = nats("keys", bucket.keys().await)?;
+        let mut all = Vec::new();
+        while let Some(key) = keys.next().await {
+            all.push(nats("keys", key)?);
+        }
+        Ok(all)
+    };
+    within(KEYS_PATIENCE, "keys", listing).await
+}
+
+/// `operation` (NATS operation `what`), given up as timed out, a transient
+/// failure, after `patience`.
+async fn within<T>(
+    patience: Duration,
+    what: &'static str,
+    operation: impl Future<Output = Result<T, ClusterError>>,
+) -> Result<T, ClusterError> {
+    tokio::time::timeout(patience, operation)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ClusterError::Nats {
+                what,
+                message: format!("timed out after {} s", patience.as_secs()),
+            })
+        })
 }
 
 /// The key-value bucket `name`, made when missing. Made as the stream
@@ -961,5 +991,25 @@ async fn connect_client(
             message: "no server answered within 10 s; is nats-server running there (with -js)?"
                 .into(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_operation_that_never_answers_is_given_up_as_a_transient_failure() {
+        let never = std::future::pending::<Result<(), ClusterError>>();
+        let error = within(Duration::from_secs(10), "keys", never)
+            .await
+            .expect_err("given up");
+        assert!(error.is_transient(), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "the cluster's keys failed: timed out after 10 s"
+        );
+        let answered = within(Duration::from_secs(10), "keys", async { Ok(7) }).await;
+        assert_eq!(answered.unwrap(), 7);
     }
 }

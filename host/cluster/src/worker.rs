@@ -32,6 +32,11 @@ pub const HEARTBEAT: Duration = Duration::from_secs(1);
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// How long one pull waits for a run before looking again.
 const PULL_WAIT: Duration = Duration::from_secs(1);
+/// How long a worker keeps trying to end a run it ran through a cluster
+/// that fails it (each try itself waits out a failover of
+/// [`SETTLE`](crate::error::SETTLE)); past that the failure is logged and
+/// the run is left as the cluster holds it.
+const END_PATIENCE: Duration = Duration::from_secs(300);
 /// How long a worker waits for a pull's answer (a run, or the server's
 /// "nothing came"): past it the pull was lost (sent while the consumer's
 /// leader was being elected, say) and is made again, rather than leave
@@ -346,7 +351,7 @@ async fn take(
                         done: None,
                     })
                 };
-                if let Err(error) = cluster.end(&id, Some(&config.id), ending).await {
+                if let Err(error) = end_run(cluster, &id, &config.id, ending).await {
                     tracing::warn!(run = id, "cannot end the run: {error}");
                 }
             }
@@ -578,7 +583,7 @@ async fn pump(
                     done: Some(event),
                     ..Ending::of(outcome)
                 };
-                if !cluster.end(id, Some(&config.id), ending).await? {
+                if !end_run(cluster, id, &config.id, ending).await? {
                     tracing::info!(
                         run = id,
                         "the run was ended elsewhere: its done is not published"
@@ -590,6 +595,28 @@ async fn pump(
         }
         if let Err(error) = publisher.push(&event).await {
             return undelivered(cluster, config, running, &run, error).await;
+        }
+    }
+}
+
+/// Ends run `id`, which this worker ran, as `ending` says; tried again
+/// through failures that pass for up to [`END_PATIENCE`]. A run whose
+/// outcome the worker knows must not stay `running`: while the worker
+/// beats, no search for lost workers would end it.
+async fn end_run(
+    cluster: &Cluster,
+    id: &str,
+    worker: &str,
+    ending: Ending,
+) -> Result<bool, ClusterError> {
+    let deadline = tokio::time::Instant::now() + END_PATIENCE;
+    loop {
+        match cluster.end(id, Some(worker), ending.clone()).await {
+            Err(error) if error.is_transient() && tokio::time::Instant::now() < deadline => {
+                tracing::warn!(run = id, "cannot end the run yet: {error}; trying again");
+                tokio::time::sleep(PULL_WAIT).await;
+            }
+            other => return other,
         }
     }
 }
