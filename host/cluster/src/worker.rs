@@ -37,6 +37,8 @@ const PULL_WAIT: Duration = Duration::from_secs(1);
 /// [`SETTLE`](crate::error::SETTLE)); past that the failure is logged and
 /// the run is left as the cluster holds it.
 const END_PATIENCE: Duration = Duration::from_secs(300);
+/// The pause between two tries at ending a run.
+const END_RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// How long a worker waits for a pull's answer (a run, or the server's
 /// "nothing came"): past it the pull was lost (sent while the consumer's
 /// leader was being elected, say) and is made again, rather than leave
@@ -614,7 +616,7 @@ async fn end_run(
         match cluster.end(id, Some(worker), ending.clone()).await {
             Err(error) if error.is_transient() && tokio::time::Instant::now() < deadline => {
                 tracing::warn!(run = id, "cannot end the run yet: {error}; trying again");
-                tokio::time::sleep(PULL_WAIT).await;
+                tokio::time::sleep(END_RETRY_PAUSE).await;
             }
             other => return other,
         }
