@@ -372,25 +372,70 @@ impl Cluster {
     /// Ends run `id` as `ending` says, once: only a live run (one
     /// `worker` runs, when given) ends. Then its last events and its
     /// `done` are published, its live entry goes and its children are
-    /// cancelled (`parent ended`). Whether this ended it.
+    /// cancelled (`parent ended`). Whether this ending ended it.
+    ///
+    /// The same ending tried again (a clone, after a failure that
+    /// passes) finishes what the earlier try left: a try whose record
+    /// update landed and whose publishing failed would otherwise leave
+    /// the run ended with no `done` stored.
     pub(crate) async fn end(
         &self,
         id: &str,
         worker: Option<&str>,
         ending: Ending,
     ) -> Result<bool, ClusterError> {
+        let seq = ending.seq;
+        let before = ending.before.clone();
+        let Some(ended) = self.record_end(id, worker, ending).await? else {
+            return Ok(false);
+        };
+        if let Some(done) = ended.done {
+            let seq = match seq {
+                Some(seq) => seq,
+                None => self.next_seq(id).await?,
+            };
+            let mut publisher = self.publisher(id, seq);
+            for event in &before {
+                publisher.push(event).await?;
+            }
+            publisher.push(&done).await?;
+            publisher.flush().await?;
+        }
+        self.clear_live(id).await;
+        for child in &ended.run.children {
+            if let Err(error) = Box::pin(self.cancel(child, FailReason::ParentEnded)).await {
+                tracing::warn!(run = child, "cannot end a child run: {error}");
+            }
+        }
+        Ok(true)
+    }
+
+    /// The record side of [`end`](Self::end): marks run `id` ended by
+    /// `ending` if it is live (and `worker`'s, when given). `None` when
+    /// the run is not this ending's to end: it is live elsewhere, or
+    /// another ending ended it.
+    pub(crate) async fn record_end(
+        &self,
+        id: &str,
+        worker: Option<&str>,
+        ending: Ending,
+    ) -> Result<Option<Ended>, ClusterError> {
         let Ending {
+            id: ending_id,
             mut outcome,
-            seq,
-            before,
             done,
+            ..
         } = ending;
         let mut done_event = None;
+        let mut ended_before = None;
         let ended = self
             .update(id, |run| {
                 let live = !run.is_terminal();
                 let owned = worker.is_none_or(|w| run.worker.as_deref() == Some(w));
                 if !(live && owned) {
+                    if !live && run.ending.as_deref() == Some(ending_id.as_str()) {
+                        ended_before = Some(run.clone());
+                    }
                     return Change::Keep;
                 }
                 if let (Some(asked), Some(FailReason::Cancelled)) = (&run.cancel, &outcome.reason) {
@@ -404,46 +449,65 @@ impl Cluster {
                 run.reason = outcome.reason.as_ref().map(|r| r.as_str().to_owned());
                 run.done = outcome.done.clone().or_else(|| payload_of(&event));
                 run.ended_ms = Some(moat_engine::now_ms());
+                run.ending = Some(ending_id.clone());
                 done_event = Some(event);
                 Change::Write
             })
             .await?;
-        let (Some(run), Some(done)) = (ended, done_event) else {
-            return Ok(false);
-        };
-        let seq = match seq {
-            Some(seq) => seq,
-            None => self.next_seq(id).await?,
-        };
-        let mut publisher = self.publisher(id, seq);
-        for event in &before {
-            publisher.push(event).await?;
+        if let (Some(run), Some(done)) = (ended, done_event) {
+            return Ok(Some(Ended {
+                run,
+                done: Some(done),
+            }));
         }
-        publisher.push(&done).await?;
-        publisher.flush().await?;
-        self.clear_live(id).await;
-        for child in &run.children {
-            if let Err(error) = Box::pin(self.cancel(child, FailReason::ParentEnded)).await {
-                tracing::warn!(run = child, "cannot end a child run: {error}");
-            }
-        }
-        Ok(true)
+        let Some(run) = ended_before else {
+            return Ok(None);
+        };
+        // Ended by this ending in an earlier try (or in this one, when the
+        // update's answer was lost): its `done` goes out unless it did.
+        let done = if self.done_stored(id).await? {
+            None
+        } else {
+            Some(done.unwrap_or_else(|| synthesized(&run)))
+        };
+        Ok(Some(Ended { run, done }))
     }
 
-    /// The number the next event of run `id` gets: one past the last
-    /// stored, 0 for none.
-    pub(crate) async fn next_seq(&self, id: &str) -> Result<u64, ClusterError> {
+    /// Whether run `id`'s stored events end with a `done`.
+    async fn done_stored(&self, id: &str) -> Result<bool, ClusterError> {
+        let Some(message) = self.last_message(id).await? else {
+            return Ok(false);
+        };
+        let events = events::decode(Some(&message.headers), &message.payload)?;
+        Ok(events.last().is_some_and(|(_, event)| event.is_done()))
+    }
+
+    /// The last message of run `id`'s events, if it has any.
+    async fn last_message(
+        &self,
+        id: &str,
+    ) -> Result<Option<jetstream::message::StreamMessage>, ClusterError> {
         let subject = layout::events_subject(id);
         settled(|| async {
             match self.events.get_last_raw_message_by_subject(&subject).await {
-                Ok(message) => Ok(events::end_of(&message.headers).unwrap_or(0)),
+                Ok(message) => Ok(Some(message)),
                 Err(error) if error.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {
-                    Ok(0)
+                    Ok(None)
                 }
                 Err(error) => Err(ClusterError::nats("event stream")(&error)),
             }
         })
         .await
+    }
+
+    /// The number the next event of run `id` gets: one past the last
+    /// stored, 0 for none.
+    pub(crate) async fn next_seq(&self, id: &str) -> Result<u64, ClusterError> {
+        Ok(self
+            .last_message(id)
+            .await?
+            .and_then(|message| events::end_of(&message.headers))
+            .unwrap_or(0))
     }
 
     /// A publisher of run `id`'s events, the first numbered `seq`.
@@ -717,9 +781,12 @@ impl Cluster {
     }
 }
 
-/// How a run ends: its outcome, and what is published.
+/// How a run ends: its outcome, and what is published. A clone is the
+/// same ending (the same `id`), as when it is tried again.
 #[derive(Clone)]
 pub(crate) struct Ending {
+    /// Which ending this is (see [`ClusterRun::ending`]).
+    pub id: String,
     /// Its status and reason (and `done` payload, when it had one).
     pub outcome: Outcome,
     /// The number of the first event published; `None`: one past the
@@ -735,12 +802,20 @@ impl Ending {
     /// An end with `outcome` and nothing but a made `done`.
     pub(crate) fn of(outcome: Outcome) -> Self {
         Self {
+            id: uuid::Uuid::new_v4().to_string(),
             outcome,
             seq: None,
             before: Vec::new(),
             done: None,
         }
     }
+}
+
+/// A run an ending ended (see [`Cluster::record_end`]): its record, and
+/// the `done` still to publish (`None`: it is stored already).
+pub(crate) struct Ended {
+    run: ClusterRun,
+    done: Option<AgentEvent>,
 }
 
 /// The payload of an event, as records keep a `done`'s.
@@ -996,7 +1071,76 @@ async fn connect_client(
 
 #[cfg(test)]
 mod tests {
+    use moat_testkit::nats;
+
     use super::*;
+    use crate::job::ComponentRef;
+
+    /// How many `done`s run `id` has stored.
+    async fn dones(cluster: &Cluster, id: &str) -> usize {
+        let events = cluster.stored_events(id, 0).await.expect("stored events");
+        events.iter().filter(|(_, event)| event.is_done()).count()
+    }
+
+    /// A worker's ending whose record update landed and whose publishing
+    /// never happened (the cluster failing between the two) is finished
+    /// when the worker tries it again: one `done` is stored, once, and
+    /// another ending of the run (a search for lost workers acting for
+    /// the same worker) neither ends it again nor publishes one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ending_tried_again_publishes_what_its_first_try_left_once() {
+        if !nats::available() {
+            return;
+        }
+        let server = nats::server(&[]);
+        let settings = Settings::new(&server.url(), None).expect("settings");
+        let cluster = Cluster::connect(&settings, "moat tests")
+            .await
+            .expect("connects");
+        let echo = ComponentRef::Builtin {
+            name: "echo".into(),
+        };
+        let id = cluster
+            .submit(Job::new(echo, "echo", "hi"))
+            .await
+            .expect("submitted")
+            .job
+            .id;
+        cluster
+            .update(&id, |run| {
+                run.status = RunStatus::Running.as_str().into();
+                run.worker = Some("w1".into());
+                Change::Write
+            })
+            .await
+            .expect("claimed");
+        let completed = |seq| Ending {
+            seq,
+            ..Ending::of(Outcome {
+                status: RunStatus::Completed,
+                reason: None,
+                done: None,
+            })
+        };
+        let ending = completed(Some(0));
+
+        let first_try = cluster.record_end(&id, Some("w1"), ending.clone()).await;
+        assert!(first_try.expect("recorded").is_some());
+        assert_eq!(dones(&cluster, &id).await, 0);
+
+        let other = cluster.end(&id, Some("w1"), completed(None)).await;
+        assert!(!other.expect("answered"), "another ending ended it");
+        assert_eq!(dones(&cluster, &id).await, 0);
+
+        for _ in 0..2 {
+            let again = cluster.end(&id, Some("w1"), ending.clone()).await;
+            assert!(again.expect("answered"), "the ending is this one's");
+            assert_eq!(dones(&cluster, &id).await, 1);
+        }
+        let record = cluster.get(&id).await.expect("read").expect("kept");
+        assert_eq!(record.status(), RunStatus::Completed);
+        cluster.close().await;
+    }
 
     #[tokio::test(start_paused = true)]
     async fn an_operation_that_never_answers_is_given_up_as_a_transient_failure() {

@@ -41,6 +41,10 @@ pub struct ClusterRun {
     pub started_ms: Option<u64>,
     /// When it reached its terminal status.
     pub ended_ms: Option<u64>,
+    /// Which ending ended it: the one to publish its `done`, even when
+    /// trying again after a failure (see `Cluster::end`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ending: Option<String>,
 }
 
 impl ClusterRun {
@@ -58,6 +62,7 @@ impl ClusterRun {
             created_ms: moat_engine::now_ms(),
             started_ms: None,
             ended_ms: None,
+            ending: None,
         }
     }
 
