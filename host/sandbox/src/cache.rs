@@ -7,10 +7,15 @@
 //! and config), and the file starts with a digest of its own contents. An
 //! entry that fails either check, or that wasmtime refuses, is recompiled
 //! and replaced, never trusted.
+//!
+//! The cache is bounded: after each write, the entries used longest ago go
+//! until it fits [`BUDGET_BYTES`]. Entries of another engine configuration
+//! (an older moat or wasmtime) are never used again, so they go first.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -19,6 +24,17 @@ use wasmtime::component::Component;
 /// Bumped when the file layout below changes.
 const FORMAT: &[u8] = b"moat-component-cache-v2";
 pub(crate) const DIGEST_LEN: usize = 32;
+
+/// Most bytes of entries the cache keeps (the one just written stays,
+/// whatever its size).
+pub(crate) const BUDGET_BYTES: u64 = 1 << 30;
+
+/// A write's temporary file older than this was left by a process that
+/// died mid-write: it goes when the cache is pruned.
+const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+
+/// What an entry's file name ends with.
+const ENTRY_SUFFIX: &str = ".cwasm";
 
 /// What the cache did for one load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +83,7 @@ impl ComponentCache {
         key.update(FORMAT);
         key.update(self.engine_digest);
         key.update(component);
-        Some(dir.join(format!("{}.cwasm", hex(&key.finalize()))))
+        Some(dir.join(format!("{}{ENTRY_SUFFIX}", hex(&key.finalize()))))
     }
 
     /// Loads the compiled form of the component whose SHA-256 is
@@ -88,6 +104,7 @@ impl ComponentCache {
         let stale = match read_entry(engine, &path) {
             Ok(Some(component)) => {
                 tracing::debug!(path = %path.display(), "component cache hit");
+                mark_used(&path);
                 return Ok((component, CacheOutcome::Hit));
             }
             Ok(None) => None,
@@ -100,6 +117,7 @@ impl ComponentCache {
         let outcome = match write_entry(&path, &component) {
             Ok(()) => {
                 tracing::debug!(path = %path.display(), "component compiled and cached");
+                prune(&path, BUDGET_BYTES);
                 stale.map_or(CacheOutcome::Miss, CacheOutcome::Replaced)
             }
             Err(reason) => {
@@ -153,6 +171,68 @@ fn write_entry(path: &Path, component: &Component) -> Result<(), String> {
     })
 }
 
+/// Notes that the entry at `path` was used now (its modification time),
+/// so pruning keeps it over entries used longer ago. Best effort: a
+/// read-only cache is still a cache.
+fn mark_used(path: &Path) {
+    if let Err(error) = fs::File::open(path).and_then(|file| file.set_modified(SystemTime::now())) {
+        tracing::debug!(path = %path.display(), "cannot mark a cache entry used: {error}");
+    }
+}
+
+/// Removes the entries of `kept`'s directory used longest ago until the
+/// rest, `kept` among them, takes at most `budget` bytes, and temporary
+/// files abandoned mid-write. Other files are left alone. Best effort:
+/// another process may be pruning too, and a removed entry is only
+/// compiled again.
+fn prune(kept: &Path, budget: u64) {
+    let Some(dir) = kept.parent() else { return };
+    let Ok(listing) = fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    let mut entries = Vec::new();
+    for item in listing.flatten() {
+        let (path, Ok(meta)) = (item.path(), item.metadata()) else {
+            continue;
+        };
+        let name = item.file_name();
+        let name = name.to_string_lossy();
+        let used = meta.modified().unwrap_or(now);
+        if name.starts_with('.') && name.ends_with(".tmp") {
+            if now.duration_since(used).unwrap_or_default() > ABANDONED_AFTER {
+                remove(&path);
+            }
+        } else if meta.is_file() && name.ends_with(ENTRY_SUFFIX) {
+            entries.push((used, meta.len(), path));
+        }
+    }
+    let mut total: u64 = entries.iter().map(|(_, size, _)| size).sum();
+    entries.sort_by_key(|(used, _, _)| *used);
+    for (_, size, path) in entries {
+        if total <= budget {
+            break;
+        }
+        if path != kept && remove(&path) {
+            total -= size;
+        }
+    }
+}
+
+/// Removes a file of the cache; whether it is gone.
+fn remove(path: &Path) -> bool {
+    match fs::remove_file(path) {
+        Ok(()) => {
+            tracing::debug!(path = %path.display(), "removed from the component cache");
+            true
+        }
+        Err(error) => {
+            tracing::debug!(path = %path.display(), "cannot remove a cache file: {error}");
+            error.kind() == std::io::ErrorKind::NotFound
+        }
+    }
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -168,5 +248,64 @@ impl Hasher for Sha256Hasher {
 
     fn write(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of `size` bytes in `dir`, last modified `age` ago.
+    fn file(dir: &Path, name: &str, size: usize, age: Duration) -> PathBuf {
+        let path = dir.join(name);
+        fs::write(&path, vec![0u8; size]).unwrap();
+        let file = fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(SystemTime::now() - age).unwrap();
+        path
+    }
+
+    #[test]
+    fn pruning_removes_the_entries_used_longest_ago_until_the_cache_fits() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = Duration::from_secs(3600);
+        let oldest = file(dir.path(), "a.cwasm", 100, 4 * hour);
+        let older = file(dir.path(), "b.cwasm", 100, 3 * hour);
+        let recent = file(dir.path(), "c.cwasm", 100, hour);
+        // Just written, yet with the oldest time a copy can keep: kept.
+        let kept = file(dir.path(), "d.cwasm", 100, 5 * hour);
+        let other = file(dir.path(), "notes.txt", 1000, 9 * hour);
+        let abandoned = file(dir.path(), ".a.cwasm.1.tmp", 10, 2 * hour);
+        let writing = file(dir.path(), ".b.cwasm.2.tmp", 10, Duration::ZERO);
+
+        prune(&kept, 250);
+
+        let exists = |path: &PathBuf| path.exists();
+        assert!(
+            !exists(&oldest) && !exists(&older),
+            "the two used longest ago go"
+        );
+        assert!(exists(&recent) && exists(&kept), "the rest fits: 200 bytes");
+        assert!(exists(&other), "a file that is no entry stays");
+        assert!(!exists(&abandoned), "a write abandoned an hour ago goes");
+        assert!(exists(&writing), "a write under way stays");
+
+        // Within its budget, a cache loses nothing.
+        prune(&kept, 250);
+        assert!(exists(&recent) && exists(&kept));
+    }
+
+    #[test]
+    fn a_used_entry_is_kept_over_one_written_later_and_never_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let hour = Duration::from_secs(3600);
+        let used = file(dir.path(), "a.cwasm", 100, 2 * hour);
+        let unused = file(dir.path(), "b.cwasm", 100, hour);
+        let kept = file(dir.path(), "c.cwasm", 100, Duration::ZERO);
+        mark_used(&used);
+
+        prune(&kept, 200);
+
+        assert!(used.exists() && kept.exists());
+        assert!(!unused.exists());
     }
 }
