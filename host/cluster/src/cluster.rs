@@ -768,10 +768,15 @@ impl Cluster {
         }
         std::fs::create_dir_all(dir)
             .map_err(|e| failed(format!("cannot create {}: {e}", dir.display())))?;
-        let temp = dir.join(format!(".{sha256}.{}.part", std::process::id()));
-        std::fs::write(&temp, &bytes)
-            .and_then(|()| std::fs::rename(&temp, &path))
-            .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
+        // A name of its own: runs of one worker may fetch the same
+        // component at once, and one's rename must not take the other's
+        // file.
+        let temp = dir.join(format!(".{sha256}.{}.part", uuid::Uuid::new_v4()));
+        let written = std::fs::write(&temp, &bytes).and_then(|()| std::fs::rename(&temp, &path));
+        if let Err(error) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(failed(format!("cannot write {}: {error}", path.display())));
+        }
         Ok(path)
     }
 
@@ -1080,6 +1085,39 @@ mod tests {
     async fn dones(cluster: &Cluster, id: &str) -> usize {
         let events = cluster.stored_events(id, 0).await.expect("stored events");
         events.iter().filter(|(_, event)| event.is_done()).count()
+    }
+
+    /// Runs of one worker fetching the same component at once each get
+    /// it, whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_component_fetched_many_times_at_once_arrives_for_each() {
+        if !nats::available() {
+            return;
+        }
+        let server = nats::server(&[]);
+        let settings = Settings::new(&server.url(), None).expect("settings");
+        let cluster = Cluster::connect(&settings, "moat tests")
+            .await
+            .expect("connects");
+        let bytes: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
+        let sha256 = cluster.put_component(&bytes).await.expect("stored");
+        let dir = tempfile::tempdir().expect("a directory");
+        for _ in 0..5 {
+            // Tasks, so the fetches' writes run on both threads at once.
+            let fetches = (0..8).map(|_| {
+                let (cluster, sha256, dir) =
+                    (cluster.clone(), sha256.clone(), dir.path().to_owned());
+                tokio::spawn(async move { cluster.fetch_component(&sha256, &dir).await })
+            });
+            for fetched in futures::future::join_all(fetches).await {
+                let path = fetched.expect("no panic").expect("fetched");
+                assert_eq!(std::fs::read(path).expect("written"), bytes);
+            }
+            std::fs::remove_file(dir.path().join(format!("{sha256}.wasm"))).expect("there");
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("listed").collect();
+        assert!(left.is_empty(), "no temporary file is left: {left:?}");
+        cluster.close().await;
     }
 
     /// A worker's ending whose record update landed and whose publishing
