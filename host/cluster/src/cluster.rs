@@ -384,18 +384,16 @@ impl Cluster {
         worker: Option<&str>,
         ending: Ending,
     ) -> Result<bool, ClusterError> {
-        let seq = ending.seq;
-        let before = ending.before.clone();
-        let Some(ended) = self.record_end(id, worker, ending).await? else {
+        let Some(ended) = self.record_end(id, worker, &ending).await? else {
             return Ok(false);
         };
         if let Some(done) = ended.done {
-            let seq = match seq {
+            let seq = match ending.seq {
                 Some(seq) => seq,
                 None => self.next_seq(id).await?,
             };
             let mut publisher = self.publisher(id, seq);
-            for event in &before {
+            for event in &ending.before {
                 publisher.push(event).await?;
             }
             publisher.push(&done).await?;
@@ -418,14 +416,10 @@ impl Cluster {
         &self,
         id: &str,
         worker: Option<&str>,
-        ending: Ending,
+        ending: &Ending,
     ) -> Result<Option<Ended>, ClusterError> {
-        let Ending {
-            id: ending_id,
-            mut outcome,
-            done,
-            ..
-        } = ending;
+        let (ending_id, done) = (&ending.id, &ending.done);
+        let mut outcome = ending.outcome.clone();
         let mut done_event = None;
         let mut ended_before = None;
         let ended = self
@@ -433,7 +427,7 @@ impl Cluster {
                 let live = !run.is_terminal();
                 let owned = worker.is_none_or(|w| run.worker.as_deref() == Some(w));
                 if !(live && owned) {
-                    if !live && run.ending.as_deref() == Some(ending_id.as_str()) {
+                    if !live && run.ending.as_ref() == Some(ending_id) {
                         ended_before = Some(run.clone());
                     }
                     return Change::Keep;
@@ -468,7 +462,7 @@ impl Cluster {
         let done = if self.done_stored(id).await? {
             None
         } else {
-            Some(done.unwrap_or_else(|| synthesized(&run)))
+            Some(done.clone().unwrap_or_else(|| synthesized(&run)))
         };
         Ok(Some(Ended { run, done }))
     }
@@ -1081,6 +1075,20 @@ mod tests {
     use super::*;
     use crate::job::ComponentRef;
 
+    /// A cluster of one fresh `nats-server`, kept running while the server
+    /// is held; `None` (the test skips) without `nats-server`.
+    async fn connected() -> Option<(nats::NatsServer, Cluster)> {
+        if !nats::available() {
+            return None;
+        }
+        let server = nats::server(&[]);
+        let settings = Settings::new(&server.url(), None).expect("settings");
+        let cluster = Cluster::connect(&settings, "moat tests")
+            .await
+            .expect("connects");
+        Some((server, cluster))
+    }
+
     /// How many `done`s run `id` has stored.
     async fn dones(cluster: &Cluster, id: &str) -> usize {
         let events = cluster.stored_events(id, 0).await.expect("stored events");
@@ -1091,14 +1099,9 @@ mod tests {
     /// it, whole.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_component_fetched_many_times_at_once_arrives_for_each() {
-        if !nats::available() {
+        let Some((_server, cluster)) = connected().await else {
             return;
-        }
-        let server = nats::server(&[]);
-        let settings = Settings::new(&server.url(), None).expect("settings");
-        let cluster = Cluster::connect(&settings, "moat tests")
-            .await
-            .expect("connects");
+        };
         let bytes: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
         let sha256 = cluster.put_component(&bytes).await.expect("stored");
         let dir = tempfile::tempdir().expect("a directory");
@@ -1127,14 +1130,9 @@ mod tests {
     /// the same worker) neither ends it again nor publishes one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_ending_tried_again_publishes_what_its_first_try_left_once() {
-        if !nats::available() {
+        let Some((_server, cluster)) = connected().await else {
             return;
-        }
-        let server = nats::server(&[]);
-        let settings = Settings::new(&server.url(), None).expect("settings");
-        let cluster = Cluster::connect(&settings, "moat tests")
-            .await
-            .expect("connects");
+        };
         let echo = ComponentRef::Builtin {
             name: "echo".into(),
         };
@@ -1162,7 +1160,7 @@ mod tests {
         };
         let ending = completed(Some(0));
 
-        let first_try = cluster.record_end(&id, Some("w1"), ending.clone()).await;
+        let first_try = cluster.record_end(&id, Some("w1"), &ending).await;
         assert!(first_try.expect("recorded").is_some());
         assert_eq!(dones(&cluster, &id).await, 0);
 

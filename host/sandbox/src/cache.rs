@@ -35,6 +35,9 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
 
 /// What an entry's file name ends with.
 const ENTRY_SUFFIX: &str = ".cwasm";
+/// What the name of a write's temporary file ends with (it starts with a
+/// dot).
+const TEMP_SUFFIX: &str = ".tmp";
 
 /// What the cache did for one load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,7 +163,7 @@ fn write_entry(path: &Path, component: &Component) -> Result<(), String> {
     data.extend_from_slice(&artifact);
     // Write then rename, so concurrent loads never see half a file.
     let temp = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}{TEMP_SUFFIX}",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
         uuid::Uuid::new_v4()
     ));
@@ -199,7 +202,7 @@ fn prune(kept: &Path, budget: u64) {
         let name = item.file_name();
         let name = name.to_string_lossy();
         let used = meta.modified().unwrap_or(now);
-        if name.starts_with('.') && name.ends_with(".tmp") {
+        if name.starts_with('.') && name.ends_with(TEMP_SUFFIX) {
             if now.duration_since(used).unwrap_or_default() > ABANDONED_AFTER {
                 remove(&path);
             }
