@@ -9,8 +9,9 @@
 //! and replaced, never trusted.
 //!
 //! The cache is bounded: after each write, the entries used longest ago go
-//! until it fits [`BUDGET_BYTES`]. Entries of another engine configuration
-//! (an older moat or wasmtime) are never used again, so they go first.
+//! until it fits [`BUDGET_BYTES`]; a hit marks its entry used. Entries of
+//! another engine configuration (an older moat or wasmtime) are never hit
+//! again, so they age out before the ones in use.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
