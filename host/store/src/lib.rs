@@ -672,8 +672,7 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {
     };
     let conn = Connection::open(path).map_err(open_error)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(open_error)?;
+    use_wal(&conn).map_err(open_error)?;
     // WAL with NORMAL: a crash of the process loses nothing committed; a
     // crash of the machine at most the last transactions.
     conn.pragma_update(None, "synchronous", "NORMAL")
@@ -698,6 +697,26 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {
     )
     .map_err(open_error)?;
     Ok(conn)
+}
+
+/// Puts the database in WAL mode (it stays so once set). While another
+/// connection has the file open, SQLite refuses the switch of a new
+/// database at once, without its busy wait: the first commands of a fresh
+/// store, started together, would fail "database is locked". They try
+/// again here for as long as any lock is waited for.
+fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(error)
+                if error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Where the leases of the processes using the store at `path` live.

@@ -532,3 +532,27 @@ fn an_event_encoded_by_the_caller_is_stored_as_given_and_never_across_lines() {
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0].json.as_bytes(), &json[..]);
 }
+
+#[test]
+fn a_new_store_opened_by_many_at_once_opens_for_each() {
+    // The first opens of a store race to create it and to switch it to
+    // WAL; SQLite refuses that switch at once (no busy wait) while another
+    // connection holds the file.
+    for _ in 0..20 {
+        let (_dir, path) = scratch();
+        let start = std::sync::Barrier::new(4);
+        std::thread::scope(|scope| {
+            let opens: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        Store::open(&path).map(drop)
+                    })
+                })
+                .collect();
+            for open in opens {
+                open.join().unwrap().unwrap();
+            }
+        });
+    }
+}

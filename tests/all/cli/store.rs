@@ -47,7 +47,20 @@ impl Scratch {
     /// The stored events of `id`.
     fn logs(&self, id: &str) -> Vec<AgentEvent> {
         let output = self.run(&["logs", id, "--output", "ndjson"]);
+        // A run still going, or a success, is 0; a failed run's `done` 1,
+        // without moat's own complaint (which would be 1 too).
+        let complaint = stderr(&output);
+        assert!(
+            matches!(output.status.code(), Some(0 | 1)) && !complaint.contains("moat: "),
+            "{complaint}"
+        );
         events(&output)
+    }
+
+    /// `moat cancel id`, which must be taken.
+    fn cancel(&self, id: &str) {
+        let output = self.run(&["cancel", id]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     }
 
     /// Starts a long cooperative run and waits until it is running and has
@@ -219,7 +232,7 @@ fn two_moats_at_once_never_fail_each_others_runs() {
     let runs = scratch.runs();
     assert_eq!(record(&runs, &id)["status"], "running");
     assert_eq!(runs.len(), 2);
-    scratch.run(&["cancel", &id]);
+    scratch.cancel(&id);
     running.wait().unwrap();
 }
 
@@ -290,7 +303,7 @@ fn a_child_run_ends_with_parent_ended_when_its_parent_ends_and_its_moat_stops_it
         std::thread::sleep(Duration::from_millis(20));
     };
 
-    scratch.run(&["cancel", &parent]);
+    scratch.cancel(&parent);
     parents_moat.wait().unwrap();
     // The child's own moat is told through the store and stops it.
     let stopped = Instant::now();
@@ -464,7 +477,7 @@ fn a_detached_run_prints_its_id_goes_on_and_can_be_waited_for() {
     // A run that fails makes `wait` fail, as `moat run` would.
     let failing = scratch.run(&["run", COOPERATIVE, "go", "--detach"]);
     let failing = String::from_utf8(failing.stdout).unwrap().trim().to_owned();
-    scratch.run(&["cancel", &failing]);
+    scratch.cancel(&failing);
     let waited = scratch.run(&["wait", &id, &failing]);
     assert_eq!(waited.status.code(), Some(1));
 }
@@ -482,7 +495,7 @@ fn logs_follow_prints_stored_then_live_events_until_done() {
     // Let it print what is stored and some live events, then end the run.
     std::thread::sleep(Duration::from_millis(300));
     let stored_before_cancel = scratch.logs(&id).len();
-    scratch.run(&["cancel", &id]);
+    scratch.cancel(&id);
     running.wait().unwrap();
     let output = follow.wait_with_output().unwrap();
     let followed = events(&output);
@@ -548,11 +561,11 @@ fn parallel_tasks_are_runs_each_recorded_and_cancellable_alone() {
         panic!("two running tasks: {running:?}");
     }
     // One task cancelled: it ends, the other goes on.
-    scratch.run(&["cancel", &running[0]]);
+    scratch.cancel(&running[0]);
     let waited = scratch.run(&["wait", &running[0]]);
     assert_eq!(waited.status.code(), Some(1));
     assert_eq!(record(&scratch.runs(), &running[1])["status"], "running");
-    scratch.run(&["cancel", &running[1]]);
+    scratch.cancel(&running[1]);
     parallel.wait().unwrap();
     for id in &running {
         let runs = scratch.runs();
