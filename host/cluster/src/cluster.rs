@@ -1069,7 +1069,7 @@ async fn connect_client(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use moat_testkit::nats;
 
     use super::*;
@@ -1077,7 +1077,7 @@ mod tests {
 
     /// A cluster of one fresh `nats-server`, kept running while the server
     /// is held; `None` (the test skips) without `nats-server`.
-    async fn connected() -> Option<(nats::NatsServer, Cluster)> {
+    pub(crate) async fn connected() -> Option<(nats::NatsServer, Cluster)> {
         if !nats::available() {
             return None;
         }

@@ -3,7 +3,7 @@
 //! publishes every event; beats so a lost worker is noticed; stops a run
 //! when asked, within a second.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -116,6 +116,46 @@ impl Running {
 
 type Runs = Arc<Mutex<HashMap<String, Arc<Running>>>>;
 
+/// The runs this worker is taking (claiming, then executing): one take of
+/// a run at a time. A run's message may come again while its first take
+/// is still under way (a claim that waits out a failover past the ack
+/// wait); a second take would find the first one's live entry naming this
+/// worker, use it, and on losing the claim clear it from under the run.
+#[derive(Clone, Default)]
+struct Taking(Arc<Mutex<HashSet<String>>>);
+
+impl Taking {
+    /// Marks run `id` as being taken here for as long as the guard lives;
+    /// `None` when it is already.
+    fn start(&self, id: &str) -> Option<Taken> {
+        let fresh = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.to_owned());
+        fresh.then(|| Taken {
+            taking: self.clone(),
+            id: id.to_owned(),
+        })
+    }
+}
+
+/// A run being taken here; dropped when its take is over.
+struct Taken {
+    taking: Taking,
+    id: String,
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        self.taking
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
 /// Runs a worker until `stop` is cancelled: then it takes no more runs,
 /// stops the ones it has (each ends with its `done` interrupted) and
 /// leaves the cluster.
@@ -127,6 +167,7 @@ pub async fn run_worker(
 ) -> Result<(), ClusterError> {
     let config = Arc::new(config);
     let runs: Runs = Arc::default();
+    let taking = Taking::default();
     settled(|| beat(&cluster, &config, &runs)).await?;
     let consumer: consumer::PullConsumer = settled(|| async {
         nats(
@@ -231,14 +272,23 @@ pub async fn run_worker(
             }
             None => continue,
         };
-        let (cluster, config, runs, executor) = (
+        let (cluster, config, runs, taking, executor) = (
             cluster.clone(),
             config.clone(),
             runs.clone(),
+            taking.clone(),
             executor.clone(),
         );
         tokio::spawn(async move {
-            take(&cluster, &config, &runs, executor.as_ref(), message).await;
+            take(
+                &cluster,
+                &config,
+                &runs,
+                &taking,
+                executor.as_ref(),
+                message,
+            )
+            .await;
             drop(permit);
         });
     }
@@ -325,6 +375,7 @@ async fn take(
     cluster: &Cluster,
     config: &WorkerConfig,
     runs: &Runs,
+    taking: &Taking,
     executor: &dyn Executor,
     message: async_nats::jetstream::Message,
 ) {
@@ -337,6 +388,15 @@ async fn take(
         }
     };
     let id = job.id.clone();
+    let Some(_taken) = taking.start(&id) else {
+        // The take under way acks the message, or offers it again.
+        tracing::debug!(
+            run = id,
+            "the run's message came again while it is taken here"
+        );
+        let _ = message.ack_with(AckKind::Nak(Some(PULL_WAIT))).await;
+        return;
+    };
     match claim(cluster, config, &job).await {
         Ok(Some(run)) => {
             let adapter = run.job.adapter.clone();
@@ -400,28 +460,74 @@ async fn claim(
         .live
         .create(&job.id, Bytes::from(config.id.clone()))
         .await
+        && !names_this_worker(cluster, &job.id, config).await
     {
         return Err(ClusterError::Nats {
             what: "live runs",
             message: format!("another worker is claiming the run ({error})"),
         });
     }
+    let mut written = false;
+    let mut landed = None;
     let claimed = cluster
         .update(&job.id, |run| {
-            if run.status() != RunStatus::Pending || run.cancel.is_some() {
-                return Change::Keep;
+            match claim_record(run, &config.id, written) {
+                Claim::Write => {
+                    written = true;
+                    Change::Write
+                }
+                Claim::Landed => {
+                    landed = Some(run.clone());
+                    Change::Keep
+                }
+                Claim::Lost => Change::Keep,
             }
-            run.status = RunStatus::Running.as_str().into();
-            run.worker = Some(config.id.clone());
-            run.attempt += 1;
-            run.started_ms = Some(moat_engine::now_ms());
-            Change::Write
         })
-        .await;
+        .await
+        .map(|claimed| claimed.or(landed));
     if !matches!(claimed, Ok(Some(_))) {
         cluster.clear_live(&job.id).await;
     }
     claimed
+}
+
+/// What a claim does with the run's record as it reads it.
+#[derive(Debug, PartialEq, Eq)]
+enum Claim {
+    /// It is pending and not cancelled: claimed, `run` changed to say so.
+    Write,
+    /// It is running here after this claim's write (`written`): the
+    /// write landed though its answer was lost, and the update read the
+    /// record again. The claim is made.
+    Landed,
+    /// Someone else has it, it ended, or it was cancelled.
+    Lost,
+}
+
+/// Claims `run`'s record for `worker` if it is there to claim.
+fn claim_record(run: &mut ClusterRun, worker: &str, written: bool) -> Claim {
+    if written && run.status() == RunStatus::Running && run.worker.as_deref() == Some(worker) {
+        return Claim::Landed;
+    }
+    if run.status() != RunStatus::Pending || run.cancel.is_some() {
+        return Claim::Lost;
+    }
+    run.status = RunStatus::Running.as_str().into();
+    run.worker = Some(worker.to_owned());
+    run.attempt += 1;
+    run.started_ms = Some(moat_engine::now_ms());
+    Claim::Write
+}
+
+/// Whether run `id`'s live entry names this worker. Then it is this
+/// claim's to use: made by this very claim, whose answer was lost in a
+/// failover (the client, finding the key there, says it exists), or left
+/// by an earlier claim of this worker that failed before it could clear
+/// it. Refused, either would keep the run from every worker for good, as
+/// no search for lost workers clears a live worker's entry; and no other
+/// take of the run is under way here ([`Taking`]).
+async fn names_this_worker(cluster: &Cluster, id: &str, config: &WorkerConfig) -> bool {
+    matches!(cluster.live.get(id).await, Ok(Some(worker)) if worker == config.id.as_bytes())
 }
 
 /// Executes a claimed run and publishes its events; ends its record.
@@ -673,6 +779,89 @@ mod tests {
     use super::*;
     use async_nats::jetstream;
     use moat_testkit::nats;
+
+    /// A claim whose live entry is there already, naming this worker (its
+    /// creation landed but its answer was lost in a failover, so the
+    /// client said the key exists), goes ahead; one naming another worker
+    /// is refused and leaves the run pending.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_goes_ahead_on_its_own_live_entry_and_not_on_another_workers() {
+        let Some((_server, cluster)) = crate::cluster::tests::connected().await else {
+            return;
+        };
+        let config = |id: &str| WorkerConfig {
+            id: id.into(),
+            max_runs: 1,
+            components: std::env::temp_dir(),
+        };
+        let (this, other) = (config("w_this"), config("w_other"));
+        let echo = || {
+            Job::new(
+                ComponentRef::Builtin {
+                    name: "echo".into(),
+                },
+                "echo",
+                "hi",
+            )
+        };
+        let (mine, theirs) = (echo(), echo());
+        for (job, worker) in [(&mine, &this), (&theirs, &other)] {
+            cluster.submit(job.clone()).await.expect("submitted");
+            cluster
+                .live
+                .create(&job.id, Bytes::from(worker.id.clone()))
+                .await
+                .expect("the entry a lost answer left");
+        }
+
+        let claimed = claim(&cluster, &this, &mine).await.expect("claimed");
+        let run = claimed.expect("the run is this worker's");
+        assert_eq!(run.status(), RunStatus::Running);
+        assert_eq!(run.worker.as_deref(), Some("w_this"));
+
+        let refused = claim(&cluster, &this, &theirs).await;
+        assert!(refused.is_err(), "another worker's claim: {refused:?}");
+        let left = cluster.get(&theirs.id).await.expect("read").expect("kept");
+        assert_eq!(left.status(), RunStatus::Pending);
+        cluster.close().await;
+    }
+
+    /// A claim's write that landed though its answer was lost is seen, on
+    /// the record read again, as the claim made; a run running under
+    /// another worker, or under this one before this claim wrote, is not
+    /// this claim's.
+    #[test]
+    fn a_claim_knows_its_own_write_when_it_reads_the_record_again() {
+        let echo = ComponentRef::Builtin {
+            name: "echo".into(),
+        };
+        let mut run = ClusterRun::submitted(Job::new(echo, "echo", "hi"));
+        assert_eq!(claim_record(&mut run, "w_this", false), Claim::Write);
+        assert_eq!(run.status(), RunStatus::Running);
+        assert_eq!((run.worker.as_deref(), run.attempt), (Some("w_this"), 1));
+
+        let mut read_again = run.clone();
+        assert_eq!(claim_record(&mut read_again, "w_this", true), Claim::Landed);
+        assert_eq!(read_again, run, "left as it is");
+        assert_eq!(claim_record(&mut run.clone(), "w_this", false), Claim::Lost);
+        assert_eq!(claim_record(&mut run.clone(), "w_other", true), Claim::Lost);
+
+        let mut cancelled = ClusterRun::submitted(run.job.clone());
+        cancelled.cancel = Some("cancelled".into());
+        assert_eq!(claim_record(&mut cancelled, "w_this", false), Claim::Lost);
+    }
+
+    /// A second take of a run while one is under way here is told no; the
+    /// run can be taken again once the first is over.
+    #[test]
+    fn a_run_is_taken_once_at_a_time_in_a_worker() {
+        let taking = Taking::default();
+        let first = taking.start("r_1").expect("the first take");
+        assert!(taking.start("r_1").is_none(), "a second take at once");
+        assert!(taking.start("r_2").is_some(), "another run");
+        drop(first);
+        assert!(taking.start("r_1").is_some(), "taken again after");
+    }
 
     /// The case `release_late` is for: a run delivered to a pull the worker
     /// gave up on reaches the next pull at once, not after the ack wait.
