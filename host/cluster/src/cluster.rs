@@ -2,6 +2,7 @@
 //! process shares: submit, read, list, cancel, end, follow and wait, and
 //! finding runs whose worker was lost.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -834,12 +835,13 @@ fn with_payload(event: AgentEvent, payload: &serde_json::Value) -> AgentEvent {
     serde_json::from_value(value).unwrap_or(event)
 }
 
-/// The task behind [`Cluster::follow`].
-async fn follow_events(
+/// The task behind [`Cluster::follow`]: `messages` are the run's, from
+/// its first (an ordered consumer).
+async fn follow_events<E: std::fmt::Display>(
     cluster: Cluster,
     id: String,
     from: u64,
-    mut messages: consumer::pull::Ordered,
+    mut messages: impl Stream<Item = Result<jetstream::Message, E>> + Unpin,
     sender: tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
 ) {
     let mut ended_seen: Option<ClusterRun> = None;
@@ -857,32 +859,29 @@ async fn follow_events(
                     tracing::debug!(run = id, "following events: {error}");
                     tokio::time::sleep(WATCH_EVERY / 4).await;
                 }
-                // Quiet: is the run still going?
                 if sender.is_closed() {
                     return;
                 }
                 if let Err(error) = cluster.reap_lost_workers().await {
                     tracing::debug!("looking for lost workers: {error}");
                 }
-                // Events missing for longer than any sender retries, or
-                // missing from a run that has ended, are not coming.
-                let skipped = order.skip_gap(SETTLE + WATCH_EVERY, ended_seen.is_some());
-                if !skipped.is_empty() {
-                    if emit(&sender, from, skipped).await.is_break() {
-                        return;
+                // Ended a while ago (seen at the last look), or events
+                // missing for longer than any sender retries: what is
+                // missing is either stored already and only slow to come
+                // (the consumer stalled by a failover or a busy machine),
+                // or never coming. The stream says which.
+                if ended_seen.is_some() || order.stalled_for(SETTLE + WATCH_EVERY) {
+                    match catch_up(&cluster, &id, from, &mut order, &sender, &ended_seen).await {
+                        Ok(ControlFlow::Break(())) => return,
+                        Ok(ControlFlow::Continue(())) => {}
+                        Err(error) => {
+                            tracing::debug!(run = id, "reading the stored events: {error}")
+                        }
                     }
                     continue;
                 }
                 match cluster.get(&id).await {
-                    Ok(Some(run)) if run.is_terminal() => {
-                        if let Some(seen) = ended_seen.take() {
-                            // Ended a while ago and its done never came.
-                            let done = synthesized(&seen);
-                            let _ = sender.send(Ok((order.expected(), done))).await;
-                            return;
-                        }
-                        ended_seen = Some(run);
-                    }
+                    Ok(Some(run)) if run.is_terminal() => ended_seen = Some(run),
                     Ok(Some(_)) => {}
                     Ok(None) => {
                         let _ = sender.send(Err(ClusterError::NotFound(id.clone()))).await;
@@ -906,23 +905,53 @@ async fn follow_events(
     }
 }
 
+/// Sends what the stream holds of run `id` from the next event expected;
+/// then gives up on the events still missing: at once when the run has
+/// `ended` (its sender flushed everything before ending it, or is gone),
+/// else once they have been missing for longer than any sender retries.
+/// A run that ended without its `done` in the stream gets one made from
+/// its record. `Break` once the `done` went, or the reader is gone.
+async fn catch_up(
+    cluster: &Cluster,
+    id: &str,
+    from: u64,
+    order: &mut events::InOrder,
+    sender: &tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
+    ended: &Option<ClusterRun>,
+) -> Result<ControlFlow<()>, ClusterError> {
+    let stored = cluster.stored_events(id, order.expected()).await?;
+    if emit(sender, from, order.take(stored)).await.is_break() {
+        return Ok(ControlFlow::Break(()));
+    }
+    let skipped = order.skip_gap(SETTLE + WATCH_EVERY, ended.is_some());
+    if emit(sender, from, skipped).await.is_break() {
+        return Ok(ControlFlow::Break(()));
+    }
+    let Some(run) = ended else {
+        return Ok(ControlFlow::Continue(()));
+    };
+    let done = synthesized(run);
+    let _ = sender.send(Ok((order.expected(), done))).await;
+    Ok(ControlFlow::Break(()))
+}
+
 /// Sends `events` from number `from` on; `Break` once the `done` went, or
 /// the reader is gone.
 async fn emit(
     sender: &tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
     from: u64,
     events: Vec<(u64, AgentEvent)>,
-) -> std::ops::ControlFlow<()> {
+) -> ControlFlow<()> {
     for (seq, event) in events {
         let done = event.is_done();
         if seq >= from && sender.send(Ok((seq, event))).await.is_err() {
-            return std::ops::ControlFlow::Break(());
+            return ControlFlow::Break(());
         }
         if done {
-            return std::ops::ControlFlow::Break(());
+            return ControlFlow::Break(());
         }
     }
-    std::ops::ControlFlow::Continue(())
+    ControlFlow::Continue(())
 }
 
 /// The `done` a record says its run ended with.
@@ -1120,6 +1149,85 @@ pub(crate) mod tests {
         }
         let left: Vec<_> = std::fs::read_dir(dir.path()).expect("listed").collect();
         assert!(left.is_empty(), "no temporary file is left: {left:?}");
+        cluster.close().await;
+    }
+
+    /// A follower whose consumer stalls at the end of a run (a failover, a
+    /// busy machine) — here it brought only the run's second message, the
+    /// first stored after it (sent again after a lost acknowledgement) —
+    /// still gives every event the stream holds, in order, and the run's
+    /// own `done`, once the run has ended: nothing skipped, no `done` made
+    /// up in place of the one stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_follower_whose_consumer_stalls_gives_what_the_stream_holds() {
+        let Some((_server, cluster)) = connected().await else {
+            return;
+        };
+        let echo = ComponentRef::Builtin {
+            name: "echo".into(),
+        };
+        let id = cluster
+            .submit(Job::new(echo, "echo", "hi"))
+            .await
+            .expect("submitted")
+            .job
+            .id;
+        let completed = Outcome {
+            status: RunStatus::Completed,
+            reason: None,
+            done: None,
+        };
+        let mut done = completed.synthesized_done("echo");
+        if let moat_engine::EventPayload::Done(payload) = &mut done.payload {
+            payload.result = Some("the run's own".into());
+        }
+        let text = |n: u64| {
+            AgentEvent::by_host(
+                "echo",
+                moat_engine::EventPayload::text(format!("event {n}")),
+            )
+        };
+        // The second message first, as a retried first one would be stored.
+        let mut second = cluster.publisher(&id, 3);
+        for n in 3..5 {
+            second.push(&text(n)).await.expect("pushed");
+        }
+        second.push(&done).await.expect("pushed");
+        second.flush().await.expect("stored");
+        let mut first = cluster.publisher(&id, 0);
+        for n in 0..3 {
+            first.push(&text(n)).await.expect("pushed");
+        }
+        first.flush().await.expect("stored");
+        cluster
+            .update(&id, |run| {
+                run.status = RunStatus::Running.as_str().into();
+                run.worker = Some("w1".into());
+                Change::Write
+            })
+            .await
+            .expect("claimed");
+        let ending = Ending::of(completed);
+        let ended = cluster.record_end(&id, Some("w1"), &ending).await;
+        assert!(ended.expect("recorded").is_some());
+
+        let mut stored = cluster.event_messages(&id).await.expect("a consumer");
+        let second_message = stored.next().await.expect("there").expect("read");
+        let stalled = futures::stream::iter([Ok::<_, ClusterError>(second_message)])
+            .chain(futures::stream::pending());
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(follow_events(cluster.clone(), id, 0, stalled, sender));
+        let mut followed = Vec::new();
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while let Some(event) = tokio::time::timeout_at(until, receiver.recv())
+            .await
+            .expect("the follower ends")
+        {
+            followed.push(event.expect("an event"));
+        }
+        let seqs: Vec<u64> = followed.iter().map(|(seq, _)| *seq).collect();
+        assert_eq!(seqs, [0, 1, 2, 3, 4, 5], "every event, in order");
+        assert_eq!(followed[5].1, done, "the run's own done");
         cluster.close().await;
     }
 

@@ -263,13 +263,17 @@ impl InOrder {
         ready
     }
 
+    /// Whether events held have waited for a missing one for `patience`.
+    pub(crate) fn stalled_for(&self, patience: Duration) -> bool {
+        self.stalled_since
+            .is_some_and(|since| since.elapsed() >= patience)
+    }
+
     /// Gives up on the events missing before those held, once they have
     /// been missing for `patience` (or at once, `now`): what is held, in
     /// order. Their sender died before it could send them again.
     pub(crate) fn skip_gap(&mut self, patience: Duration, now: bool) -> Vec<(u64, AgentEvent)> {
-        let stalled = self
-            .stalled_since
-            .is_some_and(|since| now || since.elapsed() >= patience);
+        let stalled = self.stalled_since.is_some() && (now || self.stalled_for(patience));
         let Some(first) = self.held.keys().next().copied().filter(|_| stalled) else {
             return Vec::new();
         };
