@@ -34,11 +34,11 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 const CAS_ATTEMPTS: usize = 64;
 /// How long one JetStream request waits for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long listing a bucket's keys may take. The listing is a consumer
-/// of the bucket's stream, which a failover can leave waiting for
+/// How long reading a consumer through to its end may take (a bucket's
+/// keys, a run's event headers). A failover can leave one waiting for
 /// deliveries that never come (seen with a NATS node killed): each request
 /// in it has its timeout, the wait between them has none.
-const KEYS_PATIENCE: Duration = Duration::from_secs(10);
+const LISTING_PATIENCE: Duration = Duration::from_secs(10);
 /// The largest component the cluster carries.
 pub const MAX_COMPONENT_BYTES: u64 = 512 * 1024 * 1024;
 
@@ -495,14 +495,29 @@ impl Cluster {
         .await
     }
 
-    /// The number the next event of run `id` gets: one past the last
-    /// stored, 0 for none.
+    /// The number the next event of run `id` gets: one past the highest
+    /// stored, 0 for none. Not always past the last message: one sent
+    /// again after its acknowledgement was lost is stored after later
+    /// ones. Read from the messages' headers alone.
     pub(crate) async fn next_seq(&self, id: &str) -> Result<u64, ClusterError> {
-        Ok(self
-            .last_message(id)
-            .await?
-            .and_then(|message| events::end_of(&message.headers))
-            .unwrap_or(0))
+        if self.last_message(id).await?.is_none() {
+            return Ok(0);
+        }
+        let highest = async {
+            let mut headers = self.ordered_events(id, true).await?;
+            let mut next = 0;
+            while let Some(message) = headers.next().await {
+                let message = nats("event stream", message)?;
+                if let Some(end) = message.headers.as_ref().and_then(events::end_of) {
+                    next = next.max(end);
+                }
+                if nats("event stream", message.info())?.pending == 0 {
+                    return Ok(next);
+                }
+            }
+            Ok(next)
+        };
+        within(LISTING_PATIENCE, "event stream", highest).await
     }
 
     /// A publisher of run `id`'s events, the first numbered `seq`.
@@ -539,6 +554,16 @@ impl Cluster {
 
     /// An ordered consumer of run `id`'s events, from its first.
     async fn event_messages(&self, id: &str) -> Result<consumer::pull::Ordered, ClusterError> {
+        self.ordered_events(id, false).await
+    }
+
+    /// An ordered consumer of run `id`'s event messages, from its first;
+    /// their headers alone when `headers_only`.
+    async fn ordered_events(
+        &self,
+        id: &str,
+        headers_only: bool,
+    ) -> Result<consumer::pull::Ordered, ClusterError> {
         settled(|| async {
             let consumer = nats(
                 "event stream",
@@ -546,6 +571,7 @@ impl Cluster {
                     .create_consumer(consumer::pull::OrderedConfig {
                         filter_subject: layout::events_subject(id),
                         deliver_policy: consumer::DeliverPolicy::All,
+                        headers_only,
                         ..Default::default()
                     })
                     .await,
@@ -571,7 +597,7 @@ impl Cluster {
         from: u64,
     ) -> Result<Vec<(u64, AgentEvent)>, ClusterError> {
         let mut events = Vec::new();
-        if self.next_seq(id).await? == 0 {
+        if self.last_message(id).await?.is_none() {
             return Ok(events);
         }
         let mut messages = self.event_messages(id).await?;
@@ -986,7 +1012,7 @@ async fn keys(bucket: &kv::Store) -> Result<Vec<String>, ClusterError> {
         }
         Ok(all)
     };
-    within(KEYS_PATIENCE, "keys", listing).await
+    within(LISTING_PATIENCE, "keys", listing).await
 }
 
 /// `operation` (NATS operation `what`), given up as timed out, a transient
@@ -1152,17 +1178,10 @@ pub(crate) mod tests {
         cluster.close().await;
     }
 
-    /// A follower whose consumer stalls at the end of a run (a failover, a
-    /// busy machine) — here it brought only the run's second message, the
-    /// first stored after it (sent again after a lost acknowledgement) —
-    /// still gives every event the stream holds, in order, and the run's
-    /// own `done`, once the run has ended: nothing skipped, no `done` made
-    /// up in place of the one stored.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_follower_whose_consumer_stalls_gives_what_the_stream_holds() {
-        let Some((_server, cluster)) = connected().await else {
-            return;
-        };
+    /// An ended run whose two messages of events (0–2, then 3–5 with its
+    /// `done`) were stored second first, as when the first is sent again
+    /// after its acknowledgement was lost: its id and its `done`.
+    async fn reordered_run(cluster: &Cluster) -> (String, AgentEvent) {
         let echo = ComponentRef::Builtin {
             name: "echo".into(),
         };
@@ -1187,7 +1206,6 @@ pub(crate) mod tests {
                 moat_engine::EventPayload::text(format!("event {n}")),
             )
         };
-        // The second message first, as a retried first one would be stored.
         let mut second = cluster.publisher(&id, 3);
         for n in 3..5 {
             second.push(&text(n)).await.expect("pushed");
@@ -1210,7 +1228,34 @@ pub(crate) mod tests {
         let ending = Ending::of(completed);
         let ended = cluster.record_end(&id, Some("w1"), &ending).await;
         assert!(ended.expect("recorded").is_some());
+        (id, done)
+    }
 
+    /// The number a run's next event gets is past its highest stored,
+    /// not past its last message (which may be an earlier one, sent
+    /// again): an ending or a new attempt never reuses a number.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_next_number_is_past_the_highest_stored_not_the_last_message() {
+        let Some((_server, cluster)) = connected().await else {
+            return;
+        };
+        let (id, _) = reordered_run(&cluster).await;
+        assert_eq!(cluster.next_seq(&id).await.expect("read"), 6);
+        assert_eq!(cluster.next_seq("r_none").await.expect("read"), 0);
+        cluster.close().await;
+    }
+
+    /// A follower whose consumer stalls at the end of a run (a failover, a
+    /// busy machine) — here it brought only the run's second message, the
+    /// first stored after it — still gives every event the stream holds,
+    /// in order, and the run's own `done`, once the run has ended: nothing
+    /// skipped, no `done` made up in place of the one stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_follower_whose_consumer_stalls_gives_what_the_stream_holds() {
+        let Some((_server, cluster)) = connected().await else {
+            return;
+        };
+        let (id, done) = reordered_run(&cluster).await;
         let mut stored = cluster.event_messages(&id).await.expect("a consumer");
         let second_message = stored.next().await.expect("there").expect("read");
         let stalled = futures::stream::iter([Ok::<_, ClusterError>(second_message)])
