@@ -1178,10 +1178,9 @@ pub(crate) mod tests {
         cluster.close().await;
     }
 
-    /// An ended run whose two messages of events (0–2, then 3–5 with its
-    /// `done`) were stored second first, as when the first is sent again
-    /// after its acknowledgement was lost: its id and its `done`.
-    async fn reordered_run(cluster: &Cluster) -> (String, AgentEvent) {
+    /// A run of the built-in echo, submitted and marked running on
+    /// worker `w1` (which never runs it): its id.
+    async fn running_echo(cluster: &Cluster) -> String {
         let echo = ComponentRef::Builtin {
             name: "echo".into(),
         };
@@ -1191,6 +1190,22 @@ pub(crate) mod tests {
             .expect("submitted")
             .job
             .id;
+        cluster
+            .update(&id, |run| {
+                run.status = RunStatus::Running.as_str().into();
+                run.worker = Some("w1".into());
+                Change::Write
+            })
+            .await
+            .expect("claimed");
+        id
+    }
+
+    /// An ended run whose two messages of events (0–2, then 3–5 with its
+    /// `done`) were stored second first, as when the first is sent again
+    /// after its acknowledgement was lost: its id and its `done`.
+    async fn reordered_run(cluster: &Cluster) -> (String, AgentEvent) {
+        let id = running_echo(cluster).await;
         let completed = Outcome {
             status: RunStatus::Completed,
             reason: None,
@@ -1217,14 +1232,6 @@ pub(crate) mod tests {
             first.push(&text(n)).await.expect("pushed");
         }
         first.flush().await.expect("stored");
-        cluster
-            .update(&id, |run| {
-                run.status = RunStatus::Running.as_str().into();
-                run.worker = Some("w1".into());
-                Change::Write
-            })
-            .await
-            .expect("claimed");
         let ending = Ending::of(completed);
         let ended = cluster.record_end(&id, Some("w1"), &ending).await;
         assert!(ended.expect("recorded").is_some());
@@ -1286,23 +1293,7 @@ pub(crate) mod tests {
         let Some((_server, cluster)) = connected().await else {
             return;
         };
-        let echo = ComponentRef::Builtin {
-            name: "echo".into(),
-        };
-        let id = cluster
-            .submit(Job::new(echo, "echo", "hi"))
-            .await
-            .expect("submitted")
-            .job
-            .id;
-        cluster
-            .update(&id, |run| {
-                run.status = RunStatus::Running.as_str().into();
-                run.worker = Some("w1".into());
-                Change::Write
-            })
-            .await
-            .expect("claimed");
+        let id = running_echo(&cluster).await;
         let completed = |seq| Ending {
             seq,
             ..Ending::of(Outcome {
