@@ -34,10 +34,11 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 const CAS_ATTEMPTS: usize = 64;
 /// How long one JetStream request waits for its answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long reading a consumer through to its end may take (a bucket's
-/// keys, a run's event headers). A failover can leave one waiting for
-/// deliveries that never come (seen with a NATS node killed): each request
-/// in it has its timeout, the wait between them has none.
+/// How long a read of a consumer through to its end may wait: for the
+/// whole listing of a bucket's keys, for each delivery of a run's stored
+/// messages (a long run has many). A failover can leave a consumer waiting
+/// for deliveries that never come (seen with a NATS node killed): each
+/// request in it has its timeout, the wait between them has none.
 const LISTING_PATIENCE: Duration = Duration::from_secs(10);
 /// The largest component the cluster carries.
 pub const MAX_COMPONENT_BYTES: u64 = 512 * 1024 * 1024;
@@ -500,24 +501,46 @@ impl Cluster {
     /// again after its acknowledgement was lost is stored after later
     /// ones. Read from the messages' headers alone.
     pub(crate) async fn next_seq(&self, id: &str) -> Result<u64, ClusterError> {
-        if self.last_message(id).await?.is_none() {
-            return Ok(0);
-        }
-        let highest = async {
-            let mut headers = self.ordered_events(id, true).await?;
-            let mut next = 0;
-            while let Some(message) = headers.next().await {
-                let message = nats("event stream", message)?;
-                if let Some(end) = message.headers.as_ref().and_then(events::end_of) {
-                    next = next.max(end);
-                }
-                if nats("event stream", message.info())?.pending == 0 {
-                    return Ok(next);
-                }
+        let mut next = 0;
+        self.each_stored_message(id, true, |message| {
+            if let Some(end) = message.headers.as_ref().and_then(events::end_of) {
+                next = next.max(end);
             }
-            Ok(next)
-        };
-        within(LISTING_PATIENCE, "event stream", highest).await
+            Ok(())
+        })
+        .await?;
+        Ok(next)
+    }
+
+    /// Hands each stored message of run `id` to `each` (its headers alone
+    /// when `headers_only`), from the first until none is pending. A
+    /// delivery that does not come within [`LISTING_PATIENCE`] (a consumer
+    /// stalled by a failover) fails the read as timed out, a transient
+    /// failure: no reader waits on it for ever.
+    async fn each_stored_message(
+        &self,
+        id: &str,
+        headers_only: bool,
+        mut each: impl FnMut(&jetstream::Message) -> Result<(), ClusterError>,
+    ) -> Result<(), ClusterError> {
+        if self.last_message(id).await?.is_none() {
+            return Ok(());
+        }
+        let mut messages = self.ordered_events(id, headers_only).await?;
+        loop {
+            let next = within(LISTING_PATIENCE, "event stream", async {
+                Ok(messages.next().await)
+            })
+            .await?;
+            let Some(message) = next else {
+                return Ok(());
+            };
+            let message = nats("event stream", message)?;
+            each(&message)?;
+            if nats("event stream", message.info())?.pending == 0 {
+                return Ok(());
+            }
+        }
     }
 
     /// A publisher of run `id`'s events, the first numbered `seq`.
@@ -597,22 +620,15 @@ impl Cluster {
         from: u64,
     ) -> Result<Vec<(u64, AgentEvent)>, ClusterError> {
         let mut events = Vec::new();
-        if self.last_message(id).await?.is_none() {
-            return Ok(events);
-        }
-        let mut messages = self.event_messages(id).await?;
-        while let Some(message) = messages.next().await {
-            let message = nats("event stream", message)?;
-            let pending = nats("event stream", message.info())?.pending;
+        self.each_stored_message(id, false, |message| {
             for (seq, event) in events::decode(message.headers.as_ref(), &message.payload)? {
                 if seq >= from {
                     events.push((seq, event));
                 }
             }
-            if pending == 0 {
-                break;
-            }
-        }
+            Ok(())
+        })
+        .await?;
         // In order, once each (see `events::InOrder`).
         events.sort_by_key(|(seq, _)| *seq);
         events.dedup_by_key(|(seq, _)| *seq);
@@ -897,7 +913,16 @@ async fn follow_events<E: std::fmt::Display>(
                 // (the consumer stalled by a failover or a busy machine),
                 // or never coming. The stream says which.
                 if ended_seen.is_some() || order.stalled_for(SETTLE + WATCH_EVERY) {
-                    match catch_up(&cluster, &id, from, &mut order, &sender, &ended_seen).await {
+                    match catch_up(
+                        &cluster,
+                        &id,
+                        from,
+                        &mut order,
+                        &sender,
+                        ended_seen.as_ref(),
+                    )
+                    .await
+                    {
                         Ok(ControlFlow::Break(())) => return,
                         Ok(ControlFlow::Continue(())) => {}
                         Err(error) => {
@@ -943,7 +968,7 @@ async fn catch_up(
     from: u64,
     order: &mut events::InOrder,
     sender: &tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
-    ended: &Option<ClusterRun>,
+    ended: Option<&ClusterRun>,
 ) -> Result<ControlFlow<()>, ClusterError> {
     let stored = cluster.stored_events(id, order.expected()).await?;
     if emit(sender, from, order.take(stored)).await.is_break() {
