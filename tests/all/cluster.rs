@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use moat_cluster::{Cluster, ClusterRun, ComponentRef, Job, Settings};
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
-use moat_store::{RunId, RunStatus};
+use moat_runs::{RunId, RunStatus};
 use moat_testkit::components::{FLOOD, SPIN_NEXT};
 use moat_testkit::nats;
 
@@ -307,7 +307,7 @@ async fn a_worker_killed_mid_run_loses_its_runs_and_only_those() {
     // A cancel from elsewhere stops it on its worker within a second.
     let asked = Instant::now();
     cluster
-        .cancel(&kept_id, moat_store::FailReason::Cancelled)
+        .cancel(&kept_id, moat_runs::FailReason::Cancelled)
         .await
         .unwrap();
     let events = follow(&cluster, &kept_id, Duration::from_secs(10)).await;
@@ -598,7 +598,7 @@ async fn a_parents_end_stops_its_child_on_another_worker() {
     .worker;
     assert_ne!(parent_worker, child_worker, "one run per worker");
     cluster
-        .cancel(&parent_id, moat_store::FailReason::Cancelled)
+        .cancel(&parent_id, moat_runs::FailReason::Cancelled)
         .await
         .unwrap();
     let events = follow(&cluster, &child_id, Duration::from_secs(10)).await;
@@ -640,7 +640,7 @@ async fn a_run_that_allows_it_is_run_again_when_its_worker_is_lost() {
     .await;
     assert!(again.worker.is_some());
     cluster
-        .cancel(&id, moat_store::FailReason::Cancelled)
+        .cancel(&id, moat_runs::FailReason::Cancelled)
         .await
         .unwrap();
     let run = record_until(

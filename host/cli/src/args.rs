@@ -7,9 +7,14 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use moat_engine::{McpServers, PriceTable, RunLimits, RunOptions};
+use moat_launch::{Asked, AskedLimits, Ceiling, LimitCeiling, Timeout};
 use moat_grants::{Grants, NetRule, Policy, TrustLevel, canonical_dir, names};
 use moat_sandbox::MAX_MEMORY_CEILING;
-use moat_store::RunStatus;
+use moat_runs::RunStatus;
+
+/// How many sessions a command other than `serve` runs at once at most
+/// (its pool's size): the most tasks `--max-parallel` may run at once.
+pub const COMMAND_SESSIONS: usize = 64;
 
 /// Run AI-agent adapters as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -111,6 +116,9 @@ pub struct WorkerArgs {
     /// refused (BOUNDARY_VIOLATION on its record).
     #[command(flatten)]
     pub grants: GrantFlags,
+    /// The most trust and limits this worker gives any run.
+    #[command(flatten)]
+    pub most: CeilingFlags,
 }
 
 #[derive(Debug, Args)]
@@ -236,6 +244,9 @@ pub struct WorkflowFlags {
     /// can only narrow these. Each task works in the file's directory.
     #[command(flatten)]
     pub grants: GrantFlags,
+    /// The most of each limit any task's run may have.
+    #[command(flatten)]
+    pub limits: LimitCeilingFlags,
     /// Record nothing in the run store (the state file is still written).
     #[arg(long)]
     pub no_store: bool,
@@ -295,10 +306,10 @@ pub enum GraphFormat {
 
 fn parse_parallel(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(n @ 1..=crate::resolve::COMMAND_SESSIONS) => Ok(n),
+        Ok(n @ 1..=COMMAND_SESSIONS) => Ok(n),
         _ => Err(format!(
             "must be a whole number from 1 to {}",
-            crate::resolve::COMMAND_SESSIONS
+            COMMAND_SESSIONS
         )),
     }
 }
@@ -315,6 +326,9 @@ pub struct ServeArgs {
     /// The most any run may be granted: a request can only ask for less.
     #[command(flatten)]
     pub grants: GrantFlags,
+    /// The most trust and limits any run may have.
+    #[command(flatten)]
+    pub most: CeilingFlags,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -325,6 +339,13 @@ pub struct PsArgs {
     /// Only runs in these statuses (pending, running, completed, failed).
     #[arg(long, value_delimiter = ',', value_parser = parse_status)]
     pub status: Vec<RunStatus>,
+    /// Only runs of this adapter.
+    #[arg(long, value_name = "NAME")]
+    pub adapter: Option<String>,
+    /// Only the children of this run (an id or a prefix), whatever their
+    /// status.
+    #[arg(long, value_name = "RUN")]
+    pub parent: Option<String>,
     /// At most this many, newest first.
     #[arg(short = 'n', long = "last", value_name = "N")]
     pub last: Option<usize>,
@@ -447,11 +468,67 @@ pub struct ParallelArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_total_memory)]
     pub max_total_memory: Option<u64>,
     /// Leave nothing on disk: no record of the tasks in the store.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "parent")]
     pub no_store: bool,
+    /// Record every task as a child of the live run RUN (an id or a
+    /// prefix): within its grants, trust and limits, stopped when it ends.
+    #[arg(long, value_name = "RUN")]
+    pub parent: Option<String>,
     /// Output format [default: pretty on a terminal, ndjson otherwise].
     #[arg(long, short, value_enum)]
     pub output: Option<OutputFormat>,
+}
+
+/// The most trust and limits any run started here may have: a request
+/// asking for more is refused (BOUNDARY_VIOLATION).
+#[derive(Debug, Clone, Args)]
+pub struct CeilingFlags {
+    /// The most trust a run may ask for (`sandbox`, `controlled`,
+    /// `unrestricted`); a run asking nothing gets this.
+    #[arg(long, value_name = "LEVEL", value_parser = trust_parser(), default_value = "sandbox")]
+    pub trust: TrustLevel,
+    #[command(flatten)]
+    pub limits: LimitCeilingFlags,
+}
+
+/// The most of each limit a run may have; what a run does not ask for is
+/// its default, lowered to fit.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LimitCeilingFlags {
+    /// The longest a run may take, e.g. 30m [default: no ceiling].
+    #[arg(long = "timeout", value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// The most fuel a run may have [default: no ceiling].
+    #[arg(long = "fuel", value_name = "N")]
+    pub fuel: Option<u64>,
+    /// The largest memory cap a run may have [default: 1GiB].
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = parse_memory)]
+    pub max_memory: Option<u64>,
+    /// The largest event a run may emit [default: 1MiB].
+    #[arg(long = "max-event-size", value_name = "SIZE", value_parser = parse_event_size)]
+    pub max_event_size: Option<usize>,
+    /// The most connections a run may have open [default: 64].
+    #[arg(long = "max-connections", value_name = "N", value_parser = parse_count)]
+    pub max_connections: Option<usize>,
+    /// The most files a run may have open [default: 256].
+    #[arg(long = "max-open-files", value_name = "N", value_parser = parse_count)]
+    pub max_open_files: Option<usize>,
+}
+
+impl LimitCeilingFlags {
+    /// The ceiling these flags set: a host's shared defaults where they
+    /// say nothing.
+    pub fn ceiling(&self) -> LimitCeiling {
+        let host = LimitCeiling::shared_host();
+        LimitCeiling {
+            timeout: self.timeout,
+            fuel: self.fuel,
+            max_memory_bytes: self.max_memory.unwrap_or(host.max_memory_bytes),
+            max_event_bytes: self.max_event_size.unwrap_or(host.max_event_bytes),
+            max_connections: self.max_connections.unwrap_or(host.max_connections),
+            max_open_files: self.max_open_files.unwrap_or(host.max_open_files),
+        }
+    }
 }
 
 /// Options and limits of a run, shared by `run` and `parallel`.
@@ -589,6 +666,29 @@ impl GrantFlags {
             run: self.allow_run.clone(),
         }
     }
+
+    /// The ceiling held by `holder` that these flags grant, at `trust`
+    /// (whose presets apply to `cwd` and `directories`), with `limits`.
+    pub fn ceiling(
+        &self,
+        holder: &str,
+        trust: TrustLevel,
+        cwd: Option<&str>,
+        directories: &[String],
+        limits: LimitCeiling,
+    ) -> Ceiling {
+        Ceiling {
+            holder: holder.to_owned(),
+            grants: self.grants(),
+            policy: self.policy.clone(),
+            grant_declared: self.grant_declared,
+            contain: !self.no_contain,
+            trust,
+            cwd: cwd.map(PathBuf::from),
+            directories: directories.iter().map(PathBuf::from).collect(),
+            limits,
+        }
+    }
 }
 
 /// A comma-separated list of tool names.
@@ -618,20 +718,38 @@ impl RunFlags {
         }
     }
 
-    /// The limits the runtime enforces; `default_timeout` unless the flags
-    /// say otherwise.
-    pub fn limits(&self, default_timeout: Duration) -> RunLimits {
-        RunLimits {
-            timeout: match self.timeout {
-                Some(Timeout::After(limit)) => Some(limit),
-                Some(Timeout::Never) => None,
-                None => Some(default_timeout),
-            },
+    /// The limits the flags ask for: each of them, the timeout only when
+    /// given (else the adapter's).
+    pub fn asked_limits(&self) -> AskedLimits {
+        AskedLimits {
+            timeout: self.timeout,
             fuel: self.fuel,
-            max_memory_bytes: self.max_memory,
-            max_event_bytes: self.max_event_size,
-            max_connections: self.max_connections,
-            max_open_files: self.max_open_files,
+            max_memory_bytes: Some(self.max_memory),
+            max_event_bytes: Some(self.max_event_size),
+            max_connections: Some(self.max_connections),
+            max_open_files: Some(self.max_open_files),
+        }
+    }
+
+    /// The ceiling of a run these flags start (its own flags: `moat run`'s
+    /// ceiling is what its user grants it).
+    pub fn ceiling(&self, holder: &str) -> Ceiling {
+        self.grants.ceiling(
+            holder,
+            self.trust,
+            self.cwd.as_deref(),
+            &self.add_dirs,
+            LimitCeiling::unbounded(),
+        )
+    }
+
+    /// What a run with these flags asks for: all its ceiling allows, at
+    /// its trust level, with its limits.
+    pub fn asked(&self) -> Asked {
+        Asked {
+            grants: None,
+            trust: Some(self.trust),
+            limits: self.asked_limits(),
         }
     }
 }
@@ -687,15 +805,6 @@ fn trust_parser() -> impl clap::builder::TypedValueParser<Value = TrustLevel> {
     })
 }
 
-/// A run's wall-clock limit as the user gave it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Timeout {
-    /// Stop the run after this long.
-    After(Duration),
-    /// No limit (`none`), asked for explicitly.
-    Never,
-}
-
 /// Parses a timeout: a duration, or `none`.
 pub fn parse_timeout(text: &str) -> Result<Timeout, String> {
     if text == "none" {
@@ -734,12 +843,15 @@ pub fn parse_memory(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// A count of at least 1, at most 65,536 (more than any one run needs
-/// of a resource the host shares).
+/// A count of at least 1, at most [`moat_launch::MAX_COUNT`] (more than
+/// any one run needs of a resource the host shares).
 fn parse_count(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(n @ 1..=65_536) => Ok(n),
-        _ => Err("must be a whole number from 1 to 65536".into()),
+        Ok(n @ 1..=moat_launch::MAX_COUNT) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number from 1 to {}",
+            moat_launch::MAX_COUNT
+        )),
     }
 }
 

@@ -1,15 +1,16 @@
 //! The `moat` command: parses arguments, turns flags into the library's
-//! types (`args`, `tasks`), calls the library crates (`moat-engine`,
-//! `moat-sandbox`, `moat-grants`, `moat-builtins`) and renders events
-//! (`render`). No engine or sandbox logic lives here.
+//! types (`args`, `tasks`), wires the library crates together (`wiring`:
+//! the sandbox, where runs are, the launcher) and renders events
+//! (`render`). No launching, recording, engine or sandbox logic lives
+//! here: runs start through `moat-launch`, are read through `moat-runs`,
+//! and the protocol is `moat-serve`'s.
 
 mod args;
 mod commands;
 mod names;
 mod render;
-mod resolve;
-mod serve;
 mod tasks;
+mod wiring;
 
 use std::process::ExitCode;
 
@@ -94,55 +95,60 @@ fn main() -> ExitCode {
     }
 }
 
+/// What every command may use of the global flags.
+pub struct Globals {
+    /// The run store (`--store`).
+    pub store: Option<std::path::PathBuf>,
+    /// The cluster (`--nats`), when given.
+    pub cluster: args::ClusterFlags,
+    /// The compiled-component cache (`--cache-dir`).
+    pub cache_dir: Option<std::path::PathBuf>,
+}
+
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
-    if cli.cluster.nats.is_some() {
-        if let Some(answer) = on_cluster_without_sandbox(&cli).await {
-            return answer;
-        }
-    } else if matches!(cli.command, Command::Worker(_)) {
+    if cli.cluster.nats.is_none() && matches!(cli.command, Command::Worker(_)) {
         return Err(UsageError(
             "moat worker executes a cluster's runs: pass --nats nats://HOST:PORT (docs/cluster.md)"
                 .into(),
         )
         .into());
     }
-    // The store's commands need no sandbox.
-    let store = cli.store.as_deref();
-    match cli.command {
-        Command::Ps(args) => return commands::ps(store, args),
-        Command::Show(args) => return commands::show(store, args),
-        Command::Logs(args) => return commands::logs(store, args),
-        Command::Wait(args) => return commands::wait(store, args),
-        Command::Cancel(args) => return commands::cancel(store, args),
-        Command::Prune(args) => return commands::prune(store, args),
+    let globals = Globals {
+        store: cli.store.clone(),
+        cluster: cli.cluster.clone(),
+        cache_dir: cli.cache_dir.clone(),
+    };
+    // The commands that need no sandbox.
+    match &cli.command {
+        Command::Ps(args) => return commands::ps(&globals, args).await,
+        Command::Show(args) => return commands::show(&globals, args).await,
+        Command::Logs(args) => return commands::logs(&globals, args).await,
+        Command::Wait(args) => return commands::wait(&globals, args).await,
+        Command::Cancel(args) => return commands::cancel(&globals, args).await,
+        Command::Prune(args) => return commands::prune(&globals, args),
         Command::New(args) => return commands::new(args),
-        Command::Workflow(ref command) => {
+        Command::Workflow(command) => {
             if let Some(answer) = commands::workflow_without_sandbox(command) {
                 return answer;
             }
         }
-        Command::Adapter(ref command) => {
+        Command::Adapter(command) => {
             if let Some(answer) = commands::adapter_without_sandbox(command) {
                 return answer;
             }
         }
         _ => {}
     }
-    let sandbox = resolve::sandbox(&cli)?;
+    let sandbox = wiring::sandbox(&cli)?;
     match cli.command {
-        Command::Run(args) if cli.cluster.nats.is_some() => {
-            commands::run_on_cluster(&sandbox, &cli.cluster, args).await
-        }
-        Command::Worker(args) => {
-            commands::cluster::worker(sandbox, &cli.cluster, cli.cache_dir.clone(), args).await
-        }
-        Command::Run(args) => commands::run(&sandbox, cli.store.as_deref(), args).await,
-        Command::Parallel(args) => commands::parallel(&sandbox, cli.store.as_deref(), args).await,
+        Command::Run(args) => commands::run(&globals, &sandbox, args).await,
+        Command::Parallel(args) => commands::parallel(&globals, &sandbox, args).await,
+        Command::Worker(args) => commands::worker(&globals, sandbox, args).await,
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters => commands::adapters(&sandbox).await,
-        Command::Serve(args) => serve::serve(sandbox, store, &cli.cluster, args).await,
-        Command::Workflow(command) => commands::workflow(&sandbox, store, command).await,
+        Command::Serve(args) => commands::serve(&globals, sandbox, args).await,
+        Command::Workflow(command) => commands::workflow(&globals, &sandbox, command).await,
         Command::Adapter(command) => commands::adapter(&sandbox, command).await,
         Command::Ps(_)
         | Command::Show(_)
@@ -153,37 +159,6 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::New(_) => {
             unreachable!("answered above")
         }
-    }
-}
-
-/// The commands that work on the cluster's runs with `--nats` and need
-/// no sandbox, answered; `None` for those that do (`run`, `worker`).
-/// Commands that have no cluster form refuse `--nats` rather than quietly
-/// work on this machine.
-async fn on_cluster_without_sandbox(cli: &Cli) -> Option<anyhow::Result<ExitCode>> {
-    use commands::cluster;
-    let flags = &cli.cluster;
-    let refused = |what: &str| {
-        Some(Err(UsageError(format!(
-            "{what} has no cluster form yet: leave out --nats (and MOAT_NATS) to use this machine"
-        ))
-        .into()))
-    };
-    match &cli.command {
-        Command::Ps(args) => Some(cluster::ps(flags, args.clone()).await),
-        Command::Show(args) => Some(cluster::show(flags, args.clone()).await),
-        Command::Logs(args) => Some(cluster::logs(flags, args.clone()).await),
-        Command::Wait(args) => Some(cluster::wait(flags, args.clone()).await),
-        Command::Cancel(args) => Some(cluster::cancel(flags, args.clone()).await),
-        Command::Run(_) | Command::Worker(_) | Command::Serve(_) => None,
-        Command::Prune(_) => refused("moat prune (the cluster's events expire after 7 days)"),
-        Command::Parallel(_) => refused("moat parallel"),
-        Command::Workflow(_) => refused("moat workflow"),
-        Command::Inspect(_)
-        | Command::Compile(_)
-        | Command::Adapters
-        | Command::Adapter(_)
-        | Command::New(_) => None,
     }
 }
 

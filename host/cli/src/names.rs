@@ -16,8 +16,21 @@ impl SettingNames for FlagNames {
             Setting::MaxMemory => "--max-memory",
             Setting::AllowedTools => "--allowed-tools",
             Setting::DisallowedTools => "--disallowed-tools",
+            Setting::MaxEventSize => "--max-event-size",
+            Setting::MaxConnections => "--max-connections",
+            Setting::MaxOpenFiles => "--max-open-files",
+            Setting::Trust => "--trust",
+            Setting::AllowNet => "--allow-net",
+            Setting::AllowRead => "--allow-read",
+            Setting::AllowWrite => "--allow-write",
+            Setting::AllowEnv => "--allow-env",
+            Setting::AllowRun => "--allow-run",
         }
         .to_owned()
+    }
+
+    fn assignment(&self, setting: Setting, value: &str) -> String {
+        format!("{}={}", self.setting(setting), flag_value(value))
     }
 
     fn grant(&self, grant: &Grant) -> String {

@@ -223,7 +223,8 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::args::{Cli, Command, Timeout};
+    use crate::args::{Cli, Command};
+    use moat_launch::Timeout;
 
     fn shared() -> RunFlags {
         let cli = Cli::parse_from([

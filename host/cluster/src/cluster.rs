@@ -10,7 +10,7 @@ use async_nats::jetstream::{self, consumer, kv, object_store, stream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use moat_engine::AgentEvent;
-use moat_store::{FailReason, Outcome, RunStatus};
+use moat_runs::{FailReason, Outcome, RunStatus};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
@@ -300,7 +300,7 @@ impl Cluster {
         Ok(runs)
     }
 
-    async fn ids(&self) -> Result<Vec<String>, ClusterError> {
+    pub(crate) async fn ids(&self) -> Result<Vec<String>, ClusterError> {
         keys(&self.records).await
     }
 

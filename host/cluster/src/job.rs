@@ -2,9 +2,8 @@
 //! grants and limits. Everything in it is checked again by the worker
 //! that takes it: it comes from the network.
 
-use std::time::Duration;
-
 use moat_engine::{RunLimits, RunOptions};
+use moat_runs::RecordedLimits;
 use moat_grants::{Grants, TrustLevel};
 use serde::{Deserialize, Serialize};
 
@@ -24,53 +23,6 @@ pub enum ComponentRef {
         /// Lowercase hex SHA-256 of its bytes.
         sha256: String,
     },
-}
-
-/// A run's limits as a job carries them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct JobLimits {
-    /// Wall-clock limit in milliseconds; `None`: none.
-    pub timeout_ms: Option<u64>,
-    /// CPU budget in fuel units; `None`: unlimited.
-    pub fuel: Option<u64>,
-    /// Memory cap in bytes.
-    pub max_memory_bytes: u64,
-    /// Largest accepted event in bytes.
-    pub max_event_bytes: u64,
-    /// Most open connections.
-    pub max_connections: u64,
-    /// Most open files.
-    pub max_open_files: u64,
-}
-
-impl JobLimits {
-    /// `limits` as a job carries them.
-    pub fn of(limits: &RunLimits) -> Self {
-        Self {
-            timeout_ms: limits
-                .timeout
-                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-            fuel: limits.fuel,
-            max_memory_bytes: limits.max_memory_bytes,
-            max_event_bytes: limits.max_event_bytes as u64,
-            max_connections: limits.max_connections as u64,
-            max_open_files: limits.max_open_files as u64,
-        }
-    }
-
-    /// The engine's limits. Values too large for this machine saturate.
-    pub fn to_run_limits(&self) -> RunLimits {
-        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
-        RunLimits {
-            timeout: self.timeout_ms.map(Duration::from_millis),
-            fuel: self.fuel,
-            max_memory_bytes: self.max_memory_bytes,
-            max_event_bytes: size(self.max_event_bytes),
-            max_connections: size(self.max_connections),
-            max_open_files: size(self.max_open_files),
-        }
-    }
 }
 
 /// One run to execute, as submitted.
@@ -94,7 +46,7 @@ pub struct Job {
     /// The trust level.
     pub trust: TrustLevel,
     /// Limits.
-    pub limits: JobLimits,
+    pub limits: RecordedLimits,
     /// Whether a worker lost mid-run may be replaced by another that runs
     /// it again from the start (off by default: a coding agent may have
     /// changed files already).
@@ -111,7 +63,7 @@ impl Job {
         prompt: impl Into<String>,
     ) -> Self {
         Self {
-            id: moat_store::RunId::new().to_string(),
+            id: moat_runs::RunId::new().to_string(),
             parent: None,
             adapter: adapter.into(),
             component,
@@ -119,7 +71,7 @@ impl Job {
             options: RunOptions::default(),
             grants: Grants::default(),
             trust: TrustLevel::default(),
-            limits: JobLimits::of(&RunLimits::default()),
+            limits: RecordedLimits::of(&RunLimits::default()),
             retry_on_worker_loss: false,
         }
     }
@@ -127,7 +79,7 @@ impl Job {
     /// The same job under a fresh run id.
     pub fn again(&self) -> Self {
         Self {
-            id: moat_store::RunId::new().to_string(),
+            id: moat_runs::RunId::new().to_string(),
             ..self.clone()
         }
     }

@@ -43,5 +43,5 @@ pub const CANCEL_SUBJECTS: &str = "moat.cancel.*";
 /// A run id safe in a subject and a key: moat's own ids are
 /// (`r_` and base32), anything else read from outside is refused.
 pub fn is_run_id(text: &str) -> bool {
-    moat_store::RunId::parse(text).is_some()
+    moat_runs::RunId::parse(text).is_some()
 }

@@ -26,12 +26,13 @@ mod events;
 mod job;
 pub mod layout;
 mod record;
+mod runs;
 pub mod settings;
 mod worker;
 
 pub use cluster::{Cluster, MAX_COMPONENT_BYTES, hex_sha256};
 pub use error::ClusterError;
-pub use job::{ComponentRef, Job, JobLimits, MAX_JOB_BYTES, is_sha256};
+pub use job::{ComponentRef, Job, MAX_JOB_BYTES, is_sha256};
 pub use record::{BOUNDARY_VIOLATION, ClusterRun, WORKER_LOST};
 pub use settings::{Auth, Settings, Tls};
 pub use worker::{Executor, HEARTBEAT, Refusal, WorkerConfig, new_worker_id, run_worker};

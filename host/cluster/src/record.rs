@@ -3,7 +3,7 @@
 //! what the cluster needs — the worker running it, a cancel asked for, its
 //! children, its attempt.
 
-use moat_store::{FailReason, NewRun, RunId, RunRecord, RunStatus};
+use moat_runs::{FailReason, NewRun, RunId, RunRecord, RunStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ClusterError;
@@ -108,14 +108,15 @@ impl ClusterRun {
                 component_sha256,
                 prompt: job.prompt.clone(),
                 options: serde_json::to_value(&job.options).unwrap_or_default(),
-                grants: serde_json::to_value(&job.grants).unwrap_or_default(),
-                limits: serde_json::to_value(&job.limits).unwrap_or_default(),
-                timeout_ms: job.limits.timeout_ms,
+                grants: job.grants.clone(),
+                trust: Some(job.trust),
+                limits: Some(job.limits.clone()),
             },
             status: self.status(),
             reason: self.reason.as_deref().map(FailReason::from_stored),
             done: self.done.clone(),
             owner_pid: 0,
+            worker: self.worker.clone(),
             created_ms: self.created_ms,
             started_ms: self.started_ms,
             ended_ms: self.ended_ms,

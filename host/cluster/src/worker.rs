@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use moat_engine::{AgentEvent, EventPayload, codes};
-use moat_store::{FailReason, Outcome, RunStatus};
+use moat_runs::{FailReason, Outcome, RunStatus};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -82,8 +82,8 @@ pub struct WorkerConfig {
 
 /// A fresh worker id: `w_` and a time-ordered unique suffix.
 pub fn new_worker_id() -> String {
-    let run = moat_store::RunId::new();
-    format!("w_{}", &run.as_str()[moat_store::RUN_ID_PREFIX.len()..])
+    let run = moat_runs::RunId::new();
+    format!("w_{}", &run.as_str()[moat_runs::RUN_ID_PREFIX.len()..])
 }
 
 /// What a worker's heartbeat says.

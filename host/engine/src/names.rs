@@ -23,6 +23,24 @@ pub enum Setting {
     AllowedTools,
     /// The tools the run may not use ([`RunOptions::disallowed_tools`](crate::RunOptions)).
     DisallowedTools,
+    /// The largest event the run may emit ([`RunLimits::max_event_bytes`](crate::RunLimits)).
+    MaxEventSize,
+    /// The most connections the run may have open ([`RunLimits::max_connections`](crate::RunLimits)).
+    MaxConnections,
+    /// The most files the run may have open ([`RunLimits::max_open_files`](crate::RunLimits)).
+    MaxOpenFiles,
+    /// How far the run's backend may go on its own (its trust level).
+    Trust,
+    /// The hosts the run may reach.
+    AllowNet,
+    /// The directories the run may read.
+    AllowRead,
+    /// The directories the run may read and write.
+    AllowWrite,
+    /// The environment variables the run may see.
+    AllowEnv,
+    /// The programs the run may start.
+    AllowRun,
 }
 
 /// The caller's words for its settings and grants, used in the messages of
@@ -30,6 +48,12 @@ pub enum Setting {
 pub trait SettingNames: Send + Sync {
     /// The name of `setting` as the user writes it, e.g. `--fuel`.
     fn setting(&self, setting: Setting) -> String;
+    /// `setting` given `value`, as the user writes it, e.g.
+    /// `--allow-net=example.com`; by default the setting's name, then the
+    /// value.
+    fn assignment(&self, setting: Setting, value: &str) -> String {
+        format!("{} {value}", self.setting(setting))
+    }
     /// How the user gives `grant`, as the end of the sentence "to allow
     /// it, …", e.g. `run with --allow-net=example.com:80`.
     fn grant(&self, grant: &Grant) -> String;
@@ -48,6 +72,15 @@ impl SettingNames for FieldNames {
             Setting::MaxMemory => "`limits.max_memory_bytes`",
             Setting::AllowedTools => "`options.allowed_tools`",
             Setting::DisallowedTools => "`options.disallowed_tools`",
+            Setting::MaxEventSize => "`limits.max_event_bytes`",
+            Setting::MaxConnections => "`limits.max_connections`",
+            Setting::MaxOpenFiles => "`limits.max_open_files`",
+            Setting::Trust => "`trust`",
+            Setting::AllowNet => "`grants.net`",
+            Setting::AllowRead => "`grants.read`",
+            Setting::AllowWrite => "`grants.write`",
+            Setting::AllowEnv => "`grants.env`",
+            Setting::AllowRun => "`grants.run`",
         }
         .to_owned()
     }

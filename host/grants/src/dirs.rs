@@ -1,8 +1,109 @@
-//! Directory grants: resolved to canonical absolute paths when granted.
+//! Directory grants: resolved to canonical absolute paths when granted,
+//! and opened once when a run is admitted ([`OpenDir`]): from then on the
+//! run reaches the directory through that handle, never through its path
+//! again, so a path changed later (a directory swapped for a symlink by an
+//! earlier run that could write its parent) moves nothing.
 
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 
 use super::error::GrantError;
+
+/// A granted directory, opened: the handle a run reaches it through.
+/// Cheap to clone (the handle is shared).
+#[derive(Debug, Clone)]
+pub struct OpenDir {
+    path: PathBuf,
+    fd: Arc<OwnedFd>,
+}
+
+impl OpenDir {
+    /// Opens the canonical directory `path` (see [`canonical_dir`]) without
+    /// following any symlink on the way: a path that was canonical when it
+    /// was granted and has a symlink in it now was changed since, and is
+    /// refused rather than followed.
+    pub fn open(path: &Path) -> Result<Self, GrantError> {
+        let refuse = |reason: String| GrantError::Dir {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if !path.is_absolute() {
+            return Err(refuse("not an absolute path".into()));
+        }
+        let fd = rustix::fs::openat2(
+            rustix::fs::CWD,
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|errno| {
+            refuse(match errno {
+                rustix::io::Errno::LOOP | rustix::io::Errno::XDEV => {
+                    "a symlink is on its path now: it changed since it was granted, \
+                     and is not followed"
+                        .into()
+                }
+                rustix::io::Errno::NOENT => "no such directory".into(),
+                rustix::io::Errno::NOTDIR => "not a directory".into(),
+                other => std::io::Error::from(other).to_string(),
+            })
+        })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            fd: Arc::new(fd),
+        })
+    }
+
+    /// The path it was granted under (what the guest sees).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A path that reaches exactly this directory, whatever its granted
+    /// path leads to now: the process's own link to the handle
+    /// (`/proc/self/fd/N`), for the APIs that take only paths.
+    pub fn handle_path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+}
+
+impl AsFd for OpenDir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// The directories of one run, opened when it was admitted.
+#[derive(Debug, Clone, Default)]
+pub struct OpenDirs(Vec<OpenDir>);
+
+impl OpenDirs {
+    /// Opens every directory `grants` names (see [`OpenDir::open`]).
+    pub fn open(grants: &crate::Grants) -> Result<Self, GrantError> {
+        let mut dirs: Vec<OpenDir> = Vec::new();
+        for path in grants.read.iter().chain(&grants.write) {
+            if dirs.iter().all(|dir| dir.path != *path) {
+                dirs.push(OpenDir::open(path)?);
+            }
+        }
+        Ok(Self(dirs))
+    }
+
+    /// The handle of `path`, when it was opened.
+    pub fn get(&self, path: &Path) -> Option<&OpenDir> {
+        self.0.iter().find(|dir| dir.path == path)
+    }
+
+    /// Every directory opened.
+    pub fn iter(&self) -> impl Iterator<Item = &OpenDir> {
+        self.0.iter()
+    }
+}
 
 /// Resolves a directory grant: relative to `base` (the current directory
 /// when `None`), symlinks followed, `.` and `..` removed. The directory must
@@ -61,6 +162,30 @@ mod tests {
         std::fs::write(root.join("file"), "x").unwrap();
         let file = canonical_dir(&root.join("file"), None).unwrap_err();
         assert!(file.to_string().contains("not a directory"), "{file}");
+    }
+
+    #[test]
+    fn a_granted_directory_swapped_for_a_symlink_is_not_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let granted = root.join("granted");
+        std::fs::create_dir(&granted).unwrap();
+        std::fs::create_dir(root.join("elsewhere")).unwrap();
+        std::fs::write(root.join("elsewhere/secret"), "s").unwrap();
+        let path = canonical_dir(&granted, None).unwrap();
+        let opened = OpenDir::open(&path).unwrap();
+        // An earlier run that could write the parent swaps the directory.
+        std::fs::rename(&granted, root.join("moved")).unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), &granted).unwrap();
+        let refused = OpenDir::open(&path).unwrap_err();
+        assert!(refused.to_string().contains("symlink"), "{refused}");
+        // The handle opened before still reaches the directory it was,
+        // not what the path leads to now.
+        let listed: Vec<_> = std::fs::read_dir(opened.handle_path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert!(listed.is_empty(), "{listed:?}");
     }
 
     #[cfg(unix)]

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use dirs::canonical_dir;
+pub use dirs::{OpenDir, OpenDirs, canonical_dir};
 pub use error::{GrantError, PolicyError};
 pub use narrow::Excess;
 pub use needs::Needs;

@@ -7,7 +7,11 @@ use serde::{Deserialize, Serialize};
 /// How much an adapter may let its backend do on its own. The adapter is
 /// told the level and maps it to its backend's switches; the level also
 /// presets the run's grants ([`GrantSources`](crate::GrantSources)).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Ordered from the least to the most trusted: a run's level narrows like
+/// its grants (a child's is at most its parent's).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TrustLevel {
     /// No backend-native file, web or shell tools.

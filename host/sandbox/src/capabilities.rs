@@ -2,8 +2,9 @@
 //! grants become reachable files and visible environment variables.
 //!
 //! - Files: each granted directory is preopened, read-only or read-write,
-//!   under its own absolute path. The guest can name nothing else: every
-//!   path is resolved by cap-std inside one of these directories, so `..`,
+//!   under its own absolute path, through the handle its admission opened
+//!   (never its path again). The guest can name nothing else: every path
+//!   is resolved by cap-std inside one of these directories, so `..`,
 //!   absolute paths and symlinks that lead outside are refused.
 //! - Environment: the granted names that are set on the host, with the
 //!   host's values; nothing else.
@@ -18,7 +19,7 @@
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
 use crate::output::GuestOutput;
-use moat_grants::Grants;
+use moat_grants::{Grants, OpenDir, OpenDirs};
 
 /// Why a run's capabilities could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -47,10 +48,32 @@ pub(crate) fn granted_env(adapter: &str, grants: &Grants) -> Vec<(String, String
     env
 }
 
-/// The WASI context of one run with `grants` and `env` (see
-/// [`granted_env`]).
+/// Every directory `grants` names, as a handle: the one in `opened` (made
+/// when the run was admitted), else opened now without following a
+/// symlink.
+pub(crate) fn granted_dirs(grants: &Grants, opened: &OpenDirs) -> Result<Vec<OpenDir>, CapabilityError> {
+    let mut dirs: Vec<OpenDir> = Vec::new();
+    for path in grants.read.iter().chain(&grants.write) {
+        if dirs.iter().any(|dir| dir.path() == path) {
+            continue;
+        }
+        let dir = match opened.get(path) {
+            Some(dir) => dir.clone(),
+            None => OpenDir::open(path).map_err(|e| CapabilityError::Preopen {
+                dir: path.to_string_lossy().into_owned(),
+                reason: e.reason().to_string(),
+            })?,
+        };
+        dirs.push(dir);
+    }
+    Ok(dirs)
+}
+
+/// The WASI context of one run with `grants` (its directories opened as
+/// `dirs`, see [`granted_dirs`]) and `env` (see [`granted_env`]).
 pub(crate) fn wasi_context(
     grants: &Grants,
+    dirs: &[OpenDir],
     env: &[(String, String)],
     stdout: GuestOutput,
     stderr: GuestOutput,
@@ -69,8 +92,17 @@ pub(crate) fn wasi_context(
         } else {
             FsPerms::ReadOnly
         };
+        let dir = dirs
+            .iter()
+            .find(|dir| dir.path() == preopen.host)
+            .ok_or_else(|| CapabilityError::Preopen {
+                dir: preopen.guest.clone(),
+                reason: "it was not opened".into(),
+            })?;
+        // Through the handle: the directory it was when admitted, whatever
+        // its path leads to now.
         builder
-            .preopened_dir(&preopen.host, &preopen.guest, perms)
+            .preopened_dir(dir.handle_path(), &preopen.guest, perms)
             .map_err(|e| CapabilityError::Preopen {
                 dir: preopen.guest.clone(),
                 reason: format!("{e:#}"),

@@ -1,6 +1,6 @@
 //! What a sandboxed run may reach, and how far its backend may go.
 
-use moat_grants::{Grants, TrustLevel};
+use moat_grants::{Grants, OpenDirs, TrustLevel};
 
 use crate::process::landlock::Confinement;
 
@@ -8,7 +8,7 @@ use crate::process::landlock::Confinement;
 /// [`RunRequest`](moat_engine::RunRequest) to the component: its grants,
 /// which the sandbox enforces, and its trust level, which the adapter is
 /// told so it can set its backend's own switches.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct RunScope {
     /// What the run may reach; nothing by default.
     pub grants: Grants,
@@ -20,6 +20,10 @@ pub struct RunScope {
     /// Who starts the run's child runs (the contract's `runs` import);
     /// `None`: every child is refused.
     pub children: Option<crate::children::ChildRunner>,
+    /// The granted directories, opened when the run was admitted: the run
+    /// reaches them through these handles. A granted directory without one
+    /// is opened when the run starts, the same way (no symlink followed).
+    pub dirs: OpenDirs,
 }
 
 impl RunScope {

@@ -72,8 +72,10 @@ impl RunState {
         let grants = &scope.grants;
         let stderr = GuestOutput::new(adapter.clone(), StreamName::Stderr);
         let env = capabilities::granted_env(&adapter, grants);
+        let dirs = capabilities::granted_dirs(grants, &scope.dirs)?;
         let wasi = capabilities::wasi_context(
             grants,
+            &dirs,
             &env,
             GuestOutput::new(adapter.clone(), StreamName::Stdout),
             stderr.clone(),
@@ -86,6 +88,7 @@ impl RunState {
         let processes = ProcessTable::new(
             adapter.clone(),
             scope,
+            &dirs,
             env,
             control.children.clone(),
             denials.clone(),

@@ -23,7 +23,8 @@ use criterion::{Criterion, Throughput};
 use futures::StreamExt;
 use moat_engine::{AgentEvent, EventPayload, Registry, RunRequest, run_agent};
 use moat_sandbox::{RunScope, Sandbox, SandboxConfig};
-use moat_store::{FailReason, NewRun, Recorder, Store};
+use moat_runs::{FailReason, NewRun};
+use moat_store::{Recorder, Store};
 use moat_testkit::native::NativeFlood;
 
 /// Events per flood run.
@@ -36,9 +37,9 @@ fn new_run() -> NewRun {
         component_sha256: String::new(),
         prompt: EVENTS.to_string(),
         options: serde_json::json!({}),
-        grants: serde_json::json!({}),
-        limits: serde_json::json!({}),
-        timeout_ms: None,
+        grants: Default::default(),
+        trust: None,
+        limits: None,
     }
 }
 

@@ -29,7 +29,7 @@ pub enum StoreError {
     NotFound(String),
     /// A child run was asked for under a run that has ended.
     #[error("run {0} has ended; a child run needs a live parent")]
-    ParentEnded(crate::RunId),
+    ParentEnded(moat_runs::RunId),
     /// Several runs start with this prefix.
     #[error("{prefix} names {count} runs; give more of the id")]
     Ambiguous {
@@ -37,6 +37,8 @@ pub enum StoreError {
         prefix: String,
         /// How many runs it matches.
         count: usize,
+        /// The first few of them, oldest first.
+        candidates: Vec<moat_runs::RunId>,
     },
     /// Writing failed (disk full, read-only, corrupt): what was being
     /// written is not stored.

@@ -16,7 +16,8 @@
 //!   ended run has exactly one.
 //!
 //! ```no_run
-//! use moat_store::{NewRun, Outcome, RunStatus, Store};
+//! use moat_runs::{NewRun, Outcome, RecordedLimits, RunStatus};
+//! use moat_store::Store;
 //! # fn main() -> Result<(), moat_store::StoreError> {
 //! let store = Store::open(&Store::default_path().expect("a home directory"))?;
 //! let id = store.create_run(&NewRun {
@@ -25,9 +26,9 @@
 //!     component_sha256: "…".into(),
 //!     prompt: "hi".into(),
 //!     options: serde_json::json!({}),
-//!     grants: serde_json::json!({}),
-//!     limits: serde_json::json!({}),
-//!     timeout_ms: Some(60_000),
+//!     grants: Default::default(),
+//!     trust: None,
+//!     limits: Some(RecordedLimits::of(&Default::default())),
 //! })?;
 //! store.mark_running(&id)?;
 //! // store.record_event(&id, seq, &event)? for each event, then:
@@ -38,9 +39,9 @@
 mod blocks;
 mod checkpoint;
 mod error;
-mod id;
+mod live;
+mod local;
 mod owner;
-mod record;
 mod recorder;
 mod schema;
 #[cfg(test)]
@@ -52,11 +53,14 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use moat_engine::AgentEvent;
+use moat_runs::{
+    FailReason, NewRun, Outcome, RecordedLimits, RunFilter, RunId, RunRecord, RunStatus, StoredEvent,
+};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 pub use error::StoreError;
-pub use id::{PREFIX as RUN_ID_PREFIX, RunId};
-pub use record::{FailReason, NewRun, Outcome, RunRecord, RunStatus};
+pub use live::{EVENT_BUFFER, LiveRun, LiveRuns, Publisher};
+pub use local::LocalRuns;
 pub use recorder::Recorder;
 pub use schema::VERSION as SCHEMA_VERSION;
 
@@ -65,15 +69,6 @@ use writer::Writer;
 
 /// How long a query waits for another process's write to finish.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Which runs [`Store::list`] returns.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunFilter {
-    /// Only runs in these statuses; empty: any.
-    pub statuses: Vec<RunStatus>,
-    /// At most this many, newest first; `None`: all.
-    pub limit: Option<usize>,
-}
 
 /// Why `dir` cannot be written, when it cannot (e.g. "Read-only file
 /// system"): a file is made there and removed again.
@@ -86,17 +81,6 @@ fn unwritable(dir: &Path) -> Option<String> {
         }
         Err(error) => Some(error.to_string()),
     }
-}
-
-/// One stored event as its JSON.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredLine {
-    /// Its number in its run.
-    pub seq: u64,
-    /// Whether it is the run's `done`.
-    pub done: bool,
-    /// The event, as `moat run --output ndjson` prints it.
-    pub json: String,
 }
 
 /// The run store of this process: the database, its writer thread and this
@@ -196,10 +180,14 @@ impl Store {
                 Some(_) => return Err(StoreError::ParentEnded(parent.clone())),
             }
         }
+        let limits = match &run.limits {
+            Some(limits) => serde_json::to_string(limits).expect("limits are plain data"),
+            None => "{}".to_owned(),
+        };
         tx.execute(
             "INSERT INTO runs (id, parent_id, adapter, component_sha256, prompt, options, grants,
-                               limits, timeout_ms, status, owner, owner_pid, created_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'pending', ?10, ?11, ?12)",
+                               limits, timeout_ms, trust, status, owner, owner_pid, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13)",
             params![
                 id.as_str(),
                 run.parent.as_ref().map(RunId::as_str),
@@ -207,9 +195,10 @@ impl Store {
                 run.component_sha256,
                 run.prompt,
                 run.options.to_string(),
-                run.grants.to_string(),
-                run.limits.to_string(),
-                run.timeout_ms.map(|ms| ms as i64),
+                serde_json::to_string(&run.grants).expect("grants are plain data"),
+                limits,
+                run.timeout_ms().map(|ms| ms as i64),
+                run.trust.map(|trust| trust.as_str()),
                 self.owner.id(),
                 std::process::id(),
                 now_ms() as i64,
@@ -355,9 +344,19 @@ impl Store {
                     params![text, format!("{text}~")],
                     |row| row.get(0),
                 )?;
+                let mut query = conn.prepare(
+                    "SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3",
+                )?;
+                let candidates: Vec<String> = query
+                    .query_map(
+                        params![text, format!("{text}~"), AMBIGUOUS_SHOWN as i64],
+                        |row| row.get(0),
+                    )?
+                    .collect::<Result<_, _>>()?;
                 Err(StoreError::Ambiguous {
                     prefix: text.to_owned(),
                     count: count as usize,
+                    candidates: candidates.iter().filter_map(|id| RunId::parse(id)).collect(),
                 })
             }
         }
@@ -366,19 +365,34 @@ impl Store {
     /// Runs as `filter` says, newest first.
     pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
         let conn = self.conn();
-        let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
-        let condition = if statuses.is_empty() {
-            String::new()
-        } else {
-            let quoted: Vec<String> = statuses.iter().map(|s| format!("'{s}'")).collect();
-            format!("WHERE status IN ({})", quoted.join(", "))
-        };
+        // Every parameter is bound; a filter left out matches any value.
+        let mut conditions = vec![
+            "(?2 IS NULL OR adapter = ?2)".to_owned(),
+            "(?3 IS NULL OR parent_id = ?3)".to_owned(),
+        ];
+        if !filter.statuses.is_empty() {
+            // The statuses' own names: nothing a caller typed.
+            let quoted: Vec<String> = filter
+                .statuses
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            conditions.push(format!("status IN ({})", quoted.join(", ")));
+        }
+        let condition = format!("WHERE {}", conditions.join(" AND "));
         let limit = filter.limit.map_or(-1, |n| n as i64);
         let mut query = conn.prepare(&format!(
             "SELECT {COLUMNS} FROM runs {condition} ORDER BY id DESC LIMIT ?1"
         ))?;
         let records = query
-            .query_map([limit], record)?
+            .query_map(
+                params![
+                    limit,
+                    filter.adapter.as_deref(),
+                    filter.parent.as_ref().map(RunId::as_str)
+                ],
+                record,
+            )?
             .collect::<Result<_, _>>()?;
         Ok(records)
     }
@@ -409,7 +423,7 @@ impl Store {
         id: &RunId,
         from: u64,
         max: usize,
-    ) -> Result<Vec<StoredLine>, StoreError> {
+    ) -> Result<Vec<StoredEvent>, StoreError> {
         /// Only the `type` of an event, read without building the rest.
         #[derive(serde::Deserialize)]
         struct Kind<'a> {
@@ -419,10 +433,10 @@ impl Store {
         let mut lines = Vec::new();
         self.each_stored(id, from, max, |seq, json| {
             match serde_json::from_slice::<Kind<'_>>(json) {
-                Ok(Kind { kind }) => lines.push(StoredLine {
+                Ok(Kind { kind }) => lines.push(StoredEvent {
                     seq,
                     done: kind == "done",
-                    json: String::from_utf8_lossy(json).into_owned(),
+                    json: String::from_utf8_lossy(json).into(),
                 }),
                 Err(error) => {
                     tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
@@ -552,13 +566,13 @@ impl Store {
 
 /// The columns [`record`] reads, in its order.
 const COLUMNS: &str = "id, parent_id, adapter, component_sha256, prompt, options, grants, limits,
-    timeout_ms, status, reason, done, owner_pid, created_ms, started_ms, ended_ms";
+    trust, status, reason, done, owner_pid, created_ms, started_ms, ended_ms";
+
+/// How many runs an ambiguous prefix's error names.
+const AMBIGUOUS_SHOWN: usize = 5;
 
 fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
-    let json = |index: usize| -> rusqlite::Result<serde_json::Value> {
-        let text: String = row.get(index)?;
-        Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::Null))
-    };
+    let text = |index: usize| -> rusqlite::Result<String> { row.get(index) };
     let id: String = row.get(0)?;
     let status: String = row.get(9)?;
     let done: Option<String> = row.get(11)?;
@@ -571,10 +585,14 @@ fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
             adapter: row.get(2)?,
             component_sha256: row.get(3)?,
             prompt: row.get(4)?,
-            options: json(5)?,
-            grants: json(6)?,
-            limits: json(7)?,
-            timeout_ms: row.get::<_, Option<i64>>(8)?.map(|ms| ms as u64),
+            options: serde_json::from_str(&text(5)?).unwrap_or(serde_json::Value::Null),
+            // A record whose grants do not read grants nothing: what it
+            // bounds (its children) gets nothing either.
+            grants: serde_json::from_str(&text(6)?).unwrap_or_default(),
+            limits: serde_json::from_str::<RecordedLimits>(&text(7)?).ok(),
+            trust: row
+                .get::<_, Option<String>>(8)?
+                .and_then(|trust| serde_json::from_value(serde_json::Value::String(trust)).ok()),
         },
         status: status.parse().unwrap_or(RunStatus::Failed),
         reason: row
@@ -582,6 +600,7 @@ fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
             .map(|reason| FailReason::from_stored(&reason)),
         done: done.and_then(|text| serde_json::from_str(&text).ok()),
         owner_pid: row.get::<_, i64>(12)? as u32,
+        worker: None,
         created_ms: row.get::<_, i64>(13)? as u64,
         started_ms: row.get::<_, Option<i64>>(14)?.map(|ms| ms as u64),
         ended_ms: row.get::<_, Option<i64>>(15)?.map(|ms| ms as u64),

@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use moat_engine::{AgentEvent, EventPayload, codes};
 
+use moat_runs::{FailReason, NewRun, Outcome, RunId, RunStatus};
+
 use crate::writer::Writer;
-use crate::{FailReason, NewRun, Outcome, RunId, RunStatus, Store, StoreError};
+use crate::{Store, StoreError};
 
 /// One run being recorded.
 #[derive(Debug)]
@@ -46,6 +48,11 @@ impl Recorder {
     /// The run's id.
     pub fn id(&self) -> &RunId {
         &self.id
+    }
+
+    /// The number the run's next event gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
     }
 
     /// The adapter started.

@@ -61,6 +61,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     INSERT INTO event_blocks (run_id, first_seq, last_seq, has_done, encoding, events)
         SELECT run_id, seq, seq, kind = 'done', 'ndjson', CAST(event AS BLOB) FROM events;
     DROP TABLE events;",
+    // 3: a run's effective trust level, as its admission decided it
+    // (NULL for runs recorded before, and for a workflow's own record).
+    "ALTER TABLE runs ADD COLUMN trust TEXT
+        CHECK (trust IS NULL OR trust IN ('sandbox', 'controlled', 'unrestricted'));",
 ];
 
 /// The schema version this binary writes.

@@ -14,9 +14,12 @@ fn new_run(parent: Option<&RunId>) -> NewRun {
         component_sha256: "ab".repeat(32),
         prompt: "hi".into(),
         options: json!({"model": "m"}),
-        grants: json!({}),
-        limits: json!({"timeoutMs": 1000}),
-        timeout_ms: Some(1000),
+        grants: Default::default(),
+        trust: Some(moat_grants::TrustLevel::Sandbox),
+        limits: Some(RecordedLimits {
+            timeout_ms: Some(1000),
+            ..RecordedLimits::of(&Default::default())
+        }),
     }
 }
 
@@ -232,7 +235,7 @@ fn listing_filters_by_status_newest_first_and_prune_removes_old_ended_runs() {
     );
     let live = RunFilter {
         statuses: vec![RunStatus::Pending],
-        limit: None,
+        ..RunFilter::default()
     };
     assert_eq!(store.list(&live).unwrap().len(), 1);
     assert_eq!(
@@ -554,5 +557,62 @@ fn a_new_store_opened_by_many_at_once_opens_for_each() {
                 open.join().unwrap().unwrap();
             }
         });
+    }
+}
+
+#[test]
+fn runs_are_listed_by_adapter_and_parent_and_keep_their_trust_and_limits() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    let parent = store.create_run(&new_run(None)).unwrap();
+    let child = store.create_run(&new_run(Some(&parent))).unwrap();
+    let other = store
+        .create_run(&NewRun {
+            adapter: "fanout".into(),
+            trust: Some(moat_grants::TrustLevel::Controlled),
+            limits: None,
+            ..new_run(None)
+        })
+        .unwrap();
+    let ids = |filter: RunFilter| -> Vec<RunId> {
+        store.list(&filter).unwrap().into_iter().map(|r| r.id).collect()
+    };
+    assert_eq!(
+        ids(RunFilter {
+            parent: Some(parent.clone()),
+            ..RunFilter::default()
+        }),
+        [child.clone()]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            adapter: Some("fanout".into()),
+            ..RunFilter::default()
+        }),
+        [other.clone()]
+    );
+    let kept = store.get(&child).unwrap().unwrap();
+    assert_eq!(kept.run, new_run(Some(&parent)));
+    assert_eq!(kept.run.timeout_ms(), Some(1000));
+    let fanout = store.get(&other).unwrap().unwrap();
+    assert_eq!(fanout.run.trust, Some(moat_grants::TrustLevel::Controlled));
+    assert_eq!(fanout.run.limits, None);
+}
+
+#[test]
+fn an_ambiguous_prefix_names_some_of_its_runs() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    let made: Vec<RunId> = (0..3)
+        .map(|_| store.create_run(&new_run(None)).unwrap())
+        .collect();
+    match store.resolve("r_") {
+        Err(StoreError::Ambiguous {
+            count, candidates, ..
+        }) => {
+            assert_eq!(count, 3);
+            assert_eq!(candidates, made);
+        }
+        other => panic!("{other:?}"),
     }
 }

@@ -9,6 +9,7 @@
 //! - [`context`]: how each task's prompt is assembled;
 //! - [`handover`]: what a task leaves for the ones after it;
 //! - [`hooks`]: commands and callbacks at fixed points of a task's life;
+//! - [`launched`]: the runner that launches each attempt as a moat run;
 //! - [`state`]: the state file.
 //!
 //! docs/workflows.md is the user's guide.
@@ -20,6 +21,7 @@ pub mod events;
 pub mod graph;
 pub mod handover;
 pub mod hooks;
+pub mod launched;
 pub mod mock;
 mod project;
 pub mod runner;
@@ -31,6 +33,7 @@ pub use definition::{DefinitionError, Task, Workflow, load};
 pub use engine::{Engine, Opened, Settings, Start, Summary, WorkflowError};
 pub use events::WorkflowEvent;
 pub use hooks::{Hook, HookEvent, HookPoint, Hooks};
+pub use launched::LaunchRunner;
 pub use mock::{MockRunner, Scripted};
 pub use runner::{AttemptStatus, TaskDispatch, TaskReport, TaskRunner};
 pub use state::{State, TaskStatus, WorkflowStatus};

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use moat_builtins as builtin;
 use moat_engine::Adapter;
+use moat_launch::Resolver;
 use moat_sandbox::Sandbox;
 
-use crate::resolve;
+use crate::wiring;
 
 /// How long a program's `--version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -20,8 +21,13 @@ const MAX_VERSION: usize = 120;
 
 pub async fn adapters(sandbox: &Sandbox) -> anyhow::Result<ExitCode> {
     let path = std::env::var_os("PATH");
+    let resolver = Resolver::new(sandbox.clone());
     for name in builtin::names() {
-        let adapter = resolve::adapter(sandbox, name).await?.adapter;
+        let adapter = resolver
+            .resolve(name)
+            .await
+            .map_err(wiring::resolve_error)?
+            .adapter;
         let info = adapter.info();
         println!("{:<14} {:<9} {}", info.name, info.version, info.description);
         for program in &adapter.needs().programs {
@@ -30,7 +36,9 @@ pub async fn adapters(sandbox: &Sandbox) -> anyhow::Result<ExitCode> {
     }
     // Installed adapters: from their manifests (`moat adapter inspect`
     // checks their bytes).
-    let installed = resolve::catalog().and_then(|catalog| Ok(catalog.list()?));
+    let installed = moat_launch::catalog()
+        .map_err(anyhow::Error::from)
+        .and_then(|catalog| Ok(catalog.list()?));
     match installed {
         Ok(installed) if !installed.is_empty() => {
             println!("\ninstalled (moat adapter list):");

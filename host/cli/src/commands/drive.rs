@@ -60,6 +60,13 @@ pub trait Shown: Stream<Item = AgentEvent> + Unpin {
 /// Any stream of events, boxed, with nothing encoded.
 impl<S: Stream<Item = AgentEvent> + ?Sized> Shown for Pin<Box<S>> {}
 
+/// Launched runs: recorded ones come encoded for the store already.
+impl Shown for moat_launch::Launched {
+    fn encoded(&self) -> Option<&[u8]> {
+        moat_launch::Launched::encoded(self)
+    }
+}
+
 /// Renders every event and returns the exit code: the first stopping
 /// signal's when the user stopped moat (whatever the adapter reported), 0
 /// when every run ended in success, 1 otherwise.

@@ -9,24 +9,32 @@ use serde_json::json;
 use moat_engine::Adapter;
 use moat_grants::programs::GrantedPrograms;
 use moat_grants::{GrantSources, Grants, Provenance};
+use moat_launch::Resolver;
 use moat_sandbox::{CacheOutcome, Confinement, Sandbox};
 
 use crate::args::InspectArgs;
-use crate::resolve;
+use crate::wiring;
 
 /// What the `refused` line says: what no grant gives.
 const REFUSED_NOTE: &str =
     "raw sockets and name lookups, always: the network is HTTP(S) to granted hosts only";
 
 pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let resolved = resolve::adapter(sandbox, &args.adapter).await?;
-    let sources = resolve::grant_sources(
-        &resolved,
+    let resolved = Resolver::new(sandbox.clone())
+        .resolve(&args.adapter)
+        .await
+        .map_err(wiring::resolve_error)?;
+    // What `moat run` with the same flags would give it.
+    let ceiling = args.grants.ceiling(
+        "moat run",
         args.trust,
         args.cwd.as_deref(),
         &args.add_dirs,
-        &args.grants,
-    )?;
+        moat_launch::LimitCeiling::unbounded(),
+    );
+    let sources = ceiling
+        .sources(&resolved)
+        .map_err(|e| crate::UsageError(e.to_string()))?;
     let needs = resolved.adapter.needs();
     let grants = sources.effective(needs)?;
     let declares_needs = !Grants::from_needs(needs)?.is_empty();
@@ -45,7 +53,7 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
         CacheOutcome::Uncached(reason) => format!("not cached ({reason})"),
     };
     let timeout = humantime::format_duration(resolved.default_timeout()).to_string();
-    let confinement = resolve::confinement(&resolved, &args.grants);
+    let confinement = ceiling.confinement(&resolved);
     if args.json {
         let value = json!({
             "name": info.name,

@@ -12,7 +12,7 @@ use moat_installed::{Downloader, Manifest, sha256_hex, valid_name};
 use moat_sandbox::Sandbox;
 
 use crate::args::{AdapterCommand, AdapterListArgs, InstallArgs, ListFormat};
-use crate::{UsageError, render, resolve};
+use crate::{UsageError, render};
 
 /// The largest component accepted for installing.
 const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
@@ -133,7 +133,7 @@ async fn install(sandbox: &Sandbox, args: InstallArgs) -> anyhow::Result<ExitCod
         installed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         grants,
     };
-    let catalog = resolve::catalog()?;
+    let catalog = catalog()?;
     let previous = catalog
         .install(&manifest, &bytes)
         .with_context(|| format!("cannot install {name}"))?;
@@ -153,7 +153,7 @@ async fn install(sandbox: &Sandbox, args: InstallArgs) -> anyhow::Result<ExitCod
 }
 
 fn list(args: &AdapterListArgs) -> anyhow::Result<ExitCode> {
-    let installed = resolve::catalog()?.list()?;
+    let installed = catalog()?.list()?;
     if args.output == ListFormat::Json {
         println!("{}", serde_json::to_string_pretty(&installed)?);
         return Ok(ExitCode::SUCCESS);
@@ -175,7 +175,7 @@ fn list(args: &AdapterListArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn remove(name: &str) -> anyhow::Result<ExitCode> {
-    let removed = resolve::catalog()?
+    let removed = catalog()?
         .remove(name)
         .map_err(|e| UsageError(e.to_string()))?;
     if removed {
@@ -190,7 +190,7 @@ fn remove(name: &str) -> anyhow::Result<ExitCode> {
 }
 
 fn inspect(name: &str) -> anyhow::Result<ExitCode> {
-    let catalog = resolve::catalog()?;
+    let catalog = catalog()?;
     let manifest = catalog
         .get(name)
         .map_err(|e| UsageError(e.to_string()))?
@@ -235,4 +235,9 @@ fn print_grants(grants: &Grants) {
     println!("  write  {}", dirs(&grants.write));
     println!("  env    {}", list(grants.env.clone()));
     println!("  run    {}", list(grants.run.clone()));
+}
+
+/// The installed adapters' catalog, or why there is none (exit 2).
+fn catalog() -> anyhow::Result<moat_installed::Catalog> {
+    moat_launch::catalog().map_err(|e| UsageError(e.to_string()).into())
 }

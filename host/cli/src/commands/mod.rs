@@ -1,16 +1,16 @@
 //! One module per subcommand.
 
 mod adapters;
-pub(crate) mod cluster;
 mod compile;
 mod drive;
 mod inspect;
 mod installed;
 mod new;
 mod parallel;
-pub(crate) mod recording;
 mod run;
 mod runs;
+mod serve;
+mod worker;
 mod workflow;
 
 pub use adapters::adapters;
@@ -19,6 +19,8 @@ pub use inspect::inspect;
 pub use installed::{adapter, without_sandbox as adapter_without_sandbox};
 pub use new::new;
 pub use parallel::parallel;
-pub use run::{run, run_on_cluster};
-pub use runs::{cancel, logs, prune, ps, record_json, show, wait};
+pub use run::run;
+pub use runs::{cancel, logs, prune, ps, show, wait};
+pub use serve::serve;
+pub use worker::worker;
 pub use workflow::{without_sandbox as workflow_without_sandbox, workflow};

@@ -122,7 +122,7 @@ fn bundled_sdk(lang: Lang) -> PathBuf {
         .join(sdk)
 }
 
-pub fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
+pub fn new(args: &NewArgs) -> anyhow::Result<ExitCode> {
     if !moat_installed::valid_name(&args.name) {
         return Err(UsageError(format!(
             "{:?} cannot name an adapter: use lowercase letters, digits and `-`, starting with a letter",

@@ -1,5 +1,6 @@
 //! `moat parallel`: several tasks at once, their events merged as they
-//! arrive; Ctrl-C interrupts them all.
+//! arrive; Ctrl-C interrupts them all. Each task is a run of its own,
+//! launched like any other (with `--nats`, on the cluster).
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -7,20 +8,19 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use moat_engine::{Adapter, ParallelTask, Registry, RunRequest, run_parallel};
-use moat_sandbox::{RunScope, Sandbox};
+use moat_launch::{AdapterRef, LaunchSpec, Launcher, Resolved, Resolver};
+use moat_sandbox::Sandbox;
 
 use super::drive::render_until_done;
-use super::recording;
+use super::run::warn_uncontained;
 use crate::args::{OutputFormat, ParallelArgs};
 use crate::names::FlagNames;
-use crate::resolve::Resolved;
 use crate::tasks::{self, Task};
-use crate::{UsageError, render, resolve};
+use crate::{Globals, UsageError, render, wiring};
 
 pub async fn parallel(
+    globals: &Globals,
     sandbox: &Sandbox,
-    cli_store: Option<&std::path::Path>,
     args: ParallelArgs,
 ) -> anyhow::Result<ExitCode> {
     let tasks = match &args.tasks_file {
@@ -37,11 +37,6 @@ pub async fn parallel(
         )
         .into());
     }
-    let (registry, loaded) = load_adapters(sandbox, &tasks).await?;
-    let agents: HashMap<String, String> = loaded
-        .iter()
-        .map(|(arg, resolved)| (arg.clone(), resolved.adapter.info().name.clone()))
-        .collect();
     let format = render::default_format(args.output);
     if format == OutputFormat::Json {
         return Err(UsageError(
@@ -51,95 +46,92 @@ pub async fn parallel(
         )
         .into());
     }
-    let labels = labels(&tasks, &agents);
-
-    let store = if args.no_store {
-        None
-    } else {
-        Some(resolve::store(cli_store)?)
+    let resolver = Resolver::new(sandbox.clone());
+    let (place, loaded) = tokio::join!(
+        wiring::place(globals, "moat parallel", args.no_store),
+        load_adapters(&resolver, &tasks)
+    );
+    let loaded = loaded?;
+    let launcher = Launcher::new(resolver, place?);
+    let parent = match (&args.parent, launcher.runs()) {
+        (Some(text), Some(runs)) => Some(runs.resolve(text).await.map_err(wiring::runs_error)?),
+        _ => None,
     };
+    let agents: HashMap<String, String> = loaded
+        .iter()
+        .map(|(arg, resolved)| (arg.clone(), resolved.name().to_owned()))
+        .collect();
+    let labels = labels(&tasks, &agents);
     let abort = CancellationToken::new();
-    let mut parallel_tasks = Vec::with_capacity(tasks.len());
-    let mut recorders = Vec::new();
-    let mut task_aborts = Vec::new();
+    let mut prepared = Vec::with_capacity(tasks.len());
     for (task, label) in tasks.into_iter().zip(&labels) {
-        // Each task gets its own grants: its adapter, trust, cwd and flags.
-        let scope = resolve::scope(
-            &loaded[&task.adapter],
-            task.flags.trust,
-            task.flags.cwd.as_deref(),
-            &task.flags.add_dirs,
-            &task.flags.grants,
-        )?;
-        resolve::check_mcp_programs(task.flags.mcp_config.as_ref(), &scope.grants)?;
         // Pretty output tells tasks apart by role, so every task gets one
         // there; ndjson carries only the roles the user gave.
         let role = match format {
             OutputFormat::Pretty => Some(label.clone()),
             _ => task.role.clone(),
         };
-        // Its own abort, for a cancel of this task alone (`moat cancel`).
-        let task_abort = CancellationToken::new();
-        let request = RunRequest {
+        // Each task its own grants (its adapter, trust, cwd and flags) and
+        // its own abort, for a cancel of it alone (`moat cancel`); the
+        // whole run's stops them all.
+        let spec = LaunchSpec {
             options: task.flags.options(),
-            limits: task.flags.limits(loaded[&task.adapter].default_timeout()),
+            asked: task.flags.asked(),
+            parent: parent.clone(),
+            abort: abort.child_token(),
             drain: task.flags.drain,
-            names: Arc::new(FlagNames),
             price_table: task.flags.price_table.clone(),
             resume_fallback: !task.flags.no_resume_fallback,
-            abort: Some(task_abort.clone()),
-            ..RunRequest::new(agents[&task.adapter].clone(), task.prompt).with_scope(scope)
+            role,
+            names: Arc::new(FlagNames),
+            ..LaunchSpec::new(
+                AdapterRef::Resolved(loaded[&task.adapter].clone()),
+                task.prompt,
+                Arc::new(task.flags.ceiling("moat parallel")),
+            )
         };
-        if let Some(store) = &store {
-            let sha256 = loaded[&task.adapter].adapter.details().sha256.clone();
-            recorders.push(recording::record(store.clone(), &request, sha256, None)?);
-            task_aborts.push(task_abort);
-        }
-        parallel_tasks.push(ParallelTask { request, role });
+        let task = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
+        warn_uncontained(&task);
+        prepared.push(task);
     }
-    let mut run = run_parallel(&registry, parallel_tasks, Some(abort.clone()))?;
-    if let Some(budget) = args
+    let budget = args
         .max_total_memory
-        .or_else(moat_sandbox::default_memory_budget)
-    {
-        run = run.with_memory_budget(budget);
-    }
+        .or_else(moat_sandbox::default_memory_budget);
     let mut renderer = render::for_parallel(format, &labels);
-    if store.is_none() {
-        return render_until_done(Box::pin(run.into_stream()), renderer.as_mut(), abort).await;
-    }
-    let recorded = recording::recorded(run.into_tagged_stream(), recorders, task_aborts);
-    render_until_done(recorded, renderer.as_mut(), abort).await
+    let events = launcher.start_all(prepared, budget);
+    render_until_done(events, renderer.as_mut(), abort).await
 }
 
-/// Loads each distinct adapter once; returns the registry and, per adapter
-/// argument, the adapter loaded for it.
+/// Loads each distinct adapter once: per adapter argument, the adapter
+/// loaded for it. Two different components of the same name are refused:
+/// their events could not be told apart.
 async fn load_adapters(
-    sandbox: &Sandbox,
+    resolver: &Resolver,
     tasks: &[Task],
-) -> anyhow::Result<(Registry<RunScope>, HashMap<String, Resolved>)> {
-    let mut registry = Registry::scoped();
+) -> anyhow::Result<HashMap<String, Resolved>> {
     let mut loaded: HashMap<String, Resolved> = HashMap::new();
     for task in tasks {
         if loaded.contains_key(&task.adapter) {
             continue;
         }
-        let resolved = resolve::adapter(sandbox, &task.adapter).await?;
-        let name = resolved.adapter.info().name.clone();
+        let resolved = resolver
+            .resolve(&task.adapter)
+            .await
+            .map_err(wiring::resolve_error)?;
         if let Some((other, _)) = loaded
             .iter()
-            .find(|(_, other)| other.adapter.info().name == name)
+            .find(|(_, other)| other.name() == resolved.name() && other.sha256() != resolved.sha256())
         {
             return Err(UsageError(format!(
-                "{} and {other} are both adapters named `{name}`; run them separately",
-                task.adapter
+                "{} and {other} are both adapters named `{}`; run them separately",
+                task.adapter,
+                resolved.name()
             ))
             .into());
         }
-        registry.register(Arc::new(resolved.adapter.clone()))?;
         loaded.insert(task.adapter.clone(), resolved);
     }
-    Ok((registry, loaded))
+    Ok(loaded)
 }
 
 /// A label per task: its role, else its adapter's name, numbered when

@@ -1,4 +1,6 @@
 //! `moat run`: one adapter, one prompt, events rendered as they arrive.
+//! The run starts through the launch layer like every other; with
+//! `--nats` it is submitted to the cluster and followed here.
 
 use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
@@ -7,116 +9,107 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use moat_engine::{Adapter, Registry, RunRequest, run_agent};
-use moat_sandbox::Sandbox;
+use moat_launch::{AdapterRef, LaunchSpec, Launcher, Prepared, Resolver};
+use moat_runs::Runs;
+use moat_sandbox::{Confinement, Sandbox};
 
 use super::drive::render_until_done;
-use super::recording;
 use crate::args::RunArgs;
 use crate::names::FlagNames;
-use crate::render;
-use crate::{UsageError, resolve};
+use crate::{Globals, UsageError, render, wiring};
 
-pub async fn run(
-    sandbox: &Sandbox,
-    cli_store: Option<&std::path::Path>,
-    args: RunArgs,
-) -> anyhow::Result<ExitCode> {
+pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow::Result<ExitCode> {
     let prompt = read_prompt(args.prompt.as_deref())?;
-    if args.detach {
+    let on_cluster = globals.cluster.nats.is_some();
+    if args.detach && !on_cluster {
         return detach(&prompt);
     }
-    // The store opens (files, schema, lease) while the component loads:
-    // neither waits for the other.
-    let opening = (!args.no_store).then(|| {
-        let cli_store = cli_store.map(std::path::Path::to_path_buf);
-        tokio::task::spawn_blocking(move || resolve::store(cli_store.as_deref()))
-    });
-    let resolved = resolve::adapter(sandbox, &args.adapter).await?;
-    let store = match opening {
-        Some(opening) => Some(opening.await.context("cannot open the run store")??),
-        None => None,
-    };
-    let scope = resolve::run_scope(&resolved, &args.run)?;
-    let mut registry = Registry::scoped();
-    let agent = resolved.adapter.info().name.clone();
-    let default_timeout = resolved.default_timeout();
-    let sha256 = resolved.adapter.details().sha256.clone();
-    registry
-        .register(Arc::new(resolved.adapter))
-        .context("cannot register the adapter")?;
-
+    if on_cluster && args.continue_run.is_some() {
+        return Err(UsageError(
+            "--continue works on this machine's runs; with --nats, pass the session with --resume"
+                .into(),
+        )
+        .into());
+    }
+    // Where the run goes (the store opens, or the cluster connects) while
+    // the component loads: neither waits for the other.
+    let resolver = Resolver::new(sandbox.clone());
+    let (place, resolved) = tokio::join!(
+        wiring::place(globals, "moat run", args.no_store),
+        resolver.resolve(&args.adapter)
+    );
+    let resolved = resolved.map_err(wiring::resolve_error)?;
+    let launcher = Launcher::new(resolver, place?);
+    let runs = launcher.runs();
     let mut options = args.run.options();
     if let Some(run) = &args.continue_run {
-        options.resume = Some(continued_session(cli_store, run, &agent)?);
+        let runs = runs.as_deref().context("--continue reads the run store")?;
+        options.resume = Some(continued_session(runs, run, resolved.name()).await?);
     }
+    let parent = match (&args.parent, &runs) {
+        (Some(text), Some(runs)) => Some(runs.resolve(text).await.map_err(wiring::runs_error)?),
+        _ => None,
+    };
     let abort = CancellationToken::new();
-    let request = RunRequest {
+    let spec = LaunchSpec {
         options,
-        limits: args.run.limits(default_timeout),
-        abort: Some(abort.clone()),
+        asked: args.run.asked(),
+        parent,
+        abort: abort.clone(),
         drain: args.run.drain,
-        names: Arc::new(FlagNames),
         price_table: args.run.price_table.clone(),
         resume_fallback: !args.run.no_resume_fallback,
-        ..RunRequest::new(agent, prompt).with_scope(scope)
+        names: Arc::new(FlagNames),
+        retry_on_worker_loss: args.retry_on_worker_loss,
+        ..LaunchSpec::new(
+            AdapterRef::Resolved(resolved),
+            prompt,
+            Arc::new(args.run.ceiling("moat run")),
+        )
     };
-    let recorder = match store {
-        Some(store) => {
-            let parent = match &args.parent {
-                Some(text) => Some(store.resolve(text)?),
-                None => None,
-            };
-            Some(recording::record(store, &request, sha256, parent)?)
-        }
-        None => None,
-    };
-    let run = run_agent(&registry, request)?;
+    let prepared = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
+    warn_uncontained(&prepared);
+    let id = prepared.id().map(ToString::to_string).unwrap_or_default();
+    if args.detach {
+        // Submitted to the cluster: it runs there whatever happens here.
+        println!("{id}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut renderer = if args.detached_child {
         // The run is recorded: tell the `--detach` that started us, then
         // say nothing more (its events are in the store).
-        let id = recorder
-            .as_ref()
-            .map(|r| r.id().to_string())
-            .unwrap_or_default();
         let mut stdout = std::io::stdout();
         writeln!(stdout, "{id}").and_then(|()| stdout.flush())?;
         render::silent()
     } else {
         render::for_format(render::default_format(args.output))
     };
-    match recorder {
-        None => render_until_done(Box::pin(run.into_stream()), renderer.as_mut(), abort).await,
-        Some(recorder) => {
-            let events = recording::single(run.into_stream());
-            let recorded = recording::recorded(events, vec![recorder], vec![abort.clone()]);
-            render_until_done(recorded, renderer.as_mut(), abort).await
-        }
-    }
+    let events = launcher.start(prepared);
+    render_until_done(events, renderer.as_mut(), abort).await
 }
 
-/// `moat run --nats`: the run submitted to the cluster (see
-/// [`super::cluster::run`]).
-pub async fn run_on_cluster(
-    sandbox: &Sandbox,
-    flags: &crate::args::ClusterFlags,
-    args: RunArgs,
-) -> anyhow::Result<ExitCode> {
-    let prompt = read_prompt(args.prompt.as_deref())?;
-    super::cluster::run(sandbox, flags, args, prompt).await
+/// Says so when the programs the run may start would have all of the
+/// user's rights because this kernel has no Landlock.
+pub fn warn_uncontained(prepared: &Prepared) {
+    let admission = prepared.admission();
+    if !admission.grants.run.is_empty()
+        && admission.confinement != Confinement::Off
+        && !moat_sandbox::landlock_available()
+    {
+        tracing::warn!(
+            "this kernel has no Landlock: the programs the run starts have all of your rights (docs/security.md)"
+        );
+    }
 }
 
 /// The resume token `--continue RUN` names: the one the recorded run ended
 /// with, when it ran the same adapter.
-fn continued_session(
-    cli_store: Option<&std::path::Path>,
-    run: &str,
-    agent: &str,
-) -> anyhow::Result<String> {
-    let store = resolve::store(cli_store)?;
-    let id = store.resolve(run).map_err(|e| UsageError(e.to_string()))?;
-    let record = store
-        .get(&id)?
+async fn continued_session(runs: &dyn Runs, run: &str, agent: &str) -> anyhow::Result<String> {
+    let id = runs.resolve(run).await.map_err(wiring::runs_error)?;
+    let record = runs
+        .get(&id)
+        .await
+        .map_err(wiring::runs_error)?
         .ok_or_else(|| UsageError(format!("no run {id}")))?;
     if record.run.adapter != agent {
         return Err(UsageError(format!(
@@ -179,7 +172,7 @@ fn detach(prompt: &str) -> anyhow::Result<ExitCode> {
         let _ = sender.send(line);
     });
     match receiver.recv_timeout(DETACH_PATIENCE) {
-        Ok(line) if moat_store::RunId::parse(line.trim()).is_some() => {
+        Ok(line) if moat_runs::RunId::parse(line.trim()).is_some() => {
             println!("{}", line.trim());
             Ok(ExitCode::SUCCESS)
         }

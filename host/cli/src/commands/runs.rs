@@ -1,20 +1,18 @@
-//! The recorded runs: `moat ps`, `show`, `logs`, `cancel`, `prune`.
+//! The recorded runs: `moat ps`, `show`, `logs`, `wait`, `cancel` and
+//! `prune`, written once against [`Runs`]: this machine's store, or with
+//! `--nats` the cluster's.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use moat_engine::ResultFold;
-use moat_store::{RunFilter, RunId, RunRecord, RunStatus, Store};
+use moat_engine::{DoneStatus, EngineResult};
+use moat_runs::{RunFilter, RunId, RunRecord, RunStatus, StoredEvent};
 
 use crate::args::{CancelArgs, ListFormat, LogsArgs, PruneArgs, PsArgs, ShowArgs, WaitArgs};
-use crate::render::{self, safe};
-use crate::{UsageError, resolve};
-
-/// How often `wait` and `logs --follow` look at the store again.
-const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+use crate::render::{self, Renderer, safe};
+use crate::{Globals, UsageError, wiring};
 
 /// How many stored events `moat logs` reads at a time.
 const LOGS_PAGE: usize = 4096;
@@ -22,22 +20,27 @@ const LOGS_PAGE: usize = 4096;
 /// Longest prompt excerpt in a `ps` row.
 const PROMPT_EXCERPT: usize = 40;
 
-pub fn ps(store: Option<&Path>, args: PsArgs) -> anyhow::Result<ExitCode> {
-    let store = resolve::store(store)?;
-    let statuses = listed_statuses(&args);
-    let runs = store.list(&RunFilter {
-        statuses,
+pub async fn ps(globals: &Globals, args: &PsArgs) -> anyhow::Result<ExitCode> {
+    let runs = wiring::runs(globals, "moat ps").await?;
+    let filter = RunFilter {
+        statuses: listed_statuses(args),
+        adapter: args.adapter.clone(),
+        parent: match &args.parent {
+            Some(text) => Some(runs.resolve(text).await.map_err(wiring::runs_error)?),
+            None => None,
+        },
         limit: args.last,
-    })?;
-    print_runs(&runs, args.output)
+    };
+    let listed = runs.list(&filter).await.map_err(wiring::runs_error)?;
+    print_runs(&listed, args.output)
 }
 
 /// The statuses `ps` lists when asked for `args`: the flag's, every one
-/// with `--all` (empty), else the live ones.
-pub fn listed_statuses(args: &PsArgs) -> Vec<RunStatus> {
+/// with `--all` or `--parent` (empty), else the live ones.
+fn listed_statuses(args: &PsArgs) -> Vec<RunStatus> {
     if !args.status.is_empty() {
         args.status.clone()
-    } else if args.all {
+    } else if args.all || args.parent.is_some() {
         Vec::new()
     } else {
         vec![RunStatus::Pending, RunStatus::Running]
@@ -47,7 +50,7 @@ pub fn listed_statuses(args: &PsArgs) -> Vec<RunStatus> {
 /// `moat ps`'s table (or JSON) of `runs`.
 pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<ExitCode> {
     if output == ListFormat::Json {
-        let records: Vec<Value> = runs.iter().map(record_json).collect();
+        let records: Vec<Value> = runs.iter().map(RunRecord::to_json).collect();
         println!("{}", serde_json::to_string_pretty(&records)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -76,40 +79,29 @@ pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn show(store: Option<&Path>, args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let store = resolve::store(store)?;
-    let id = store
-        .resolve(&args.run)
-        .map_err(|e| UsageError(e.to_string()))?;
-    let run = store.get(&id)?.context("the run went while it was read")?;
-    let events = match run.status {
-        RunStatus::Completed | RunStatus::Failed => Some(store.events(&id, 0)?),
-        RunStatus::Pending | RunStatus::Running => None,
+pub async fn show(globals: &Globals, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let runs = wiring::runs(globals, "moat show").await?;
+    let id = runs.resolve(&args.run).await.map_err(wiring::runs_error)?;
+    let run = runs
+        .get(&id)
+        .await
+        .map_err(wiring::runs_error)?
+        .context("the run went while it was read")?;
+    let result = match run.is_terminal() {
+        true => Some(
+            moat_runs::result(runs.as_ref(), &id)
+                .await
+                .map_err(wiring::runs_error)?,
+        ),
+        false => None,
     };
-    print_show(&run, events, args.json, None)
+    print_show(&run, result, args.json)
 }
 
-/// `moat show`'s view of `run`; `events` are an ended run's (its result is
-/// folded from them as `moat run --output json` folds them live);
-/// `worker` is the cluster worker that ran it.
-pub fn print_show(
-    run: &RunRecord,
-    events: Option<Vec<(u64, moat_engine::AgentEvent)>>,
-    json: bool,
-    worker: Option<&str>,
-) -> anyhow::Result<ExitCode> {
-    let mut value = record_json(run);
-    let result = events.map(|events| {
-        let mut fold = ResultFold::new();
-        for (_, event) in &events {
-            fold.observe(event, &mut ());
-        }
-        fold.finish()
-    });
+/// `moat show`'s view of `run` and, once it ended, its `result`.
+fn print_show(run: &RunRecord, result: Option<EngineResult>, json: bool) -> anyhow::Result<ExitCode> {
+    let mut value = run.to_json();
     value["result"] = serde_json::to_value(&result)?;
-    if let Some(worker) = worker {
-        value["worker"] = json!(worker);
-    }
     if json {
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
@@ -127,9 +119,16 @@ pub fn print_show(
         Some(reason) => println!("status       {} ({reason})", run.status),
         None => println!("status       {}", run.status),
     }
-    match worker {
+    match &run.worker {
         Some(worker) => println!("worker       {}", safe::text(worker)),
         None => println!("owner pid    {}", run.owner_pid),
+    }
+    if let Some(trust) = run.run.trust {
+        println!("trust        {trust}");
+    }
+    println!("grants       {}", grants_shown(&run.run.grants));
+    if let Some(limits) = &run.run.limits {
+        println!("limits       {}", limits_shown(limits));
     }
     println!("created      {}", time(run.created_ms));
     if let Some(started) = run.started_ms {
@@ -138,7 +137,7 @@ pub fn print_show(
     if let Some(ended) = run.ended_ms {
         println!("ended        {}", time(ended));
     }
-    match run.run.timeout_ms {
+    match run.run.timeout_ms() {
         Some(ms) => println!("timeout      {}", ago(ms)),
         None => println!("timeout      none"),
     }
@@ -152,50 +151,35 @@ pub fn print_show(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn logs(store: Option<&Path>, args: LogsArgs) -> anyhow::Result<ExitCode> {
-    let store = resolve::store(store)?;
-    let id = store
-        .resolve(&args.run)
-        .map_err(|e| UsageError(e.to_string()))?;
+pub async fn logs(globals: &Globals, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+    let runs = wiring::runs(globals, "moat logs").await?;
+    let id = runs.resolve(&args.run).await.map_err(wiring::runs_error)?;
     let mut renderer = render::for_format(render::default_format(args.output));
     let mut success = None;
-    let mut next = 0;
-    loop {
-        // A page at a time, so a long run's replay holds one page.
-        let page = store.event_lines(&id, next, LOGS_PAGE)?;
-        let more = !page.is_empty();
-        for line in page {
-            next = line.seq + 1;
-            // Parsed only when needed: NDJSON prints the stored line as it
-            // is; the `done` is read for the exit status.
-            let passed = renderer
-                .stored(line.json.as_bytes())
-                .context("cannot write the output")?;
-            if passed && !line.done {
-                continue;
-            }
-            let event = match serde_json::from_str::<moat_engine::AgentEvent>(&line.json) {
-                Ok(event) => event,
-                Err(error) => {
-                    tracing::warn!(run = %id, seq = line.seq, "a stored event does not parse: {error}");
-                    continue;
-                }
-            };
-            if let Some(done) = event.as_done() {
-                success = Some(done.status == moat_engine::DoneStatus::Success);
-            }
-            if !passed {
-                renderer.event(&event).context("cannot write the output")?;
+    if args.follow {
+        // Stored, then live, to its done.
+        let mut events = runs.follow(&id, 0).await.map_err(wiring::runs_error)?;
+        while let Some(event) = render::next_shown(&mut events, renderer.as_mut())
+            .await
+            .context("cannot write the output")?
+        {
+            let event = event.map_err(wiring::runs_error)?;
+            show_stored(&id, &event, renderer.as_mut(), &mut success)?;
+        }
+    } else {
+        let mut next = 0;
+        loop {
+            // A page at a time, so a long run's replay holds one page.
+            let page = runs
+                .stored(&id, next, LOGS_PAGE)
+                .await
+                .map_err(wiring::runs_error)?;
+            let Some(last) = page.last() else { break };
+            next = last.seq + 1;
+            for event in &page {
+                show_stored(&id, event, renderer.as_mut(), &mut success)?;
             }
         }
-        if more {
-            continue;
-        }
-        if !args.follow || success.is_some() || ended_without_more(&store, &id, next)? {
-            break;
-        }
-        renderer.flush().context("cannot write the output")?;
-        std::thread::sleep(POLL);
     }
     renderer.finish().context("cannot write the output")?;
     // As `moat run` would have exited; a run still going is not a failure.
@@ -205,29 +189,48 @@ pub fn logs(store: Option<&Path>, args: LogsArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Whether the run ended and every event it will ever have is read (from
-/// `next` on there are none).
-fn ended_without_more(store: &Store, id: &RunId, next: u64) -> anyhow::Result<bool> {
-    let ended = store.get(id)?.is_none_or(|run| run.status.is_terminal());
-    Ok(ended && store.event_lines(id, next, 1)?.is_empty())
+/// Renders one stored event of run `id`; a `done` sets `success`. The
+/// event is parsed only when needed: NDJSON prints the stored line as it
+/// is.
+fn show_stored(
+    id: &RunId,
+    stored: &StoredEvent,
+    renderer: &mut dyn Renderer,
+    success: &mut Option<bool>,
+) -> anyhow::Result<()> {
+    let passed = renderer
+        .stored(stored.json.as_bytes())
+        .context("cannot write the output")?;
+    if passed && !stored.done {
+        return Ok(());
+    }
+    let Some(event) = stored.event() else {
+        tracing::warn!(run = %id, seq = stored.seq, "a stored event does not parse");
+        return Ok(());
+    };
+    if let Some(done) = event.as_done() {
+        *success = Some(done.status == DoneStatus::Success);
+    }
+    if !passed {
+        renderer.event(&event).context("cannot write the output")?;
+    }
+    Ok(())
 }
 
-pub fn wait(store: Option<&Path>, args: WaitArgs) -> anyhow::Result<ExitCode> {
-    let store = resolve::store(store)?;
-    let ids = args
-        .runs
-        .iter()
-        .map(|run| store.resolve(run).map_err(|e| UsageError(e.to_string())))
-        .collect::<Result<Vec<_>, _>>()?;
+pub async fn wait(globals: &Globals, args: &WaitArgs) -> anyhow::Result<ExitCode> {
+    let runs = wiring::runs(globals, "moat wait").await?;
+    let mut ids = Vec::with_capacity(args.runs.len());
+    for run in &args.runs {
+        ids.push(runs.resolve(run).await.map_err(wiring::runs_error)?);
+    }
     let mut all_completed = true;
     for id in ids {
-        let run = loop {
-            match store.get(&id)? {
-                Some(run) if run.status.is_terminal() => break run,
-                Some(_) => std::thread::sleep(POLL),
-                None => return Err(UsageError(format!("run {id} was pruned while waiting")).into()),
+        let run = runs.wait(&id).await.map_err(|error| match error {
+            moat_runs::RunsError::NotFound(_) => {
+                UsageError(format!("run {id} was pruned while waiting")).into()
             }
-        };
+            other => wiring::runs_error(other),
+        })?;
         all_completed &= run.status == RunStatus::Completed;
     }
     Ok(if all_completed {
@@ -237,46 +240,62 @@ pub fn wait(store: Option<&Path>, args: WaitArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-pub fn cancel(store: Option<&Path>, args: CancelArgs) -> anyhow::Result<ExitCode> {
-    let store = resolve::store(store)?;
+pub async fn cancel(globals: &Globals, args: &CancelArgs) -> anyhow::Result<ExitCode> {
+    let runs = wiring::runs(globals, "moat cancel").await?;
     for run in &args.runs {
         // Idempotent: a run that is unknown has nothing left to stop.
-        match store.resolve(run) {
-            Ok(id) => store.request_cancel(&id)?,
-            Err(moat_store::StoreError::NotFound(_)) => {}
-            Err(error) => return Err(UsageError(error.to_string()).into()),
+        match runs.resolve(run).await {
+            Ok(id) => runs.cancel(&id).await.map_err(wiring::runs_error)?,
+            Err(moat_runs::RunsError::NotFound(_)) => {}
+            Err(error) => return Err(wiring::runs_error(error)),
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn prune(store: Option<&Path>, args: PruneArgs) -> anyhow::Result<ExitCode> {
-    let store = resolve::store(store)?;
+pub fn prune(globals: &Globals, args: &PruneArgs) -> anyhow::Result<ExitCode> {
+    if globals.cluster.nats.is_some() {
+        return Err(UsageError(
+            "moat prune works on this machine's store (the cluster's events expire after 7 days): leave out --nats"
+                .into(),
+        )
+        .into());
+    }
+    let store = wiring::store(globals.store.as_deref())?;
     let removed = store.prune(args.older_than)?;
     println!("removed {removed} runs");
     Ok(ExitCode::SUCCESS)
 }
 
-/// A record as JSON, for `ps --output json`, `show --json` and `moat serve`.
-pub fn record_json(run: &RunRecord) -> Value {
-    json!({
-        "id": run.id.as_str(),
-        "parent": run.run.parent.as_ref().map(|p| p.as_str().to_owned()),
-        "adapter": run.run.adapter,
-        "componentSha256": run.run.component_sha256,
-        "status": run.status.as_str(),
-        "reason": run.reason.as_ref().map(|r| r.as_str().to_owned()),
-        "prompt": run.run.prompt,
-        "options": run.run.options,
-        "grants": run.run.grants,
-        "limits": run.run.limits,
-        "timeoutMs": run.run.timeout_ms,
-        "ownerPid": run.owner_pid,
-        "createdMs": run.created_ms,
-        "startedMs": run.started_ms,
-        "endedMs": run.ended_ms,
-        "done": run.done,
-    })
+/// A run's grants in one line.
+fn grants_shown(grants: &moat_grants::Grants) -> String {
+    if grants.is_empty() {
+        return "none".into();
+    }
+    let mut parts = Vec::new();
+    let mut part = |name: &str, items: Vec<String>| {
+        if !items.is_empty() {
+            parts.push(format!("{name} {}", items.join(",")));
+        }
+    };
+    part("net", grants.net.iter().map(ToString::to_string).collect());
+    part("read", grants.read.iter().map(|d| d.display().to_string()).collect());
+    part("write", grants.write.iter().map(|d| d.display().to_string()).collect());
+    part("env", grants.env.clone());
+    part("run", grants.run.clone());
+    safe::text(&parts.join("; ")).into_owned()
+}
+
+/// A run's limits in one line.
+fn limits_shown(limits: &moat_runs::RecordedLimits) -> String {
+    let memory = bytesize::ByteSize::b(limits.max_memory_bytes).display().iec();
+    let events = bytesize::ByteSize::b(limits.max_event_bytes).display().iec();
+    format!(
+        "memory {memory}, fuel {}, events {events}, connections {}, files {}",
+        limits.fuel.map_or_else(|| "unlimited".to_owned(), |f| f.to_string()),
+        limits.max_connections,
+        limits.max_open_files
+    )
 }
 
 /// Input and output tokens of the run's `done`, when it reported them.

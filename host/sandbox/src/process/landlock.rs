@@ -13,11 +13,12 @@
 //! exec. Where the kernel has no Landlock, programs run with the user's
 //! rights and [`available`] says so, for the CLI's warning.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use moat_grants::OpenDir;
 use landlock::{
     ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
     Scope,
@@ -82,19 +83,21 @@ pub fn available() -> bool {
 /// The filesystem a run's programs may reach, decided when the run starts.
 #[derive(Debug, Clone)]
 pub(crate) struct ProgramRights {
-    /// Readable (and runnable): the run's read grants.
-    read: Vec<PathBuf>,
-    /// Readable and writable: the run's write grants and the programs' state.
-    write: Vec<PathBuf>,
+    /// Readable (and runnable): the run's read grants, as opened.
+    read: Vec<OpenDir>,
+    /// Readable and writable: the run's write grants, as opened.
+    write: Vec<OpenDir>,
+    /// Readable and writable: the places the programs keep their state.
+    state: Vec<PathBuf>,
 }
 
 impl ProgramRights {
-    /// The rights of a run granted `read` and `write` (canonical
-    /// directories) under `confinement`; `None`: not contained.
+    /// The rights of a run granted `read` and `write` (opened when it was
+    /// admitted) under `confinement`; `None`: not contained.
     pub(crate) fn new(
         confinement: &Confinement,
-        read: &[PathBuf],
-        write: &[PathBuf],
+        read: Vec<OpenDir>,
+        write: Vec<OpenDir>,
     ) -> Option<Self> {
         let Confinement::Contained {
             state_dirs,
@@ -113,11 +116,10 @@ impl ProgramRights {
                 tracing::warn!(dir = %dir.display(), "cannot make a program's state directory: {error}");
             }
         }
-        let mut writable = write.to_vec();
-        writable.extend(state_dirs.iter().chain(state_files).cloned());
         Some(Self {
-            read: read.to_vec(),
-            write: writable,
+            read,
+            write,
+            state: state_dirs.iter().chain(state_files).cloned().collect(),
         })
     }
 
@@ -145,14 +147,21 @@ impl ProgramRights {
         rules.push((install_tree(program), run));
         rules.extend(SYSTEM_READ.iter().map(|dir| (PathBuf::from(dir), read)));
         rules.push((PathBuf::from(DEVICES), device));
-        rules.extend(self.read.iter().map(|dir| (dir.clone(), run)));
-        rules.extend(self.write.iter().map(|dir| (dir.clone(), all)));
+        rules.extend(self.state.iter().map(|path| (path.clone(), all)));
         rules.push((private_dir.to_path_buf(), all));
 
         let mut ruleset = Ruleset::default()
             .handle_access(all)?
             .scope(Scope::Signal | Scope::AbstractUnixSocket)?
             .create()?;
+        // The run's grants, through the handles opened when it was
+        // admitted, never their paths again.
+        for dir in &self.read {
+            ruleset = ruleset.add_rule(PathBeneath::new(dir.as_fd(), run))?;
+        }
+        for dir in &self.write {
+            ruleset = ruleset.add_rule(PathBeneath::new(dir.as_fd(), all))?;
+        }
         for (path, access) in rules {
             // A path that does not exist here (no /lib32, a state file
             // never written) has nothing to grant.
@@ -241,7 +250,7 @@ mod tests {
 
     #[test]
     fn no_confinement_means_no_rights_to_enforce() {
-        assert!(ProgramRights::new(&Confinement::Off, &[], &[]).is_none());
-        assert!(ProgramRights::new(&Confinement::default(), &[], &[]).is_some());
+        assert!(ProgramRights::new(&Confinement::Off, Vec::new(), Vec::new()).is_none());
+        assert!(ProgramRights::new(&Confinement::default(), Vec::new(), Vec::new()).is_some());
     }
 }

@@ -92,24 +92,35 @@ impl ProcessTable {
     pub(crate) fn new(
         adapter: Arc<str>,
         scope: &RunScope,
+        dirs: &[moat_grants::OpenDir],
         env: Vec<(String, String)>,
         groups: ChildGroups,
         denials: DenialLog,
     ) -> Self {
         let grants = &scope.grants;
         let path_var = std::env::var_os("PATH");
-        let read: Vec<PathBuf> = grants
+        // The granted directories are canonical paths, and the programs'
+        // rights are given through their handles: a path changed since
+        // the run was admitted reaches nothing more.
+        let handles = |paths: &[PathBuf]| -> Vec<moat_grants::OpenDir> {
+            dirs.iter()
+                .filter(|dir| paths.iter().any(|path| path == dir.path()))
+                .cloned()
+                .collect()
+        };
+        let read_only: Vec<PathBuf> = grants
             .read
             .iter()
-            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .filter(|dir| !grants.write.contains(dir))
+            .cloned()
             .collect();
-        let write: Vec<PathBuf> = grants
-            .write
-            .iter()
-            .filter_map(|d| std::fs::canonicalize(d).ok())
-            .collect();
+        let write = grants.write.clone();
         Self {
-            rights: self::landlock::ProgramRights::new(&scope.confinement, &read, &write),
+            rights: self::landlock::ProgramRights::new(
+                &scope.confinement,
+                handles(&read_only),
+                handles(&write),
+            ),
             adapter,
             programs: GrantedPrograms::resolve(&grants.run, path_var.as_deref(), &write),
             // A run that may start no program has no children to give an

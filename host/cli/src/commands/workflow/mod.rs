@@ -1,30 +1,31 @@
 //! `moat workflow`: run, resume, status, graph and validate workflows
-//! (docs/workflows.md). The engine is `moat-workflow`'s; this module turns
-//! flags into its settings, records the workflow in the run store, runs
-//! its tasks as moat runs ([`runner`]) and shows its events ([`view`]).
+//! (docs/workflows.md). The engine is `moat-workflow`'s, and so is its
+//! runner, which launches each attempt as a moat run; this module turns
+//! flags into their settings, records the workflow in this machine's run
+//! store and shows its events ([`view`]).
 
-mod runner;
 mod view;
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
+use moat_runs::{FailReason, NewRun, Outcome, RunId, RunStatus};
 use moat_sandbox::Sandbox;
-use moat_store::{FailReason, NewRun, Outcome, RunId, RunStatus, Store};
+use moat_store::{LocalRuns, Store};
 use moat_workflow::{
-    Engine, Hooks, Settings, Start, Workflow, WorkflowError, WorkflowEvent, WorkflowStatus,
+    Engine, Hooks, LaunchRunner, Settings, Start, Workflow, WorkflowError, WorkflowEvent,
+    WorkflowStatus,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::drive::on_signals;
-use super::recording;
 use crate::args::{
     GraphFormat, ListFormat, OutputFormat, WorkflowCommand, WorkflowFlags, WorkflowStatusArgs,
 };
-use crate::{UsageError, render, resolve};
-use runner::MoatRunner;
+use crate::names::FlagNames;
+use crate::{Globals, UsageError, render, wiring};
 use view::{Live, Ndjson, View};
 
 /// How many tasks run at once unless the flags or the file say.
@@ -42,15 +43,15 @@ pub fn without_sandbox(command: &WorkflowCommand) -> Option<anyhow::Result<ExitC
 
 /// `moat workflow run` and `resume`.
 pub async fn workflow(
+    globals: &Globals,
     sandbox: &Sandbox,
-    cli_store: Option<&Path>,
     command: WorkflowCommand,
 ) -> anyhow::Result<ExitCode> {
     match command {
         WorkflowCommand::Run(args) => {
             run(
+                globals,
                 sandbox,
-                cli_store,
                 args.workflow,
                 Start::Fresh {
                     discard: args.fresh,
@@ -60,8 +61,8 @@ pub async fn workflow(
         }
         WorkflowCommand::Resume(args) => {
             run(
+                globals,
                 sandbox,
-                cli_store,
                 args.workflow,
                 Start::Resume { force: args.force },
             )
@@ -198,8 +199,8 @@ fn status(args: &WorkflowStatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn run(
+    globals: &Globals,
     sandbox: &Sandbox,
-    cli_store: Option<&Path>,
     flags: WorkflowFlags,
     start: Start,
 ) -> anyhow::Result<ExitCode> {
@@ -219,22 +220,36 @@ async fn run(
         .max_parallel
         .or(workflow.max_parallel)
         .unwrap_or(DEFAULT_PARALLEL)
-        .min(resolve::COMMAND_SESSIONS);
-    let store = if flags.no_store {
+        .min(crate::args::COMMAND_SESSIONS);
+    // The workflow's own record stays where the workflow runs, with its
+    // state file: this machine's store. Its tasks' runs go where its
+    // launcher puts them (with --nats, the cluster).
+    let local = if flags.no_store {
         None
     } else {
-        Some(resolve::store(cli_store)?)
+        Some(wiring::local_runs(globals.store.as_deref())?)
     };
-    let runner = Arc::new(MoatRunner {
-        sandbox: sandbox.clone(),
-        store: store.clone(),
-        parent: OnceLock::new(),
-        project: workflow.project.clone(),
-        trust: flags.trust,
-        flags: flags.grants.clone(),
-        loaded: Default::default(),
-    });
+    let place = match (&globals.cluster.nats, &local) {
+        (None, Some(local)) => moat_launch::Place::Local(local.clone()),
+        _ => wiring::place(globals, "moat workflow", flags.no_store).await?,
+    };
+    let on_cluster = matches!(place, moat_launch::Place::Cluster(_));
+    let project = workflow.project.to_string_lossy().into_owned();
+    let ceiling = flags.grants.ceiling(
+        "the workflow",
+        flags.trust,
+        Some(&project),
+        &[],
+        flags.limits.ceiling(),
+    );
+    let runner = Arc::new(LaunchRunner::new(
+        wiring::launcher(sandbox, place),
+        Arc::new(ceiling),
+        workflow.project.clone(),
+        Arc::new(FlagNames),
+    ));
     let hooks = Hooks::from_commands(&workflow.hooks, workflow.project.clone());
+    let store = local.as_ref().map(|local| local.store().clone());
     let record_of = |store: &Arc<Store>| record(store, &workflow, &flags);
     let record = store.as_ref().map(record_of).transpose()?;
     let engine = Engine::new(workflow, runner.clone(), hooks);
@@ -247,19 +262,20 @@ async fn run(
             return Err(refusal(error));
         }
     };
-    if let Some(id) = &record {
-        let _ = runner.parent.set(id.clone());
+    // On this machine its attempts are its record's children; a cluster
+    // does not know a record of this machine's.
+    if let Some(id) = &record
+        && !on_cluster
+    {
+        runner.set_parent(id.clone());
     }
     let cancel = CancellationToken::new();
     let (signals, stopped) = on_signals(cancel.clone());
-    let watcher = match (&store, &record) {
-        (Some(store), Some(id)) => {
-            store.mark_running(id)?;
-            Some(tokio::spawn(recording::watch_cancels(
-                store.clone(),
-                vec![id.clone()],
-                vec![cancel.clone()],
-            )))
+    // Live here: `moat cancel` of its record stops it.
+    let live = match (&local, &record) {
+        (Some(local), Some(id)) => {
+            local.store().mark_running(id)?;
+            Some(live(local, id, &cancel))
         }
         _ => None,
     };
@@ -278,9 +294,7 @@ async fn run(
     };
     let result = opened.run(settings).await;
     signals.abort();
-    if let Some(watcher) = watcher {
-        watcher.abort();
-    }
+    drop(live);
     let status = result.as_ref().map(|summary| summary.status);
     if let (Some(store), Some(id)) = (&store, &record) {
         let error = result.as_ref().err().map(ToString::to_string);
@@ -309,6 +323,12 @@ async fn run(
     }
 }
 
+/// The workflow's record, live in this process: cancelling it through the
+/// store (`moat cancel`) cancels `cancel`.
+fn live(local: &LocalRuns, id: &RunId, cancel: &CancellationToken) -> moat_store::Publisher {
+    local.begin(id.clone(), None, cancel.clone())
+}
+
 /// A workflow that cannot start: the user's to fix (exit 2), except a
 /// state moat cannot read or write.
 fn refusal(error: WorkflowError) -> anyhow::Error {
@@ -330,9 +350,9 @@ fn record(store: &Arc<Store>, workflow: &Workflow, flags: &WorkflowFlags) -> any
             "file": workflow.file,
             "project": workflow.project,
         }),
-        grants: serde_json::to_value(flags.grants.grants())?,
-        limits: serde_json::json!({}),
-        timeout_ms: None,
+        grants: flags.grants.grants(),
+        trust: Some(flags.trust),
+        limits: None,
     };
     store
         .create_run(&run)

@@ -1,4 +1,4 @@
-//! The messages of `moat serve` (docs/protocol.md): what a client sends,
+//! The messages of the protocol (docs/protocol.md): what a client sends,
 //! what it gets back, and the error codes. One JSON object per line.
 //!
 //! Everything here comes from a client and is untrusted: a line that is not
@@ -42,12 +42,16 @@ impl Code {
 /// client should know (e.g. the results of an `await` whose runs failed).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
+    /// Its code.
     pub code: Code,
+    /// What went wrong, for people.
     pub message: String,
+    /// What else the client gets (an `await`'s results).
     pub data: Option<Value>,
 }
 
 impl Failure {
+    /// A failure with `code`.
     pub fn new(code: Code, message: impl Into<String>) -> Self {
         Failure {
             code,
@@ -56,10 +60,12 @@ impl Failure {
         }
     }
 
+    /// `INVALID_REQUEST`.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(Code::InvalidRequest, message)
     }
 
+    /// `NOT_FOUND`.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(Code::NotFound, message)
     }
@@ -68,22 +74,34 @@ impl Failure {
 /// A request: its id (echoed in the response) and its operation.
 #[derive(Debug)]
 pub struct Request {
+    /// The client's id of the request, echoed in the response.
     pub id: Value,
+    /// What it asks.
     pub op: Op,
 }
 
 /// The operations.
 #[derive(Debug)]
 pub enum Op {
+    /// Start a run.
     Run(Box<RunParams>),
+    /// Wait for runs' results.
     Await(RunsParams),
+    /// Stop a run.
     Cancel(RunParam),
+    /// A run's record and result.
     Get(RunParam),
+    /// Records.
     List(ListParams),
+    /// Stream runs' events.
     Subscribe(SubscribeParams),
+    /// End a subscription.
     Unsubscribe(UnsubscribeParams),
+    /// The built-in adapters.
     Adapters,
+    /// What an adapter is, and what this server allows it.
     Inspect(InspectParams),
+    /// Stop the server.
     Shutdown,
 }
 
@@ -93,15 +111,18 @@ pub enum Op {
 pub struct RunParams {
     /// A built-in adapter's name, or a path to a component.
     pub adapter: String,
+    /// What it is asked.
     pub prompt: String,
+    /// Its options.
     #[serde(default)]
     pub options: RunOptions,
-    /// The trust level the backend is run at (its own switches); grants
-    /// come only from `grants`.
-    #[serde(default)]
-    pub trust: TrustLevel,
+    /// The trust level the backend is run at (its own switches); absent:
+    /// the most the server (and the parent) allow. Grants come only from
+    /// `grants`.
+    pub trust: Option<TrustLevel>,
     /// What the run asks for; absent: all the server allows the adapter.
     pub grants: Option<Grants>,
+    /// Its limits.
     #[serde(default)]
     pub limits: LimitParams,
     /// A recorded run whose end ends this one, and whose grants bound it.
@@ -112,9 +133,13 @@ pub struct RunParams {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LimitParams {
+    /// Its wall-clock limit.
     pub timeout_ms: Option<u64>,
+    /// Its CPU budget.
     pub fuel: Option<u64>,
+    /// Its memory cap.
     pub max_memory_bytes: Option<u64>,
+    /// Its largest event.
     pub max_event_bytes: Option<u64>,
 }
 
@@ -122,6 +147,7 @@ pub struct LimitParams {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunsParams {
+    /// Run ids, or prefixes naming one run each.
     pub runs: Vec<String>,
 }
 
@@ -129,6 +155,7 @@ pub struct RunsParams {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunParam {
+    /// A run id, or a prefix naming one run.
     pub run: String,
 }
 
@@ -139,6 +166,10 @@ pub struct ListParams {
     /// Only these statuses (`pending`, `running`, `completed`, `failed`).
     #[serde(default)]
     pub status: Vec<String>,
+    /// Only runs of this adapter.
+    pub adapter: Option<String>,
+    /// Only the children of this run.
+    pub parent: Option<String>,
     /// At most this many, newest first.
     pub limit: Option<usize>,
 }
@@ -148,7 +179,9 @@ pub struct ListParams {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SubscribeParams {
+    /// Run ids, or prefixes naming one run each.
     pub runs: Vec<String>,
+    /// The first event to send of each.
     #[serde(default)]
     pub from_seq: u64,
 }
@@ -157,6 +190,7 @@ pub struct SubscribeParams {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UnsubscribeParams {
+    /// The subscription.
     pub subscription_id: String,
 }
 
@@ -164,6 +198,7 @@ pub struct UnsubscribeParams {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InspectParams {
+    /// A built-in's name, an installed adapter's, or a component's path.
     pub adapter: String,
 }
 

@@ -1,11 +1,9 @@
-//! A run as the store keeps it: a process record.
+//! Where a run is in its life, why it failed, and how it ended.
 
 use std::fmt;
 use std::str::FromStr;
 
 use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, Usage};
-
-use crate::id::RunId;
 
 /// Where a run is in its life. `Completed` and `Failed` are terminal: a
 /// run reaches exactly one of them, once.
@@ -118,28 +116,6 @@ impl fmt::Display for FailReason {
     }
 }
 
-/// What is known of a run before it starts: everything but its status and
-/// times, which the store keeps.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewRun {
-    /// The run that started it, for nested runs.
-    pub parent: Option<RunId>,
-    /// The adapter's name.
-    pub adapter: String,
-    /// SHA-256 of the adapter's component, lowercase hex.
-    pub component_sha256: String,
-    /// The prompt.
-    pub prompt: String,
-    /// The run's options (JSON).
-    pub options: serde_json::Value,
-    /// Its effective grants (JSON).
-    pub grants: serde_json::Value,
-    /// Its limits (JSON).
-    pub limits: serde_json::Value,
-    /// Its resolved timeout in milliseconds; `None`: none.
-    pub timeout_ms: Option<u64>,
-}
-
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -203,25 +179,3 @@ impl Outcome {
     }
 }
 
-/// A run as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunRecord {
-    /// Its id.
-    pub id: RunId,
-    /// What it was started with.
-    pub run: NewRun,
-    /// Where it is.
-    pub status: RunStatus,
-    /// Why it failed.
-    pub reason: Option<FailReason>,
-    /// Its `done` payload, once it ended.
-    pub done: Option<serde_json::Value>,
-    /// The process id of the moat that runs (or ran) it.
-    pub owner_pid: u32,
-    /// When it was recorded, started and ended (ms since the Unix epoch).
-    pub created_ms: u64,
-    /// When its adapter started.
-    pub started_ms: Option<u64>,
-    /// When it reached its terminal status.
-    pub ended_ms: Option<u64>,
-}

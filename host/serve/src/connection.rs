@@ -1,4 +1,4 @@
-//! One client of `moat serve`: its requests read a line at a time and
+//! One client of the server: its requests read a line at a time and
 //! answered each on a task of its own (so a long `await` holds up nothing
 //! else), its subscriptions, and one writer for everything it is sent.
 //!
@@ -146,10 +146,9 @@ async fn subscribe(
     if params.runs.is_empty() {
         return Err(Failure::invalid("subscribe: runs names no run"));
     }
-    let ids = server.resolve_runs(&params.runs).await?;
-    for run in &ids {
-        server.check_from(run, params.from_seq).await?;
-    }
+    let ids = server
+        .subscribed_runs(&params.runs, params.from_seq)
+        .await?;
     let id = format!("s_{}", NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed));
     let stop = CancellationToken::new();
     subscriptions
@@ -169,13 +168,12 @@ async fn subscribe(
                 Value::from(subscription.as_str()),
                 Value::from(run_id.as_str()),
             );
-            let streamed = server
-                .stream_events(&run, params.from_seq, &stop, |seq, json, _| {
-                    let message = format!(r#"{head}{seq},"data":{json}}}"#);
-                    let out = out.clone();
-                    async move { out.send(message).await.is_ok() }
-                })
-                .await;
+            let streamed = stream(&server, &run, params.from_seq, &stop, |seq, json| {
+                let message = format!(r#"{head}{seq},"data":{json}}}"#);
+                let out = out.clone();
+                async move { out.send(message).await.is_ok() }
+            })
+            .await;
             if let Err(next) = streamed {
                 // Behind on this run: its part of the subscription ends, and
                 // says where to resume; the subscription's other runs go on.
@@ -190,6 +188,50 @@ async fn subscribe(
         });
     }
     Ok(json!({"subscriptionId": id}))
+}
+
+/// Sends run `id`'s events from `from_seq` on with `send` (its sequence
+/// number and JSON) until its `done`, `stop`, or `send` saying the client
+/// is gone. `Err(next)` when the client fell behind the live events (it
+/// may resume from `next`, the first it did not get).
+async fn stream<F, Fut>(
+    server: &Server,
+    id: &moat_runs::RunId,
+    from_seq: u64,
+    stop: &CancellationToken,
+    mut send: F,
+) -> Result<(), u64>
+where
+    F: FnMut(u64, std::sync::Arc<str>) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    use futures::StreamExt;
+    let mut events = match server.follow(id, from_seq).await {
+        Ok(events) => events,
+        Err(error) => {
+            tracing::warn!(run = %id, "cannot follow the run: {error}");
+            return Ok(());
+        }
+    };
+    loop {
+        let next = tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            next = events.next() => next,
+        };
+        match next {
+            Some(Ok(event)) => {
+                if !send(event.seq, event.json).await || event.done {
+                    return Ok(());
+                }
+            }
+            Some(Err(moat_runs::RunsError::Lagged { next })) => return Err(next),
+            Some(Err(error)) => {
+                tracing::warn!(run = %id, "following the run: {error}");
+                return Ok(());
+            }
+            None => return Ok(()),
+        }
+    }
 }
 
 /// Writes each message as one line until the queue closes or the client is

@@ -1,0 +1,174 @@
+//! The process's parts, made from the flags: its sandbox, where its runs
+//! are (this machine's store or a cluster) and the launcher that starts
+//! them; and the library's errors as the command line reports them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use moat_cluster::{Cluster, Settings};
+use moat_launch::{LaunchError, Launcher, Place, ResolveError, Resolver};
+use moat_runs::{Runs, RunsError};
+use moat_sandbox::{Containment, MAX_MEMORY_CEILING, Sandbox, SandboxConfig};
+use moat_store::{LocalRuns, Store};
+
+use super::{Globals, UsageError};
+use super::args::{COMMAND_SESSIONS, Cli, ClusterFlags, Command};
+use super::names::FlagNames;
+
+/// The pool of a `moat run`: its run, the instance that reads the
+/// adapter's `info()` first, room for the fresh session of a resume
+/// fallback while the first one closes, and for the children its
+/// component may run at once (each with the instance its adapter's
+/// `info()` is read from).
+const RUN_SESSIONS: u32 = 4 + 2 * moat_launch::MAX_LIVE_CHILDREN as u32;
+
+/// The process's sandbox, with the cache settings from the flags.
+pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
+    let mut config = SandboxConfig::default();
+    if cli.no_cache {
+        config.cache_dir = None;
+    } else if let Some(dir) = &cli.cache_dir {
+        config.cache_dir = Some(dir.clone());
+    }
+    // `info()` runs under the cap of the runs: a `moat run` gets its
+    // `--max-memory`; `parallel` tasks may each set theirs and `inspect`
+    // only describes, so they get the ceiling.
+    config.info_max_memory_bytes = match &cli.command {
+        Command::Run(args) => args.run.max_memory,
+        _ => MAX_MEMORY_CEILING,
+    };
+    // One command runs a handful of sessions at most; a server as many as
+    // its clients start (the library's default pool).
+    config.pool_sessions = match &cli.command {
+        Command::Serve(_) => config.pool_sessions,
+        // One run and its children: a pool for the library's default would
+        // cost every `moat run` the mappings of thousands.
+        Command::Run(_) => RUN_SESSIONS,
+        // Each of its runs, and the instance each job's adapter is loaded
+        // through.
+        Command::Worker(args) => u32::from(args.max_runs).saturating_mul(2),
+        _ => COMMAND_SESSIONS as _,
+    };
+    // This process starts no children but runs': orphans it adopts are
+    // theirs. An operator's switch (docs/security.md), `MOAT_RUN_CGROUPS=0`,
+    // keeps runs out of cgroups of their own.
+    config.containment = Containment {
+        cgroups: std::env::var_os("MOAT_RUN_CGROUPS").is_none_or(|v| v != "0"),
+        adopt_orphans: true,
+    };
+    Sandbox::new(config).context("cannot start the sandbox")
+}
+
+/// The run store the flags name (or the default one), opened: its runs of
+/// moat processes that are gone are failed now.
+pub fn store(cli_store: Option<&Path>) -> anyhow::Result<Arc<Store>> {
+    let path = match cli_store {
+        Some(path) => path.to_path_buf(),
+        None => Store::default_path().ok_or_else(|| {
+            UsageError("no home directory for the run store: pass --store PATH".into())
+        })?,
+    };
+    let store = Store::open(&path)
+        .map_err(|error| anyhow::anyhow!("{error}; --store PATH uses another, --no-store none"))?;
+    Ok(Arc::new(store))
+}
+
+/// This machine's runs, in the store the flags name.
+pub fn local_runs(cli_store: Option<&Path>) -> anyhow::Result<LocalRuns> {
+    Ok(LocalRuns::new(store(cli_store)?))
+}
+
+/// Connects to the cluster the flags name, as `name`; `worker_timeout`
+/// when this process may create the workers' bucket with its own.
+pub async fn cluster(
+    flags: &ClusterFlags,
+    name: &str,
+    worker_timeout: Option<std::time::Duration>,
+) -> anyhow::Result<Cluster> {
+    let urls = flags
+        .nats
+        .as_deref()
+        .ok_or_else(|| UsageError("no cluster given: pass --nats nats://HOST:PORT".into()))?;
+    let mut settings =
+        Settings::new(urls, flags.nats_auth.as_deref()).map_err(|e| UsageError(e.to_string()))?;
+    settings.replicas = usize::from(flags.nats_replicas);
+    if let Some(timeout) = worker_timeout {
+        settings.worker_timeout = timeout;
+    }
+    Ok(Cluster::connect(&settings, name).await?)
+}
+
+/// Where the runs are: the cluster with `--nats`, else this machine's
+/// store.
+pub async fn runs(globals: &Globals, name: &str) -> anyhow::Result<Arc<dyn Runs>> {
+    Ok(match globals.cluster.nats {
+        Some(_) => Arc::new(cluster(&globals.cluster, name, None).await?),
+        None => Arc::new(local_runs(globals.store.as_deref())?),
+    })
+}
+
+/// Where a command's runs go: the cluster with `--nats`, this machine's
+/// store, or nowhere (`--no-store`).
+pub async fn place(globals: &Globals, name: &str, no_store: bool) -> anyhow::Result<Place> {
+    if globals.cluster.nats.is_some() {
+        if no_store {
+            return Err(UsageError(
+                "--no-store: the cluster records every run; leave it out with --nats".into(),
+            )
+            .into());
+        }
+        return Ok(Place::Cluster(cluster(&globals.cluster, name, None).await?));
+    }
+    if no_store {
+        return Ok(Place::Unrecorded);
+    }
+    // The store opens (files, schema, lease) on the blocking pool: a
+    // caller may load its adapter meanwhile.
+    let path = globals.store.clone();
+    let runs = tokio::task::spawn_blocking(move || local_runs(path.as_deref()))
+        .await
+        .context("cannot open the run store")??;
+    Ok(Place::Local(runs))
+}
+
+/// A launcher placing runs at `place`.
+pub fn launcher(sandbox: &Sandbox, place: Place) -> Launcher {
+    Launcher::new(Resolver::new(sandbox.clone()), place)
+}
+
+/// A launch failure as the command line reports it: what the user asked
+/// for (an adapter, grants, a parent) is theirs to fix (exit 2).
+pub fn launch_error(error: LaunchError) -> anyhow::Error {
+    match error {
+        LaunchError::Resolve(error) => resolve_error(error),
+        LaunchError::Refused(refusal) => {
+            UsageError(format!("BOUNDARY_VIOLATION: {}", refusal.message(&FlagNames))).into()
+        }
+        LaunchError::Runs(error) => runs_error(error),
+        error @ LaunchError::ParentEnded(_) => UsageError(error.to_string()).into(),
+        other => other.into(),
+    }
+}
+
+/// An adapter that could not be resolved, with the flag that would let it
+/// load when that is why it did not.
+pub fn resolve_error(error: ResolveError) -> anyhow::Error {
+    let hint = match error.limit() {
+        Some(limit) => format!("; raise it with {}", moat_engine::SettingNames::setting(&FlagNames, limit)),
+        None => String::new(),
+    };
+    UsageError(format!("{error}{hint}")).into()
+}
+
+/// A run the user named that is not there (or not only one) is their
+/// mistake (exit 2); a store or cluster that fails is not.
+pub fn runs_error(error: RunsError) -> anyhow::Error {
+    match error {
+        RunsError::NotFound(_) | RunsError::Ambiguous { .. } | RunsError::Invalid(_) => {
+            UsageError(error.to_string()).into()
+        }
+        other => anyhow::anyhow!("{other}"),
+    }
+}

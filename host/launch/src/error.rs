@@ -1,0 +1,35 @@
+//! Why a run could not be launched.
+
+use moat_cluster::ClusterError;
+use moat_runs::{RunId, RunsError};
+
+use crate::refusal::Refusal;
+use crate::resolve::ResolveError;
+
+/// Why a run could not be launched. Nothing was recorded, except for a
+/// run the store could no longer write (then its record ends `failed`).
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// Its adapter could not be resolved.
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    /// It asked for more than whoever starts it may give (worded in
+    /// field names here; [`Refusal::message`] words it for a caller).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// Its parent could not be found.
+    #[error(transparent)]
+    Runs(#[from] RunsError),
+    /// Its parent has ended: a run can only start under a live one.
+    #[error("run {0} has ended; a child run needs a live parent")]
+    ParentEnded(RunId),
+    /// The run store could not record it.
+    #[error("cannot record the run: {0}")]
+    Record(String),
+    /// The cluster did not take it.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// Whoever launches runs here is stopping.
+    #[error("runs are no longer started here: it is shutting down")]
+    Stopping,
+}

@@ -1,0 +1,168 @@
+//! [`Launched`]: the events of started runs, as their starter reads them —
+//! recorded as they pass when the runs execute here, followed from the
+//! cluster when they execute there. Either way each run ends with exactly
+//! one `done`, and its abort token stops it wherever it runs.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::stream::{BoxStream, SelectAll};
+use futures::{FutureExt, Stream, StreamExt};
+use moat_cluster::Cluster;
+use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, TaskEvent, Usage, codes};
+use moat_runs::{FailReason, RunId};
+use tokio_util::sync::CancellationToken;
+
+use crate::recording::{Recorded, Recording};
+
+/// The events of started runs.
+pub struct Launched {
+    ids: Vec<Option<RunId>>,
+    events: Events,
+}
+
+enum Events {
+    /// Executing here.
+    Here(Recorded<BoxStream<'static, TaskEvent>>),
+    /// Executing in a cluster, followed.
+    Followed(SelectAll<BoxStream<'static, AgentEvent>>),
+}
+
+impl Launched {
+    pub(crate) fn here(
+        ids: Vec<Option<RunId>>,
+        events: BoxStream<'static, TaskEvent>,
+        recordings: Vec<Option<Recording>>,
+    ) -> Self {
+        Self {
+            ids,
+            events: Events::Here(Recorded::new(events, recordings)),
+        }
+    }
+
+    pub(crate) fn followed(ids: Vec<Option<RunId>>, runs: Vec<Followed>) -> Self {
+        let streams = runs.into_iter().map(follow);
+        Self {
+            ids,
+            events: Events::Followed(futures::stream::select_all(streams)),
+        }
+    }
+
+    /// The runs' ids, in the order they were started (`None` for a run
+    /// recorded nowhere).
+    pub fn ids(&self) -> &[Option<RunId>] {
+        &self.ids
+    }
+
+    /// The JSON of the event the stream gave last, when it was encoded
+    /// for the store as it was handed on (see [`Recorded::encoded`]).
+    pub fn encoded(&self) -> Option<&[u8]> {
+        match &self.events {
+            Events::Here(recorded) => recorded.encoded(),
+            Events::Followed(_) => None,
+        }
+    }
+}
+
+impl Stream for Launched {
+    type Item = AgentEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
+        match &mut self.events {
+            Events::Here(recorded) => recorded.poll_next_unpin(cx),
+            Events::Followed(followed) => followed.poll_next_unpin(cx),
+        }
+    }
+}
+
+/// A run submitted to a cluster, to follow there.
+pub(crate) struct Followed {
+    pub(crate) cluster: Cluster,
+    pub(crate) id: RunId,
+    /// Cancels it in the cluster.
+    pub(crate) abort: CancellationToken,
+    /// Set on its events, as on a run's here.
+    pub(crate) role: Option<String>,
+}
+
+/// The run's events from the cluster to its `done`; its abort cancels it
+/// there. A run that cannot be followed still ends here with an `error`
+/// and a `done`.
+fn follow(run: Followed) -> BoxStream<'static, AgentEvent> {
+    let Followed {
+        cluster,
+        id,
+        abort,
+        role,
+    } = run;
+    let cancelling = {
+        let (cluster, id, abort) = (cluster.clone(), id.clone(), abort.clone());
+        tokio::spawn(async move {
+            abort.cancelled().await;
+            if let Err(error) = cluster.cancel(id.as_str(), FailReason::Cancelled).await {
+                tracing::warn!(run = %id, "cannot cancel the run in the cluster: {error}");
+            }
+        })
+    };
+    let guard = CancelOnDrop(cancelling);
+    async move {
+        match cluster.follow(id.as_str(), 0).await {
+            Ok(events) => events
+                .filter_map(move |event| {
+                    let _kept = &guard;
+                    let role = role.clone();
+                    async move {
+                        match event {
+                            Ok((_, mut event)) => {
+                                if event.role.is_none() {
+                                    event.role.clone_from(&role);
+                                }
+                                Some(event)
+                            }
+                            Err(error) => {
+                                tracing::warn!("following a run in the cluster: {error}");
+                                None
+                            }
+                        }
+                    }
+                })
+                .boxed(),
+            Err(error) => unfollowed(&id, &error.to_string()),
+        }
+    }
+    .flatten_stream()
+    .boxed()
+}
+
+/// Stops the task that cancels a followed run once nobody follows it.
+struct CancelOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The `error` and `done` of a run that could not be followed.
+fn unfollowed(id: &RunId, why: &str) -> BoxStream<'static, AgentEvent> {
+    let error = AgentEvent::by_host(
+        "moat",
+        EventPayload::error(
+            codes::ADAPTER_ERROR,
+            format!("cannot follow run {id} in the cluster: {why}"),
+            false,
+        ),
+    );
+    let done = AgentEvent::by_host(
+        "moat",
+        EventPayload::Done(Box::new(DonePayload {
+            status: DoneStatus::Error,
+            result: None,
+            resume_token: None,
+            usage: Usage::default(),
+            duration_ms: 0,
+            metadata: None,
+        })),
+    );
+    futures::stream::iter([error, done]).boxed()
+}

@@ -1,0 +1,505 @@
+//! [`Launcher`]: the one way a run starts. Every command that starts runs
+//! (`moat run`, `parallel`, `serve`, a workflow's tasks, a cluster
+//! worker's jobs, and the runs components start themselves) calls it, so
+//! what touches every run is written here once: resolving the adapter,
+//! admission ([`Ceiling::admit`]), the record, running it, and finishing
+//! the record exactly once.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use moat_cluster::{Cluster, ComponentRef, Job};
+use moat_engine::{
+    AgentRun, FieldNames, ParallelTask, PriceTable, Registry, RunOptions, RunRequest,
+    SettingNames, TaskEvent, run_parallel,
+};
+use moat_runs::{NewRun, RecordedLimits, RunId, Runs, RunsError};
+use moat_sandbox::{ChildRunner, RunScope, WasmAdapter};
+use moat_store::{LocalRuns, Recorder};
+use tokio_util::sync::CancellationToken;
+
+use crate::admit::{Admission, Asked, Ceiling, MAX_DEPTH, ParentScope};
+use crate::children::Children;
+use crate::error::LaunchError;
+use crate::events::{Followed, Launched};
+use crate::recording::Recording;
+use crate::resolve::{Resolved, Resolver, Source};
+
+/// Where a launcher's runs are recorded and executed.
+#[derive(Clone)]
+pub enum Place {
+    /// In this process, recorded in this machine's store; the runs
+    /// components start nest here too.
+    Local(LocalRuns),
+    /// In this process, recorded nowhere (`--no-store`): nothing is left
+    /// on disk, and runs cannot nest (a child is known by its record).
+    Unrecorded,
+    /// Submitted to a cluster, whose workers execute them.
+    Cluster(Cluster),
+}
+
+/// Which adapter a run is of.
+#[derive(Debug, Clone)]
+pub enum AdapterRef {
+    /// A built-in's name, an installed adapter's name, or a component's
+    /// path: resolved when the run is launched.
+    Named(String),
+    /// Resolved already (a command that starts several runs of it).
+    Resolved(Resolved),
+}
+
+/// Everything a run is launched with.
+#[derive(Clone)]
+pub struct LaunchSpec {
+    /// The adapter.
+    pub adapter: AdapterRef,
+    /// What it is asked.
+    pub prompt: String,
+    /// Its options.
+    pub options: RunOptions,
+    /// The grants, trust and limits it asks for.
+    pub asked: Asked,
+    /// The most whoever starts it may give.
+    pub ceiling: Arc<Ceiling>,
+    /// The live run it is a child of: its record bounds this one, and its
+    /// end ends this one.
+    pub parent: Option<RunId>,
+    /// Stops it (its adapter drains, then it ends with `done`
+    /// interrupted).
+    pub abort: CancellationToken,
+    /// How long an aborted adapter may take to wind down.
+    pub drain: Duration,
+    /// Prices for a `done` that reports tokens but no cost.
+    pub price_table: Option<Arc<PriceTable>>,
+    /// Whether a resume the backend cannot honour starts afresh.
+    pub resume_fallback: bool,
+    /// Set on every event, to tell runs apart in a merged stream.
+    pub role: Option<String>,
+    /// The words its messages use for settings.
+    pub names: Arc<dyn SettingNames>,
+    /// In a cluster: run it again elsewhere when its worker is lost.
+    pub retry_on_worker_loss: bool,
+}
+
+impl LaunchSpec {
+    /// A run of `adapter` on `prompt` under `ceiling`, asking for all it
+    /// allows, with default options and limits.
+    pub fn new(adapter: AdapterRef, prompt: impl Into<String>, ceiling: Arc<Ceiling>) -> Self {
+        Self {
+            adapter,
+            prompt: prompt.into(),
+            options: RunOptions::default(),
+            asked: Asked::default(),
+            ceiling,
+            parent: None,
+            abort: CancellationToken::new(),
+            drain: moat_engine::DEFAULT_DRAIN,
+            price_table: None,
+            resume_fallback: true,
+            role: None,
+            names: Arc::new(FieldNames),
+            retry_on_worker_loss: false,
+        }
+    }
+}
+
+/// A run admitted and recorded (`pending`), not started yet. Dropped
+/// unstarted, its record ends `failed` — unless it was submitted to a
+/// cluster, where runs go on whatever their submitter does.
+pub struct Prepared {
+    id: Option<RunId>,
+    admission: Admission,
+    kind: Kind,
+}
+
+enum Kind {
+    /// To run in this process.
+    Here {
+        adapter: Arc<WasmAdapter>,
+        request: RunRequest<RunScope>,
+        role: Option<String>,
+        recording: Option<Recording>,
+    },
+    /// Submitted to a cluster: to follow there.
+    Cluster {
+        cluster: Cluster,
+        id: RunId,
+        abort: CancellationToken,
+        role: Option<String>,
+    },
+}
+
+impl Prepared {
+    /// The run's id, when it is recorded.
+    pub fn id(&self) -> Option<&RunId> {
+        self.id.as_ref()
+    }
+
+    /// What its admission gave it.
+    pub fn admission(&self) -> &Admission {
+        &self.admission
+    }
+}
+
+/// Starts runs: see the module documentation.
+#[derive(Clone)]
+pub struct Launcher {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    resolver: Resolver,
+    place: Place,
+    /// Stopped: no run starts any more (a server shutting down).
+    stopping: CancellationToken,
+}
+
+impl Launcher {
+    /// A launcher loading adapters with `resolver` and placing runs at
+    /// `place`.
+    pub fn new(resolver: Resolver, place: Place) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                resolver,
+                place,
+                stopping: CancellationToken::new(),
+            }),
+        }
+    }
+
+    pub(crate) fn downgrade(&self) -> Weak<Inner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    pub(crate) fn upgrade(inner: &Weak<Inner>) -> Option<Self> {
+        inner.upgrade().map(|inner| Self { inner })
+    }
+
+    /// Its resolver.
+    pub fn resolver(&self) -> &Resolver {
+        &self.inner.resolver
+    }
+
+    /// Where its runs go.
+    pub fn place(&self) -> &Place {
+        &self.inner.place
+    }
+
+    /// Where its runs can be found, followed and cancelled; `None` when
+    /// they are recorded nowhere.
+    pub fn runs(&self) -> Option<Arc<dyn Runs>> {
+        match &self.inner.place {
+            Place::Local(local) => Some(Arc::new(local.clone())),
+            Place::Cluster(cluster) => Some(Arc::new(cluster.clone())),
+            Place::Unrecorded => None,
+        }
+    }
+
+    /// From now on no run starts ([`LaunchError::Stopping`]).
+    pub fn stop(&self) {
+        self.inner.stopping.cancel();
+    }
+
+    /// Resolves, admits and records the run `spec` asks for, without
+    /// starting it.
+    pub async fn prepare(&self, spec: LaunchSpec) -> Result<Prepared, LaunchError> {
+        let (resolved, admission) = self.admit(&spec).await?;
+        match &self.inner.place {
+            Place::Cluster(cluster) => {
+                let job = self.job(cluster, &resolved, &spec, &admission).await?;
+                let id = RunId::parse(&job.id).expect("a fresh run id");
+                cluster.submit(job).await?;
+                Ok(Prepared {
+                    id: Some(id.clone()),
+                    admission,
+                    kind: Kind::Cluster {
+                        cluster: cluster.clone(),
+                        id,
+                        abort: spec.abort,
+                        role: spec.role,
+                    },
+                })
+            }
+            Place::Local(local) => {
+                let new_run = new_run(&resolved, &spec, &admission);
+                let recorder = Recorder::create(local.store().clone(), &new_run)
+                    .map_err(|e| LaunchError::Record(e.to_string()))?;
+                let id = recorder.id().clone();
+                let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
+                let recording = Recording::new(recorder, publisher, spec.abort.clone());
+                let children = Children::new(self, id.clone(), &spec, &admission);
+                Ok(self.here(resolved, spec, admission, Some(id), Some(recording), Some(children)))
+            }
+            Place::Unrecorded => Ok(self.here(resolved, spec, admission, None, None, None)),
+        }
+    }
+
+    /// Admits the run `spec` asks for, to execute in this process as run
+    /// `id`, which whoever calls this records (a cluster worker, for a job
+    /// it claimed): its children are launched at this launcher's place.
+    pub async fn prepare_recorded_elsewhere(
+        &self,
+        spec: LaunchSpec,
+        id: RunId,
+    ) -> Result<Prepared, LaunchError> {
+        let (resolved, admission) = self.admit(&spec).await?;
+        let children = Children::new(self, id.clone(), &spec, &admission);
+        Ok(self.here(resolved, spec, admission, Some(id), None, Some(children)))
+    }
+
+    /// Resolves `spec`'s adapter and admits its run.
+    async fn admit(&self, spec: &LaunchSpec) -> Result<(Resolved, Admission), LaunchError> {
+        if self.inner.stopping.is_cancelled() {
+            return Err(LaunchError::Stopping);
+        }
+        let resolved = match &spec.adapter {
+            AdapterRef::Resolved(resolved) => resolved.clone(),
+            AdapterRef::Named(name) => self.inner.resolver.resolve(name).await?,
+        };
+        let parent = match &spec.parent {
+            Some(id) => Some(self.parent_scope(id).await?),
+            None => None,
+        };
+        let admission = spec
+            .ceiling
+            .admit(&resolved, &spec.options, &spec.asked, parent.as_ref())?;
+        Ok((resolved, admission))
+    }
+
+    /// A run admitted to execute in this process.
+    fn here(
+        &self,
+        resolved: Resolved,
+        spec: LaunchSpec,
+        admission: Admission,
+        id: Option<RunId>,
+        recording: Option<Recording>,
+        children: Option<Children>,
+    ) -> Prepared {
+        let scope = RunScope {
+            grants: admission.grants.clone(),
+            trust: admission.trust,
+            confinement: admission.confinement.clone(),
+            children: children.map(|children| ChildRunner(Arc::new(children))),
+            dirs: admission.dirs.clone(),
+        };
+        let request = RunRequest {
+            options: spec.options,
+            limits: admission.limits.clone(),
+            abort: Some(spec.abort),
+            drain: spec.drain,
+            names: spec.names,
+            price_table: spec.price_table,
+            resume_fallback: spec.resume_fallback,
+            ..RunRequest::new(resolved.name(), spec.prompt).with_scope(scope)
+        };
+        Prepared {
+            id,
+            admission,
+            kind: Kind::Here {
+                adapter: Arc::new(resolved.adapter),
+                request,
+                role: spec.role,
+                recording,
+            },
+        }
+    }
+
+    /// The job that submits `spec`'s run to `cluster`.
+    async fn job(
+        &self,
+        cluster: &Cluster,
+        resolved: &Resolved,
+        spec: &LaunchSpec,
+        admission: &Admission,
+    ) -> Result<Job, LaunchError> {
+        let component = match &resolved.source {
+            Source::BuiltIn(name) => ComponentRef::Builtin { name: name.clone() },
+            Source::Installed(_) | Source::File(_) => {
+                let bytes = resolved.component_bytes()?.unwrap_or_default();
+                let sha256 = cluster.put_component(&bytes).await?;
+                if sha256 != resolved.sha256() {
+                    return Err(LaunchError::Resolve(crate::ResolveError::Mismatch(format!(
+                        "{} changed while it was read; run again",
+                        resolved.name()
+                    ))));
+                }
+                ComponentRef::Stored { sha256 }
+            }
+        };
+        Ok(Job {
+            id: RunId::new().to_string(),
+            parent: spec.parent.as_ref().map(ToString::to_string),
+            adapter: resolved.name().to_owned(),
+            component,
+            prompt: spec.prompt.clone(),
+            options: spec.options.clone(),
+            grants: admission.grants.clone(),
+            trust: admission.trust,
+            limits: RecordedLimits::of(&admission.limits),
+            retry_on_worker_loss: spec.retry_on_worker_loss,
+        })
+    }
+
+    /// What bounds a child of run `id`: its record, which must be live.
+    pub(crate) async fn parent_scope(&self, id: &RunId) -> Result<ParentScope, LaunchError> {
+        let runs = self.runs().ok_or_else(|| {
+            LaunchError::Refused(crate::Refusal::Nesting(
+                "runs recorded nowhere cannot nest: a child is known by its parent's record (leave out --no-store)".into(),
+            ))
+        })?;
+        let record = runs
+            .get(id)
+            .await?
+            .ok_or_else(|| RunsError::NotFound(id.to_string()))?;
+        if record.is_terminal() {
+            return Err(LaunchError::ParentEnded(id.clone()));
+        }
+        // How many runs hang above it, counted as far as the limit.
+        let mut depth = 0;
+        let mut above = record.run.parent.clone();
+        while let Some(id) = above {
+            depth += 1;
+            if depth >= MAX_DEPTH {
+                break;
+            }
+            above = runs.get(&id).await?.and_then(|r| r.run.parent);
+        }
+        Ok(ParentScope::of(&record, depth))
+    }
+
+    /// Starts one prepared run: its events, recorded as they pass.
+    pub fn start(&self, prepared: Prepared) -> Launched {
+        self.start_all(vec![prepared], None)
+    }
+
+    /// Starts prepared runs together, their events merged as they come;
+    /// with `memory_budget`, runs wait while the sum of their memory caps
+    /// would pass it.
+    pub fn start_all(&self, prepared: Vec<Prepared>, memory_budget: Option<u64>) -> Launched {
+        let ids: Vec<Option<RunId>> = prepared.iter().map(|p| p.id.clone()).collect();
+        let mut here = Vec::new();
+        let mut followed = Vec::new();
+        for prepared in prepared {
+            match prepared.kind {
+                Kind::Here {
+                    adapter,
+                    request,
+                    role,
+                    recording,
+                } => here.push((adapter, request, role, recording)),
+                Kind::Cluster {
+                    cluster,
+                    id,
+                    abort,
+                    role,
+                } => followed.push(Followed {
+                    cluster,
+                    id,
+                    abort,
+                    role,
+                }),
+            }
+        }
+        if !followed.is_empty() {
+            return Launched::followed(ids, followed);
+        }
+        let (events, recordings) = engine_start(here, memory_budget);
+        Launched::here(ids, events, recordings)
+    }
+
+    /// Launches the run `spec` asks for and runs it to its end in the
+    /// background (in a cluster: submits it): its id once recorded.
+    pub async fn spawn(&self, spec: LaunchSpec) -> Result<RunId, LaunchError> {
+        let prepared = self.prepare(spec).await?;
+        let id = prepared.id.clone().ok_or_else(|| {
+            LaunchError::Refused(crate::Refusal::Nesting(
+                "a run recorded nowhere cannot be followed once started".into(),
+            ))
+        })?;
+        if let Kind::Here { .. } = prepared.kind {
+            let mut events = self.start(prepared);
+            tokio::spawn(async move { while events.next().await.is_some() {} });
+        }
+        Ok(id)
+    }
+
+    /// Waits until every run live in this process has ended, each stopped
+    /// (its `done` interrupted after its drain) first; past `patience`
+    /// they are stopped at once.
+    pub async fn stop_runs(&self, patience: Duration) {
+        let Place::Local(local) = &self.inner.place else {
+            return;
+        };
+        let live = local.live().all();
+        for run in &live {
+            run.abort.cancel();
+        }
+        let all = futures::future::join_all(live.iter().map(|run| run.ended()));
+        if tokio::time::timeout(patience, all).await.is_err() {
+            tracing::warn!("runs still ending after {patience:?}; stopping them at once");
+            moat_sandbox::stop_all_runs();
+        }
+    }
+}
+
+/// The record of a run of `resolved` that `spec` asks for, as admitted.
+fn new_run(resolved: &Resolved, spec: &LaunchSpec, admission: &Admission) -> NewRun {
+    NewRun {
+        parent: spec.parent.clone(),
+        adapter: resolved.name().to_owned(),
+        component_sha256: resolved.sha256().to_owned(),
+        prompt: spec.prompt.clone(),
+        options: serde_json::to_value(&spec.options).unwrap_or_default(),
+        grants: admission.grants.clone(),
+        trust: Some(admission.trust),
+        limits: Some(RecordedLimits::of(&admission.limits)),
+    }
+}
+
+type HereRun = (
+    Arc<WasmAdapter>,
+    RunRequest<RunScope>,
+    Option<String>,
+    Option<Recording>,
+);
+
+/// The engine's run entry, called from here alone: one run pulled
+/// directly, several merged by the engine's parallel run.
+fn engine_start(
+    runs: Vec<HereRun>,
+    memory_budget: Option<u64>,
+) -> (BoxStream<'static, TaskEvent>, Vec<Option<Recording>>) {
+    let mut recordings = Vec::with_capacity(runs.len());
+    if runs.len() == 1 {
+        let (adapter, request, role, recording) = runs.into_iter().next().expect("one run");
+        recordings.push(recording);
+        let run = AgentRun::new(adapter, request);
+        let events = run.into_stream().map(move |mut event| {
+            if event.role.is_none() {
+                event.role.clone_from(&role);
+            }
+            TaskEvent { task: 0, event }
+        });
+        return (events.boxed(), recordings);
+    }
+    let mut registry = Registry::scoped();
+    let mut tasks = Vec::with_capacity(runs.len());
+    for (adapter, request, role, recording) in runs {
+        // Each run its own adapter under its own name: the same adapter
+        // twice is registered once.
+        if registry.get(&request.agent).is_none() {
+            let _ = registry.register(adapter);
+        }
+        recordings.push(recording);
+        tasks.push(ParallelTask { request, role });
+    }
+    let run = run_parallel(&registry, tasks, None).expect("every adapter is registered");
+    let run = match memory_budget {
+        Some(bytes) => run.with_memory_budget(bytes),
+        None => run,
+    };
+    (run.into_tagged_stream().boxed(), recordings)
+}

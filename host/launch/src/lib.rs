@@ -1,0 +1,81 @@
+//! moat's one way to start a run. Every path that starts runs — `moat
+//! run`, `moat parallel`, `moat serve`, a workflow's tasks, a cluster
+//! worker's jobs, and the runs components start themselves — goes
+//! through a [`Launcher`], so whatever touches every run is written here
+//! once:
+//!
+//! 1. the adapter is resolved ([`Resolver`]: a built-in, an installed
+//!    adapter, or a component file);
+//! 2. the run is admitted ([`Ceiling::admit`]): its grants, trust and
+//!    limits narrowed by the ceiling of whoever starts it and by its
+//!    parent, or refused ([`Refusal`], the same typed refusal on every
+//!    path); its granted directories are opened now, and the run reaches
+//!    them through these handles only;
+//! 3. it is recorded where it runs ([`Place`]: this machine's store, or a
+//!    cluster), its record finished exactly once whatever happens;
+//! 4. it runs, its events recorded as they pass ([`Launched`]).
+//!
+//! Starting a recorded, contained run without the `moat` binary:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use futures::StreamExt;
+//! use moat_launch::{AdapterRef, Ceiling, LaunchSpec, Launcher, Place, Resolver};
+//! use moat_runs::Runs;
+//! use moat_sandbox::{Sandbox, SandboxConfig};
+//! use moat_store::{LocalRuns, Store};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let dir = tempfile::tempdir()?;
+//! let store = Arc::new(Store::open(&dir.path().join("moat.db"))?);
+//! let runs = LocalRuns::new(store);
+//! let sandbox = Sandbox::new(SandboxConfig::default())?;
+//! let launcher = Launcher::new(Resolver::new(sandbox), Place::Local(runs.clone()));
+//!
+//! // The most any run started here may get: nothing but what a built-in
+//! // declares it needs.
+//! let ceiling = Arc::new(Ceiling::new("this program"));
+//! let spec = LaunchSpec::new(AdapterRef::Named("echo".into()), "hello", ceiling);
+//! let prepared = launcher.prepare(spec).await?;
+//! let id = prepared.id().cloned().expect("recorded");
+//! let mut events = launcher.start(prepared);
+//! while let Some(event) = events.next().await {
+//!     println!("{}", event.type_name());
+//! }
+//! drop(events);
+//! let record = runs.wait(&id).await?;
+//! assert_eq!(record.status, moat_runs::RunStatus::Completed);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! Modules, by what they own:
+//! - [`resolve`]: from a name or path to a loaded adapter;
+//! - [`admit`] and [`limits`]: the ceiling, admission, and how limits
+//!   narrow; [`refusal`]: why a run is refused;
+//! - [`launcher`]: preparing, starting and spawning runs; [`events`]:
+//!   their events; recording: their records;
+//! - children: the runs a component starts; [`worker`]: a cluster
+//!   worker's jobs.
+
+pub mod admit;
+mod children;
+mod error;
+pub mod events;
+pub mod launcher;
+pub mod limits;
+mod recording;
+pub mod refusal;
+pub mod resolve;
+pub mod worker;
+
+pub use admit::{Admission, Asked, Ceiling, MAX_DEPTH, ParentScope, canonical};
+pub use children::MAX_LIVE_CHILDREN;
+pub use error::LaunchError;
+pub use events::Launched;
+pub use launcher::{AdapterRef, LaunchSpec, Launcher, Place, Prepared};
+pub use limits::{AskedLimits, LimitCeiling, MAX_COUNT, Timeout};
+pub use refusal::{Bound, Refusal};
+pub use resolve::{Resolved, ResolveError, Resolver, Source, catalog};
+pub use worker::JobExecutor;

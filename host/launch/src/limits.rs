@@ -1,0 +1,359 @@
+//! Limits narrow like grants: a run's limits are what it asks for, never
+//! more than the ceiling of whoever started it nor more than its parent
+//! has left; what it does not ask for is the default, lowered to fit.
+
+use std::time::Duration;
+
+use moat_engine::{RunLimits, Setting};
+use moat_runs::{RecordedLimits, RunId};
+use moat_sandbox::MAX_MEMORY_CEILING;
+
+use crate::refusal::{Bound, Refusal};
+
+/// The most any run may have of each limit, on any path: what no ceiling
+/// can raise (the flags refuse more, and so does every admission).
+pub const MAX_COUNT: usize = 65_536;
+
+/// A run's wall-clock limit as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeout {
+    /// Stop the run after this long.
+    After(Duration),
+    /// No limit, asked for explicitly.
+    Never,
+}
+
+/// The most of each limit runs admitted under a ceiling may have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitCeiling {
+    /// The longest a run may take; `None`: no ceiling (a run may ask for
+    /// no limit).
+    pub timeout: Option<Duration>,
+    /// The most fuel; `None`: no ceiling (unlimited fuel may be asked).
+    pub fuel: Option<u64>,
+    /// The largest memory cap.
+    pub max_memory_bytes: u64,
+    /// The largest event.
+    pub max_event_bytes: usize,
+    /// The most open connections.
+    pub max_connections: usize,
+    /// The most open files.
+    pub max_open_files: usize,
+}
+
+impl LimitCeiling {
+    /// Only what no run may pass anyway: for a command whose own flags are
+    /// the run's limits (`moat run`).
+    pub fn unbounded() -> Self {
+        Self {
+            timeout: None,
+            fuel: None,
+            max_memory_bytes: MAX_MEMORY_CEILING,
+            max_event_bytes: MAX_COUNT * 1024 * 1024,
+            max_connections: MAX_COUNT,
+            max_open_files: MAX_COUNT,
+        }
+    }
+
+    /// What a server or worker allows when its operator says nothing:
+    /// any time and fuel, the largest memory cap, and the defaults of the
+    /// limits on what the host shares (connections, files, event size),
+    /// so a request cannot take the host's descriptors.
+    pub fn shared_host() -> Self {
+        let defaults = RunLimits::default();
+        Self {
+            timeout: None,
+            fuel: None,
+            max_memory_bytes: MAX_MEMORY_CEILING,
+            max_event_bytes: defaults.max_event_bytes,
+            max_connections: defaults.max_connections,
+            max_open_files: defaults.max_open_files,
+        }
+    }
+}
+
+/// The limits a run asks for; each `None` takes the default (lowered to
+/// fit the ceiling and the parent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AskedLimits {
+    /// Its wall-clock limit; default: the adapter's.
+    pub timeout: Option<Timeout>,
+    /// Its CPU budget; default: the ceiling's (unlimited without one).
+    pub fuel: Option<u64>,
+    /// Its memory cap.
+    pub max_memory_bytes: Option<u64>,
+    /// Its largest event.
+    pub max_event_bytes: Option<usize>,
+    /// Its most open connections.
+    pub max_connections: Option<usize>,
+    /// Its most open files.
+    pub max_open_files: Option<usize>,
+}
+
+impl AskedLimits {
+    /// Exactly `limits`, each asked for.
+    pub fn exactly(limits: &RunLimits) -> Self {
+        Self {
+            timeout: Some(match limits.timeout {
+                Some(after) => Timeout::After(after),
+                None => Timeout::Never,
+            }),
+            fuel: limits.fuel,
+            max_memory_bytes: Some(limits.max_memory_bytes),
+            max_event_bytes: Some(limits.max_event_bytes),
+            max_connections: Some(limits.max_connections),
+            max_open_files: Some(limits.max_open_files),
+        }
+    }
+}
+
+/// What a parent run leaves its children.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentLimits {
+    /// The parent.
+    pub id: RunId,
+    /// How long it has left; `None`: no limit.
+    pub remaining: Option<Duration>,
+    /// Its limits.
+    pub limits: RecordedLimits,
+}
+
+/// The limits of a run asking `asked` of an adapter whose runs take
+/// `default_timeout` unless told, under `ceiling` and `parent`.
+///
+/// Asking for more than the ceiling or the parent allows is refused,
+/// except time: a child's timeout is cut to what its parent has left (the
+/// parent's end would stop it then anyway).
+pub fn narrow(
+    asked: &AskedLimits,
+    default_timeout: Duration,
+    ceiling: &LimitCeiling,
+    holder: &str,
+    parent: Option<&ParentLimits>,
+) -> Result<RunLimits, Refusal> {
+    let ceiling_bound = || Bound::Ceiling(holder.to_owned());
+    let defaults = RunLimits::default();
+    let of_parent = |field: fn(&RecordedLimits) -> u64| {
+        parent.map(|p| (field(&p.limits), Bound::Parent(p.id.clone())))
+    };
+    Ok(RunLimits {
+        timeout: narrow_timeout(asked.timeout, default_timeout, ceiling, ceiling_bound, parent)?,
+        fuel: narrow_fuel(asked.fuel, ceiling, ceiling_bound, parent)?,
+        max_memory_bytes: narrow_count(
+            Setting::MaxMemory,
+            asked.max_memory_bytes,
+            defaults.max_memory_bytes,
+            ceiling.max_memory_bytes,
+            ceiling_bound(),
+            of_parent(|p| p.max_memory_bytes),
+        )?,
+        max_event_bytes: narrow_count(
+            Setting::MaxEventSize,
+            asked.max_event_bytes.map(|b| b as u64),
+            defaults.max_event_bytes as u64,
+            ceiling.max_event_bytes as u64,
+            ceiling_bound(),
+            of_parent(|p| p.max_event_bytes),
+        )? as usize,
+        max_connections: narrow_count(
+            Setting::MaxConnections,
+            asked.max_connections.map(|n| n as u64),
+            defaults.max_connections as u64,
+            ceiling.max_connections as u64,
+            ceiling_bound(),
+            of_parent(|p| p.max_connections),
+        )? as usize,
+        max_open_files: narrow_count(
+            Setting::MaxOpenFiles,
+            asked.max_open_files.map(|n| n as u64),
+            defaults.max_open_files as u64,
+            ceiling.max_open_files as u64,
+            ceiling_bound(),
+            of_parent(|p| p.max_open_files),
+        )? as usize,
+    })
+}
+
+fn narrow_timeout(
+    asked: Option<Timeout>,
+    default_timeout: Duration,
+    ceiling: &LimitCeiling,
+    ceiling_bound: impl Fn() -> Bound,
+    parent: Option<&ParentLimits>,
+) -> Result<Option<Duration>, Refusal> {
+    let wanted = match asked {
+        Some(Timeout::After(after)) => Some(after),
+        Some(Timeout::Never) => None,
+        None => Some(match ceiling.timeout {
+            Some(most) => default_timeout.min(most),
+            None => default_timeout,
+        }),
+    };
+    if let Some(most) = ceiling.timeout
+        && wanted.is_none_or(|wanted| wanted > most)
+    {
+        return Err(Refusal::Limit {
+            setting: Setting::Timeout,
+            asked: wanted.map_or_else(|| "none".to_owned(), |w| format!("{}ms", w.as_millis())),
+            most: format!("{}ms", most.as_millis()),
+            bound: ceiling_bound(),
+        });
+    }
+    // A child ends by its parent's deadline at the latest.
+    Ok(match parent.and_then(|p| p.remaining) {
+        Some(left) => Some(wanted.map_or(left, |wanted| wanted.min(left))),
+        None => wanted,
+    })
+}
+
+fn narrow_fuel(
+    asked: Option<u64>,
+    ceiling: &LimitCeiling,
+    ceiling_bound: impl Fn() -> Bound,
+    parent: Option<&ParentLimits>,
+) -> Result<Option<u64>, Refusal> {
+    let bounds = [
+        (ceiling.fuel, ceiling_bound()),
+        (
+            parent.and_then(|p| p.limits.fuel),
+            parent.map_or_else(&ceiling_bound, |p| Bound::Parent(p.id.clone())),
+        ),
+    ];
+    let mut fuel = asked;
+    for (most, bound) in bounds {
+        let Some(most) = most else { continue };
+        match (asked, fuel) {
+            (Some(wanted), _) if wanted > most => {
+                return Err(Refusal::Limit {
+                    setting: Setting::Fuel,
+                    asked: wanted.to_string(),
+                    most: most.to_string(),
+                    bound,
+                });
+            }
+            // Not asked: the least of the bounds.
+            (None, current) => fuel = Some(current.map_or(most, |c| c.min(most))),
+            _ => {}
+        }
+    }
+    Ok(fuel)
+}
+
+fn narrow_count(
+    setting: Setting,
+    asked: Option<u64>,
+    default: u64,
+    ceiling: u64,
+    ceiling_bound: Bound,
+    parent: Option<(u64, Bound)>,
+) -> Result<u64, Refusal> {
+    let Some(wanted) = asked else {
+        let of_parent = parent.as_ref().map_or(u64::MAX, |(most, _)| *most);
+        return Ok(default.min(ceiling).min(of_parent));
+    };
+    for (most, bound) in [Some((ceiling, ceiling_bound)), parent].into_iter().flatten() {
+        if wanted > most {
+            return Err(Refusal::Limit {
+                setting,
+                asked: wanted.to_string(),
+                most: most.to_string(),
+                bound,
+            });
+        }
+    }
+    Ok(wanted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn parent(memory: u64, fuel: Option<u64>, left: Duration) -> ParentLimits {
+        ParentLimits {
+            id: RunId::new(),
+            remaining: Some(left),
+            limits: RecordedLimits {
+                fuel,
+                max_memory_bytes: memory,
+                ..RecordedLimits::of(&RunLimits::default())
+            },
+        }
+    }
+
+    #[test]
+    fn what_is_not_asked_is_the_default_lowered_to_fit() {
+        let mib = 1024 * 1024;
+        let ceiling = LimitCeiling {
+            max_open_files: 32,
+            ..LimitCeiling::shared_host()
+        };
+        let limits = narrow(&AskedLimits::default(), HOUR, &ceiling, "h", None).unwrap();
+        assert_eq!(limits.max_open_files, 32);
+        assert_eq!(limits.timeout, Some(HOUR));
+        assert_eq!(limits.fuel, None);
+
+        let small = parent(64 * mib, Some(1000), Duration::from_secs(10));
+        let child = narrow(&AskedLimits::default(), HOUR, &ceiling, "h", Some(&small)).unwrap();
+        assert_eq!(child.max_memory_bytes, 64 * mib);
+        assert_eq!(child.fuel, Some(1000));
+        assert_eq!(child.timeout, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn asking_beyond_the_ceiling_or_the_parent_is_refused_and_says_which() {
+        let mib = 1024 * 1024;
+        let ceiling = LimitCeiling::shared_host();
+        let many_files = AskedLimits {
+            max_open_files: Some(10_000_000),
+            ..AskedLimits::default()
+        };
+        let refused = narrow(&many_files, HOUR, &ceiling, "h", None).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Refusal::Limit {
+                    setting: Setting::MaxOpenFiles,
+                    bound: Bound::Ceiling(_),
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        let small = parent(64 * mib, Some(1000), Duration::from_secs(10));
+        let more_memory = AskedLimits {
+            max_memory_bytes: Some(128 * mib),
+            ..AskedLimits::default()
+        };
+        let refused = narrow(&more_memory, HOUR, &ceiling, "h", Some(&small)).unwrap_err();
+        assert!(matches!(refused, Refusal::Limit { bound: Bound::Parent(_), .. }));
+        let more_fuel = AskedLimits {
+            fuel: Some(5000),
+            ..AskedLimits::default()
+        };
+        assert!(narrow(&more_fuel, HOUR, &ceiling, "h", Some(&small)).is_err());
+        // Time is cut to what the parent has left, not refused.
+        let longer = AskedLimits {
+            timeout: Some(Timeout::Never),
+            ..AskedLimits::default()
+        };
+        let cut = narrow(&longer, HOUR, &ceiling, "h", Some(&small)).unwrap();
+        assert_eq!(cut.timeout, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn no_timeout_is_refused_under_a_ceiling_with_one() {
+        let ceiling = LimitCeiling {
+            timeout: Some(Duration::from_secs(60)),
+            ..LimitCeiling::shared_host()
+        };
+        let never = AskedLimits {
+            timeout: Some(Timeout::Never),
+            ..AskedLimits::default()
+        };
+        assert!(narrow(&never, HOUR, &ceiling, "h", None).is_err());
+        let defaulted = narrow(&AskedLimits::default(), HOUR, &ceiling, "h", None).unwrap();
+        assert_eq!(defaulted.timeout, Some(Duration::from_secs(60)));
+    }
+}

@@ -1,0 +1,276 @@
+//! From what a caller names to a loaded adapter: a built-in by name, an
+//! installed adapter by name (its bytes checked against the hash recorded
+//! when it was installed), or a component by path — one typed result.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use moat_builtins as builtin;
+use moat_engine::{Adapter, RunLimits};
+use moat_grants::{Grants, Provenance};
+use moat_installed::Catalog;
+use moat_sandbox::{LoadError, Sandbox, WasmAdapter};
+
+/// Where a resolved adapter's component came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Embedded in moat, by name.
+    BuiltIn(String),
+    /// Installed with `moat adapter install`, by name.
+    Installed(String),
+    /// A component file.
+    File(PathBuf),
+}
+
+/// A loaded adapter and where it came from.
+#[derive(Clone)]
+pub struct Resolved {
+    /// The loaded component.
+    pub adapter: WasmAdapter,
+    /// Built-in (receives its declared needs) or loaded.
+    pub provenance: Provenance,
+    /// Where its bytes came from.
+    pub source: Source,
+    /// What moat knows of it when it is a built-in.
+    pub profile: Option<&'static builtin::Profile>,
+    /// The grants the user accepted when installing it, when it is an
+    /// installed adapter.
+    pub accepted: Option<Grants>,
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("name", &self.name())
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resolved {
+    /// The adapter's name, as its `info()` gives it.
+    pub fn name(&self) -> &str {
+        &self.adapter.info().name
+    }
+
+    /// The SHA-256 of its component.
+    pub fn sha256(&self) -> &str {
+        &self.adapter.details().sha256
+    }
+
+    /// How long its runs may take when nobody says.
+    pub fn default_timeout(&self) -> Duration {
+        self.profile
+            .map_or(RunLimits::DEFAULT_TIMEOUT, |profile| profile.default_timeout)
+    }
+
+    /// Its component's bytes as they are now, to send elsewhere (a
+    /// cluster); `None` for a built-in, which every moat carries.
+    pub fn component_bytes(&self) -> Result<Option<Vec<u8>>, ResolveError> {
+        match &self.source {
+            Source::BuiltIn(_) => Ok(None),
+            Source::Installed(name) => match catalog().and_then(|c| installed_bytes(&c, name)) {
+                Ok(Some((_, bytes))) => Ok(Some(bytes)),
+                Ok(None) => Err(ResolveError::Unknown {
+                    name: name.clone(),
+                    known: builtin::names().collect(),
+                }),
+                Err(error) => Err(error),
+            },
+            Source::File(path) => std::fs::read(path).map(Some).map_err(|e| {
+                ResolveError::Load {
+                    adapter: path.display().to_string(),
+                    error: LoadError::Read {
+                        path: path.clone(),
+                        source: e,
+                    },
+                }
+            }),
+        }
+    }
+}
+
+/// Why an adapter could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// Nothing has that name: not a built-in, not installed, not a file.
+    #[error(
+        "unknown adapter `{name}`: not a built-in ({}), not installed (`moat adapter list`) and not a file; pass a path to a .wasm component",
+        known.join(", ")
+    )]
+    Unknown {
+        /// What was asked for.
+        name: String,
+        /// The built-ins.
+        known: Vec<&'static str>,
+    },
+    /// The component would not load.
+    #[error("cannot load {adapter}: {error}")]
+    Load {
+        /// The adapter as it was named.
+        adapter: String,
+        /// Why.
+        #[source]
+        error: LoadError,
+    },
+    /// The installed adapters' catalog failed (a tampered component, an
+    /// unreadable manifest).
+    #[error("{0}")]
+    Installed(String),
+    /// A component that is not what it was said to be (a cluster job's
+    /// component whose hash differs).
+    #[error("{0}")]
+    Mismatch(String),
+}
+
+impl ResolveError {
+    /// The limit whose raising would let the component load, when that is
+    /// why it did not (its `info()` ran out of memory or time).
+    pub fn limit(&self) -> Option<moat_engine::Setting> {
+        match self {
+            ResolveError::Load {
+                error: LoadError::Info { limit, .. },
+                ..
+            } => *limit,
+            _ => None,
+        }
+    }
+}
+
+/// The installed adapters' catalog (`MOAT_DATA_DIR`, else the user's data
+/// directory).
+pub fn catalog() -> Result<Catalog, ResolveError> {
+    Catalog::default_dir().map(Catalog::new).ok_or_else(|| {
+        ResolveError::Installed("no home directory for installed adapters: set MOAT_DATA_DIR".into())
+    })
+}
+
+fn installed_bytes(
+    catalog: &Catalog,
+    name: &str,
+) -> Result<Option<(moat_installed::Manifest, Vec<u8>)>, ResolveError> {
+    catalog
+        .load(name)
+        .map_err(|e| ResolveError::Installed(e.to_string()))
+}
+
+/// Loads adapters into one sandbox.
+#[derive(Clone)]
+pub struct Resolver {
+    sandbox: Sandbox,
+}
+
+impl Resolver {
+    /// A resolver loading into `sandbox`.
+    pub fn new(sandbox: Sandbox) -> Self {
+        Self { sandbox }
+    }
+
+    /// The sandbox it loads into.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// A built-in adapter by name, an installed one by name, or a
+    /// component by path.
+    pub async fn resolve(&self, name_or_path: &str) -> Result<Resolved, ResolveError> {
+        if let Some(resolved) = self.built_in(name_or_path).await? {
+            return Ok(resolved);
+        }
+        if let Some(resolved) = self.installed(name_or_path).await? {
+            return Ok(resolved);
+        }
+        let path = Path::new(name_or_path);
+        let looks_like_path =
+            name_or_path.contains('/') || name_or_path.ends_with(".wasm") || path.exists();
+        if !looks_like_path {
+            return Err(ResolveError::Unknown {
+                name: name_or_path.to_owned(),
+                known: builtin::names().collect(),
+            });
+        }
+        self.file(path).await
+    }
+
+    /// The built-in adapter `name`; `None` when moat has none of that name.
+    pub async fn built_in(&self, name: &str) -> Result<Option<Resolved>, ResolveError> {
+        let Some(bytes) = builtin::component(name) else {
+            return Ok(None);
+        };
+        let adapter = self
+            .sandbox
+            .load_bytes("built-in".into(), bytes.to_vec())
+            .await
+            .map_err(|error| ResolveError::Load {
+                adapter: format!("the built-in adapter `{name}`"),
+                error,
+            })?;
+        Ok(Some(Resolved {
+            adapter,
+            provenance: Provenance::BuiltIn,
+            source: Source::BuiltIn(name.to_owned()),
+            profile: builtin::profile(name),
+            accepted: None,
+        }))
+    }
+
+    /// The component at `path`.
+    pub async fn file(&self, path: &Path) -> Result<Resolved, ResolveError> {
+        let adapter = self
+            .sandbox
+            .load_file(path)
+            .await
+            .map_err(|error| ResolveError::Load {
+                adapter: path.display().to_string(),
+                error,
+            })?;
+        Ok(Resolved {
+            adapter,
+            provenance: Provenance::Loaded,
+            source: Source::File(path.to_path_buf()),
+            profile: None,
+            accepted: None,
+        })
+    }
+
+    /// The component at `path`, which must have the SHA-256 `sha256`.
+    pub async fn file_with_hash(&self, path: &Path, sha256: &str) -> Result<Resolved, ResolveError> {
+        let resolved = self.file(path).await?;
+        if resolved.sha256() != sha256 {
+            return Err(ResolveError::Mismatch(format!(
+                "the component loaded from {} is not {sha256}",
+                path.display()
+            )));
+        }
+        Ok(resolved)
+    }
+
+    /// The installed adapter `name`, loaded after its bytes are checked
+    /// against the hash recorded when it was installed.
+    async fn installed(&self, name: &str) -> Result<Option<Resolved>, ResolveError> {
+        if !moat_installed::valid_name(name) {
+            return Ok(None);
+        }
+        let Ok(catalog) = catalog() else {
+            return Ok(None);
+        };
+        let Some((manifest, bytes)) = installed_bytes(&catalog, name)? else {
+            return Ok(None);
+        };
+        let adapter = self
+            .sandbox
+            .load_bytes(format!("installed:{name}"), bytes)
+            .await
+            .map_err(|error| ResolveError::Load {
+                adapter: format!("the installed adapter {name}"),
+                error,
+            })?;
+        Ok(Some(Resolved {
+            adapter,
+            provenance: Provenance::Loaded,
+            source: Source::Installed(name.to_owned()),
+            profile: None,
+            accepted: Some(manifest.grants),
+        }))
+    }
+}

@@ -1,0 +1,29 @@
+//! moat's words for runs, shared by every place runs live and every
+//! caller that reads them: [`RunId`], [`RunStatus`] and [`FailReason`],
+//! what a run is started with ([`NewRun`]) and its [`RunRecord`], and the
+//! [`Runs`] trait that this machine's store (`moat-store`) and a NATS
+//! JetStream cluster (`moat-cluster`) both implement. Commands, the
+//! protocol server and workflows are written once against [`Runs`];
+//! `--nats` only decides which one they are given.
+//!
+//! - [`id`]: run ids, unique without coordination and sortable by time;
+//! - [`status`]: a run's life (`pending → running → completed | failed`)
+//!   and how it ended;
+//! - [`record`]: what a run was started with, its record, and filters;
+//! - [`limits`]: limits as records keep them;
+//! - [`runs`]: the trait, its errors and events;
+//! - [`result`]: a run's result and other questions asked of any [`Runs`].
+
+pub mod id;
+pub mod limits;
+pub mod record;
+pub mod result;
+pub mod runs;
+pub mod status;
+
+pub use id::{PREFIX as RUN_ID_PREFIX, RunId};
+pub use limits::RecordedLimits;
+pub use record::{NewRun, RunFilter, RunRecord};
+pub use result::{check_from, result};
+pub use runs::{EventStream, Runs, RunsError, StoredEvent};
+pub use status::{FailReason, Outcome, RunStatus};

@@ -1,0 +1,73 @@
+//! A run's limits as records keep them and jobs carry them: plain numbers,
+//! the same JSON in the local store and in the cluster.
+
+use std::time::Duration;
+
+use moat_engine::RunLimits;
+use serde::{Deserialize, Serialize};
+
+/// A run's effective limits, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedLimits {
+    /// Wall-clock limit in milliseconds; `None`: none.
+    pub timeout_ms: Option<u64>,
+    /// CPU budget in fuel units; `None`: unlimited.
+    pub fuel: Option<u64>,
+    /// Memory cap in bytes.
+    pub max_memory_bytes: u64,
+    /// Largest accepted event in bytes.
+    pub max_event_bytes: u64,
+    /// Most open connections.
+    pub max_connections: u64,
+    /// Most open files.
+    pub max_open_files: u64,
+}
+
+impl RecordedLimits {
+    /// `limits` as records keep them.
+    pub fn of(limits: &RunLimits) -> Self {
+        Self {
+            timeout_ms: limits
+                .timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            fuel: limits.fuel,
+            max_memory_bytes: limits.max_memory_bytes,
+            max_event_bytes: limits.max_event_bytes as u64,
+            max_connections: limits.max_connections as u64,
+            max_open_files: limits.max_open_files as u64,
+        }
+    }
+
+    /// The engine's limits. Values too large for this machine saturate.
+    pub fn to_run_limits(&self) -> RunLimits {
+        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        RunLimits {
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            fuel: self.fuel,
+            max_memory_bytes: self.max_memory_bytes,
+            max_event_bytes: size(self.max_event_bytes),
+            max_connections: size(self.max_connections),
+            max_open_files: size(self.max_open_files),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_go_to_records_and_back() {
+        let limits = RunLimits {
+            timeout: Some(Duration::from_millis(1500)),
+            fuel: Some(7),
+            ..RunLimits::default()
+        };
+        let recorded = RecordedLimits::of(&limits);
+        assert_eq!(recorded.timeout_ms, Some(1500));
+        assert_eq!(recorded.to_run_limits(), limits);
+        let json = serde_json::to_value(&recorded).unwrap();
+        assert_eq!(json["maxMemoryBytes"], limits.max_memory_bytes);
+    }
+}

@@ -1,0 +1,326 @@
+//! What one server holds and does for every client: the operations of the
+//! protocol, each written once — runs start through the launch layer
+//! under the server's ceiling, and are found, awaited, followed and
+//! cancelled through [`Runs`], whether they live in this machine's store
+//! or in a cluster.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use moat_engine::SettingNames;
+use moat_launch::{
+    AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, ResolveError,
+    Resolved, Timeout,
+};
+use moat_runs::{EventStream, RunFilter, RunId, RunRecord, RunStatus, Runs, RunsError};
+
+use crate::protocol::{Code, Failure, LimitParams, ListParams, RunParams, awaited};
+
+/// Everything a server is made of.
+pub struct ServeConfig {
+    /// Starts its runs (and, through their components, their children).
+    pub launcher: Launcher,
+    /// The most any run may get: a request only narrows it.
+    pub ceiling: Arc<Ceiling>,
+    /// The words refusals use for what was asked and what to change.
+    pub names: Arc<dyn SettingNames>,
+}
+
+/// The server: its launcher and ceiling, and where its runs are.
+pub struct Server {
+    launcher: Launcher,
+    runs: Arc<dyn Runs>,
+    ceiling: Arc<Ceiling>,
+    names: Arc<dyn SettingNames>,
+    /// Cancelled when the server is asked to stop (`shutdown`, a signal,
+    /// the end of stdin): no new run starts, live ones are stopped.
+    pub stopping: CancellationToken,
+    /// Cancelled once the runs have ended: connections close.
+    pub closed: CancellationToken,
+}
+
+/// A `Runs` error as a protocol error.
+fn runs_failure(error: RunsError) -> Failure {
+    match error {
+        RunsError::NotFound(_) | RunsError::Ambiguous { .. } => {
+            Failure::not_found(error.to_string())
+        }
+        RunsError::Invalid(message) => Failure::invalid(message),
+        RunsError::Lagged { .. } | RunsError::Unavailable(_) => {
+            Failure::new(Code::RunFailed, error.to_string())
+        }
+    }
+}
+
+impl Server {
+    /// A server as `config` says; its runs are where its launcher puts
+    /// them, which must be somewhere (a server's runs are recorded).
+    pub fn new(config: ServeConfig) -> Result<Self, String> {
+        let runs = config
+            .launcher
+            .runs()
+            .ok_or("a server's runs are recorded: give its launcher a place")?;
+        Ok(Server {
+            launcher: config.launcher,
+            runs,
+            ceiling: config.ceiling,
+            names: config.names,
+            stopping: CancellationToken::new(),
+            closed: CancellationToken::new(),
+        })
+    }
+
+    /// Where its runs are.
+    pub fn runs(&self) -> &Arc<dyn Runs> {
+        &self.runs
+    }
+
+    /// A launch failure as a protocol error.
+    fn launch_failure(&self, error: LaunchError) -> Failure {
+        match error {
+            LaunchError::Resolve(error @ ResolveError::Unknown { .. }) => {
+                Failure::not_found(error.to_string())
+            }
+            LaunchError::Refused(refusal) => Failure::new(
+                Code::BoundaryViolation,
+                refusal.message(self.names.as_ref()),
+            ),
+            LaunchError::Runs(error) => runs_failure(error),
+            other => Failure::new(Code::RunFailed, other.to_string()),
+        }
+    }
+
+    /// `run`: records the run and starts it; its id at once.
+    pub async fn start_run(&self, params: RunParams) -> Result<Value, Failure> {
+        if self.stopping.is_cancelled() {
+            return Err(Failure::new(Code::RunFailed, "the server is shutting down"));
+        }
+        let grants = match params.grants {
+            Some(grants) => Some(
+                moat_launch::canonical(grants)
+                    .map_err(|e| Failure::invalid(format!("grants: {e}")))?,
+            ),
+            None => None,
+        };
+        let parent = match &params.parent {
+            Some(text) => Some(self.runs.resolve(text).await.map_err(runs_failure)?),
+            None => None,
+        };
+        let spec = LaunchSpec {
+            options: params.options,
+            asked: Asked {
+                grants,
+                trust: params.trust,
+                limits: asked_limits(&params.limits),
+            },
+            parent,
+            names: self.names.clone(),
+            ..LaunchSpec::new(
+                AdapterRef::Named(params.adapter),
+                params.prompt,
+                self.ceiling.clone(),
+            )
+        };
+        let id = self
+            .launcher
+            .spawn(spec)
+            .await
+            .map_err(|error| self.launch_failure(error))?;
+        Ok(json!({"run": id.as_str()}))
+    }
+
+    /// The run `text` names (an id or a unique prefix) and its record.
+    async fn record(&self, text: &str) -> Result<(RunId, RunRecord), Failure> {
+        let id = self.runs.resolve(text).await.map_err(runs_failure)?;
+        let record = self
+            .runs
+            .get(&id)
+            .await
+            .map_err(runs_failure)?
+            .ok_or_else(|| Failure::not_found(format!("no run {id}")))?;
+        Ok((id, record))
+    }
+
+    /// An ended run's result (folded from its stored events), as JSON.
+    async fn result(&self, id: &RunId) -> Result<Value, Failure> {
+        let result = moat_runs::result(self.runs.as_ref(), id)
+            .await
+            .map_err(runs_failure)?;
+        Ok(serde_json::to_value(result).unwrap_or(Value::Null))
+    }
+
+    /// `await`: every run's result once all have ended; `RUN_FAILED`
+    /// (with the results) when one did not complete.
+    pub async fn await_runs(&self, runs: &[String]) -> Result<Value, Failure> {
+        let mut ids = Vec::with_capacity(runs.len());
+        for text in runs {
+            ids.push(self.runs.resolve(text).await.map_err(runs_failure)?);
+        }
+        let mut results = serde_json::Map::new();
+        let mut failed = Vec::new();
+        for id in &ids {
+            let record = self.runs.wait(id).await.map_err(runs_failure)?;
+            if record.status != RunStatus::Completed {
+                let reason = record.reason.map(|r| r.as_str().to_owned());
+                failed.push(format!(
+                    "{id} {}",
+                    reason.unwrap_or_else(|| "failed".into())
+                ));
+            }
+            results.insert(id.to_string(), self.result(id).await?);
+        }
+        awaited(results, &failed)
+    }
+
+    /// `cancel`: stops the run wherever it runs; a run that is unknown or
+    /// has ended already is a success too. A prefix naming several runs
+    /// names none: `NOT_FOUND`.
+    pub async fn cancel(&self, text: &str) -> Result<Value, Failure> {
+        let id = match self.runs.resolve(text).await {
+            Ok(id) => id,
+            Err(RunsError::NotFound(_)) => return Ok(json!({})),
+            Err(error) => return Err(runs_failure(error)),
+        };
+        self.runs.cancel(&id).await.map_err(runs_failure)?;
+        Ok(json!({}))
+    }
+
+    /// `get`: the record, and the result once the run has ended.
+    pub async fn get(&self, text: &str) -> Result<Value, Failure> {
+        let (id, record) = self.record(text).await?;
+        let mut value = record.to_json();
+        value["result"] = if record.is_terminal() {
+            self.result(&id).await?
+        } else {
+            Value::Null
+        };
+        Ok(value)
+    }
+
+    /// `list`: records, newest first.
+    pub async fn list(&self, params: &ListParams) -> Result<Value, Failure> {
+        let mut statuses = Vec::new();
+        for status in &params.status {
+            let known = RunStatus::ALL.into_iter().find(|s| s.as_str() == status);
+            statuses.push(known.ok_or_else(|| {
+                Failure::invalid(format!(
+                    "list: unknown status {status:?}; the statuses are pending, running, completed, failed"
+                ))
+            })?);
+        }
+        let parent = match &params.parent {
+            Some(text) => Some(self.runs.resolve(text).await.map_err(runs_failure)?),
+            None => None,
+        };
+        let filter = RunFilter {
+            statuses,
+            adapter: params.adapter.clone(),
+            parent,
+            limit: params.limit,
+        };
+        let runs = self.runs.list(&filter).await.map_err(runs_failure)?;
+        Ok(json!({"runs": runs.iter().map(RunRecord::to_json).collect::<Vec<_>>()}))
+    }
+
+    /// `adapters`: the built-in adapters.
+    pub async fn adapters(&self) -> Result<Value, Failure> {
+        let mut adapters = Vec::new();
+        for name in moat_builtins::names() {
+            let resolved = self
+                .launcher
+                .resolver()
+                .resolve(name)
+                .await
+                .map_err(|e| Failure::new(Code::RunFailed, e.to_string()))?;
+            adapters.push(describe(&resolved, None));
+        }
+        Ok(json!({"adapters": adapters}))
+    }
+
+    /// `inspect`: what an adapter is, and what this server allows it.
+    pub async fn inspect(&self, adapter: &str) -> Result<Value, Failure> {
+        let resolved = self
+            .launcher
+            .resolver()
+            .resolve(adapter)
+            .await
+            .map_err(|e| Failure::not_found(e.to_string()))?;
+        let allowance = self
+            .ceiling
+            .allowance(&resolved)
+            .map_err(|e| Failure::invalid(e.message(self.names.as_ref())))?;
+        Ok(describe(&resolved, Some(&allowance)))
+    }
+
+    /// Stops every run live here (each ends with its `done` interrupted)
+    /// and waits until their records are final, at most `patience`. No
+    /// run starts any more. (A cluster's runs go on: a submitter's end
+    /// never stops them.)
+    pub async fn stop_runs(&self, patience: Duration) {
+        self.launcher.stop();
+        self.launcher.stop_runs(patience).await;
+    }
+
+    /// Resolves run ids for a subscription, each from `from_seq` on:
+    /// every one must exist, and must not have ended before `from_seq`.
+    pub async fn subscribed_runs(
+        &self,
+        runs: &[String],
+        from_seq: u64,
+    ) -> Result<Vec<RunId>, Failure> {
+        let mut ids = Vec::with_capacity(runs.len());
+        for text in runs {
+            let id = self.runs.resolve(text).await.map_err(runs_failure)?;
+            moat_runs::check_from(self.runs.as_ref(), &id, from_seq)
+                .await
+                .map_err(runs_failure)?;
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    /// Run `id`'s events from `from_seq` on: stored, then live, to its
+    /// `done`; a follower that falls behind gets [`RunsError::Lagged`].
+    pub async fn follow(&self, id: &RunId, from_seq: u64) -> Result<EventStream, RunsError> {
+        self.runs.follow(id, from_seq).await
+    }
+}
+
+/// `run`'s limits as the launch layer takes them: each absent one is the
+/// default, lowered to fit the server's ceiling.
+fn asked_limits(params: &LimitParams) -> AskedLimits {
+    AskedLimits {
+        timeout: params
+            .timeout_ms
+            .map(|ms| Timeout::After(Duration::from_millis(ms))),
+        fuel: params.fuel,
+        max_memory_bytes: params.max_memory_bytes,
+        max_event_bytes: params
+            .max_event_bytes
+            .map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+        ..AskedLimits::default()
+    }
+}
+
+/// An adapter as `adapters` and `inspect` describe it.
+fn describe(resolved: &Resolved, allowance: Option<&moat_grants::Grants>) -> Value {
+    use moat_engine::Adapter;
+    let info = resolved.adapter.info();
+    let details = resolved.adapter.details();
+    let mut value = json!({
+        "name": info.name,
+        "version": info.version,
+        "description": info.description,
+        "contract": format!("moat:adapter@{}", details.contract),
+        "sha256": details.sha256,
+        "needs": resolved.adapter.needs(),
+        "builtIn": resolved.provenance == moat_grants::Provenance::BuiltIn,
+    });
+    if let Some(allowance) = allowance {
+        value["allowed"] = json!(allowance);
+    }
+    value
+}

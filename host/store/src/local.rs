@@ -1,0 +1,279 @@
+//! This machine's runs behind the [`Runs`] trait: the store every moat
+//! process shares, and the runs live in this process ([`LiveRuns`]),
+//! whose events a follower here gets as they are recorded instead of
+//! waiting for the store.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use moat_runs::{
+    EventStream, RunFilter, RunId, RunRecord, Runs, RunsError, StoredEvent,
+};
+use tokio::sync::broadcast;
+
+use crate::live::{LiveRuns, Publisher};
+use crate::{Store, StoreError};
+
+/// How often a run owned by another moat process is looked at in the
+/// store (its events, its end).
+const STORE_POLL: Duration = Duration::from_millis(100);
+
+/// How many stored events a follower reads from the store at a time:
+/// what it holds while its reader is busy.
+const REPLAY_PAGE: usize = 256;
+
+/// How often this process looks for cancels asked of its runs from
+/// elsewhere (`moat cancel`, a parent's end in another process).
+const CANCEL_POLL: Duration = Duration::from_millis(200);
+
+/// This machine's runs: the shared store and this process's live runs.
+#[derive(Debug, Clone)]
+pub struct LocalRuns {
+    store: Arc<Store>,
+    live: Arc<LiveRuns>,
+    /// The one task that turns cancels asked through the store into the
+    /// live runs' aborts, started with the first live run.
+    watcher: Arc<std::sync::OnceLock<()>>,
+}
+
+impl LocalRuns {
+    /// The runs of `store`, with none live in this process yet.
+    pub fn new(store: Arc<Store>) -> Self {
+        Self {
+            store,
+            live: Arc::default(),
+            watcher: Arc::default(),
+        }
+    }
+
+    /// Registers run `id` (recorded in the store by this process) as live
+    /// here, stopped by `abort`, also when someone asks the store to
+    /// cancel it: the handle its driver publishes through. Needs a tokio
+    /// runtime.
+    pub fn begin(
+        &self,
+        id: RunId,
+        parent: Option<RunId>,
+        abort: tokio_util::sync::CancellationToken,
+    ) -> Publisher {
+        self.watcher.get_or_init(|| {
+            tokio::spawn(watch_cancels(
+                self.store.clone(),
+                Arc::downgrade(&self.live),
+            ));
+        });
+        self.live.begin(id, parent, abort)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The runs live in this process.
+    pub fn live(&self) -> &Arc<LiveRuns> {
+        &self.live
+    }
+}
+
+/// A store error as the trait's.
+fn runs_error(error: StoreError) -> RunsError {
+    match error {
+        StoreError::NotFound(text) => RunsError::NotFound(text),
+        StoreError::Ambiguous {
+            prefix,
+            count,
+            candidates,
+        } => RunsError::Ambiguous {
+            prefix,
+            count,
+            candidates,
+        },
+        other => RunsError::Unavailable(other.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl Runs for LocalRuns {
+    fn place(&self) -> &'static str {
+        "this machine's run store"
+    }
+
+    async fn resolve(&self, text: &str) -> Result<RunId, RunsError> {
+        self.store.resolve(text).map_err(runs_error)
+    }
+
+    async fn get(&self, id: &RunId) -> Result<Option<RunRecord>, RunsError> {
+        self.store.get(id).map_err(runs_error)
+    }
+
+    async fn list(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, RunsError> {
+        self.store.list(filter).map_err(runs_error)
+    }
+
+    async fn cancel(&self, id: &RunId) -> Result<(), RunsError> {
+        if let Some(live) = self.live.get(id) {
+            live.abort.cancel();
+            return Ok(());
+        }
+        // Another moat's run (or none): its owner polls for the request.
+        self.store.request_cancel(id).map_err(runs_error)
+    }
+
+    async fn stored(
+        &self,
+        id: &RunId,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<StoredEvent>, RunsError> {
+        // What this process queued for the store is readable after this.
+        let _ = self.store.flush();
+        self.store.event_lines(id, from, max).map_err(runs_error)
+    }
+
+    async fn follow(&self, id: &RunId, from: u64) -> Result<EventStream, RunsError> {
+        if self.store.get(id).map_err(runs_error)?.is_none() {
+            return Err(RunsError::NotFound(id.to_string()));
+        }
+        // Listening starts before the store is read: an event published
+        // from now on is received, and one published before was recorded
+        // before, so the store has it.
+        let live = self.live.get(id).and_then(|run| run.subscribe());
+        let follower = Follower {
+            runs: self.clone(),
+            id: id.clone(),
+            next: from,
+            page: VecDeque::new(),
+            live,
+            over: false,
+        };
+        Ok(futures::stream::unfold(follower, |mut follower| async move {
+            let item = follower.next().await?;
+            Some((item, follower))
+        })
+        .boxed())
+    }
+
+    async fn wait(&self, id: &RunId) -> Result<RunRecord, RunsError> {
+        if let Some(live) = self.live.get(id) {
+            live.ended().await;
+        }
+        loop {
+            match self.store.get(id).map_err(runs_error)? {
+                Some(record) if record.is_terminal() => return Ok(record),
+                Some(_) => tokio::time::sleep(STORE_POLL).await,
+                None => return Err(RunsError::NotFound(id.to_string())),
+            }
+        }
+    }
+}
+
+/// One follower of one run: the stored events a page at a time, then the
+/// live ones (or, for another process's run, the store again).
+struct Follower {
+    runs: LocalRuns,
+    id: RunId,
+    /// The first event not handed out yet.
+    next: u64,
+    /// Stored events read and not handed out yet.
+    page: VecDeque<StoredEvent>,
+    /// The run's live events, while it is live here.
+    live: Option<broadcast::Receiver<StoredEvent>>,
+    /// The `done` (or the run's end) was reached.
+    over: bool,
+}
+
+impl Follower {
+    /// The next event; `None` once the run's `done` is handed out.
+    async fn next(&mut self) -> Option<Result<StoredEvent, RunsError>> {
+        if self.over {
+            return None;
+        }
+        loop {
+            if let Some(event) = self.page.pop_front() {
+                return Some(Ok(self.hand_out(event)));
+            }
+            match self.runs.stored(&self.id, self.next, REPLAY_PAGE).await {
+                Ok(page) if !page.is_empty() => {
+                    self.page = page.into();
+                    continue;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    self.over = true;
+                    return Some(Err(error));
+                }
+            }
+            match self.live.as_mut() {
+                Some(receiver) => match receiver.recv().await {
+                    Ok(event) if event.seq < self.next => {}
+                    Ok(event) => return Some(Ok(self.hand_out(event))),
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.over = true;
+                        return Some(Err(RunsError::Lagged { next: self.next }));
+                    }
+                    // The run ended: whatever is left is in the store.
+                    Err(broadcast::error::RecvError::Closed) => self.live = None,
+                },
+                None => {
+                    // Another moat's run: its events arrive through the
+                    // store, until it has ended and they are all read.
+                    let ended = match self.runs.store.get(&self.id) {
+                        Ok(record) => record.is_none_or(|record| record.is_terminal()),
+                        Err(error) => {
+                            self.over = true;
+                            return Some(Err(runs_error(error)));
+                        }
+                    };
+                    if ended {
+                        let rest = self.runs.stored(&self.id, self.next, 1).await;
+                        if rest.as_ref().is_ok_and(Vec::is_empty) {
+                            self.over = true;
+                            return None;
+                        }
+                        continue;
+                    }
+                    tokio::time::sleep(STORE_POLL).await;
+                }
+            }
+        }
+    }
+
+    fn hand_out(&mut self, event: StoredEvent) -> StoredEvent {
+        self.next = event.seq + 1;
+        if event.done {
+            self.over = true;
+            self.page.clear();
+        }
+        event
+    }
+}
+
+/// Aborts the live runs someone cancels through the store, or the store
+/// ended from outside (their parent ended), until this process's runs are
+/// gone.
+async fn watch_cancels(store: Arc<Store>, live: std::sync::Weak<LiveRuns>) {
+    loop {
+        tokio::time::sleep(CANCEL_POLL).await;
+        let Some(live) = live.upgrade() else { return };
+        if live.all().is_empty() {
+            continue;
+        }
+        let asking = store.clone();
+        let asked = tokio::task::spawn_blocking(move || asking.cancels_requested())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        for id in asked {
+            if let Some(run) = live.get(&id)
+                && !run.abort.is_cancelled()
+            {
+                tracing::info!(run = %id, "cancelled through the store");
+                run.abort.cancel();
+            }
+        }
+    }
+}
