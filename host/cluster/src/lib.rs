@@ -29,7 +29,8 @@ mod record;
 pub mod settings;
 mod worker;
 
-pub use cluster::{Cluster, MAX_COMPONENT_BYTES, hex_sha256};
+pub use cluster::Cluster;
+pub use cluster::components::{MAX_COMPONENT_BYTES, hex_sha256};
 pub use error::ClusterError;
 pub use job::{ComponentRef, Job, JobLimits, MAX_JOB_BYTES, is_sha256};
 pub use record::{BOUNDARY_VIOLATION, ClusterRun, WORKER_LOST};
