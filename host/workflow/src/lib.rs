@@ -21,6 +21,7 @@ pub mod graph;
 pub mod handover;
 pub mod hooks;
 pub mod mock;
+mod model;
 mod project;
 pub mod runner;
 pub mod state;
