@@ -1,5 +1,7 @@
 //! What can go wrong talking to the cluster, in the cluster's own words.
 
+use std::time::Duration;
+
 /// A failure of a cluster operation.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -103,4 +105,41 @@ pub(crate) fn nats<T, E: std::fmt::Display>(
     result: Result<T, E>,
 ) -> Result<T, ClusterError> {
     result.map_err(|error| ClusterError::nats(what)(&error))
+}
+
+/// `operation` (NATS operation `what`), given up as timed out, a transient
+/// failure, after `patience`.
+pub(crate) async fn within<T>(
+    patience: Duration,
+    what: &'static str,
+    operation: impl Future<Output = Result<T, ClusterError>>,
+) -> Result<T, ClusterError> {
+    tokio::time::timeout(patience, operation)
+        .await
+        .unwrap_or_else(|_| {
+            Err(ClusterError::Nats {
+                what,
+                message: format!("timed out after {} s", patience.as_secs()),
+            })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_operation_that_never_answers_is_given_up_as_a_transient_failure() {
+        let never = std::future::pending::<Result<(), ClusterError>>();
+        let error = within(Duration::from_secs(10), "keys", never)
+            .await
+            .expect_err("given up");
+        assert!(error.is_transient(), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "the cluster's keys failed: timed out after 10 s"
+        );
+        let answered = within(Duration::from_secs(10), "keys", async { Ok(7) }).await;
+        assert_eq!(answered.unwrap(), 7);
+    }
 }

@@ -30,7 +30,8 @@ mod runs;
 pub mod settings;
 mod worker;
 
-pub use cluster::{Cluster, MAX_COMPONENT_BYTES, hex_sha256};
+pub use cluster::Cluster;
+pub use cluster::components::{MAX_COMPONENT_BYTES, hex_sha256};
 pub use error::ClusterError;
 pub use job::{ComponentRef, Job, MAX_JOB_BYTES, is_sha256};
 pub use record::{BOUNDARY_VIOLATION, ClusterRun, WORKER_LOST};

@@ -19,7 +19,8 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{ACK_WAIT, Change, Cluster, Ending};
+use crate::cluster::records::{Change, Ending};
+use crate::cluster::{ACK_WAIT, Cluster};
 use crate::error::{ClusterError, nats, settled};
 use crate::job::{ComponentRef, Job};
 use crate::layout;

@@ -14,6 +14,11 @@ use serde::{Deserialize, Serialize};
 use super::event::{DoneStatus, ToolStatus, Usage};
 use super::names::{Setting, SettingNames};
 
+// A `Denial`'s remedy, defined with the other things a user can change
+// (`names`) and named here as well, where it always was: the crate's
+// re-exports and `moat_engine::adapter::Grant` take it from this module.
+pub use super::names::Grant;
+
 /// Options for one run, as the adapter receives them.
 ///
 /// What a run may reach, and how far its backend may go on its own (the
@@ -383,38 +388,6 @@ pub enum DeniedRequest {
     },
 }
 
-/// A grant that would allow a refused request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Grant {
-    /// Outgoing HTTP(S) to `host` on `port`.
-    Net {
-        /// A name, an IPv4 address or a bracketed IPv6 address.
-        host: String,
-        /// The port.
-        port: u16,
-    },
-    /// Reading a directory (a program's working directory must lie inside
-    /// a granted one).
-    Read {
-        /// The directory.
-        dir: String,
-    },
-    /// Starting a program.
-    Run {
-        /// A bare name or an absolute path.
-        program: String,
-    },
-    /// Starting a program named by a bare name or an absolute path: the
-    /// adapter named it by a relative path, which no grant matches.
-    RunByNameOrPath,
-    /// An environment variable, with the host's value (which the adapter
-    /// may then set for the programs it starts).
-    Env {
-        /// The variable's name.
-        name: String,
-    },
-}
-
 impl DeniedRequest {
     /// The kind of capability asked for: "net", "run", "env" or "write".
     pub fn capability(&self) -> &'static str {
@@ -522,4 +495,71 @@ pub trait Adapter<S = ()>: Send + Sync {
         limits: &'a RunLimits,
         scope: &'a S,
     ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::FieldNames;
+
+    #[test]
+    fn a_denial_says_what_was_refused_and_how_to_allow_it_in_the_callers_words() {
+        struct Flags;
+        impl SettingNames for Flags {
+            fn setting(&self, _: Setting) -> String {
+                unreachable!()
+            }
+            fn grant(&self, grant: &Grant) -> String {
+                match grant {
+                    Grant::Net { host, port } => format!("run with --allow-net={host}:{port}"),
+                    _ => unreachable!(),
+                }
+            }
+        }
+        let denial = Denial {
+            request: DeniedRequest::Net {
+                scheme: "http".into(),
+                host: "example.com".into(),
+                port: 80,
+            },
+            reason: "not granted".into(),
+            remedy: Some(Grant::Net {
+                host: "example.com".into(),
+                port: 80,
+            }),
+        };
+        assert_eq!(
+            denial.to_string(),
+            "net access to http://example.com:80 refused: not granted"
+        );
+        assert_eq!(
+            denial.message(&Flags),
+            "net access to http://example.com:80 refused: not granted; to allow it, run with --allow-net=example.com:80"
+        );
+        assert_eq!(
+            denial.message(&FieldNames),
+            "net access to http://example.com:80 refused: not granted; to allow it, grant net access to example.com:80"
+        );
+        let no_remedy = Denial {
+            remedy: None,
+            ..denial
+        };
+        assert_eq!(no_remedy.message(&Flags), no_remedy.to_string());
+    }
+
+    #[test]
+    fn programs_are_quoted_as_the_adapter_named_them() {
+        let denial = Denial {
+            request: DeniedRequest::ProgramDir {
+                program: "sh".into(),
+                dir: "/etc".into(),
+            },
+            reason: "the working directory is outside the granted directories".into(),
+            remedy: Some(Grant::Read { dir: "/etc".into() }),
+        };
+        assert_eq!(
+            denial.message(&FieldNames),
+            "run access to \"sh\" in \"/etc\" refused: the working directory is outside the granted directories; to allow it, grant read access to \"/etc\""
+        );
+    }
 }

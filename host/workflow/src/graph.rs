@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use crate::definition::Task;
+use crate::model::Task;
 
 /// A cycle of dependencies, if there is one: its ids, the first repeated
 /// at the end (`a → b → a` is `["a", "b", "a"]`), each depending on the

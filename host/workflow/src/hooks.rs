@@ -13,47 +13,12 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::definition::{Command, HookCommand};
+use crate::model::{Command, HookCommand};
 
-/// Where in a task's life a hook runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HookPoint {
-    /// Before each attempt; a failing hook fails the task (no retry).
-    PreTask,
-    /// After each successful attempt (or loop iteration), once its outputs
-    /// are checked; a failing hook fails the attempt, which is retried.
-    PostTask,
-    /// Once the task has failed for good (after its retries).
-    OnFailure,
-    /// When a task's loop ends, by its condition or its iteration limit.
-    OnLoopExit,
-}
-
-impl HookPoint {
-    /// Every point, in the order of a task's life.
-    pub const ALL: [HookPoint; 4] = [
-        Self::PreTask,
-        Self::PostTask,
-        Self::OnFailure,
-        Self::OnLoopExit,
-    ];
-
-    /// Its name in files, events and `MOAT_HOOK`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PreTask => "pre-task",
-            Self::PostTask => "post-task",
-            Self::OnFailure => "on-failure",
-            Self::OnLoopExit => "on-loop-exit",
-        }
-    }
-
-    /// The point named `name`.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|point| point.as_str() == name)
-    }
-}
+// Part of a workflow's definition, defined with the rest of it in `model`
+// (which imports nothing of this module); named here too, where it always
+// was, beside the hooks that run at it.
+pub use crate::model::HookPoint;
 
 /// What a hook is told (as JSON on a command's stdin).
 #[derive(Debug, Clone, Serialize)]

@@ -23,6 +23,7 @@ pub mod handover;
 pub mod hooks;
 pub mod launched;
 pub mod mock;
+mod model;
 mod project;
 pub mod runner;
 pub mod state;

@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use moat_grants::{Grants, NetRule, canonical_dir, names};
 
+use super::error::{DefinitionError, Problem};
 use super::file::{CommandEntry, GrantsEntry, HookEntry, LoopEntry, TaskEntry, WorkflowFile};
-use super::location::Locator;
-use super::{
-    Command, DEFAULT_BACKOFF, DEFAULT_CONTEXT_BUDGET, DEFAULT_HOOK_TIMEOUT, DefinitionError,
-    HookCommand, Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Problem, Task, TaskOptions, Until,
-    Workflow,
+use super::location::{Location, Locator};
+use crate::model::{
+    Command, DEFAULT_BACKOFF, DEFAULT_CONTEXT_BUDGET, DEFAULT_HOOK_TIMEOUT, HookCommand, HookPoint,
+    Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, TaskOptions, Until, Workflow,
 };
-use crate::hooks::HookPoint;
 use crate::template;
 
 /// What is known of the file besides its text.
@@ -88,7 +87,7 @@ fn parse_problem(
     DefinitionError {
         file: source.file.to_path_buf(),
         problems: vec![Problem {
-            location: at.map(|line_col| super::Location {
+            location: at.map(|line_col| Location {
                 path: String::new(),
                 line_col: Some(line_col),
             }),
