@@ -144,6 +144,32 @@ async fn a_component_of_an_older_supported_contract_runs_beside_and_is_refused_w
     assert_eq!(moat_testkit::error_codes(&refused), ["UNSUPPORTED_OPTION"]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_of_an_older_contract_is_served_its_unchanged_imports_by_the_newest() {
+    // 0.2.0's `host` and `process` are the same as 0.3.0's: the host serves
+    // them with 0.3.0's implementation, under 0.2.0's names.
+    let granted = run_component(CONTRACT_V0_2, "run echo hello", |request| {
+        request.scope.grants = moat_grants::Grants {
+            run: vec!["echo".into()],
+            ..moat_grants::Grants::none()
+        };
+    })
+    .await;
+    assert_eq!(
+        single_done(&granted).status,
+        moat_engine::DoneStatus::Success
+    );
+    assert_eq!(moat_testkit::texts(&granted), ["0.2.0: hello"]);
+
+    let refused = run_component(CONTRACT_V0_2, "run echo hello", |_| {}).await;
+    let texts = moat_testkit::texts(&refused);
+    assert!(
+        texts.len() == 1 && texts[0].starts_with("0.2.0: denied:"),
+        "{texts:?}"
+    );
+    assert_eq!(moat_testkit::error_codes(&refused), ["CAPABILITY_DENIED"]);
+}
+
 #[tokio::test]
 async fn a_component_of_an_incompatible_contract_version_is_refused_naming_both_versions() {
     let error = sandbox()

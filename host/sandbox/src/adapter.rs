@@ -14,7 +14,8 @@ use wasmtime::Engine;
 use wasmtime::component::InstancePre;
 
 use crate::cache::CacheOutcome;
-use crate::contract::{Contract, ContractVersion};
+use crate::contract::bindings::Contract;
+use crate::contract::version::ContractVersion;
 use crate::error::LoadError;
 use crate::failure::classify;
 use crate::scope::RunScope;
@@ -137,15 +138,15 @@ trait Runner: Send + Sync {
     ) -> BoxFuture<'a, Result<Box<dyn AdapterSession>, StartError>>;
 }
 
-/// A component linked against contract version `C`.
-struct Linker<C: Contract> {
+/// A component linked as contract version `C`.
+struct LinkedAs<C: Contract> {
     engine: Engine,
     pre: C::Pre,
     /// [`SandboxConfig::containment`](crate::SandboxConfig::containment).
     containment: crate::Containment,
 }
 
-impl<C: Contract> Runner for Linker<C> {
+impl<C: Contract> Runner for LinkedAs<C> {
     fn start<'a>(
         &'a self,
         start: Start<'a>,
@@ -155,7 +156,7 @@ impl<C: Contract> Runner for Linker<C> {
 }
 
 async fn start_run<C: Contract>(
-    linked: &Linker<C>,
+    linked: &LinkedAs<C>,
     start: Start<'_>,
 ) -> Result<Box<dyn AdapterSession>, StartError> {
     let (engine, pre) = (&linked.engine, &linked.pre);
@@ -233,7 +234,7 @@ pub(crate) fn link<C: Contract>(linking: Linking<'_>) -> BoxFuture<'_, Result<Li
         )
         .await?;
         Ok(Linked {
-            runner: Box::new(Linker::<C> {
+            runner: Box::new(LinkedAs::<C> {
                 engine: linking.engine.clone(),
                 pre,
                 containment: linking.containment,

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::contract::ContractVersion;
+use crate::contract::version::ContractVersion;
 
 /// Why a component could not be loaded. Every message names the problem and,
 /// where there is one, the fix.

@@ -12,7 +12,7 @@ use moat_engine::{
 use wasmtime::component::ResourceAny;
 use wasmtime::{Engine, Store, UpdateDeadline};
 
-use crate::contract::Contract;
+use crate::contract::bindings::Contract;
 use crate::control::RunControl;
 use crate::failure::{KilledByHost, classify};
 use crate::scope::RunScope;

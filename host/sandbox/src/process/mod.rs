@@ -24,9 +24,9 @@
 //! is recorded in the run's [`DenialLog`], which the engine turns into a
 //! `CAPABILITY_DENIED` event.
 //!
-//! The types here are the contract's, version-neutral: each contract
+//! The types here are the contract's, version-neutral: the newest contract
 //! version's module converts its generated types to them
-//! (`contract::v0_2_0::process`).
+//! (`contract::v0_3_0::process`), which older versions' bindings share.
 
 mod calls;
 mod cgroup;

@@ -1,29 +1,39 @@
-//! Contract `moat:adapter@0.2.0` (`wit/v0.2.0`): the bindings generated
-//! from its WIT, the conversions between them and the sandbox's own types,
-//! and the host side of its imports.
+//! Contract `moat:adapter@0.2.0` (`wit/v0.2.0`), run through the newest
+//! version's module: only what 0.3.0 changed is its own.
+//!
+//! 0.3.0 left the imports `host` and `process` as they were, and of `types`
+//! changed only `options` (it added `directories`, `mcp-servers` and
+//! `agents`). So the bindings generated here take those interfaces from
+//! 0.3.0's (bindgen's `with`): their host side is 0.3.0's, and the infos,
+//! events and errors a 0.2.0 component returns are 0.3.0's types, converted
+//! by 0.3.0's code. What is 0.2.0's own: its `options` ([`types`]), refusing
+//! the options it cannot carry, the session's one-event `next` where 0.3.0
+//! has `next-batch`, and no `runs` import.
 
-mod convert;
-mod host;
-mod process;
+pub mod types;
 
-use moat_engine::{AdapterEvent, AdapterInfo, ErrorInfo, RunOptions};
-use moat_grants::{Needs, TrustLevel};
-use wasmtime::Store;
-use wasmtime::component::{HasSelf, InstancePre, Linker, ResourceAny};
+use moat_engine::{ErrorInfo, RunOptions};
+use moat_grants::TrustLevel;
+use wasmtime::component::{HasSelf, Linker, LinkerInstance};
 
-use super::ContractVersion;
+use super::CONTRACT_PACKAGE;
+use super::bindings;
+use super::v0_3_0 as latest;
+use super::version::ContractVersion;
 use crate::state::RunState;
+use latest::convert;
+use latest::moat::adapter as unchanged;
 
 wasmtime::component::bindgen!({
     path: "../../wit/v0.2.0",
     world: "adapter-world",
-    imports: {
-        // Waiting for a child is async on the host; to the guest it blocks.
-        "moat:adapter/process": async | trappable,
-    },
     exports: { default: async },
     with: {
-        "moat:adapter/process.child": crate::process::RunningChild,
+        // The same in 0.3.0: its bindings, and with them its host side.
+        "moat:adapter/host": unchanged::host,
+        "moat:adapter/process": unchanged::process,
+        // 0.3.0's but for `options`.
+        "moat:adapter/types": types,
     },
 });
 
@@ -33,46 +43,34 @@ const UNSUPPORTED_OPTION: &str = "UNSUPPORTED_OPTION";
 /// Contract 0.2.0, as the sandbox runs it.
 pub(crate) struct Contract;
 
-impl super::Contract for Contract {
+impl bindings::Contract for Contract {
     const VERSION: ContractVersion =
         ContractVersion::of_wit(include_str!("../../../../../wit/v0.2.0/adapter.wit"));
-    type Pre = AdapterWorldPre<RunState>;
-    type Instance = AdapterWorld;
+    type Options = types::Options;
 
+    /// 0.3.0's host side, under 0.2.0's names. Not the generated world's
+    /// `add_to_linker`: the interfaces it takes from 0.3.0 would add
+    /// themselves under 0.3.0's names, which 0.3.0's module adds.
     fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-        AdapterWorld::add_to_linker::<RunState, HasSelf<RunState>>(linker, |state| state)
+        unchanged::types::add_to_linker_instance::<RunState, HasSelf<RunState>>(
+            &mut interface(linker, "types")?,
+            |state| state,
+        )?;
+        unchanged::host::add_to_linker_instance::<RunState, HasSelf<RunState>>(
+            &mut interface(linker, "host")?,
+            |state| state,
+        )?;
+        unchanged::process::add_to_linker_instance::<RunState, HasSelf<RunState>>(
+            &mut interface(linker, "process")?,
+            |state| state,
+        )
     }
 
-    fn pre(pre: InstancePre<RunState>) -> wasmtime::Result<Self::Pre> {
-        AdapterWorldPre::new(pre)
-    }
-
-    async fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<RunState>,
-    ) -> wasmtime::Result<Self::Instance> {
-        pre.instantiate_async(store).await
-    }
-
-    async fn info(
-        instance: &Self::Instance,
-        store: &mut Store<RunState>,
-    ) -> wasmtime::Result<(AdapterInfo, Needs)> {
-        let info = instance.moat_adapter_adapter().call_info(store).await?;
-        Ok(convert::info(info))
-    }
-
-    async fn run(
-        instance: &Self::Instance,
-        store: &mut Store<RunState>,
-        prompt: &str,
-        options: &RunOptions,
-        trust: TrustLevel,
-    ) -> wasmtime::Result<Result<ResourceAny, ErrorInfo>> {
+    /// 0.3.0's options, refused when they set what 0.2.0 has no field for.
+    fn options(options: &RunOptions, trust: TrustLevel) -> Result<Self::Options, ErrorInfo> {
         let beyond = options.beyond_contract_0_2();
         if !beyond.is_empty() {
-            // Refused before the guest runs: 0.2.0 has no field for them.
-            return Ok(Err(ErrorInfo {
+            return Err(ErrorInfo {
                 code: Some(UNSUPPORTED_OPTION.to_owned()),
                 message: format!(
                     "this adapter was built against moat:adapter@0.2.0, which cannot carry {}; \
@@ -80,28 +78,24 @@ impl super::Contract for Contract {
                     beyond.join(", ")
                 ),
                 recoverable: false,
-            }));
+            });
         }
-        let options = convert::options(options, trust);
-        let started = instance
-            .moat_adapter_adapter()
-            .call_run(store, prompt, &options)
-            .await?;
-        Ok(started.map_err(convert::error_info))
+        Ok(types::Options::from(convert::options(options, trust)))
     }
 
-    /// 0.2.0 has no batched pull: one event per call, whatever `max`.
-    async fn next_batch(
-        instance: &Self::Instance,
-        store: &mut Store<RunState>,
-        session: ResourceAny,
-        _max: u32,
-    ) -> wasmtime::Result<Vec<AdapterEvent>> {
-        let event = instance
-            .moat_adapter_adapter()
-            .session()
-            .call_next(store, session)
-            .await?;
-        Ok(event.map(convert::event).into_iter().collect())
+    bindings::generated_calls! {
+        convert: convert,
+        // No batched pull: one event per call, whatever `max`.
+        pull: |session, store, handle, _| session.call_next(store, handle),
     }
+}
+
+/// The linker's instance for 0.2.0's interface `name`
+/// (`moat:adapter/NAME@0.2.0`).
+fn interface<'a>(
+    linker: &'a mut Linker<RunState>,
+    name: &str,
+) -> wasmtime::Result<LinkerInstance<'a, RunState>> {
+    let version = <Contract as bindings::Contract>::VERSION;
+    linker.instance(&format!("{CONTRACT_PACKAGE}/{name}@{version}"))
 }

@@ -1,4 +1,6 @@
 //! Conversions between contract 0.3.0's generated types and the engine's.
+//! 0.2.0's module converts with them too: its bindings return 0.3.0's
+//! types, and its options are made from 0.3.0's.
 //!
 //! Only shapes change here; the engine validates the values.
 
@@ -10,7 +12,7 @@ use moat_grants::{Needs, TrustLevel};
 
 use super::moat::adapter::types as wit;
 
-pub(super) fn options(options: &RunOptions, trust: TrustLevel) -> wit::Options {
+pub(in crate::contract) fn options(options: &RunOptions, trust: TrustLevel) -> wit::Options {
     wit::Options {
         cwd: options.cwd.clone(),
         model: options.model.clone(),
@@ -36,7 +38,7 @@ pub(super) fn options(options: &RunOptions, trust: TrustLevel) -> wit::Options {
     }
 }
 
-pub(super) fn info(info: wit::AdapterInfo) -> (AdapterInfo, Needs) {
+pub(in crate::contract) fn info(info: wit::AdapterInfo) -> (AdapterInfo, Needs) {
     let needs = Needs {
         hosts: info.needs.hosts,
         env: info.needs.env,
@@ -51,7 +53,7 @@ pub(super) fn info(info: wit::AdapterInfo) -> (AdapterInfo, Needs) {
     (info, needs)
 }
 
-pub(super) fn error_info(error: wit::ErrorInfo) -> ErrorInfo {
+pub(in crate::contract) fn error_info(error: wit::ErrorInfo) -> ErrorInfo {
     ErrorInfo {
         code: error.code,
         message: error.message,
@@ -59,7 +61,7 @@ pub(super) fn error_info(error: wit::ErrorInfo) -> ErrorInfo {
     }
 }
 
-pub(super) fn event(event: wit::Event) -> AdapterEvent {
+pub(in crate::contract) fn event(event: wit::Event) -> AdapterEvent {
     AdapterEvent {
         session_id: event.session_id,
         kind: event_kind(event.kind),

@@ -1,18 +1,22 @@
-//! Contract `moat:adapter@0.3.0` (`wit/v0.3.0`): the bindings generated
-//! from its WIT, the conversions between them and the sandbox's own types,
-//! and the host side of its imports.
+//! Contract `moat:adapter@0.3.0` (`wit/v0.3.0`), the newest: the bindings
+//! generated from its WIT, the conversions between them and the sandbox's
+//! own types, and the host side of its imports.
+//!
+//! Older versions' modules are built on this one: what did not change
+//! since is these bindings, this host side and these conversions there too
+//! (see `v0_2_0`).
 
-mod convert;
+pub(super) mod convert;
 mod host;
 mod process;
 mod runs;
 
-use moat_engine::{AdapterEvent, AdapterInfo, ErrorInfo, RunOptions};
-use moat_grants::{Needs, TrustLevel};
-use wasmtime::Store;
-use wasmtime::component::{HasSelf, InstancePre, Linker, ResourceAny};
+use moat_engine::{ErrorInfo, RunOptions};
+use moat_grants::TrustLevel;
+use wasmtime::component::{HasSelf, Linker};
 
-use super::ContractVersion;
+use super::bindings;
+use super::version::ContractVersion;
 use crate::state::RunState;
 
 wasmtime::component::bindgen!({
@@ -34,61 +38,22 @@ wasmtime::component::bindgen!({
 /// Contract 0.3.0, as the sandbox runs it.
 pub(crate) struct Contract;
 
-impl super::Contract for Contract {
+impl bindings::Contract for Contract {
     const VERSION: ContractVersion =
         ContractVersion::of_wit(include_str!("../../../../../wit/v0.3.0/adapter.wit"));
-    type Pre = AdapterWorldPre<RunState>;
-    type Instance = AdapterWorld;
+    type Options = moat::adapter::types::Options;
 
     fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
         AdapterWorld::add_to_linker::<RunState, HasSelf<RunState>>(linker, |state| state)
     }
 
-    fn pre(pre: InstancePre<RunState>) -> wasmtime::Result<Self::Pre> {
-        AdapterWorldPre::new(pre)
+    /// 0.3.0 carries every option.
+    fn options(options: &RunOptions, trust: TrustLevel) -> Result<Self::Options, ErrorInfo> {
+        Ok(convert::options(options, trust))
     }
 
-    async fn instantiate(
-        pre: &Self::Pre,
-        store: &mut Store<RunState>,
-    ) -> wasmtime::Result<Self::Instance> {
-        pre.instantiate_async(store).await
-    }
-
-    async fn info(
-        instance: &Self::Instance,
-        store: &mut Store<RunState>,
-    ) -> wasmtime::Result<(AdapterInfo, Needs)> {
-        let info = instance.moat_adapter_adapter().call_info(store).await?;
-        Ok(convert::info(info))
-    }
-
-    async fn run(
-        instance: &Self::Instance,
-        store: &mut Store<RunState>,
-        prompt: &str,
-        options: &RunOptions,
-        trust: TrustLevel,
-    ) -> wasmtime::Result<Result<ResourceAny, ErrorInfo>> {
-        let options = convert::options(options, trust);
-        let started = instance
-            .moat_adapter_adapter()
-            .call_run(store, prompt, &options)
-            .await?;
-        Ok(started.map_err(convert::error_info))
-    }
-
-    async fn next_batch(
-        instance: &Self::Instance,
-        store: &mut Store<RunState>,
-        session: ResourceAny,
-        max: u32,
-    ) -> wasmtime::Result<Vec<AdapterEvent>> {
-        let events = instance
-            .moat_adapter_adapter()
-            .session()
-            .call_next_batch(store, session, max)
-            .await?;
-        Ok(events.into_iter().map(convert::event).collect())
+    bindings::generated_calls! {
+        convert: convert,
+        pull: |session, store, handle, max| session.call_next_batch(store, handle, max),
     }
 }

@@ -1,6 +1,6 @@
-//! The `moat:adapter/process` import of contract 0.3.0: the guest's calls,
-//! converted and answered by the version-neutral process capability
-//! ([`crate::process`]).
+//! The `moat:adapter/process` import of contract 0.3.0, and of 0.2.0 (the
+//! same interface): the guest's calls, converted and answered by the
+//! version-neutral process capability ([`crate::process`]).
 
 use wasmtime::component::Resource;
 
