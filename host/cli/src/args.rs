@@ -7,10 +7,10 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use moat_engine::{McpServers, PriceTable, RunLimits, RunOptions};
-use moat_launch::{Asked, AskedLimits, Ceiling, LimitCeiling, Timeout};
 use moat_grants::{Grants, NetRule, Policy, TrustLevel, canonical_dir, names};
-use moat_sandbox::MAX_MEMORY_CEILING;
+use moat_launch::{Asked, AskedLimits, Ceiling, LimitCeiling, Timeout};
 use moat_runs::RunStatus;
+use moat_sandbox::MAX_MEMORY_CEILING;
 
 /// How many sessions a command other than `serve` runs at once at most
 /// (its pool's size): the most tasks `--max-parallel` may run at once.

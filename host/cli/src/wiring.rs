@@ -13,9 +13,9 @@ use moat_runs::{Runs, RunsError};
 use moat_sandbox::{Containment, MAX_MEMORY_CEILING, Sandbox, SandboxConfig};
 use moat_store::{LocalRuns, Store};
 
-use super::{Globals, UsageError};
 use super::args::{COMMAND_SESSIONS, Cli, ClusterFlags, Command};
 use super::names::FlagNames;
+use super::{Globals, UsageError};
 
 /// The pool of a `moat run`: its run, the instance that reads the
 /// adapter's `info()` first, room for the fresh session of a resume
@@ -143,9 +143,11 @@ pub fn launcher(sandbox: &Sandbox, place: Place) -> Launcher {
 pub fn launch_error(error: LaunchError) -> anyhow::Error {
     match error {
         LaunchError::Resolve(error) => resolve_error(error),
-        LaunchError::Refused(refusal) => {
-            UsageError(format!("BOUNDARY_VIOLATION: {}", refusal.message(&FlagNames))).into()
-        }
+        LaunchError::Refused(refusal) => UsageError(format!(
+            "BOUNDARY_VIOLATION: {}",
+            refusal.message(&FlagNames)
+        ))
+        .into(),
         LaunchError::Runs(error) => runs_error(error),
         error @ LaunchError::ParentEnded(_) => UsageError(error.to_string()).into(),
         other => other.into(),
@@ -156,7 +158,10 @@ pub fn launch_error(error: LaunchError) -> anyhow::Error {
 /// load when that is why it did not.
 pub fn resolve_error(error: ResolveError) -> anyhow::Error {
     let hint = match error.limit() {
-        Some(limit) => format!("; raise it with {}", moat_engine::SettingNames::setting(&FlagNames, limit)),
+        Some(limit) => format!(
+            "; raise it with {}",
+            moat_engine::SettingNames::setting(&FlagNames, limit)
+        ),
         None => String::new(),
     };
     UsageError(format!("{error}{hint}")).into()

@@ -3,8 +3,8 @@
 //! that takes it: it comes from the network.
 
 use moat_engine::{RunLimits, RunOptions};
-use moat_runs::RecordedLimits;
 use moat_grants::{Grants, TrustLevel};
+use moat_runs::RecordedLimits;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ClusterError;

@@ -106,7 +106,11 @@ impl Runs for Cluster {
     }
 
     async fn follow(&self, id: &RunId, from: u64) -> Result<EventStream, RunsError> {
-        if Cluster::get(self, id.as_str()).await.map_err(runs_error)?.is_none() {
+        if Cluster::get(self, id.as_str())
+            .await
+            .map_err(runs_error)?
+            .is_none()
+        {
             return Err(RunsError::NotFound(id.to_string()));
         }
         let events = Cluster::follow(self, id.as_str(), from)

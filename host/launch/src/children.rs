@@ -11,7 +11,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use moat_engine::{AgentEvent, SettingNames};
 use moat_grants::Grants;
-use moat_runs::{RunFilter, RunId, RunStatus, Runs, RunsError};
+use moat_runs::{RunId, Runs, RunsError};
 use moat_sandbox::{ChildError, ChildRequest, ChildRun, ChildRuns};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -83,28 +83,6 @@ impl Children {
         )))
     }
 
-    /// Refuses a child when the parent has [`MAX_LIVE_CHILDREN`] live.
-    async fn check_room(&self, runs: &dyn Runs) -> Result<(), ChildError> {
-        let live = RunFilter {
-            statuses: vec![RunStatus::Pending, RunStatus::Running],
-            parent: Some(self.parent.clone()),
-            limit: Some(MAX_LIVE_CHILDREN),
-            ..RunFilter::default()
-        };
-        let count = runs
-            .list(&live)
-            .await
-            .map_err(|e| ChildError::Failed(e.to_string()))?
-            .len();
-        if count >= MAX_LIVE_CHILDREN {
-            return Err(ChildError::LimitReached(format!(
-                "{} has {MAX_LIVE_CHILDREN} live children, the most a run may have at once; wait for one to end",
-                self.parent
-            )));
-        }
-        Ok(())
-    }
-
     /// A launch failure as the guest is told it.
     fn child_error(&self, error: LaunchError) -> ChildError {
         match error {
@@ -126,9 +104,10 @@ impl ChildRuns for Children {
             let launcher = Launcher::upgrade(&self.launcher)
                 .ok_or_else(|| ChildError::Failed("the run's launcher is stopping".into()))?;
             let runs = launcher.runs().ok_or_else(|| {
-                ChildError::Denied("runs recorded nowhere cannot nest (leave out --no-store)".into())
+                ChildError::Denied(
+                    "runs recorded nowhere cannot nest (leave out --no-store)".into(),
+                )
             })?;
-            self.check_room(runs.as_ref()).await?;
             self.check_adapter(&request.adapter)?;
             let spec = LaunchSpec {
                 options: request.options,

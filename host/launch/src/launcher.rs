@@ -8,20 +8,20 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures::stream::BoxStream;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use moat_cluster::{Cluster, ComponentRef, Job};
 use moat_engine::{
-    AgentRun, FieldNames, ParallelTask, PriceTable, Registry, RunOptions, RunRequest,
-    SettingNames, TaskEvent, run_parallel,
+    AgentRun, FieldNames, ParallelTask, PriceTable, Registry, RunOptions, RunRequest, SettingNames,
+    TaskEvent, run_parallel,
 };
-use moat_runs::{NewRun, RecordedLimits, RunId, Runs, RunsError};
+use moat_runs::{NewRun, RecordedLimits, RunFilter, RunId, RunStatus, Runs, RunsError};
 use moat_sandbox::{ChildRunner, RunScope, WasmAdapter};
 use moat_store::{LocalRuns, Recorder};
 use tokio_util::sync::CancellationToken;
 
 use crate::admit::{Admission, Asked, Ceiling, MAX_DEPTH, ParentScope};
-use crate::children::Children;
+use crate::children::{Children, MAX_LIVE_CHILDREN};
 use crate::error::LaunchError;
 use crate::events::{Followed, Launched};
 use crate::recording::Recording;
@@ -230,7 +230,14 @@ impl Launcher {
                 let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
                 let recording = Recording::new(recorder, publisher, spec.abort.clone());
                 let children = Children::new(self, id.clone(), &spec, &admission);
-                Ok(self.here(resolved, spec, admission, Some(id), Some(recording), Some(children)))
+                Ok(self.here(
+                    resolved,
+                    spec,
+                    admission,
+                    Some(id),
+                    Some(recording),
+                    Some(children),
+                ))
             }
             Place::Unrecorded => Ok(self.here(resolved, spec, admission, None, None, None)),
         }
@@ -262,9 +269,9 @@ impl Launcher {
             Some(id) => Some(self.parent_scope(id).await?),
             None => None,
         };
-        let admission = spec
-            .ceiling
-            .admit(&resolved, &spec.options, &spec.asked, parent.as_ref())?;
+        let admission =
+            spec.ceiling
+                .admit(&resolved, &spec.options, &spec.asked, parent.as_ref())?;
         Ok((resolved, admission))
     }
 
@@ -321,10 +328,9 @@ impl Launcher {
                 let bytes = resolved.component_bytes()?.unwrap_or_default();
                 let sha256 = cluster.put_component(&bytes).await?;
                 if sha256 != resolved.sha256() {
-                    return Err(LaunchError::Resolve(crate::ResolveError::Mismatch(format!(
-                        "{} changed while it was read; run again",
-                        resolved.name()
-                    ))));
+                    return Err(LaunchError::Resolve(crate::ResolveError::Mismatch(
+                        format!("{} changed while it was read; run again", resolved.name()),
+                    )));
                 }
                 ComponentRef::Stored { sha256 }
             }
@@ -343,7 +349,8 @@ impl Launcher {
         })
     }
 
-    /// What bounds a child of run `id`: its record, which must be live.
+    /// What bounds a child of run `id`: its record, which must be live
+    /// and have fewer than [`MAX_LIVE_CHILDREN`] live children.
     pub(crate) async fn parent_scope(&self, id: &RunId) -> Result<ParentScope, LaunchError> {
         let runs = self.runs().ok_or_else(|| {
             LaunchError::Refused(crate::Refusal::Nesting(
@@ -356,6 +363,17 @@ impl Launcher {
             .ok_or_else(|| RunsError::NotFound(id.to_string()))?;
         if record.is_terminal() {
             return Err(LaunchError::ParentEnded(id.clone()));
+        }
+        let live = RunFilter {
+            statuses: vec![RunStatus::Pending, RunStatus::Running],
+            parent: Some(id.clone()),
+            limit: Some(MAX_LIVE_CHILDREN),
+            ..RunFilter::default()
+        };
+        if runs.list(&live).await?.len() >= MAX_LIVE_CHILDREN {
+            return Err(LaunchError::Refused(crate::Refusal::Nesting(format!(
+                "{id} has {MAX_LIVE_CHILDREN} live children, the most a run may have at once; wait for one to end"
+            ))));
         }
         // How many runs hang above it, counted as far as the limit.
         let mut depth = 0;

@@ -77,5 +77,5 @@ pub use events::Launched;
 pub use launcher::{AdapterRef, LaunchSpec, Launcher, Place, Prepared};
 pub use limits::{AskedLimits, LimitCeiling, MAX_COUNT, Timeout};
 pub use refusal::{Bound, Refusal};
-pub use resolve::{Resolved, ResolveError, Resolver, Source, catalog};
+pub use resolve::{ResolveError, Resolved, Resolver, Source, catalog};
 pub use worker::JobExecutor;

@@ -137,7 +137,13 @@ pub fn narrow(
         parent.map(|p| (field(&p.limits), Bound::Parent(p.id.clone())))
     };
     Ok(RunLimits {
-        timeout: narrow_timeout(asked.timeout, default_timeout, ceiling, ceiling_bound, parent)?,
+        timeout: narrow_timeout(
+            asked.timeout,
+            default_timeout,
+            ceiling,
+            ceiling_bound,
+            parent,
+        )?,
         fuel: narrow_fuel(asked.fuel, ceiling, ceiling_bound, parent)?,
         max_memory_bytes: narrow_count(
             Setting::MaxMemory,
@@ -251,7 +257,10 @@ fn narrow_count(
         let of_parent = parent.as_ref().map_or(u64::MAX, |(most, _)| *most);
         return Ok(default.min(ceiling).min(of_parent));
     };
-    for (most, bound) in [Some((ceiling, ceiling_bound)), parent].into_iter().flatten() {
+    for (most, bound) in [Some((ceiling, ceiling_bound)), parent]
+        .into_iter()
+        .flatten()
+    {
         if wanted > most {
             return Err(Refusal::Limit {
                 setting,
@@ -327,7 +336,13 @@ mod tests {
             ..AskedLimits::default()
         };
         let refused = narrow(&more_memory, HOUR, &ceiling, "h", Some(&small)).unwrap_err();
-        assert!(matches!(refused, Refusal::Limit { bound: Bound::Parent(_), .. }));
+        assert!(matches!(
+            refused,
+            Refusal::Limit {
+                bound: Bound::Parent(_),
+                ..
+            }
+        ));
         let more_fuel = AskedLimits {
             fuel: Some(5000),
             ..AskedLimits::default()

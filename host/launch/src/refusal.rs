@@ -157,7 +157,9 @@ mod tests {
         };
         assert_eq!(
             limit.message(&FieldNames),
-            format!("the run asks for `limits.fuel` 10, more than its parent {id} holds (5); ask for less")
+            format!(
+                "the run asks for `limits.fuel` 10, more than its parent {id} holds (5); ask for less"
+            )
         );
     }
 }

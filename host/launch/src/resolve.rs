@@ -60,8 +60,9 @@ impl Resolved {
 
     /// How long its runs may take when nobody says.
     pub fn default_timeout(&self) -> Duration {
-        self.profile
-            .map_or(RunLimits::DEFAULT_TIMEOUT, |profile| profile.default_timeout)
+        self.profile.map_or(RunLimits::DEFAULT_TIMEOUT, |profile| {
+            profile.default_timeout
+        })
     }
 
     /// Its component's bytes as they are now, to send elsewhere (a
@@ -77,15 +78,15 @@ impl Resolved {
                 }),
                 Err(error) => Err(error),
             },
-            Source::File(path) => std::fs::read(path).map(Some).map_err(|e| {
-                ResolveError::Load {
+            Source::File(path) => std::fs::read(path)
+                .map(Some)
+                .map_err(|e| ResolveError::Load {
                     adapter: path.display().to_string(),
                     error: LoadError::Read {
                         path: path.clone(),
                         source: e,
                     },
-                }
-            }),
+                }),
         }
     }
 }
@@ -141,7 +142,9 @@ impl ResolveError {
 /// directory).
 pub fn catalog() -> Result<Catalog, ResolveError> {
     Catalog::default_dir().map(Catalog::new).ok_or_else(|| {
-        ResolveError::Installed("no home directory for installed adapters: set MOAT_DATA_DIR".into())
+        ResolveError::Installed(
+            "no home directory for installed adapters: set MOAT_DATA_DIR".into(),
+        )
     })
 }
 
@@ -234,7 +237,11 @@ impl Resolver {
     }
 
     /// The component at `path`, which must have the SHA-256 `sha256`.
-    pub async fn file_with_hash(&self, path: &Path, sha256: &str) -> Result<Resolved, ResolveError> {
+    pub async fn file_with_hash(
+        &self,
+        path: &Path,
+        sha256: &str,
+    ) -> Result<Resolved, ResolveError> {
         let resolved = self.file(path).await?;
         if resolved.sha256() != sha256 {
             return Err(ResolveError::Mismatch(format!(

@@ -33,7 +33,10 @@ pub async fn check_from(runs: &dyn Runs, id: &RunId, from: u64) -> Result<(), Ru
     if from == 0 {
         return Ok(());
     }
-    let ended = runs.get(id).await?.is_some_and(|record| record.is_terminal());
+    let ended = runs
+        .get(id)
+        .await?
+        .is_some_and(|record| record.is_terminal());
     if ended && runs.stored(id, from, 1).await?.is_empty() {
         return Err(RunsError::Invalid(format!(
             "run {id} has ended before event {from}: fromSeq is past its end"

@@ -101,8 +101,12 @@ pub trait Runs: Send + Sync {
 
     /// At most `max` of the run's stored events from number `from` on, in
     /// order, without waiting for more.
-    async fn stored(&self, id: &RunId, from: u64, max: usize)
-    -> Result<Vec<StoredEvent>, RunsError>;
+    async fn stored(
+        &self,
+        id: &RunId,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<StoredEvent>, RunsError>;
 
     /// The run's events from number `from` on: those stored, then the
     /// live ones as they come, each once and in order, until its `done`

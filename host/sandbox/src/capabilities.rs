@@ -51,7 +51,10 @@ pub(crate) fn granted_env(adapter: &str, grants: &Grants) -> Vec<(String, String
 /// Every directory `grants` names, as a handle: the one in `opened` (made
 /// when the run was admitted), else opened now without following a
 /// symlink.
-pub(crate) fn granted_dirs(grants: &Grants, opened: &OpenDirs) -> Result<Vec<OpenDir>, CapabilityError> {
+pub(crate) fn granted_dirs(
+    grants: &Grants,
+    opened: &OpenDirs,
+) -> Result<Vec<OpenDir>, CapabilityError> {
     let mut dirs: Vec<OpenDir> = Vec::new();
     for path in grants.read.iter().chain(&grants.write) {
         if dirs.iter().any(|dir| dir.path() == path) {

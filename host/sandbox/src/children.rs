@@ -3,7 +3,7 @@
 //!
 //! The sandbox knows how a guest asks for a child and waits on it; it does
 //! not know where runs are recorded, how adapters are found or what a
-//! parent may grant. The layer that starts runs (`moat serve`) implements
+//! parent may grant. The layer that starts runs (moat-launch) implements
 //! [`ChildRuns`] for each run and puts it in the run's
 //! [`RunScope`](crate::RunScope); a run without one is refused every child.
 

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use moat_engine::SettingNames;
 use moat_launch::{
-    AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, ResolveError,
-    Resolved, Timeout,
+    AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, Refusal,
+    ResolveError, Resolved, Timeout,
 };
 use moat_runs::{EventStream, RunFilter, RunId, RunRecord, RunStatus, Runs, RunsError};
 
@@ -83,6 +83,11 @@ impl Server {
         match error {
             LaunchError::Resolve(error @ ResolveError::Unknown { .. }) => {
                 Failure::not_found(error.to_string())
+            }
+            // Too deep or too many at once: a limit reached, not more
+            // asked than allowed.
+            LaunchError::Refused(refusal @ Refusal::Nesting(_)) => {
+                Failure::new(Code::RunFailed, refusal.message(self.names.as_ref()))
             }
             LaunchError::Refused(refusal) => Failure::new(
                 Code::BoundaryViolation,

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use futures::StreamExt;
 use moat_engine::{AgentEvent, EventPayload, Registry, RunRequest, run_agent};
-use moat_sandbox::{RunScope, Sandbox, SandboxConfig};
 use moat_runs::{FailReason, NewRun};
+use moat_sandbox::{RunScope, Sandbox, SandboxConfig};
 use moat_store::{Recorder, Store};
 use moat_testkit::native::NativeFlood;
 

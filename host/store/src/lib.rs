@@ -54,7 +54,8 @@ use std::time::Duration;
 
 use moat_engine::AgentEvent;
 use moat_runs::{
-    FailReason, NewRun, Outcome, RecordedLimits, RunFilter, RunId, RunRecord, RunStatus, StoredEvent,
+    FailReason, NewRun, Outcome, RecordedLimits, RunFilter, RunId, RunRecord, RunStatus,
+    StoredEvent,
 };
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
@@ -356,7 +357,10 @@ impl Store {
                 Err(StoreError::Ambiguous {
                     prefix: text.to_owned(),
                     count: count as usize,
-                    candidates: candidates.iter().filter_map(|id| RunId::parse(id)).collect(),
+                    candidates: candidates
+                        .iter()
+                        .filter_map(|id| RunId::parse(id))
+                        .collect(),
                 })
             }
         }
@@ -365,11 +369,10 @@ impl Store {
     /// Runs as `filter` says, newest first.
     pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, StoreError> {
         let conn = self.conn();
-        // Every parameter is bound; a filter left out matches any value.
-        let mut conditions = vec![
-            "(?2 IS NULL OR adapter = ?2)".to_owned(),
-            "(?3 IS NULL OR parent_id = ?3)".to_owned(),
-        ];
+        // Only the filters given, so SQLite can use the indexes (by
+        // status, by parent) for them.
+        let mut conditions = Vec::new();
+        let mut values: Vec<(&str, &dyn rusqlite::ToSql)> = Vec::new();
         if !filter.statuses.is_empty() {
             // The statuses' own names: nothing a caller typed.
             let quoted: Vec<String> = filter
@@ -379,20 +382,27 @@ impl Store {
                 .collect();
             conditions.push(format!("status IN ({})", quoted.join(", ")));
         }
-        let condition = format!("WHERE {}", conditions.join(" AND "));
+        if let Some(adapter) = &filter.adapter {
+            conditions.push("adapter = :adapter".to_owned());
+            values.push((":adapter", adapter));
+        }
+        let parent = filter.parent.as_ref().map(RunId::as_str);
+        if let Some(parent) = &parent {
+            conditions.push("parent_id = :parent".to_owned());
+            values.push((":parent", parent));
+        }
+        let condition = if conditions.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conditions.join(" AND "))
+        };
         let limit = filter.limit.map_or(-1, |n| n as i64);
+        values.push((":limit", &limit));
         let mut query = conn.prepare(&format!(
-            "SELECT {COLUMNS} FROM runs {condition} ORDER BY id DESC LIMIT ?1"
+            "SELECT {COLUMNS} FROM runs {condition} ORDER BY id DESC LIMIT :limit"
         ))?;
         let records = query
-            .query_map(
-                params![
-                    limit,
-                    filter.adapter.as_deref(),
-                    filter.parent.as_ref().map(RunId::as_str)
-                ],
-                record,
-            )?
+            .query_map(values.as_slice(), record)?
             .collect::<Result<_, _>>()?;
         Ok(records)
     }

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use moat_runs::{
-    EventStream, RunFilter, RunId, RunRecord, Runs, RunsError, StoredEvent,
-};
+use moat_runs::{EventStream, RunFilter, RunId, RunRecord, Runs, RunsError, StoredEvent};
 use tokio::sync::broadcast;
 
 use crate::live::{LiveRuns, Publisher};
@@ -147,13 +145,17 @@ impl Runs for LocalRuns {
             next: from,
             page: VecDeque::new(),
             live,
+            listening: false,
+            flushed: false,
             over: false,
         };
-        Ok(futures::stream::unfold(follower, |mut follower| async move {
-            let item = follower.next().await?;
-            Some((item, follower))
-        })
-        .boxed())
+        Ok(
+            futures::stream::unfold(follower, |mut follower| async move {
+                let item = follower.next().await?;
+                Some((item, follower))
+            })
+            .boxed(),
+        )
     }
 
     async fn wait(&self, id: &RunId) -> Result<RunRecord, RunsError> {
@@ -181,12 +183,20 @@ struct Follower {
     page: VecDeque<StoredEvent>,
     /// The run's live events, while it is live here.
     live: Option<broadcast::Receiver<StoredEvent>>,
+    /// The store had nothing more: events come live now.
+    listening: bool,
+    /// The store was flushed since the follower started reading it.
+    flushed: bool,
     /// The `done` (or the run's end) was reached.
     over: bool,
 }
 
 impl Follower {
     /// The next event; `None` once the run's `done` is handed out.
+    ///
+    /// The store is read until it has nothing more; from then on the live
+    /// events are handed out as they come (the store is not read again
+    /// per event), until the run ends and the rest is in the store.
     async fn next(&mut self) -> Option<Result<StoredEvent, RunsError>> {
         if self.over {
             return None;
@@ -195,15 +205,30 @@ impl Follower {
             if let Some(event) = self.page.pop_front() {
                 return Some(Ok(self.hand_out(event)));
             }
-            match self.runs.stored(&self.id, self.next, REPLAY_PAGE).await {
-                Ok(page) if !page.is_empty() => {
-                    self.page = page.into();
-                    continue;
+            if !self.listening {
+                // What this process queued for the store before it was
+                // listening is readable after one flush; what it records
+                // from now on comes live (so the store is read ahead of
+                // the live events only once, not per page).
+                if !self.flushed {
+                    let _ = self.runs.store.flush();
+                    self.flushed = true;
                 }
-                Ok(_) => {}
-                Err(error) => {
-                    self.over = true;
-                    return Some(Err(error));
+                let page = self
+                    .runs
+                    .store
+                    .event_lines(&self.id, self.next, REPLAY_PAGE)
+                    .map_err(runs_error);
+                match page {
+                    Ok(page) if !page.is_empty() => {
+                        self.page = page.into();
+                        continue;
+                    }
+                    Ok(_) => self.listening = self.live.is_some(),
+                    Err(error) => {
+                        self.over = true;
+                        return Some(Err(error));
+                    }
                 }
             }
             match self.live.as_mut() {
@@ -215,7 +240,11 @@ impl Follower {
                         return Some(Err(RunsError::Lagged { next: self.next }));
                     }
                     // The run ended: whatever is left is in the store.
-                    Err(broadcast::error::RecvError::Closed) => self.live = None,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        self.live = None;
+                        self.listening = false;
+                        self.flushed = false;
+                    }
                 },
                 None => {
                     // Another moat's run: its events arrive through the

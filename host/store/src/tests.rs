@@ -575,7 +575,12 @@ fn runs_are_listed_by_adapter_and_parent_and_keep_their_trust_and_limits() {
         })
         .unwrap();
     let ids = |filter: RunFilter| -> Vec<RunId> {
-        store.list(&filter).unwrap().into_iter().map(|r| r.id).collect()
+        store
+            .list(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
     };
     assert_eq!(
         ids(RunFilter {

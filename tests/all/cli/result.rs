@@ -343,7 +343,7 @@ fn mcp_config_reaches_claude_code_when_its_programs_are_granted_and_is_refused_o
     let message = stderr(&ungranted);
     assert!(
         message.contains("MCP server files runs mcp-server-filesystem")
-            && message.contains("--allow-run mcp-server-filesystem"),
+            && message.contains("--allow-run=mcp-server-filesystem"),
         "{message}"
     );
     assert_eq!(message.trim().lines().count(), 1, "{message}");

@@ -1261,7 +1261,7 @@ fn no_contain_gives_granted_programs_the_users_rights_and_inspect_says_so() {
 }
 
 #[test]
-fn a_component_run_by_moat_run_is_refused_child_runs_with_the_reason() {
+fn a_component_run_recorded_nowhere_is_refused_child_runs_with_the_reason() {
     let output = moat()
         .args(["run", "fanout", "hi", "--no-store", "--output", "json"])
         .args(["--extra", r#"{"agents": [{"adapter": "echo"}]}"#])
@@ -1274,7 +1274,7 @@ fn a_component_run_by_moat_run_is_refused_child_runs_with_the_reason() {
         result["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("moat serve"),
+            .contains("recorded nowhere"),
         "{result}"
     );
 }

@@ -321,9 +321,10 @@ fn a_child_run_ends_with_parent_ended_when_its_parent_ends_and_its_moat_stops_it
     assert_eq!(dones(&stored), [DoneStatus::Interrupted]);
     assert!(stored.last().unwrap().is_done());
 
-    // A child of a run that has ended is refused in one line.
+    // A child of a run that has ended is refused in one line, as the
+    // user's mistake (exit 2), like a parent that does not exist.
     let late = scratch.run(&["run", "echo", "hi", "--parent", &parent]);
-    assert_eq!(late.status.code(), Some(1));
+    assert_eq!(late.status.code(), Some(2));
     let message = stderr(&late);
     assert!(message.contains("has ended"), "{message}");
     assert_eq!(message.trim().lines().count(), 1, "{message}");

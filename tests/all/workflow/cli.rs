@@ -261,7 +261,7 @@ net = ["api.example.com"]
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     let message = stderr(&refused);
     assert!(
-        message.contains("task fetch: its grants go beyond the workflow's"),
+        message.contains("task fetch: the run asks for more than the workflow allows"),
         "{message}"
     );
     assert!(message.contains("api.example.com"), "{message}");

@@ -118,10 +118,9 @@ async fn load_adapters(
             .resolve(&task.adapter)
             .await
             .map_err(wiring::resolve_error)?;
-        if let Some((other, _)) = loaded
-            .iter()
-            .find(|(_, other)| other.name() == resolved.name() && other.sha256() != resolved.sha256())
-        {
+        if let Some((other, _)) = loaded.iter().find(|(_, other)| {
+            other.name() == resolved.name() && other.sha256() != resolved.sha256()
+        }) {
             return Err(UsageError(format!(
                 "{} and {other} are both adapters named `{}`; run them separately",
                 task.adapter,

@@ -99,7 +99,11 @@ pub async fn show(globals: &Globals, args: &ShowArgs) -> anyhow::Result<ExitCode
 }
 
 /// `moat show`'s view of `run` and, once it ended, its `result`.
-fn print_show(run: &RunRecord, result: Option<EngineResult>, json: bool) -> anyhow::Result<ExitCode> {
+fn print_show(
+    run: &RunRecord,
+    result: Option<EngineResult>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let mut value = run.to_json();
     value["result"] = serde_json::to_value(&result)?;
     if json {
@@ -279,8 +283,22 @@ fn grants_shown(grants: &moat_grants::Grants) -> String {
         }
     };
     part("net", grants.net.iter().map(ToString::to_string).collect());
-    part("read", grants.read.iter().map(|d| d.display().to_string()).collect());
-    part("write", grants.write.iter().map(|d| d.display().to_string()).collect());
+    part(
+        "read",
+        grants
+            .read
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect(),
+    );
+    part(
+        "write",
+        grants
+            .write
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect(),
+    );
     part("env", grants.env.clone());
     part("run", grants.run.clone());
     safe::text(&parts.join("; ")).into_owned()
@@ -288,11 +306,17 @@ fn grants_shown(grants: &moat_grants::Grants) -> String {
 
 /// A run's limits in one line.
 fn limits_shown(limits: &moat_runs::RecordedLimits) -> String {
-    let memory = bytesize::ByteSize::b(limits.max_memory_bytes).display().iec();
-    let events = bytesize::ByteSize::b(limits.max_event_bytes).display().iec();
+    let memory = bytesize::ByteSize::b(limits.max_memory_bytes)
+        .display()
+        .iec();
+    let events = bytesize::ByteSize::b(limits.max_event_bytes)
+        .display()
+        .iec();
     format!(
         "memory {memory}, fuel {}, events {events}, connections {}, files {}",
-        limits.fuel.map_or_else(|| "unlimited".to_owned(), |f| f.to_string()),
+        limits
+            .fuel
+            .map_or_else(|| "unlimited".to_owned(), |f| f.to_string()),
         limits.max_connections,
         limits.max_open_files
     )

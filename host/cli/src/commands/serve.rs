@@ -14,13 +14,17 @@ use moat_serve::{ServeConfig, Server};
 
 use crate::args::ServeArgs;
 use crate::names::FlagNames;
-use crate::{Globals, UsageError, wiring};
+use crate::{Globals, wiring};
 
 /// How long live runs get to end with their `done` when the server stops,
 /// before they are stopped at once.
 const STOP_PATIENCE: Duration = Duration::from_secs(5);
 
-pub async fn serve(globals: &Globals, sandbox: Sandbox, args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub async fn serve(
+    globals: &Globals,
+    sandbox: Sandbox,
+    args: ServeArgs,
+) -> anyhow::Result<ExitCode> {
     let place = wiring::place(globals, "moat serve", false).await?;
     let ceiling = args.grants.ceiling(
         "this server",
@@ -47,7 +51,7 @@ pub async fn serve(globals: &Globals, sandbox: Sandbox, args: ServeArgs) -> anyh
             })
         }
         Some(path) => {
-            let listener = moat_serve::listen(path).map_err(|e| UsageError(e.to_string()))?;
+            let listener = moat_serve::listen(path)?;
             tracing::info!(socket = %path.display(), "serving");
             tokio::spawn(moat_serve::accept(server.clone(), listener))
         }
@@ -87,4 +91,3 @@ async fn stop_on_signals(server: Arc<Server>) {
     next().await;
     moat_sandbox::stop_all_runs();
 }
-

@@ -18,11 +18,11 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use moat_grants::OpenDir;
 use landlock::{
     ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
     Scope,
 };
+use moat_grants::OpenDir;
 
 /// The newest Landlock ABI whose rights moat asks for; older kernels get
 /// what they support (best effort), newer ones nothing more.

@@ -24,7 +24,7 @@ impl Host for RunState {
     ) -> wasmtime::Result<Result<Resource<ChildHandle>, RunError>> {
         let Some(runner) = self.children.clone() else {
             return Ok(Err(RunError::Denied(
-                "this run cannot start child runs: nested runs are available to the runs of `moat serve`".into(),
+                "this run cannot start child runs: whoever started it allows none (a run recorded nowhere has no children)".into(),
             )));
         };
         let request = match checked(request) {
