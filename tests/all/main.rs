@@ -15,6 +15,7 @@ mod contract_packages;
 mod echo;
 mod engine;
 mod gemini;
+mod launch;
 mod limits;
 mod llm_agent;
 mod loading;
