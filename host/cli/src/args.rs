@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use moat_engine::{McpServers, PriceTable, RunLimits, RunOptions};
 use moat_grants::{Grants, NetRule, Policy, TrustLevel, canonical_dir, names};
-use moat_launch::{Asked, AskedLimits, Ceiling, LimitCeiling, Timeout};
+use moat_launch::{Asked, AskedLimits, Ceiling, Timeout};
 use moat_runs::RunStatus;
 use moat_sandbox::MAX_MEMORY_CEILING;
 
@@ -491,6 +491,15 @@ pub struct CeilingFlags {
     pub limits: LimitCeilingFlags,
 }
 
+impl CeilingFlags {
+    /// The ceiling held by `holder` that these flags and `grants` set: no
+    /// trust presets (a server or worker has no working directory of its
+    /// runs').
+    pub fn ceiling(&self, holder: &str, grants: &GrantFlags) -> Ceiling {
+        grants.ceiling(holder, self.trust, None, &[], self.limits.ceiling())
+    }
+}
+
 /// The most of each limit a run may have; what a run does not ask for is
 /// its default, lowered to fit.
 #[derive(Debug, Clone, Default, Args)]
@@ -516,11 +525,11 @@ pub struct LimitCeilingFlags {
 }
 
 impl LimitCeilingFlags {
-    /// The ceiling these flags set: a host's shared defaults where they
-    /// say nothing.
-    pub fn ceiling(&self) -> LimitCeiling {
-        let host = LimitCeiling::shared_host();
-        LimitCeiling {
+    /// The most of each limit these flags set: a host's shared defaults
+    /// where they say nothing.
+    pub fn ceiling(&self) -> RunLimits {
+        let host = moat_launch::limits::shared_host();
+        RunLimits {
             timeout: self.timeout,
             fuel: self.fuel,
             max_memory_bytes: self.max_memory.unwrap_or(host.max_memory_bytes),
@@ -675,7 +684,7 @@ impl GrantFlags {
         trust: TrustLevel,
         cwd: Option<&str>,
         directories: &[String],
-        limits: LimitCeiling,
+        limits: RunLimits,
     ) -> Ceiling {
         Ceiling {
             holder: holder.to_owned(),
@@ -739,7 +748,7 @@ impl RunFlags {
             self.trust,
             self.cwd.as_deref(),
             &self.add_dirs,
-            LimitCeiling::unbounded(),
+            moat_launch::limits::unbounded(),
         )
     }
 

@@ -12,7 +12,7 @@ use moat_grants::{GrantSources, Grants, OpenDirs, Policy, TrustLevel, canonical_
 use moat_runs::{RecordedLimits, RunId, RunRecord};
 use moat_sandbox::Confinement;
 
-use crate::limits::{AskedLimits, LimitCeiling, ParentLimits, narrow};
+use crate::limits::{self, AskedLimits, ParentLimits, narrow};
 use crate::refusal::{Bound, Refusal};
 use crate::resolve::Resolved;
 
@@ -43,8 +43,8 @@ pub struct Ceiling {
     pub cwd: Option<PathBuf>,
     /// The further directories the trust presets apply to.
     pub directories: Vec<PathBuf>,
-    /// The most of each limit.
-    pub limits: LimitCeiling,
+    /// The most of each limit (a `None` timeout or fuel: no ceiling).
+    pub limits: RunLimits,
 }
 
 impl Ceiling {
@@ -60,7 +60,7 @@ impl Ceiling {
             trust: TrustLevel::Sandbox,
             cwd: None,
             directories: Vec::new(),
-            limits: LimitCeiling::shared_host(),
+            limits: limits::shared_host(),
         }
     }
 
@@ -256,22 +256,9 @@ impl ParentScope {
             limits: self
                 .limits
                 .clone()
-                .unwrap_or_else(|| RecordedLimits::of(&unbounded_limits())),
+                // A parent that recorded none (a workflow's record) bounds nothing.
+                .unwrap_or_else(|| RecordedLimits::of(&limits::unbounded())),
         }
-    }
-}
-
-/// Limits that bound nothing: those of a parent that recorded none (a
-/// workflow's record).
-fn unbounded_limits() -> RunLimits {
-    let most = LimitCeiling::unbounded();
-    RunLimits {
-        timeout: None,
-        fuel: None,
-        max_memory_bytes: most.max_memory_bytes,
-        max_event_bytes: most.max_event_bytes,
-        max_connections: most.max_connections,
-        max_open_files: most.max_open_files,
     }
 }
 

@@ -75,7 +75,7 @@ pub use children::MAX_LIVE_CHILDREN;
 pub use error::LaunchError;
 pub use events::Launched;
 pub use launcher::{AdapterRef, LaunchSpec, Launcher, Place, Prepared};
-pub use limits::{AskedLimits, LimitCeiling, MAX_COUNT, Timeout};
+pub use limits::{AskedLimits, MAX_COUNT, Timeout};
 pub use refusal::{Bound, Refusal};
 pub use resolve::{ResolveError, Resolved, Resolver, Source, catalog};
 pub use worker::JobExecutor;

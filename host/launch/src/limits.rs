@@ -23,52 +23,32 @@ pub enum Timeout {
     Never,
 }
 
-/// The most of each limit runs admitted under a ceiling may have.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LimitCeiling {
-    /// The longest a run may take; `None`: no ceiling (a run may ask for
-    /// no limit).
-    pub timeout: Option<Duration>,
-    /// The most fuel; `None`: no ceiling (unlimited fuel may be asked).
-    pub fuel: Option<u64>,
-    /// The largest memory cap.
-    pub max_memory_bytes: u64,
-    /// The largest event.
-    pub max_event_bytes: usize,
-    /// The most open connections.
-    pub max_connections: usize,
-    /// The most open files.
-    pub max_open_files: usize,
+/// The most of each limit a run may have anywhere, whatever a ceiling
+/// says (the flags refuse more, and so does every admission): for a
+/// command whose own flags are the run's limits (`moat run`). A ceiling's
+/// limits are [`RunLimits`] read as "the most": a `None` timeout or fuel
+/// sets no ceiling.
+pub fn unbounded() -> RunLimits {
+    RunLimits {
+        timeout: None,
+        fuel: None,
+        max_memory_bytes: MAX_MEMORY_CEILING,
+        max_event_bytes: MAX_COUNT * 1024 * 1024,
+        max_connections: MAX_COUNT,
+        max_open_files: MAX_COUNT,
+    }
 }
 
-impl LimitCeiling {
-    /// Only what no run may pass anyway: for a command whose own flags are
-    /// the run's limits (`moat run`).
-    pub fn unbounded() -> Self {
-        Self {
-            timeout: None,
-            fuel: None,
-            max_memory_bytes: MAX_MEMORY_CEILING,
-            max_event_bytes: MAX_COUNT * 1024 * 1024,
-            max_connections: MAX_COUNT,
-            max_open_files: MAX_COUNT,
-        }
-    }
-
-    /// What a server or worker allows when its operator says nothing:
-    /// any time and fuel, the largest memory cap, and the defaults of the
-    /// limits on what the host shares (connections, files, event size),
-    /// so a request cannot take the host's descriptors.
-    pub fn shared_host() -> Self {
-        let defaults = RunLimits::default();
-        Self {
-            timeout: None,
-            fuel: None,
-            max_memory_bytes: MAX_MEMORY_CEILING,
-            max_event_bytes: defaults.max_event_bytes,
-            max_connections: defaults.max_connections,
-            max_open_files: defaults.max_open_files,
-        }
+/// What a server or worker allows when its operator says nothing: any
+/// time and fuel, the largest memory cap, and the defaults of the limits
+/// on what the host shares (connections, files, event size), so a request
+/// cannot take the host's descriptors.
+pub fn shared_host() -> RunLimits {
+    RunLimits {
+        timeout: None,
+        fuel: None,
+        max_memory_bytes: MAX_MEMORY_CEILING,
+        ..RunLimits::default()
     }
 }
 
@@ -119,7 +99,8 @@ pub struct ParentLimits {
 }
 
 /// The limits of a run asking `asked` of an adapter whose runs take
-/// `default_timeout` unless told, under `ceiling` and `parent`.
+/// `default_timeout` unless told, under `ceiling` (the most of each limit,
+/// held by `holder`) and `parent`.
 ///
 /// Asking for more than the ceiling or the parent allows is refused,
 /// except time: a child's timeout is cut to what its parent has left (the
@@ -127,55 +108,59 @@ pub struct ParentLimits {
 pub fn narrow(
     asked: &AskedLimits,
     default_timeout: Duration,
-    ceiling: &LimitCeiling,
+    ceiling: &RunLimits,
     holder: &str,
     parent: Option<&ParentLimits>,
 ) -> Result<RunLimits, Refusal> {
     let ceiling_bound = || Bound::Ceiling(holder.to_owned());
     let defaults = RunLimits::default();
-    let of_parent = |field: fn(&RecordedLimits) -> u64| {
-        parent.map(|p| (field(&p.limits), Bound::Parent(p.id.clone())))
+    // One count: asked (or the default), within the ceiling's and the
+    // parent's.
+    let count = |setting,
+                 asked: Option<u64>,
+                 default: u64,
+                 most: u64,
+                 of_parent: fn(&RecordedLimits) -> u64| {
+        let parent = parent.map(|p| (of_parent(&p.limits), Bound::Parent(p.id.clone())));
+        narrow_count(setting, asked, default, (most, ceiling_bound()), parent)
     };
+    let size = |n: usize| n as u64;
     Ok(RunLimits {
         timeout: narrow_timeout(
             asked.timeout,
             default_timeout,
-            ceiling,
+            ceiling.timeout,
             ceiling_bound,
             parent,
         )?,
-        fuel: narrow_fuel(asked.fuel, ceiling, ceiling_bound, parent)?,
-        max_memory_bytes: narrow_count(
+        fuel: narrow_fuel(asked.fuel, ceiling.fuel, ceiling_bound, parent)?,
+        max_memory_bytes: count(
             Setting::MaxMemory,
             asked.max_memory_bytes,
             defaults.max_memory_bytes,
             ceiling.max_memory_bytes,
-            ceiling_bound(),
-            of_parent(|p| p.max_memory_bytes),
+            |p| p.max_memory_bytes,
         )?,
-        max_event_bytes: narrow_count(
+        max_event_bytes: count(
             Setting::MaxEventSize,
-            asked.max_event_bytes.map(|b| b as u64),
-            defaults.max_event_bytes as u64,
-            ceiling.max_event_bytes as u64,
-            ceiling_bound(),
-            of_parent(|p| p.max_event_bytes),
+            asked.max_event_bytes.map(size),
+            size(defaults.max_event_bytes),
+            size(ceiling.max_event_bytes),
+            |p| p.max_event_bytes,
         )? as usize,
-        max_connections: narrow_count(
+        max_connections: count(
             Setting::MaxConnections,
-            asked.max_connections.map(|n| n as u64),
-            defaults.max_connections as u64,
-            ceiling.max_connections as u64,
-            ceiling_bound(),
-            of_parent(|p| p.max_connections),
+            asked.max_connections.map(size),
+            size(defaults.max_connections),
+            size(ceiling.max_connections),
+            |p| p.max_connections,
         )? as usize,
-        max_open_files: narrow_count(
+        max_open_files: count(
             Setting::MaxOpenFiles,
-            asked.max_open_files.map(|n| n as u64),
-            defaults.max_open_files as u64,
-            ceiling.max_open_files as u64,
-            ceiling_bound(),
-            of_parent(|p| p.max_open_files),
+            asked.max_open_files.map(size),
+            size(defaults.max_open_files),
+            size(ceiling.max_open_files),
+            |p| p.max_open_files,
         )? as usize,
     })
 }
@@ -183,19 +168,19 @@ pub fn narrow(
 fn narrow_timeout(
     asked: Option<Timeout>,
     default_timeout: Duration,
-    ceiling: &LimitCeiling,
+    ceiling: Option<Duration>,
     ceiling_bound: impl Fn() -> Bound,
     parent: Option<&ParentLimits>,
 ) -> Result<Option<Duration>, Refusal> {
     let wanted = match asked {
         Some(Timeout::After(after)) => Some(after),
         Some(Timeout::Never) => None,
-        None => Some(match ceiling.timeout {
+        None => Some(match ceiling {
             Some(most) => default_timeout.min(most),
             None => default_timeout,
         }),
     };
-    if let Some(most) = ceiling.timeout
+    if let Some(most) = ceiling
         && wanted.is_none_or(|wanted| wanted > most)
     {
         return Err(Refusal::Limit {
@@ -214,12 +199,12 @@ fn narrow_timeout(
 
 fn narrow_fuel(
     asked: Option<u64>,
-    ceiling: &LimitCeiling,
+    ceiling: Option<u64>,
     ceiling_bound: impl Fn() -> Bound,
     parent: Option<&ParentLimits>,
 ) -> Result<Option<u64>, Refusal> {
     let bounds = [
-        (ceiling.fuel, ceiling_bound()),
+        (ceiling, ceiling_bound()),
         (
             parent.and_then(|p| p.limits.fuel),
             parent.map_or_else(&ceiling_bound, |p| Bound::Parent(p.id.clone())),
@@ -249,18 +234,14 @@ fn narrow_count(
     setting: Setting,
     asked: Option<u64>,
     default: u64,
-    ceiling: u64,
-    ceiling_bound: Bound,
+    ceiling: (u64, Bound),
     parent: Option<(u64, Bound)>,
 ) -> Result<u64, Refusal> {
     let Some(wanted) = asked else {
         let of_parent = parent.as_ref().map_or(u64::MAX, |(most, _)| *most);
-        return Ok(default.min(ceiling).min(of_parent));
+        return Ok(default.min(ceiling.0).min(of_parent));
     };
-    for (most, bound) in [Some((ceiling, ceiling_bound)), parent]
-        .into_iter()
-        .flatten()
-    {
+    for (most, bound) in [Some(ceiling), parent].into_iter().flatten() {
         if wanted > most {
             return Err(Refusal::Limit {
                 setting,
@@ -294,9 +275,9 @@ mod tests {
     #[test]
     fn what_is_not_asked_is_the_default_lowered_to_fit() {
         let mib = 1024 * 1024;
-        let ceiling = LimitCeiling {
+        let ceiling = RunLimits {
             max_open_files: 32,
-            ..LimitCeiling::shared_host()
+            ..shared_host()
         };
         let limits = narrow(&AskedLimits::default(), HOUR, &ceiling, "h", None).unwrap();
         assert_eq!(limits.max_open_files, 32);
@@ -313,7 +294,7 @@ mod tests {
     #[test]
     fn asking_beyond_the_ceiling_or_the_parent_is_refused_and_says_which() {
         let mib = 1024 * 1024;
-        let ceiling = LimitCeiling::shared_host();
+        let ceiling = shared_host();
         let many_files = AskedLimits {
             max_open_files: Some(10_000_000),
             ..AskedLimits::default()
@@ -359,9 +340,9 @@ mod tests {
 
     #[test]
     fn no_timeout_is_refused_under_a_ceiling_with_one() {
-        let ceiling = LimitCeiling {
+        let ceiling = RunLimits {
             timeout: Some(Duration::from_secs(60)),
-            ..LimitCeiling::shared_host()
+            ..shared_host()
         };
         let never = AskedLimits {
             timeout: Some(Timeout::Never),

@@ -30,7 +30,7 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
         args.trust,
         args.cwd.as_deref(),
         &args.add_dirs,
-        moat_launch::LimitCeiling::unbounded(),
+        moat_launch::limits::unbounded(),
     );
     let sources = ceiling
         .sources(&resolved)

@@ -26,13 +26,7 @@ pub async fn serve(
     args: ServeArgs,
 ) -> anyhow::Result<ExitCode> {
     let place = wiring::place(globals, "moat serve", false).await?;
-    let ceiling = args.grants.ceiling(
-        "this server",
-        args.most.trust,
-        None,
-        &[],
-        args.most.limits.ceiling(),
-    );
+    let ceiling = args.most.ceiling("this server", &args.grants);
     let server = Server::new(ServeConfig {
         launcher: wiring::launcher(&sandbox, place),
         ceiling: Arc::new(ceiling),

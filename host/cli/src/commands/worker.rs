@@ -36,13 +36,7 @@ pub async fn worker(
     };
     // What `moat run` with this worker's flags would give an adapter is
     // the most any job gets; the runs its jobs start go to the cluster.
-    let ceiling = args.grants.ceiling(
-        "this worker",
-        args.most.trust,
-        None,
-        &[],
-        args.most.limits.ceiling(),
-    );
+    let ceiling = args.most.ceiling("this worker", &args.grants);
     let launcher = wiring::launcher(&sandbox, Place::Cluster(cluster.clone()));
     let executor = Arc::new(JobExecutor::new(
         launcher,
