@@ -67,12 +67,26 @@ async def test_get_list_adapters_and_inspect(spawn: Spawn) -> None:
     assert [r["id"] for r in runs] == [second, first], "newest first"
     assert [r["id"] for r in await client.list(limit=1)] == [second]
     assert await client.list(status=["pending", "running"]) == []
+    # Each record says what its run was admitted with.
+    assert record["trust"] == "sandbox"
+    assert record["limits"]["maxMemoryBytes"] > 0
 
     names = [a["name"] for a in await client.adapters()]
     assert "echo" in names
     echo = await client.inspect("echo")
     assert echo["name"] == "echo" and echo["builtIn"] is True
     assert echo["allowed"]["env"] == ["HOME"]
+
+
+async def test_a_components_children_are_listed_by_their_parent(client: MoatClient) -> None:
+    agents = [{"adapter": "echo", "prompt": "one"}, {"adapter": "echo", "prompt": "two"}]
+    fanout = await client.run("fanout", "x", options={"extra": {"agents": agents}})
+    result = await within(client.await_run(fanout))
+    assert result["status"] == "success", result
+    children = await client.list(parent=fanout)
+    assert sorted(r["prompt"] for r in children) == ["one", "two"]
+    assert all(r["parent"] == fanout for r in children)
+    assert [r["id"] for r in await client.list(adapter="fanout")] == [fanout]
 
 
 async def test_errors_carry_the_protocol_codes(client: MoatClient) -> None:

@@ -54,6 +54,10 @@ export interface ExitStatus {
 /** Options of {@link MoatClient.list}. */
 export interface ListOptions {
   status?: RunStatus[];
+  /** Only runs of this adapter. */
+  adapter?: string;
+  /** Only the children of this run (an id or a prefix). */
+  parent?: string;
   limit?: number;
 }
 
@@ -257,7 +261,8 @@ export class MoatClient extends EventEmitter implements StreamHost {
 
   /** Run records, newest first. */
   async list(options: ListOptions = {}): Promise<RunRecord[]> {
-    const result = await this.request<{ runs: RunRecord[] }>('list', { status: options.status, limit: options.limit });
+    const { status, adapter, parent, limit } = options;
+    const result = await this.request<{ runs: RunRecord[] }>('list', { status, adapter, parent, limit });
     return result.runs;
   }
 

@@ -222,13 +222,20 @@ export interface RunRecord {
   options: { [K in keyof RunOptions]-?: RunOptions[K] | null } & JsonObject;
   /** The effective grants. */
   grants: Required<Grants>;
+  /** The effective trust level (null for a workflow's own record). */
+  trust?: Trust | null;
+  /** The effective limits (null for a workflow's own record). */
   limits: {
     timeoutMs: number | null;
     fuel: number | null;
     maxMemoryBytes: number | null;
     maxEventBytes: number | null;
+    maxConnections?: number | null;
+    maxOpenFiles?: number | null;
     [key: string]: unknown;
-  };
+  } | null;
+  /** The cluster worker that runs (or ran) it. */
+  worker?: string | null;
   timeoutMs?: number | null;
   ownerPid?: number | null;
   createdMs: number;

@@ -44,6 +44,9 @@ test('get and list show the records; adapters and inspect describe echo', async 
   );
   assert.equal((await client.list({ limit: 1 })).length, 1);
   assert.deepEqual(await client.list({ status: ['running'] }), []);
+  // Each record says what its run was admitted with.
+  assert.equal(record.trust, 'sandbox');
+  assert.ok(record.limits.maxMemoryBytes > 0);
 
   const adapters = await client.adapters();
   const echo = adapters.find((a) => a.name === 'echo');
@@ -53,6 +56,21 @@ test('get and list show the records; adapters and inspect describe echo', async 
   assert.equal(inspected.name, 'echo');
   assert.match(inspected.contract, /^moat:adapter@/);
   assert.deepEqual(inspected.allowed.env, []);
+});
+
+test("a component's children are listed by their parent", async (t) => {
+  const { client } = await stdioServer(t);
+  const agents = [
+    { adapter: 'echo', prompt: 'one' },
+    { adapter: 'echo', prompt: 'two' },
+  ];
+  const fanout = await client.run('fanout', 'x', { options: { extra: { agents } } });
+  const result = await client.awaitRun(fanout);
+  assert.equal(result.status, 'success');
+  const children = await client.list({ parent: fanout });
+  assert.deepEqual(children.map((r) => r.prompt).sort(), ['one', 'two']);
+  assert.ok(children.every((r) => r.parent === fanout));
+  assert.deepEqual((await client.list({ adapter: 'fanout' })).map((r) => r.id), [fanout]);
 });
 
 test('errors carry the protocol codes', async (t) => {

@@ -25,7 +25,7 @@ export async function consumer(): Promise<void> {
   const result: EngineResult = await client.awaitRun(id);
   const status: 'success' | 'error' | 'interrupted' | 'max_turns' | 'max_budget' = result.status;
   const record: RunRecord = await client.get(id);
-  const records: RunRecord[] = await client.list({ status: ['completed'], limit: 1 });
+  const records: RunRecord[] = await client.list({ status: ['completed'], adapter: 'echo', parent: id, limit: 1 });
   const raw: unknown = await client.request('get', { run: 7 });
   await client.cancel(id);
   void [results, status, record, records, raw];

@@ -65,6 +65,9 @@ impl Recording {
             };
             match stored {
                 Ok(seq) => {
+                    if let Some(publisher) = &self.publisher {
+                        publisher.recorded(seq);
+                    }
                     if event.is_done() {
                         // The record is final before anyone hears of the
                         // done: a follower that reads it and asks for the

@@ -9,6 +9,7 @@
 //! encoded for the hub.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use moat_runs::{RunId, StoredEvent};
@@ -31,6 +32,9 @@ pub struct LiveRun {
     events: broadcast::WeakSender<StoredEvent>,
     /// True once its record is final and its events stored.
     ended: watch::Receiver<bool>,
+    /// How many of its events are recorded: a follower that listens from
+    /// now on reads the ones before this from the store.
+    recorded: Arc<AtomicU64>,
 }
 
 impl LiveRun {
@@ -38,6 +42,13 @@ impl LiveRun {
     /// stored).
     pub fn subscribe(&self) -> Option<broadcast::Receiver<StoredEvent>> {
         self.events.upgrade().map(|sender| sender.subscribe())
+    }
+
+    /// How many of its events are recorded so far. Read after
+    /// [`subscribe`](Self::subscribe): every event numbered from this on
+    /// is heard live.
+    pub fn recorded(&self) -> u64 {
+        self.recorded.load(Ordering::SeqCst)
     }
 
     /// Waits until its record is final and its events are stored.
@@ -64,11 +75,13 @@ impl LiveRuns {
     ) -> Publisher {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let (ended_tx, ended) = watch::channel(false);
+        let recorded = Arc::new(AtomicU64::new(0));
         let live = Arc::new(LiveRun {
             parent,
             abort,
             events: events.downgrade(),
             ended,
+            recorded: recorded.clone(),
         });
         self.lock().insert(id.clone(), live);
         Publisher {
@@ -76,6 +89,7 @@ impl LiveRuns {
             id,
             events,
             ended: ended_tx,
+            recorded,
         }
     }
 
@@ -111,9 +125,16 @@ pub struct Publisher {
     id: RunId,
     events: broadcast::Sender<StoredEvent>,
     ended: watch::Sender<bool>,
+    recorded: Arc<AtomicU64>,
 }
 
 impl Publisher {
+    /// Event `seq` is recorded (call before publishing it): a follower
+    /// that starts listening from now on gets it live.
+    pub fn recorded(&self, seq: u64) {
+        self.recorded.store(seq + 1, Ordering::SeqCst);
+    }
+
     /// Whether anyone listens: an event nobody listens to need not be
     /// encoded (it is in the store for whoever comes later).
     pub fn is_heard(&self) -> bool {

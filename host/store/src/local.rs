@@ -138,13 +138,21 @@ impl Runs for LocalRuns {
         // Listening starts before the store is read: an event published
         // from now on is received, and one published before was recorded
         // before, so the store has it.
-        let live = self.live.get(id).and_then(|run| run.subscribe());
+        let (live, live_from) = match self.live.get(id) {
+            Some(run) => match run.subscribe() {
+                // Read after subscribing: every event from this on is heard.
+                Some(receiver) => (Some(receiver), run.recorded()),
+                None => (None, u64::MAX),
+            },
+            None => (None, u64::MAX),
+        };
         let follower = Follower {
             runs: self.clone(),
             id: id.clone(),
             next: from,
             page: VecDeque::new(),
             live,
+            live_from,
             listening: false,
             flushed: false,
             over: false,
@@ -183,6 +191,10 @@ struct Follower {
     page: VecDeque<StoredEvent>,
     /// The run's live events, while it is live here.
     live: Option<broadcast::Receiver<StoredEvent>>,
+    /// The first event heard live: the ones before it are read from the
+    /// store, the rest live (so a follower goes live at once after
+    /// replaying what was there when it came, and a slow one lags).
+    live_from: u64,
     /// The store had nothing more: events come live now.
     listening: bool,
     /// The store was flushed since the follower started reading it.
@@ -194,9 +206,10 @@ struct Follower {
 impl Follower {
     /// The next event; `None` once the run's `done` is handed out.
     ///
-    /// The store is read until it has nothing more; from then on the live
-    /// events are handed out as they come (the store is not read again
-    /// per event), until the run ends and the rest is in the store.
+    /// The store is read up to the first event heard live (or, for a run
+    /// not live here, until it has nothing more); from then on the live
+    /// events are handed out as they come, until the run ends and the
+    /// rest is in the store.
     async fn next(&mut self) -> Option<Result<StoredEvent, RunsError>> {
         if self.over {
             return None;
@@ -204,6 +217,9 @@ impl Follower {
         loop {
             if let Some(event) = self.page.pop_front() {
                 return Some(Ok(self.hand_out(event)));
+            }
+            if !self.listening && self.live.is_some() && self.next >= self.live_from {
+                self.listening = true;
             }
             if !self.listening {
                 // What this process queued for the store before it was
@@ -242,6 +258,7 @@ impl Follower {
                     // The run ended: whatever is left is in the store.
                     Err(broadcast::error::RecvError::Closed) => {
                         self.live = None;
+                        self.live_from = u64::MAX;
                         self.listening = false;
                         self.flushed = false;
                     }

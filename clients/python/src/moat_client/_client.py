@@ -282,12 +282,19 @@ class MoatClient:
         self,
         status: RunStatus | Sequence[RunStatus] | None = None,
         limit: int | None = None,
+        adapter: str | None = None,
+        parent: str | None = None,
     ) -> builtins.list[RunRecord]:
         """Run records, newest first; `status` keeps only those in it (one
-        status or several), `limit` keeps at most that many."""
+        status or several), `adapter` only that adapter's, `parent` only
+        that run's children, `limit` at most that many."""
         fields: Json = {}
         if status is not None:
             fields["status"] = [status] if isinstance(status, str) else builtins.list(status)
+        if adapter is not None:
+            fields["adapter"] = adapter
+        if parent is not None:
+            fields["parent"] = parent
         if limit is not None:
             fields["limit"] = limit
         result = await self._call("list", fields)

@@ -158,7 +158,9 @@ class RunRecord(_RunRecordRequired, total=False):
     parent: str | None
     reason: str | None
     options: dict[str, Any]
-    limits: dict[str, Any]
+    trust: Trust | None
+    limits: dict[str, Any] | None
+    worker: str | None
     startedMs: int | None
     endedMs: int | None
     timeoutMs: int | None
