@@ -19,6 +19,9 @@ use crate::resolve::Resolved;
 /// How many levels of runs may hang below a run nobody nested.
 pub const MAX_DEPTH: usize = 4;
 
+/// How many children of one run may be live at once.
+pub const MAX_LIVE_CHILDREN: usize = 16;
+
 /// The most any run started under it may get: built once from the flags
 /// (or settings) of whoever starts runs — `moat run`'s own flags, a
 /// server's, a worker's, a workflow's.

@@ -5,7 +5,7 @@
 //! when it ends) — wherever the parent runs: in this process, or, for a
 //! cluster worker's run, on the cluster.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -19,19 +19,25 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admit::{Admission, Asked, Ceiling};
 use crate::error::LaunchError;
-use crate::launcher::{AdapterRef, Inner, LaunchSpec, Launcher};
 use crate::limits::{AskedLimits, Timeout};
 use crate::refusal::Refusal;
-
-/// How many children of one run may be live at once.
-pub const MAX_LIVE_CHILDREN: usize = 16;
+use crate::spec::{AdapterRef, LaunchSpec};
 
 /// How many of a child's events wait for its parent to read them.
 const CHILD_EVENTS: usize = 256;
 
+/// What starts the children of a run: the launcher it was launched by.
+pub(crate) trait Spawner: Send + Sync {
+    /// Launches `spec`'s run and runs it to its end in the background:
+    /// its id.
+    fn spawn(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<RunId, LaunchError>>;
+    /// Where its runs can be found and followed; `None` when nowhere.
+    fn runs(&self) -> Option<Arc<dyn Runs>>;
+}
+
 /// The children of one run.
 pub(crate) struct Children {
-    launcher: Weak<Inner>,
+    spawner: Box<dyn Spawner>,
     parent: RunId,
     ceiling: Arc<Ceiling>,
     /// The parent's grants: where a child's component may come from.
@@ -43,13 +49,13 @@ impl Children {
     /// The children of run `parent`, launched as `spec`'s run was and
     /// within what `admission` gave it.
     pub(crate) fn new(
-        launcher: &Launcher,
+        spawner: Box<dyn Spawner>,
         parent: RunId,
         spec: &LaunchSpec,
         admission: &Admission,
     ) -> Self {
         Self {
-            launcher: launcher.downgrade(),
+            spawner,
             parent,
             ceiling: spec.ceiling.clone(),
             grants: admission.grants.clone(),
@@ -101,9 +107,7 @@ impl Children {
 impl ChildRuns for Children {
     fn start(&self, request: ChildRequest) -> BoxFuture<'_, Result<Box<dyn ChildRun>, ChildError>> {
         Box::pin(async move {
-            let launcher = Launcher::upgrade(&self.launcher)
-                .ok_or_else(|| ChildError::Failed("the run's launcher is stopping".into()))?;
-            let runs = launcher.runs().ok_or_else(|| {
+            let runs = self.spawner.runs().ok_or_else(|| {
                 ChildError::Denied(
                     "runs recorded nowhere cannot nest (leave out --no-store)".into(),
                 )
@@ -128,7 +132,8 @@ impl ChildRuns for Children {
                     self.ceiling.clone(),
                 )
             };
-            let id = launcher
+            let id = self
+                .spawner
                 .spawn(spec)
                 .await
                 .map_err(|error| self.child_error(error))?;

@@ -9,23 +9,22 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use moat_cluster::{Cluster, ComponentRef, Job};
-use moat_engine::{
-    AgentRun, FieldNames, ParallelTask, PriceTable, Registry, RunOptions, RunRequest, SettingNames,
-    TaskEvent, run_parallel,
-};
+use moat_engine::{AgentRun, ParallelTask, Registry, RunRequest, TaskEvent, run_parallel};
 use moat_runs::{NewRun, RecordedLimits, RunFilter, RunId, RunStatus, Runs, RunsError};
 use moat_sandbox::{ChildRunner, RunScope, WasmAdapter};
 use moat_store::{LocalRuns, Recorder};
 use tokio_util::sync::CancellationToken;
 
-use crate::admit::{Admission, Asked, Ceiling, MAX_DEPTH, ParentScope};
-use crate::children::{Children, MAX_LIVE_CHILDREN};
+use crate::admit::{Admission, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope};
+use crate::children::{Children, Spawner};
 use crate::error::LaunchError;
 use crate::events::{Followed, Launched};
 use crate::recording::Recording;
 use crate::resolve::{Resolved, Resolver, Source};
+use crate::spec::{AdapterRef, LaunchSpec};
 
 /// Where a launcher's runs are recorded and executed.
 #[derive(Clone)]
@@ -38,71 +37,6 @@ pub enum Place {
     Unrecorded,
     /// Submitted to a cluster, whose workers execute them.
     Cluster(Cluster),
-}
-
-/// Which adapter a run is of.
-#[derive(Debug, Clone)]
-pub enum AdapterRef {
-    /// A built-in's name, an installed adapter's name, or a component's
-    /// path: resolved when the run is launched.
-    Named(String),
-    /// Resolved already (a command that starts several runs of it).
-    Resolved(Resolved),
-}
-
-/// Everything a run is launched with.
-#[derive(Clone)]
-pub struct LaunchSpec {
-    /// The adapter.
-    pub adapter: AdapterRef,
-    /// What it is asked.
-    pub prompt: String,
-    /// Its options.
-    pub options: RunOptions,
-    /// The grants, trust and limits it asks for.
-    pub asked: Asked,
-    /// The most whoever starts it may give.
-    pub ceiling: Arc<Ceiling>,
-    /// The live run it is a child of: its record bounds this one, and its
-    /// end ends this one.
-    pub parent: Option<RunId>,
-    /// Stops it (its adapter drains, then it ends with `done`
-    /// interrupted).
-    pub abort: CancellationToken,
-    /// How long an aborted adapter may take to wind down.
-    pub drain: Duration,
-    /// Prices for a `done` that reports tokens but no cost.
-    pub price_table: Option<Arc<PriceTable>>,
-    /// Whether a resume the backend cannot honour starts afresh.
-    pub resume_fallback: bool,
-    /// Set on every event, to tell runs apart in a merged stream.
-    pub role: Option<String>,
-    /// The words its messages use for settings.
-    pub names: Arc<dyn SettingNames>,
-    /// In a cluster: run it again elsewhere when its worker is lost.
-    pub retry_on_worker_loss: bool,
-}
-
-impl LaunchSpec {
-    /// A run of `adapter` on `prompt` under `ceiling`, asking for all it
-    /// allows, with default options and limits.
-    pub fn new(adapter: AdapterRef, prompt: impl Into<String>, ceiling: Arc<Ceiling>) -> Self {
-        Self {
-            adapter,
-            prompt: prompt.into(),
-            options: RunOptions::default(),
-            asked: Asked::default(),
-            ceiling,
-            parent: None,
-            abort: CancellationToken::new(),
-            drain: moat_engine::DEFAULT_DRAIN,
-            price_table: None,
-            resume_fallback: true,
-            role: None,
-            names: Arc::new(FieldNames),
-            retry_on_worker_loss: false,
-        }
-    }
 }
 
 /// A run admitted and recorded (`pending`), not started yet. Dropped
@@ -149,7 +83,7 @@ pub struct Launcher {
     inner: Arc<Inner>,
 }
 
-pub(crate) struct Inner {
+struct Inner {
     resolver: Resolver,
     place: Place,
     /// Stopped: no run starts any more (a server shutting down).
@@ -169,12 +103,10 @@ impl Launcher {
         }
     }
 
-    pub(crate) fn downgrade(&self) -> Weak<Inner> {
-        Arc::downgrade(&self.inner)
-    }
-
-    pub(crate) fn upgrade(inner: &Weak<Inner>) -> Option<Self> {
-        inner.upgrade().map(|inner| Self { inner })
+    /// What its runs' children are started by: this launcher, held
+    /// weakly (a run never keeps a stopped launcher alive).
+    fn spawner(&self) -> Box<dyn Spawner> {
+        Box::new(WeakLauncher(Arc::downgrade(&self.inner)))
     }
 
     /// Its resolver.
@@ -229,7 +161,7 @@ impl Launcher {
                 let id = recorder.id().clone();
                 let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
                 let recording = Recording::new(recorder, publisher, spec.abort.clone());
-                let children = Children::new(self, id.clone(), &spec, &admission);
+                let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
                 Ok(self.here(
                     resolved,
                     spec,
@@ -252,7 +184,7 @@ impl Launcher {
         id: RunId,
     ) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec).await?;
-        let children = Children::new(self, id.clone(), &spec, &admission);
+        let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
         Ok(self.here(resolved, spec, admission, Some(id), None, Some(children)))
     }
 
@@ -460,6 +392,22 @@ impl Launcher {
             tracing::warn!("runs still ending after {patience:?}; stopping them at once");
             moat_sandbox::stop_all_runs();
         }
+    }
+}
+
+/// A launcher held weakly, as its runs' children reach it.
+struct WeakLauncher(Weak<Inner>);
+
+impl Spawner for WeakLauncher {
+    fn spawn(&self, spec: LaunchSpec) -> BoxFuture<'_, Result<RunId, LaunchError>> {
+        Box::pin(async move {
+            let inner = self.0.upgrade().ok_or(LaunchError::Stopping)?;
+            Launcher { inner }.spawn(spec).await
+        })
+    }
+
+    fn runs(&self) -> Option<Arc<dyn Runs>> {
+        self.0.upgrade().and_then(|inner| Launcher { inner }.runs())
     }
 }
 

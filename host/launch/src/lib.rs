@@ -54,7 +54,8 @@
 //! - [`resolve`]: from a name or path to a loaded adapter;
 //! - [`admit`] and [`limits`]: the ceiling, admission, and how limits
 //!   narrow; [`refusal`]: why a run is refused;
-//! - [`launcher`]: preparing, starting and spawning runs; [`events`]:
+//! - [`spec`]: what a run is launched with; [`launcher`]: preparing,
+//!   starting and spawning runs; [`events`]:
 //!   their events; recording: their records;
 //! - children: the runs a component starts; [`worker`]: a cluster
 //!   worker's jobs.
@@ -68,14 +69,15 @@ pub mod limits;
 mod recording;
 pub mod refusal;
 pub mod resolve;
+pub mod spec;
 pub mod worker;
 
-pub use admit::{Admission, Asked, Ceiling, MAX_DEPTH, ParentScope, canonical};
-pub use children::MAX_LIVE_CHILDREN;
+pub use admit::{Admission, Asked, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, canonical};
 pub use error::LaunchError;
 pub use events::Launched;
-pub use launcher::{AdapterRef, LaunchSpec, Launcher, Place, Prepared};
+pub use launcher::{Launcher, Place, Prepared};
 pub use limits::{AskedLimits, MAX_COUNT, Timeout};
 pub use refusal::{Bound, Refusal};
 pub use resolve::{ResolveError, Resolved, Resolver, Source, catalog};
+pub use spec::{AdapterRef, LaunchSpec};
 pub use worker::JobExecutor;

@@ -17,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admit::{Asked, Ceiling};
 use crate::error::LaunchError;
-use crate::launcher::{AdapterRef, LaunchSpec, Launcher, Place};
+use crate::launcher::{Launcher, Place};
 use crate::limits::AskedLimits;
 use crate::resolve::Resolved;
+use crate::spec::{AdapterRef, LaunchSpec};
 
 /// Executes a worker's jobs under its ceiling.
 pub struct JobExecutor {
