@@ -119,7 +119,9 @@ pub async fn place(globals: &Globals, name: &str, no_store: bool) -> anyhow::Res
             )
             .into());
         }
-        return Ok(Place::Cluster(cluster(&globals.cluster, name, None).await?));
+        return Ok(Place::Cluster(Box::new(
+            cluster(&globals.cluster, name, None).await?,
+        )));
     }
     if no_store {
         return Ok(Place::Unrecorded);

@@ -77,7 +77,7 @@ impl Stream for Launched {
 
 /// A run submitted to a cluster, to follow there.
 pub(crate) struct Followed {
-    pub(crate) cluster: Cluster,
+    pub(crate) cluster: Box<Cluster>,
     pub(crate) id: RunId,
     /// Cancels it in the cluster.
     pub(crate) abort: CancellationToken,

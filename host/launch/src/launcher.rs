@@ -35,8 +35,9 @@ pub enum Place {
     /// In this process, recorded nowhere (`--no-store`): nothing is left
     /// on disk, and runs cannot nest (a child is known by its record).
     Unrecorded,
-    /// Submitted to a cluster, whose workers execute them.
-    Cluster(Cluster),
+    /// Submitted to a cluster, whose workers execute them (boxed: a
+    /// cluster's connection is large beside the others).
+    Cluster(Box<Cluster>),
 }
 
 /// A run admitted and recorded (`pending`), not started yet. Dropped
@@ -52,13 +53,14 @@ enum Kind {
     /// To run in this process.
     Here {
         adapter: Arc<WasmAdapter>,
-        request: RunRequest<RunScope>,
+        /// Boxed: a request is large beside a cluster's run.
+        request: Box<RunRequest<RunScope>>,
         role: Option<String>,
         recording: Option<Recording>,
     },
     /// Submitted to a cluster: to follow there.
     Cluster {
-        cluster: Cluster,
+        cluster: Box<Cluster>,
         id: RunId,
         abort: CancellationToken,
         role: Option<String>,
@@ -124,7 +126,7 @@ impl Launcher {
     pub fn runs(&self) -> Option<Arc<dyn Runs>> {
         match &self.inner.place {
             Place::Local(local) => Some(Arc::new(local.clone())),
-            Place::Cluster(cluster) => Some(Arc::new(cluster.clone())),
+            Place::Cluster(cluster) => Some(Arc::new(Cluster::clone(cluster))),
             Place::Unrecorded => None,
         }
     }
@@ -239,7 +241,7 @@ impl Launcher {
             admission,
             kind: Kind::Here {
                 adapter: Arc::new(resolved.adapter),
-                request,
+                request: Box::new(request),
                 role: spec.role,
                 recording,
             },
@@ -339,7 +341,7 @@ impl Launcher {
                     request,
                     role,
                     recording,
-                } => here.push((adapter, request, role, recording)),
+                } => here.push((adapter, *request, role, recording)),
                 Kind::Cluster {
                     cluster,
                     id,

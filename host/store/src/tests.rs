@@ -587,14 +587,14 @@ fn runs_are_listed_by_adapter_and_parent_and_keep_their_trust_and_limits() {
             parent: Some(parent.clone()),
             ..RunFilter::default()
         }),
-        [child.clone()]
+        vec![child.clone()]
     );
     assert_eq!(
         ids(RunFilter {
             adapter: Some("fanout".into()),
             ..RunFilter::default()
         }),
-        [other.clone()]
+        vec![other.clone()]
     );
     let kept = store.get(&child).unwrap().unwrap();
     assert_eq!(kept.run, new_run(Some(&parent)));
