@@ -139,7 +139,7 @@ impl Launcher {
     /// Resolves, admits and records the run `spec` asks for, without
     /// starting it.
     pub async fn prepare(&self, spec: LaunchSpec) -> Result<Prepared, LaunchError> {
-        let (resolved, admission) = self.admit(&spec).await?;
+        let (resolved, admission) = self.admit(&spec, None).await?;
         match &self.inner.place {
             Place::Cluster(cluster) => {
                 let job = self.job(cluster, &resolved, &spec, &admission).await?;
@@ -185,13 +185,18 @@ impl Launcher {
         spec: LaunchSpec,
         id: RunId,
     ) -> Result<Prepared, LaunchError> {
-        let (resolved, admission) = self.admit(&spec).await?;
+        let (resolved, admission) = self.admit(&spec, Some(&id)).await?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
         Ok(self.here(resolved, spec, admission, Some(id), None, Some(children)))
     }
 
-    /// Resolves `spec`'s adapter and admits its run.
-    async fn admit(&self, spec: &LaunchSpec) -> Result<(Resolved, Admission), LaunchError> {
+    /// Resolves `spec`'s adapter and admits its run (`own`: its id, when
+    /// it is recorded already).
+    async fn admit(
+        &self,
+        spec: &LaunchSpec,
+        own: Option<&RunId>,
+    ) -> Result<(Resolved, Admission), LaunchError> {
         if self.inner.stopping.is_cancelled() {
             return Err(LaunchError::Stopping);
         }
@@ -200,7 +205,7 @@ impl Launcher {
             AdapterRef::Named(name) => self.inner.resolver.resolve(name).await?,
         };
         let parent = match &spec.parent {
-            Some(id) => Some(self.parent_scope(id).await?),
+            Some(id) => Some(self.parent_scope(id, own).await?),
             None => None,
         };
         let admission =
@@ -284,8 +289,14 @@ impl Launcher {
     }
 
     /// What bounds a child of run `id`: its record, which must be live
-    /// and have fewer than [`MAX_LIVE_CHILDREN`] live children.
-    pub(crate) async fn parent_scope(&self, id: &RunId) -> Result<ParentScope, LaunchError> {
+    /// and have fewer than [`MAX_LIVE_CHILDREN`] live children besides
+    /// `child` (the run being admitted, when recorded already: a cluster's
+    /// job).
+    async fn parent_scope(
+        &self,
+        id: &RunId,
+        child: Option<&RunId>,
+    ) -> Result<ParentScope, LaunchError> {
         let runs = self.runs().ok_or_else(|| {
             LaunchError::Refused(crate::Refusal::Nesting(
                 "runs recorded nowhere cannot nest: a child is known by its parent's record (leave out --no-store)".into(),
@@ -301,10 +312,16 @@ impl Launcher {
         let live = RunFilter {
             statuses: vec![RunStatus::Pending, RunStatus::Running],
             parent: Some(id.clone()),
-            limit: Some(MAX_LIVE_CHILDREN),
+            limit: Some(MAX_LIVE_CHILDREN + 1),
             ..RunFilter::default()
         };
-        if runs.list(&live).await?.len() >= MAX_LIVE_CHILDREN {
+        let others = runs
+            .list(&live)
+            .await?
+            .iter()
+            .filter(|record| Some(&record.id) != child)
+            .count();
+        if others >= MAX_LIVE_CHILDREN {
             return Err(LaunchError::Refused(crate::Refusal::Nesting(format!(
                 "{id} has {MAX_LIVE_CHILDREN} live children, the most a run may have at once; wait for one to end"
             ))));
