@@ -37,6 +37,11 @@
 //! - `fork N`: starts `sleep 60` N times, keeping every child, reported as
 //!   `ok: started <n>` or `denied: started <n>, then <error>`.
 //!
+//! A caller that wraps the prompt in text of its own (a workflow's task
+//! gets its context and instructions around it) gives the probes in
+//! `options.extra.probes` instead, a list of lines: the prompt is then
+//! ignored.
+//!
 //! It declares needs (a host, a variable, a program) so tests can show
 //! that a component loaded from a path receives none of them until
 //! `--grant-declared`.
@@ -44,6 +49,7 @@
 use std::collections::VecDeque;
 
 use moat_guest::process::{Command, Stdin};
+use moat_guest::serde_json::Value;
 use moat_guest::{Adapter, AdapterInfo, DoneEvent, DoneStatus, ErrorInfo, Event, Needs, Options};
 
 /// What `write` puts in a file.
@@ -71,9 +77,23 @@ impl Adapter for Escape {
         )
     }
 
-    fn start(prompt: String, _options: Options) -> Result<Self, ErrorInfo> {
+    fn start(prompt: String, options: Options) -> Result<Self, ErrorInfo> {
+        let probes: Vec<String> = match options.extra_object()?.get("probes") {
+            Some(Value::Array(lines)) => lines
+                .iter()
+                .map(|line| line.as_str().unwrap_or_default().to_owned())
+                .collect(),
+            Some(_) => {
+                return Err(ErrorInfo::new(
+                    "INVALID_OPTIONS",
+                    "options.extra.probes is a list of probe lines",
+                    false,
+                ));
+            }
+            None => prompt.lines().map(str::to_owned).collect(),
+        };
         let mut pending = VecDeque::new();
-        for line in prompt.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        for line in probes.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
             let outcome = probe(line).ok_or_else(|| {
                 ErrorInfo::new(
                     "INVALID_PROMPT",
