@@ -91,7 +91,7 @@ impl Drop for Worker {
 
 /// One `nats-server` and one worker on it, with its URL; `None` (the
 /// test skips) without `nats-server`.
-fn server_and_worker() -> Option<(nats::NatsServer, String, Worker)> {
+pub(crate) fn server_and_worker() -> Option<(nats::NatsServer, String, Worker)> {
     if !nats::available() {
         return None;
     }

@@ -761,6 +761,25 @@ impl RunFlags {
             limits: self.asked_limits(),
         }
     }
+
+    /// What a run of `resolved` with these flags asks for, `under_parent`
+    /// or not. Under a parent (`--parent`) the grants its flags give it
+    /// (`ceiling`'s allowance) are asked for by name, as its trust is:
+    /// left unnamed they would be narrowed to the parent's without a word
+    /// (`--allow-env=X` under a parent without X quietly not granted);
+    /// named, more than the parent holds is refused, saying what.
+    pub fn asked_for(
+        &self,
+        ceiling: &Ceiling,
+        resolved: &moat_launch::Resolved,
+        under_parent: bool,
+    ) -> Result<Asked, moat_launch::Refusal> {
+        let mut asked = self.asked();
+        if under_parent {
+            asked.grants = Some(ceiling.allowance(resolved)?);
+        }
+        Ok(asked)
+    }
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
 use moat_engine::{DoneStatus, ResultFold, SettingNames};
+use moat_grants::Grants;
 use moat_launch::{
     AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, Resolved, Timeout,
 };
@@ -57,6 +58,26 @@ impl LaunchRunner {
     /// Records every attempt as a child of `run`, the workflow's own.
     pub fn set_parent(&self, run: RunId) {
         let _ = self.parent.set(run);
+    }
+
+    /// What the workflow may give its tasks, together: for each task's
+    /// adapter, what the ceiling allows it (its declared needs, the trust
+    /// presets for the project, the flags). The workflow's own run is
+    /// recorded holding these: its tasks' runs, its children, are bounded
+    /// by what it holds, so with only the flags there they would lose the
+    /// rest of what `moat run` gives them (a built-in's needs, the project
+    /// under trust `controlled`). A task whose adapter does not load adds
+    /// nothing (opening the workflow says why).
+    pub async fn allowance(&self, tasks: &[Task]) -> Grants {
+        let mut all = Grants::none();
+        for task in tasks {
+            if let Ok(resolved) = self.resolve(task).await
+                && let Ok(grants) = self.ceiling.allowance(&resolved)
+            {
+                all.merge(&grants);
+            }
+        }
+        all
     }
 
     /// The adapter of `task`, loaded once.

@@ -11,5 +11,5 @@ mod new;
 mod result;
 mod run;
 mod stopping;
-mod store;
+pub(crate) mod store;
 mod terminal;

@@ -14,38 +14,75 @@ use serde_json::Value;
 
 use super::common::{events, moat};
 
-/// A store of the test's own.
-struct Scratch {
+/// A store of the test's own (and, with [`Scratch::on_cluster`], a
+/// cluster's runs instead).
+pub(crate) struct Scratch {
     _dir: tempfile::TempDir,
-    store: PathBuf,
+    pub(crate) store: PathBuf,
+    /// The cluster whose runs `moat` works on (`MOAT_NATS`).
+    nats: Option<String>,
 }
 
 impl Scratch {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("state/moat.db");
-        Self { _dir: dir, store }
+        Self {
+            _dir: dir,
+            store,
+            nats: None,
+        }
     }
 
-    fn moat(&self) -> Command {
+    /// Every `moat` of it works on the runs of the cluster at `url`.
+    pub(crate) fn on_cluster(url: &str) -> Self {
+        Self {
+            nats: Some(url.to_owned()),
+            ..Self::new()
+        }
+    }
+
+    /// A directory of its own, for files a test writes.
+    pub(crate) fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    pub(crate) fn moat(&self) -> Command {
         let mut command = moat();
         command.env("MOAT_STORE", &self.store);
+        if let Some(url) = &self.nats {
+            command.env("MOAT_NATS", url);
+        }
         command
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.moat().args(args).output().unwrap()
     }
 
     /// `moat ps --all --output json`.
-    fn runs(&self) -> Vec<Value> {
-        let output = self.run(&["ps", "--all", "--output", "json"]);
+    pub(crate) fn runs(&self) -> Vec<Value> {
+        self.listed(&[])
+    }
+
+    /// `moat ps --all --parent PARENT --output json`: its children.
+    pub(crate) fn children(&self, parent: &str) -> Vec<Value> {
+        self.listed(&["--parent", parent])
+    }
+
+    fn listed(&self, filter: &[&str]) -> Vec<Value> {
+        let output = self
+            .moat()
+            .args(["ps", "--all", "--output", "json"])
+            .args(filter)
+            .output()
+            .unwrap();
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
         serde_json::from_slice(&output.stdout).unwrap()
     }
 
     /// The stored events of `id`.
-    fn logs(&self, id: &str) -> Vec<AgentEvent> {
+    pub(crate) fn logs(&self, id: &str) -> Vec<AgentEvent> {
         let output = self.run(&["logs", id, "--output", "ndjson"]);
         // A run still going, or a success, is 0; a failed run's `done` 1,
         // without moat's own complaint (which would be 1 too).
@@ -58,7 +95,7 @@ impl Scratch {
     }
 
     /// `moat cancel id`, which must be taken.
-    fn cancel(&self, id: &str) {
+    pub(crate) fn cancel(&self, id: &str) {
         let output = self.run(&["cancel", id]);
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     }
@@ -100,17 +137,17 @@ impl Scratch {
     }
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn record<'a>(runs: &'a [Value], id: &str) -> &'a Value {
+pub(crate) fn record<'a>(runs: &'a [Value], id: &str) -> &'a Value {
     runs.iter()
         .find(|r| r["id"] == id)
         .expect("the run is listed")
 }
 
-fn dones(events: &[AgentEvent]) -> Vec<DoneStatus> {
+pub(crate) fn dones(events: &[AgentEvent]) -> Vec<DoneStatus> {
     events
         .iter()
         .filter_map(|e| e.as_done().map(|d| d.status))

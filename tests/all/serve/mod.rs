@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use client::{Client, Server, check};
 
 /// The id of a run started with `fields`.
-fn start(client: &mut Client, fields: Value) -> String {
+pub(crate) fn start(client: &mut Client, fields: Value) -> String {
     client.ok("run", fields)["run"].as_str().unwrap().to_owned()
 }
 
@@ -576,7 +576,7 @@ fn adapters_inspect_and_two_contract_versions_side_by_side() {
 }
 
 /// A `fanout` run of `agents` (options.extra.agents) with `grants`.
-fn fanout(agents: Value, grants: Value) -> Value {
+pub(crate) fn fanout(agents: Value, grants: Value) -> Value {
     json!({
         "adapter": "fanout",
         "prompt": "the question",

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use moat_launch::{AdapterRef, LaunchSpec, Launcher, Resolved, Resolver};
+use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Launcher, Resolved, Resolver};
 use moat_sandbox::Sandbox;
 
 use super::drive::render_until_done;
@@ -74,9 +74,15 @@ pub async fn parallel(
         // Each task its own grants (its adapter, trust, cwd and flags) and
         // its own abort, for a cancel of it alone (`moat cancel`); the
         // whole run's stops them all.
+        let resolved = &loaded[&task.adapter];
+        let ceiling = Arc::new(task.flags.ceiling("moat parallel"));
+        let asked = task
+            .flags
+            .asked_for(&ceiling, resolved, parent.is_some())
+            .map_err(|refusal| wiring::launch_error(LaunchError::Refused(refusal)))?;
         let spec = LaunchSpec {
             options: task.flags.options(),
-            asked: task.flags.asked(),
+            asked,
             parent: parent.clone(),
             abort: abort.child_token(),
             drain: task.flags.drain,
@@ -84,11 +90,7 @@ pub async fn parallel(
             resume_fallback: !task.flags.no_resume_fallback,
             role,
             names: Arc::new(FlagNames),
-            ..LaunchSpec::new(
-                AdapterRef::Resolved(loaded[&task.adapter].clone()),
-                task.prompt,
-                Arc::new(task.flags.ceiling("moat parallel")),
-            )
+            ..LaunchSpec::new(AdapterRef::Resolved(resolved.clone()), task.prompt, ceiling)
         };
         let task = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
         warn_uncontained(&task);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use moat_launch::{AdapterRef, LaunchSpec, Launcher, Prepared, Resolver};
+use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Launcher, Prepared, Resolver};
 use moat_runs::Runs;
 use moat_sandbox::{Confinement, Sandbox};
 
@@ -50,10 +50,15 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
         (Some(text), Some(runs)) => Some(runs.resolve(text).await.map_err(wiring::runs_error)?),
         _ => None,
     };
+    let ceiling = Arc::new(args.run.ceiling("moat run"));
+    let asked = args
+        .run
+        .asked_for(&ceiling, &resolved, parent.is_some())
+        .map_err(|refusal| wiring::launch_error(LaunchError::Refused(refusal)))?;
     let abort = CancellationToken::new();
     let spec = LaunchSpec {
         options,
-        asked: args.run.asked(),
+        asked,
         parent,
         abort: abort.clone(),
         drain: args.run.drain,
@@ -61,11 +66,7 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
         resume_fallback: !args.run.no_resume_fallback,
         names: Arc::new(FlagNames),
         retry_on_worker_loss: args.retry_on_worker_loss,
-        ..LaunchSpec::new(
-            AdapterRef::Resolved(resolved),
-            prompt,
-            Arc::new(args.run.ceiling("moat run")),
-        )
+        ..LaunchSpec::new(AdapterRef::Resolved(resolved), prompt, ceiling)
     };
     let prepared = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
     warn_uncontained(&prepared);

@@ -250,7 +250,13 @@ async fn run(
     ));
     let hooks = Hooks::from_commands(&workflow.hooks, workflow.project.clone());
     let store = local.as_ref().map(|local| local.store().clone());
-    let record_of = |store: &Arc<Store>| record(store, &workflow, &flags);
+    // Its record holds what it may give its tasks, which are its children
+    // (on this machine).
+    let grants = match (&store, on_cluster) {
+        (Some(_), false) => runner.allowance(&workflow.tasks).await,
+        _ => flags.grants.grants(),
+    };
+    let record_of = |store: &Arc<Store>| record(store, &workflow, &flags, grants);
     let record = store.as_ref().map(record_of).transpose()?;
     let engine = Engine::new(workflow, runner.clone(), hooks);
     let opened = match engine.open(start).await {
@@ -338,9 +344,14 @@ fn refusal(error: WorkflowError) -> anyhow::Error {
     }
 }
 
-/// The workflow's own record in the run store: its attempts are its
-/// children, `moat ps` lists it, `moat cancel` stops it.
-fn record(store: &Arc<Store>, workflow: &Workflow, flags: &WorkflowFlags) -> anyhow::Result<RunId> {
+/// The workflow's own record in the run store, holding `grants`: its
+/// attempts are its children, `moat ps` lists it, `moat cancel` stops it.
+fn record(
+    store: &Arc<Store>,
+    workflow: &Workflow,
+    flags: &WorkflowFlags,
+    grants: moat_grants::Grants,
+) -> anyhow::Result<RunId> {
     let run = NewRun {
         parent: None,
         adapter: "workflow".into(),
@@ -350,7 +361,7 @@ fn record(store: &Arc<Store>, workflow: &Workflow, flags: &WorkflowFlags) -> any
             "file": workflow.file,
             "project": workflow.project,
         }),
-        grants: flags.grants.grants(),
+        grants,
         trust: Some(flags.trust),
         limits: None,
     };
