@@ -28,6 +28,9 @@ use crate::recording::Recording;
 use crate::resolve::{Resolved, Resolver, Source};
 
 /// Where a launcher's runs are recorded and executed.
+// A cluster's handle is large (its streams' descriptions), but a launcher
+// holds one Place, made once: boxing it would only add an indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Place {
     /// In this process, recorded in this machine's store; the runs
@@ -81,6 +84,11 @@ pub struct LaunchSpec {
     pub names: Arc<dyn SettingNames>,
     /// In a cluster: run it again elsewhere when its worker is lost.
     pub retry_on_worker_loss: bool,
+    /// The id to record it under, chosen by the caller so it can write the
+    /// id down before the run exists (a workflow's state: a resume then
+    /// finds the run a killed moat submitted instead of starting another);
+    /// a fresh one when `None`. A run recorded nowhere has no id.
+    pub id: Option<RunId>,
 }
 
 impl LaunchSpec {
@@ -101,6 +109,7 @@ impl LaunchSpec {
             role: None,
             names: Arc::new(FieldNames),
             retry_on_worker_loss: false,
+            id: None,
         }
     }
 }
@@ -114,6 +123,8 @@ pub struct Prepared {
     kind: Kind,
 }
 
+// Held for a moment, between a run's admission and its start.
+#[allow(clippy::large_enum_variant)]
 enum Kind {
     /// To run in this process.
     Here {
@@ -209,7 +220,7 @@ impl Launcher {
         match &self.inner.place {
             Place::Cluster(cluster) => {
                 let job = self.job(cluster, &resolved, &spec, &admission).await?;
-                let id = RunId::parse(&job.id).expect("a fresh run id");
+                let id = RunId::parse(&job.id).expect("a run id");
                 cluster.submit(job).await?;
                 Ok(Prepared {
                     id: Some(id.clone()),
@@ -224,7 +235,8 @@ impl Launcher {
             }
             Place::Local(local) => {
                 let new_run = new_run(&resolved, &spec, &admission);
-                let recorder = Recorder::create(local.store().clone(), &new_run)
+                let id = spec.id.clone().unwrap_or_default();
+                let recorder = Recorder::create_as(local.store().clone(), id, &new_run)
                     .map_err(|e| LaunchError::Record(e.to_string()))?;
                 let id = recorder.id().clone();
                 let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
@@ -336,7 +348,7 @@ impl Launcher {
             }
         };
         Ok(Job {
-            id: RunId::new().to_string(),
+            id: spec.id.clone().unwrap_or_default().to_string(),
             parent: spec.parent.as_ref().map(ToString::to_string),
             adapter: resolved.name().to_owned(),
             component,

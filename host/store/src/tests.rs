@@ -587,14 +587,14 @@ fn runs_are_listed_by_adapter_and_parent_and_keep_their_trust_and_limits() {
             parent: Some(parent.clone()),
             ..RunFilter::default()
         }),
-        [child.clone()]
+        std::slice::from_ref(&child)
     );
     assert_eq!(
         ids(RunFilter {
             adapter: Some("fanout".into()),
             ..RunFilter::default()
         }),
-        [other.clone()]
+        std::slice::from_ref(&other)
     );
     let kept = store.get(&child).unwrap().unwrap();
     assert_eq!(kept.run, new_run(Some(&parent)));
