@@ -143,7 +143,7 @@ impl Launcher {
         match &self.inner.place {
             Place::Cluster(cluster) => {
                 let job = self.job(cluster, &resolved, &spec, &admission).await?;
-                let id = RunId::parse(&job.id).expect("a fresh run id");
+                let id = RunId::parse(&job.id).expect("a run id");
                 cluster.submit(job).await?;
                 Ok(Prepared {
                     id: Some(id.clone()),
@@ -158,7 +158,8 @@ impl Launcher {
             }
             Place::Local(local) => {
                 let new_run = new_run(&resolved, &spec, &admission);
-                let recorder = Recorder::create(local.store().clone(), &new_run)
+                let id = spec.id.clone().unwrap_or_default();
+                let recorder = Recorder::create_as(local.store().clone(), id, &new_run)
                     .map_err(|e| LaunchError::Record(e.to_string()))?;
                 let id = recorder.id().clone();
                 let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
@@ -275,7 +276,7 @@ impl Launcher {
             }
         };
         Ok(Job {
-            id: RunId::new().to_string(),
+            id: spec.id.clone().unwrap_or_default().to_string(),
             parent: spec.parent.as_ref().map(ToString::to_string),
             adapter: resolved.name().to_owned(),
             component,

@@ -52,6 +52,11 @@ pub struct LaunchSpec {
     pub names: Arc<dyn SettingNames>,
     /// In a cluster: run it again elsewhere when its worker is lost.
     pub retry_on_worker_loss: bool,
+    /// The id to record it under, chosen by the caller so it can write the
+    /// id down before the run exists (a workflow's state: a resume then
+    /// finds the run a killed moat submitted instead of starting another);
+    /// a fresh one when `None`. A run recorded nowhere has no id.
+    pub id: Option<RunId>,
 }
 
 impl LaunchSpec {
@@ -72,6 +77,7 @@ impl LaunchSpec {
             role: None,
             names: Arc::new(FieldNames),
             retry_on_worker_loss: false,
+            id: None,
         }
     }
 }

@@ -160,7 +160,13 @@ impl Store {
 
     /// Records a run, `pending`, owned by this process: its id.
     pub fn create_run(&self, run: &NewRun) -> Result<RunId, StoreError> {
-        let id = RunId::new();
+        self.create_run_as(RunId::new(), run)
+    }
+
+    /// Records a run under `id`, chosen by the caller (who may have
+    /// written it down before the run existed): as [`Store::create_run`].
+    /// An id recorded already is refused.
+    pub fn create_run_as(&self, id: RunId, run: &NewRun) -> Result<RunId, StoreError> {
         let mut conn = self.conn();
         // With a parent, its status is read and the child written under
         // one write lock: a parent never ends between the two unnoticed.

@@ -29,7 +29,13 @@ pub struct Recorder {
 impl Recorder {
     /// Records `run` (`pending`) in `store`: its id is known from now on.
     pub fn create(store: Arc<Store>, run: &NewRun) -> Result<Self, StoreError> {
-        let id = store.create_run(run)?;
+        Self::create_as(store, RunId::new(), run)
+    }
+
+    /// Records `run` (`pending`) in `store` under `id`, chosen by the
+    /// caller (see [`Store::create_run_as`]).
+    pub fn create_as(store: Arc<Store>, id: RunId, run: &NewRun) -> Result<Self, StoreError> {
+        let id = store.create_run_as(id, run)?;
         Ok(Self {
             store,
             key: id.as_str().into(),

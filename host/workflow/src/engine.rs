@@ -4,7 +4,9 @@
 //! stops every attempt. The engine's loop alone owns the state: attempts
 //! ([`crate::step`]) report to it, and it writes the state after every
 //! round of transitions — before it dispatches what they made ready — and
-//! stops dispatching the moment a write fails.
+//! stops dispatching the moment a write fails. A runner's notice that an
+//! attempt's run is about to start is written at once, before the run
+//! starts: the state always names every run that may be going on.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -13,13 +15,14 @@ use std::time::{Duration, Instant};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use moat_engine::ResultUsage;
+use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinError};
 use tokio_util::sync::CancellationToken;
 
 use crate::definition::{Task, Workflow};
 use crate::events::WorkflowEvent;
 use crate::hooks::Hooks;
-use crate::runner::TaskRunner;
+use crate::runner::{Noted, RunNotice, TaskRunner};
 use crate::state::{self, State, StateError, StateFile, TaskState, TaskStatus, WorkflowStatus};
 use crate::step::{Emit, Step, StepReport, Verdict};
 
@@ -196,7 +199,8 @@ impl Opened<'_> {
 
 /// The state of a workflow resumed: completed tasks stay, the rest run
 /// again (from their first attempt, their loops from the iteration after
-/// the last one done).
+/// the last one done). A task whose run was in flight keeps it: its
+/// attempt re-attaches to that run when the runner can.
 fn resumed(mut old: State, workflow: &Workflow) -> State {
     let mut tasks = std::collections::BTreeMap::new();
     for task in &workflow.tasks {
@@ -205,15 +209,22 @@ fn resumed(mut old: State, workflow: &Workflow) -> State {
             .remove(&task.id)
             .unwrap_or_else(TaskState::pending);
         match state.status {
-            TaskStatus::Completed => {}
+            TaskStatus::Completed => state.run = None,
             TaskStatus::Running => {
                 state.status = TaskStatus::Pending;
-                state.error = Some("interrupted; run again on resume".into());
+                state.error = Some(match &state.run {
+                    Some(run) => format!("interrupted; its run {run} is followed again on resume"),
+                    None => "interrupted; run again on resume".into(),
+                });
             }
-            TaskStatus::Failed | TaskStatus::Pending => {
+            TaskStatus::Failed => {
                 state.status = TaskStatus::Pending;
                 state.completed_at = None;
+                state.run = None;
             }
+            // Left pending with a run in flight: stopped before its attempt
+            // reported (its run may go on).
+            TaskStatus::Pending => state.completed_at = None,
         }
         state.attempts = 0;
         state.blocked_by = None;
@@ -232,6 +243,8 @@ fn resumed(mut old: State, workflow: &Workflow) -> State {
 struct Running {
     abort: CancellationToken,
     handle: AbortHandle,
+    /// Which dispatch it is: its runner's notices name it.
+    serial: u64,
 }
 
 /// One run of the engine: the state, and the attempts in flight.
@@ -247,6 +260,26 @@ struct Round<'a> {
     backoff: HashMap<String, Duration>,
     stopping: Option<Stop>,
     started: Instant,
+    /// Dispatches so far: each attempt's serial.
+    dispatched: u64,
+    /// Runners' notices of runs about to start, and where attempts send
+    /// them.
+    notices: mpsc::UnboundedReceiver<Noted>,
+    notify: mpsc::UnboundedSender<Noted>,
+}
+
+/// What the engine's loop waits for.
+enum Wake {
+    /// The workflow is cancelled.
+    Cancelled,
+    /// An attempt ended.
+    Settled(String, Result<StepReport, JoinError>),
+    /// A runner is about to start a run.
+    Noticed(Noted),
+    /// No attempt is in flight.
+    Idle,
+    /// Stopped attempts did not end within the grace.
+    Overstayed,
 }
 
 /// Why the engine stops dispatching.
@@ -275,6 +308,7 @@ impl<'a> Round<'a> {
                     .push(task.id.clone());
             }
         }
+        let (notify, notices) = mpsc::unbounded_channel();
         Self {
             engine,
             state,
@@ -286,6 +320,9 @@ impl<'a> Round<'a> {
             backoff: HashMap::new(),
             stopping: None,
             started: Instant::now(),
+            dispatched: 0,
+            notices,
+            notify,
         }
     }
 
@@ -340,28 +377,22 @@ impl<'a> Round<'a> {
                     }
                 }
             }
-            if in_flight.is_empty() {
-                break;
-            }
-            let next = if self.stopping.is_some() {
-                match tokio::time::timeout(STOP_GRACE, in_flight.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        self.abandon();
-                        break;
-                    }
+            let (id, report) = match self.wake(&mut in_flight).await {
+                Wake::Idle => break,
+                Wake::Overstayed => {
+                    self.abandon();
+                    break;
                 }
-            } else {
-                tokio::select! {
-                    biased;
-                    () = self.settings.cancel.cancelled() => {
-                        self.stop(Stop::Cancelled);
-                        continue;
-                    }
-                    next = in_flight.next() => next,
+                Wake::Cancelled => {
+                    self.stop(Stop::Cancelled);
+                    continue;
                 }
+                Wake::Noticed(noted) => {
+                    self.noticed(noted);
+                    continue;
+                }
+                Wake::Settled(id, report) => (id, report),
             };
-            let Some((id, report)) = next else { break };
             self.settle(&id, report);
             dirty = true;
             // Everything else already done joins this round's write.
@@ -370,6 +401,82 @@ impl<'a> Round<'a> {
             }
         }
         self.finish()
+    }
+
+    /// The next thing to act on. While stopping, attempts get
+    /// [`STOP_GRACE`] to end; notices are still answered (with a no), so a
+    /// runner waiting on one ends too.
+    async fn wake(&mut self, in_flight: &mut InFlight) -> Wake {
+        if in_flight.is_empty() {
+            return Wake::Idle;
+        }
+        let settled = |next: Option<(String, Result<StepReport, JoinError>)>| match next {
+            Some((id, report)) => Wake::Settled(id, report),
+            None => Wake::Idle,
+        };
+        if self.stopping.is_some() {
+            let grace = tokio::time::sleep(STOP_GRACE);
+            tokio::pin!(grace);
+            return tokio::select! {
+                next = in_flight.next() => settled(next),
+                Some(noted) = self.notices.recv() => Wake::Noticed(noted),
+                () = &mut grace => Wake::Overstayed,
+            };
+        }
+        tokio::select! {
+            biased;
+            () = self.settings.cancel.cancelled() => Wake::Cancelled,
+            Some(noted) = self.notices.recv() => Wake::Noticed(noted),
+            next = in_flight.next() => settled(next),
+        }
+    }
+
+    /// Runners' notices of runs about to start (this one and any others
+    /// waiting): written in the state at once, then each runner is told
+    /// it may start its run. A notice from an attempt that no longer runs,
+    /// or while stopping, is refused: that run must not start.
+    fn noticed(&mut self, first: Noted) {
+        let mut batch = vec![first];
+        while let Ok(noted) = self.notices.try_recv() {
+            batch.push(noted);
+        }
+        let mut accepted = Vec::new();
+        for noted in batch {
+            let current = self
+                .running
+                .get(&noted.task)
+                .is_some_and(|running| running.serial == noted.serial);
+            if self.stopping.is_some() || !current {
+                let why = if current {
+                    "the workflow is stopping"
+                } else {
+                    "its attempt has ended"
+                };
+                let _ = noted.written.send(Err(why.into()));
+                continue;
+            }
+            self.task_mut(&noted.task).run = Some(noted.run.clone());
+            accepted.push(noted);
+        }
+        if accepted.is_empty() {
+            return;
+        }
+        match self.file.save(&self.state) {
+            Ok(()) => {
+                for noted in accepted {
+                    let _ = noted.written.send(Ok(()));
+                }
+            }
+            Err(error) => {
+                tracing::error!("cannot write the workflow's state: {error}");
+                let reason = error.to_string();
+                for noted in accepted {
+                    self.task_mut(&noted.task).run = None;
+                    let _ = noted.written.send(Err(reason.clone()));
+                }
+                self.stop(Stop::StateFailed(error));
+            }
+        }
     }
 
     fn task_mut(&mut self, id: &str) -> &mut TaskState {
@@ -386,11 +493,12 @@ impl<'a> Round<'a> {
             .max_parallel
             .max(1)
             .saturating_sub(self.running.len());
-        let ready: Vec<String> = self
-            .engine
-            .workflow
-            .tasks
-            .iter()
+        // Runs left in flight first: they are going on anyway.
+        let not_in_flight = |task: &&Task| self.state.tasks[&task.id].run.is_none();
+        let mut candidates: Vec<&Task> = self.engine.workflow.tasks.iter().collect();
+        candidates.sort_by_key(not_in_flight);
+        let ready: Vec<String> = candidates
+            .into_iter()
             .filter(|task| {
                 let state = &self.state.tasks[&task.id];
                 state.status == TaskStatus::Pending
@@ -446,6 +554,9 @@ impl<'a> Round<'a> {
                     dependencies,
                     previous,
                     abort: self.settings.cancel.child_token(),
+                    reattach: state.run.clone(),
+                    // Its serial is set when it is spawned.
+                    notice: RunNotice::ignored(),
                 };
                 let backoff = self.backoff.remove(&id).unwrap_or_default();
                 (id, step, backoff)
@@ -453,7 +564,10 @@ impl<'a> Round<'a> {
             .collect()
     }
 
-    fn spawn(&mut self, in_flight: &mut InFlight, id: String, step: Step, backoff: Duration) {
+    fn spawn(&mut self, in_flight: &mut InFlight, id: String, mut step: Step, backoff: Duration) {
+        self.dispatched += 1;
+        let serial = self.dispatched;
+        step.notice = RunNotice::new(id.clone(), serial, self.notify.clone());
         self.emit(WorkflowEvent::TaskStarted {
             task: id.clone(),
             attempt: step.attempt,
@@ -466,6 +580,7 @@ impl<'a> Round<'a> {
             Running {
                 abort,
                 handle: handle.abort_handle(),
+                serial,
             },
         );
         in_flight.push(handle.map(move |report| (id, report)).boxed());
@@ -491,6 +606,8 @@ impl<'a> Round<'a> {
             },
         };
         let state = self.task_mut(id);
+        // The attempt ended: its run is no longer in flight.
+        state.run = None;
         state.runs.extend(report.run);
         add_usage(&mut state.usage, &report.usage);
         state.duration_ms = state

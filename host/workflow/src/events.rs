@@ -31,6 +31,19 @@ pub enum WorkflowEvent {
         /// The loop's iteration, from 1.
         iteration: u32,
     },
+    /// On resume, an attempt follows the run an earlier moat started for
+    /// it (still going on, or ended meanwhile) instead of starting
+    /// another: the task is not run twice.
+    TaskReattached {
+        /// The task.
+        task: String,
+        /// The run it follows.
+        run: String,
+        /// The attempt, from 1 (a resume counts attempts afresh).
+        attempt: u32,
+        /// The loop's iteration, from 1.
+        iteration: u32,
+    },
     /// An attempt failed and will be tried again.
     TaskRetrying {
         /// The task.

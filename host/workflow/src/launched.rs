@@ -4,22 +4,31 @@
 //! recorded where the workflow's runs go (as a child of the workflow's
 //! own record on this machine, or on a cluster), its events folded into
 //! the engine contract's result.
+//!
+//! Each run's id is chosen here and written in the workflow's state
+//! before the run is submitted. A cluster's run goes on when the moat that
+//! submitted it is killed, so on resume this runner re-attaches to it —
+//! follows it from its first event to its end, running or ended — and the
+//! task is not run twice. A run on this machine died with its moat (its
+//! record ends `engine restart`): that attempt runs again.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use futures::StreamExt;
-use moat_engine::{DoneStatus, ResultFold, SettingNames};
+use futures::FutureExt;
+use moat_engine::SettingNames;
 use moat_grants::Grants;
 use moat_launch::{
-    AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, Resolved, Timeout,
+    AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, Place, Resolved,
+    Timeout,
 };
-use moat_runs::RunId;
+use moat_runs::{FailReason, RunId, RunStatus};
 use tokio::sync::Mutex;
 
 use crate::definition::Task;
-use crate::runner::{AttemptStatus, TaskDispatch, TaskReport, TaskRunner};
+use crate::followed;
+use crate::runner::{Reattach, TaskDispatch, TaskReport, TaskRunner};
 
 /// Runs attempts through a [`Launcher`].
 pub struct LaunchRunner {
@@ -155,8 +164,24 @@ impl TaskRunner for LaunchRunner {
             Ok(resolved) => resolved,
             Err(reason) => return TaskReport::failed(reason),
         };
+        // The id goes in the state before the run exists: a moat killed
+        // once it is submitted leaves it for the resume to re-attach.
+        let id = match self.launcher.place() {
+            Place::Unrecorded => None,
+            Place::Local(_) | Place::Cluster(_) => Some(RunId::new()),
+        };
+        if let Some(id) = &id
+            && let Err(error) = dispatch.notice.starting(id.as_str()).await
+        {
+            return if dispatch.abort.is_cancelled() {
+                TaskReport::cancelled()
+            } else {
+                TaskReport::failed(error.to_string())
+            };
+        }
         let spec = LaunchSpec {
             abort: dispatch.abort.clone(),
+            id,
             ..self.spec(task, resolved, dispatch.prompt)
         };
         let prepared = match self.launcher.prepare(spec).await {
@@ -164,36 +189,45 @@ impl TaskRunner for LaunchRunner {
             Err(error) => return TaskReport::failed(self.failure(error)),
         };
         let run_id = prepared.id().map(ToString::to_string);
-        let mut events = self.launcher.start(prepared);
-        let mut fold = ResultFold::new();
-        while let Some(event) = events.next().await {
-            fold.observe(&event, &mut ());
+        let events = self.launcher.start(prepared);
+        followed::report(events, &dispatch.abort, run_id).await
+    }
+
+    async fn reattach(&self, run: &str, dispatch: TaskDispatch) -> Reattach {
+        if !matches!(self.launcher.place(), Place::Cluster(_)) {
+            return Reattach::Cannot(
+                "a run on this machine ends with the moat that ran it (engine restart)".into(),
+            );
         }
-        let result = fold.finish();
-        let status = match result.status {
-            DoneStatus::Success => AttemptStatus::Completed,
-            DoneStatus::Interrupted if dispatch.abort.is_cancelled() => AttemptStatus::Cancelled,
-            other => AttemptStatus::Failed {
-                reason: match &result.error {
-                    Some(error) => match &error.code {
-                        Some(code) => format!("{code}: {}", error.message),
-                        None => error.message.clone(),
-                    },
-                    None => format!(
-                        "the run ended {}",
-                        serde_json::to_value(other)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_else(|| format!("{other:?}"))
-                    ),
-                },
-            },
+        let Some(runs) = self.launcher.runs() else {
+            return Reattach::Cannot("its runs are recorded nowhere".into());
         };
-        TaskReport {
-            status,
-            answer: result.text.unwrap_or_default(),
-            run: run_id,
-            usage: result.usage,
+        let Some(id) = RunId::parse(run) else {
+            return Reattach::Cannot(format!("{run:?} is not a run id"));
+        };
+        let record = match runs.get(&id).await {
+            Ok(Some(record)) => record,
+            // Its id was written down, then its moat died before it was
+            // submitted.
+            Ok(None) => {
+                return Reattach::Cannot(format!("{} has no run {id}", runs.place()));
+            }
+            Err(error) => {
+                let failed = TaskReport {
+                    run: Some(id.to_string()),
+                    ..TaskReport::failed(format!(
+                        "cannot read run {id} in {}: {error}",
+                        runs.place()
+                    ))
+                };
+                return Reattach::Following(futures::future::ready(failed).boxed());
+            }
+        };
+        // Stopped by a cancel (its moat's Ctrl-C, or `moat cancel`): it
+        // runs again on resume, as any interrupted attempt does.
+        if record.status == RunStatus::Failed && record.reason == Some(FailReason::Cancelled) {
+            return Reattach::Cannot(format!("run {id} was cancelled"));
         }
+        Reattach::Following(followed::follow(runs, id, dispatch.abort).boxed())
     }
 }

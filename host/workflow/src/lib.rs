@@ -18,6 +18,7 @@ pub mod context;
 pub mod definition;
 pub mod engine;
 pub mod events;
+mod followed;
 pub mod graph;
 pub mod handover;
 pub mod hooks;
@@ -36,6 +37,8 @@ pub use events::WorkflowEvent;
 pub use hooks::{Hook, HookEvent, HookPoint, Hooks};
 pub use launched::LaunchRunner;
 pub use mock::{MockRunner, Scripted};
-pub use runner::{AttemptStatus, TaskDispatch, TaskReport, TaskRunner};
+pub use runner::{
+    AttemptStatus, NotRecorded, Reattach, RunNotice, TaskDispatch, TaskReport, TaskRunner,
+};
 pub use state::{State, TaskStatus, WorkflowStatus};
 pub use step::Emit;

@@ -3,13 +3,15 @@
 //! workflows and of the engine itself.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use moat_engine::ResultUsage;
+use moat_runs::RunId;
 
-use crate::runner::{AttemptStatus, TaskDispatch, TaskReport, TaskRunner};
+use crate::runner::{AttemptStatus, Reattach, TaskDispatch, TaskReport, TaskRunner};
 
 /// What the mock does for one attempt.
 #[derive(Debug, Clone)]
@@ -33,8 +35,13 @@ pub struct MockCall {
     pub attempt: u32,
     /// The iteration.
     pub iteration: u32,
-    /// The assembled prompt.
+    /// The assembled prompt (empty for a re-attached attempt).
     pub prompt: String,
+    /// The attempt's run, when the mock gives runs ([`MockRunner::with_runs`]).
+    pub run: Option<String>,
+    /// Whether it followed a run an earlier moat left in flight rather
+    /// than start one.
+    pub reattached: bool,
     /// When it started.
     pub started: Instant,
     /// When it ended.
@@ -45,8 +52,12 @@ pub struct MockCall {
 pub struct MockRunner {
     project: PathBuf,
     delay: Duration,
+    /// Whether each attempt has a run, noticed to the engine first.
+    runs: bool,
     script: Mutex<HashMap<String, VecDeque<Scripted>>>,
-    calls: Mutex<Vec<MockCall>>,
+    /// Runs going on elsewhere, which a re-attach can follow.
+    in_flight: Mutex<HashMap<String, Scripted>>,
+    calls: Arc<Mutex<Vec<MockCall>>>,
 }
 
 impl MockRunner {
@@ -56,9 +67,19 @@ impl MockRunner {
         Self {
             project: project.into(),
             delay,
+            runs: false,
             script: Mutex::new(HashMap::new()),
-            calls: Mutex::new(Vec::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            calls: Arc::new(Mutex::new(Vec::new())),
         }
+    }
+
+    /// Gives each attempt a run, as a cluster would: its id is told to the
+    /// engine ([`crate::RunNotice::starting`]) before the attempt starts,
+    /// and reported.
+    pub fn with_runs(mut self) -> Self {
+        self.runs = true;
+        self
     }
 
     /// What the next attempts of `task` do, in order; once they are used,
@@ -70,6 +91,16 @@ impl MockRunner {
             .entry(task.to_owned())
             .or_default()
             .extend(steps);
+    }
+
+    /// Run `run`, started by an earlier moat, goes on elsewhere and ends
+    /// as `outcome`: a re-attach follows it. Any other run cannot be
+    /// re-attached to.
+    pub fn in_flight(&self, run: &str, outcome: Scripted) {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(run.to_owned(), outcome);
     }
 
     /// The dispatches so far, in the order they ended.
@@ -89,10 +120,99 @@ impl MockRunner {
     }
 }
 
+/// Plays `step` for `dispatch`, after `delay`: how it ended and its answer.
+async fn play(
+    project: &Path,
+    delay: Duration,
+    step: Scripted,
+    dispatch: &TaskDispatch,
+) -> (AttemptStatus, String) {
+    let waited = tokio::select! {
+        () = tokio::time::sleep(delay) => true,
+        () = dispatch.abort.cancelled() => false,
+    };
+    let hang = matches!(step, Scripted::Hang);
+    if hang {
+        dispatch.abort.cancelled().await;
+    }
+    if !waited || hang {
+        return (AttemptStatus::Cancelled, String::new());
+    }
+    match step {
+        Scripted::Answer(answer) => (AttemptStatus::Completed, answer),
+        Scripted::Succeed => {
+            let mut status = AttemptStatus::Completed;
+            for output in &dispatch.task.outputs {
+                let path = project.join(output);
+                let written = path
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| {
+                        std::fs::write(&path, format!("written by {}\n", dispatch.task.id))
+                    });
+                if let Err(e) = written {
+                    status = AttemptStatus::Failed {
+                        reason: format!("cannot write {}: {e}", path.display()),
+                    };
+                }
+            }
+            (
+                status,
+                MockRunner::default_answer(&dispatch.task.id, dispatch.iteration),
+            )
+        }
+        Scripted::Fail(reason) => (AttemptStatus::Failed { reason }, String::new()),
+        Scripted::Hang => unreachable!("handled above"),
+    }
+}
+
+/// Records the call and makes its report.
+fn finish(
+    calls: &Mutex<Vec<MockCall>>,
+    dispatch: TaskDispatch,
+    (status, answer): (AttemptStatus, String),
+    run: Option<String>,
+    reattached: bool,
+    started: Instant,
+) -> TaskReport {
+    calls
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(MockCall {
+            task: dispatch.task.id.clone(),
+            attempt: dispatch.attempt,
+            iteration: dispatch.iteration,
+            prompt: dispatch.prompt,
+            run: run.clone(),
+            reattached,
+            started,
+            ended: Instant::now(),
+        });
+    TaskReport {
+        status,
+        answer,
+        run,
+        usage: ResultUsage::default(),
+    }
+}
+
 #[async_trait::async_trait]
 impl TaskRunner for MockRunner {
     async fn run(&self, dispatch: TaskDispatch) -> TaskReport {
         let started = Instant::now();
+        let run = if self.runs {
+            let run = RunId::new().to_string();
+            if let Err(error) = dispatch.notice.starting(&run).await {
+                return if dispatch.abort.is_cancelled() {
+                    TaskReport::cancelled()
+                } else {
+                    TaskReport::failed(error.to_string())
+                };
+            }
+            Some(run)
+        } else {
+            None
+        };
         let step = self
             .script
             .lock()
@@ -100,60 +220,28 @@ impl TaskRunner for MockRunner {
             .get_mut(&dispatch.task.id)
             .and_then(VecDeque::pop_front)
             .unwrap_or(Scripted::Succeed);
-        let waited = tokio::select! {
-            () = tokio::time::sleep(self.delay) => true,
-            () = dispatch.abort.cancelled() => false,
-        };
-        let hang = matches!(step, Scripted::Hang);
-        if hang {
-            dispatch.abort.cancelled().await;
-        }
-        let (status, answer) = if !waited || hang {
-            (AttemptStatus::Cancelled, String::new())
-        } else {
-            match step {
-                Scripted::Answer(answer) => (AttemptStatus::Completed, answer),
-                Scripted::Succeed => {
-                    let mut status = AttemptStatus::Completed;
-                    for output in &dispatch.task.outputs {
-                        let path = self.project.join(output);
-                        let written = path
-                            .parent()
-                            .map_or(Ok(()), std::fs::create_dir_all)
-                            .and_then(|()| {
-                                std::fs::write(&path, format!("written by {}\n", dispatch.task.id))
-                            });
-                        if let Err(e) = written {
-                            status = AttemptStatus::Failed {
-                                reason: format!("cannot write {}: {e}", path.display()),
-                            };
-                        }
-                    }
-                    (
-                        status,
-                        Self::default_answer(&dispatch.task.id, dispatch.iteration),
-                    )
-                }
-                Scripted::Fail(reason) => (AttemptStatus::Failed { reason }, String::new()),
-                Scripted::Hang => unreachable!("handled above"),
-            }
-        };
-        self.calls
+        let played = play(&self.project, self.delay, step, &dispatch).await;
+        finish(&self.calls, dispatch, played, run, false, started)
+    }
+
+    async fn reattach(&self, run: &str, dispatch: TaskDispatch) -> Reattach {
+        let outcome = self
+            .in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(MockCall {
-                task: dispatch.task.id.clone(),
-                attempt: dispatch.attempt,
-                iteration: dispatch.iteration,
-                prompt: dispatch.prompt,
-                started,
-                ended: Instant::now(),
-            });
-        TaskReport {
-            status,
-            answer,
-            run: None,
-            usage: ResultUsage::default(),
-        }
+            .remove(run);
+        let Some(outcome) = outcome else {
+            return Reattach::Cannot(format!("no run {run} goes on"));
+        };
+        let (project, delay, calls) = (self.project.clone(), self.delay, self.calls.clone());
+        let run = run.to_owned();
+        Reattach::Following(
+            async move {
+                let started = Instant::now();
+                let played = play(&project, delay, outcome, &dispatch).await;
+                finish(&calls, dispatch, played, Some(run), true, started)
+            }
+            .boxed(),
+        )
     }
 }

@@ -33,7 +33,8 @@ pub fn directory(workflow: &Workflow) -> PathBuf {
 pub enum TaskStatus {
     /// Not started, or to be run again.
     Pending,
-    /// Dispatched; a crash leaves it so, and a resume runs it again.
+    /// Dispatched; a crash leaves it so, and a resume re-attaches to its
+    /// run when it can ([`TaskState::run`]), runs it again when not.
     Running,
     /// Done: a resume skips it.
     Completed,
@@ -132,9 +133,16 @@ pub struct TaskState {
     /// The task whose failure keeps it from running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_by: Option<String>,
-    /// The run-store records of its attempts, oldest first.
+    /// The run-store records of its attempts, oldest first, each listed
+    /// once its attempt ended.
     #[serde(default)]
     pub runs: Vec<String>,
+    /// The run of its attempt in flight: written before the run starts,
+    /// cleared when the attempt ends. A moat killed meanwhile leaves it
+    /// here, and a resume follows that run (in a cluster it went on)
+    /// rather than start the task a second time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     /// Tokens and cost of all its attempts.
     #[serde(default)]
     pub usage: ResultUsage,
@@ -157,6 +165,7 @@ impl TaskState {
             error: None,
             blocked_by: None,
             runs: Vec::new(),
+            run: None,
             usage: ResultUsage::default(),
             duration_ms: 0,
         }

@@ -3,6 +3,13 @@
 //! post-task hooks, the loop's condition and, when the task has failed for
 //! good, its on-failure hooks. It owns no state: it reports to the engine,
 //! which alone writes the state.
+//!
+//! An attempt resumed with its run still in flight (a cluster's, whose
+//! submitter was killed) re-attaches to that run when the runner can: its
+//! pre-task hooks ran and its prompt was assembled before the run started,
+//! so neither happens again; everything after the run — the saved answer,
+//! the handover, the outputs, post-task hooks, the loop's condition,
+//! retries and on-failure hooks — happens as for any attempt.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +23,7 @@ use crate::definition::{OnMax, Task, Until, Workflow};
 use crate::events::WorkflowEvent;
 use crate::handover;
 use crate::hooks::{HookEvent, HookPoint, Hooks, run_command};
-use crate::runner::{AttemptStatus, TaskDispatch, TaskRunner};
+use crate::runner::{AttemptStatus, Reattach, RunNotice, TaskDispatch, TaskReport, TaskRunner};
 use crate::template::Values;
 
 /// Receives a workflow's events.
@@ -39,6 +46,10 @@ pub struct Step {
     /// Its own from the previous iteration.
     pub previous: Option<Map<String, Value>>,
     pub abort: CancellationToken,
+    /// The run an earlier moat left in flight for it, to re-attach to.
+    pub reattach: Option<String>,
+    /// Where the runner tells the engine its run before starting it.
+    pub notice: RunNotice,
 }
 
 /// What became of an attempt.
@@ -148,11 +159,48 @@ impl Step {
         }
     }
 
-    async fn attempt(
-        &self,
-        run: &mut Option<String>,
-        usage: &mut ResultUsage,
-    ) -> Result<Verdict, Failure> {
+    /// The dispatch of this attempt with `prompt`.
+    fn dispatch(&self, prompt: String) -> TaskDispatch {
+        TaskDispatch {
+            workflow: self.workflow.name.clone(),
+            task: self.task.clone(),
+            attempt: self.attempt,
+            iteration: self.iteration,
+            prompt,
+            abort: self.abort.clone(),
+            notice: self.notice.clone(),
+        }
+    }
+
+    /// The report of the run an earlier moat left in flight, followed to
+    /// its end; `None` when there is none or the runner cannot follow it.
+    async fn reattached(&self) -> Option<TaskReport> {
+        let run = self.reattach.as_deref()?;
+        match self
+            .runner
+            .reattach(run, self.dispatch(String::new()))
+            .await
+        {
+            Reattach::Following(report) => {
+                tracing::info!(task = %self.task.id, run, "re-attached to the run in flight");
+                (self.emit)(&WorkflowEvent::TaskReattached {
+                    task: self.task.id.clone(),
+                    run: run.to_owned(),
+                    attempt: self.attempt,
+                    iteration: self.iteration,
+                });
+                Some(report.await)
+            }
+            Reattach::Cannot(why) => {
+                tracing::info!(task = %self.task.id, run, "cannot re-attach to its run ({why}): running it again");
+                None
+            }
+        }
+    }
+
+    /// A fresh run of the attempt: its pre-task hooks, its context, the
+    /// runner.
+    async fn fresh(&self) -> Result<TaskReport, Failure> {
         let pre = self.event(HookPoint::PreTask);
         if let Err(failure) = self.unless_aborted(self.hooks.run(&pre)).await? {
             self.hook_failed(&pre, &failure.hook, &failure.reason);
@@ -185,17 +233,18 @@ impl Step {
                 total: truncation.total,
             });
         }
-        let report = self
-            .runner
-            .run(TaskDispatch {
-                workflow: self.workflow.name.clone(),
-                task: self.task.clone(),
-                attempt: self.attempt,
-                iteration: self.iteration,
-                prompt: assembled.prompt,
-                abort: self.abort.clone(),
-            })
-            .await;
+        Ok(self.runner.run(self.dispatch(assembled.prompt)).await)
+    }
+
+    async fn attempt(
+        &self,
+        run: &mut Option<String>,
+        usage: &mut ResultUsage,
+    ) -> Result<Verdict, Failure> {
+        let report = match self.reattached().await {
+            Some(report) => report,
+            None => self.fresh().await?,
+        };
         run.clone_from(&report.run);
         *usage = report.usage;
         match report.status {

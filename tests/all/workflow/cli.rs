@@ -14,13 +14,13 @@ use serde_json::Value;
 use crate::cli::common::moat;
 
 /// A project of the test's own, with a store of its own.
-struct Project {
+pub(crate) struct Project {
     dir: tempfile::TempDir,
     store: PathBuf,
 }
 
 impl Project {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("store/moat.db");
         Self { dir, store }
@@ -39,19 +39,19 @@ impl Project {
         project
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    fn write(&self, name: &str, text: &str) {
+    pub(crate) fn write(&self, name: &str, text: &str) {
         std::fs::write(self.path().join(name), text).unwrap();
     }
 
-    fn read(&self, name: &str) -> String {
+    pub(crate) fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     }
 
-    fn moat(&self) -> Command {
+    pub(crate) fn moat(&self) -> Command {
         let mut command = moat();
         command
             .env("MOAT_STORE", &self.store)
@@ -59,11 +59,11 @@ impl Project {
         command
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.moat().args(args).output().unwrap()
     }
 
-    fn state(&self, name: &str) -> Value {
+    pub(crate) fn state(&self, name: &str) -> Value {
         serde_json::from_str(&self.read(&format!(".moat/workflows/{name}/state.json"))).unwrap()
     }
 
@@ -75,18 +75,18 @@ impl Project {
     }
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn events(output: &Output) -> Vec<Value> {
+pub(crate) fn events(output: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
         .collect()
 }
 
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
 

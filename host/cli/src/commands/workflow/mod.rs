@@ -143,16 +143,23 @@ fn status(args: &WorkflowStatusArgs) -> anyhow::Result<ExitCode> {
             (None, None) => "-".into(),
             (input, output) => format!("{}→{}", input.unwrap_or(0), output.unwrap_or(0)),
         };
-        let note = match (&task_state.blocked_by, &task_state.error) {
-            (Some(by), _) => format!("blocked by {by}"),
-            (None, Some(error)) => error
+        // A running task's run may be going on (in a cluster): its id
+        // finds it.
+        let in_flight = task_state
+            .run
+            .as_ref()
+            .filter(|_| task_state.status == moat_workflow::TaskStatus::Running);
+        let note = match (&task_state.blocked_by, in_flight, &task_state.error) {
+            (Some(by), _, _) => format!("blocked by {by}"),
+            (None, Some(run), _) => format!("run {run}"),
+            (None, None, Some(error)) => error
                 .lines()
                 .next()
                 .unwrap_or_default()
                 .chars()
                 .take(60)
                 .collect(),
-            (None, None) => String::new(),
+            (None, None, None) => String::new(),
         };
         rows.push([
             task.id.clone(),

@@ -118,6 +118,15 @@ impl View for Live {
                 bar.enable_steady_tick(Duration::from_millis(100));
                 self.running.insert(task.clone(), bar);
             }
+            WorkflowEvent::TaskReattached { task, run, .. } => {
+                // Its spinner (from `task_started`) goes on: the run does.
+                if let Some(bar) = self.running.get(task) {
+                    bar.set_message("re-attached");
+                }
+                self.line(format!(
+                    "↺ {task}: re-attached to its run {run}, started before the resume"
+                ));
+            }
             WorkflowEvent::TaskRetrying {
                 task,
                 attempt,
