@@ -13,6 +13,7 @@ mod codex;
 mod containment;
 mod contract_packages;
 mod echo;
+mod egress;
 mod engine;
 mod gemini;
 mod launch;

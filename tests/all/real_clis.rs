@@ -183,10 +183,14 @@ fn run_real_with(
         cli.adapter,
         "Run echo moat-tool-use in the shell if you can, then answer.",
     );
+    // The CLI reaches the stub through the run's proxy: granted like any
+    // host.
+    let stub_address = stub.base_url().trim_start_matches("http://").to_owned();
     request.scope.grants = Grants {
         run: vec![program.to_string_lossy().into_owned()],
         write: vec![work.clone()],
         env,
+        net: vec![moat_grants::NetRule::parse(&stub_address).unwrap()],
         ..Grants::none()
     };
     request.options.extra = Some(json!({"program": program}));

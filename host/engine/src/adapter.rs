@@ -470,6 +470,11 @@ pub trait AdapterSession: Send {
     fn take_denials(&mut self) -> Vec<Denial> {
         Vec::new()
     }
+    /// How the programs this session starts are contained, in a word, for
+    /// the run's `init` event; `None` (the default): it starts none.
+    fn containment(&self) -> Option<String> {
+        None
+    }
     /// Release the session after its stream ended: the adapter's own cleanup
     /// runs (bounded by the runtime) and its failures are ignored.
     fn close(self: Box<Self>) -> BoxFuture<'static, ()>;

@@ -151,6 +151,11 @@ pub struct InitPayload {
     /// What the backend can do, as it describes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<JsonObject>,
+    /// How the programs the run starts are contained (`namespaces`,
+    /// `landlock+seccomp`, `off`…), set by the host, never by the adapter;
+    /// absent for a run that may start no program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 /// `text`: a complete piece of assistant text.
@@ -651,6 +656,7 @@ mod tests {
                     cwd: None,
                     tools: vec![],
                     capabilities: None,
+                    containment: None,
                 }))),
                 wire("init", r#"{"tools":[]}"#),
             ),
@@ -660,10 +666,11 @@ mod tests {
                     cwd: Some("/w".into()),
                     tools: vec!["read".into(), "write".into()],
                     capabilities: Some(object(json!({"streaming": true}))),
+                    containment: Some("namespaces".into()),
                 }))),
                 wire(
                     "init",
-                    r#"{"model":"m","cwd":"/w","tools":["read","write"],"capabilities":{"streaming":true}}"#,
+                    r#"{"model":"m","cwd":"/w","tools":["read","write"],"capabilities":{"streaming":true},"containment":"namespaces"}"#,
                 ),
             ),
             (

@@ -726,7 +726,11 @@ impl<S: Send + Sync + 'static> Driver<S> {
         let checked = validate_event(event, self.limits.max_event_bytes, || self.elapsed())
             .and_then(|valid| self.within_capacity(valid));
         match checked {
-            Ok(valid) => {
+            Ok(mut valid) => {
+                if let EventPayload::Init(init) = &mut valid.payload {
+                    // The host's word, whatever the adapter claimed.
+                    init.containment = live.session.containment();
+                }
                 let unmatched = self.unmatched_result(&valid.payload);
                 self.observe(&valid);
                 if !aborting && let Some(reason) = self.resume_gone(&valid.payload) {

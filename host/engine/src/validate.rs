@@ -165,6 +165,7 @@ fn payload(
             capabilities: capabilities
                 .map(|c| json_object("init", "capabilities", &c))
                 .transpose()?,
+            containment: None,
         })),
         AdapterEventKind::Text(content) => EventPayload::Text(TextPayload { content }),
         AdapterEventKind::TextDelta(delta) => EventPayload::TextDelta(TextDeltaPayload { delta }),

@@ -23,9 +23,9 @@
 //! a `CAPABILITY_DENIED` event.
 
 mod buffered;
+pub(crate) mod destination;
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
@@ -41,9 +41,10 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::denials::DenialLog;
-use moat_engine::{Denial, DeniedRequest, Grant};
-use moat_grants::address::{self, AddressRefusal, HostGrant, SpecialRange};
+use moat_engine::Denial;
 use moat_grants::{NetRule, Scheme};
+
+use self::destination::{ConnectFailure, Destination, shown};
 
 /// Largest request body a guest may send, in bytes.
 pub const MAX_REQUEST_BODY_BYTES: u64 = 64 * 1024 * 1024;
@@ -52,10 +53,6 @@ pub const MAX_RESPONSE_BODY_BYTES: u64 = 64 * 1024 * 1024;
 /// Each timeout of a request when neither the guest nor the run's time
 /// limit asks for less.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// Most addresses of one name tried.
-const MAX_ADDRESSES: usize = 16;
-/// Longest host shown in a refusal (it comes from the guest).
-const MAX_HOST_IN_MESSAGE: usize = 255;
 
 type ResponseFuture = Box<
     dyn Future<
@@ -83,20 +80,20 @@ pub(crate) struct NetAccess {
 
 impl NetAccess {
     /// Access as `rules` grant it, each request bounded by `deadline` (the
-    /// end of the run's time).
+    /// end of the run's time), at most `max_connections` open at once
+    /// (`connections`, shared with the run's programs).
     pub(crate) fn new(
         rules: &[NetRule],
         deadline: Option<Instant>,
         denials: DenialLog,
+        connections: Arc<tokio::sync::Semaphore>,
         max_connections: usize,
     ) -> Self {
         Self {
             rules: rules.into(),
             deadline,
             denials,
-            connections: Arc::new(tokio::sync::Semaphore::new(
-                max_connections.min(tokio::sync::Semaphore::MAX_PERMITS),
-            )),
+            connections,
             max_connections,
         }
     }
@@ -109,7 +106,7 @@ impl WasiHttpHooks for NetAccess {
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
-        let destination = match Destination::of(request.uri(), &self.rules) {
+        let destination = match destination_of(request.uri(), &self.rules) {
             Ok(destination) => destination,
             Err(Refused::Invalid(error)) => return Box::new(async move { Err(error) }),
             Err(Refused::NotGranted(denial)) => {
@@ -132,96 +129,43 @@ impl WasiHttpHooks for NetAccess {
     }
 }
 
-/// Where a granted request goes.
-#[derive(Debug, Clone)]
-struct Destination {
-    scheme: Scheme,
-    /// As in the URL: a name, an IPv4 address or a bracketed IPv6 one.
-    host: String,
-    port: u16,
-    grant: HostGrant,
-}
-
 enum Refused {
     /// Not a request moat can send (no host, say): an error, not a denial.
     Invalid(HttpError),
     NotGranted(Denial),
 }
 
-impl Destination {
-    fn of(uri: &http::Uri, rules: &[NetRule]) -> Result<Self, Refused> {
-        let scheme = match uri.scheme_str() {
-            Some("http") => Scheme::Http,
-            Some("https") => Scheme::Https,
-            _ => return Err(Refused::Invalid(HttpError::HttpProtocolError)),
-        };
-        let host = uri
-            .host()
-            .filter(|host| !host.is_empty())
-            .ok_or(Refused::Invalid(HttpError::HttpRequestUriInvalid))?
-            .to_ascii_lowercase();
-        let port = uri.port_u16().unwrap_or(match scheme {
-            Scheme::Http => 80,
-            Scheme::Https => 443,
-        });
-        let grant = address::host_grant(rules, scheme, &host, port);
-        let destination = Self {
-            scheme,
-            host,
-            port,
-            grant,
-        };
-        if grant == HostGrant::NotGranted {
-            return Err(Refused::NotGranted(
-                destination.denial("not granted".into(), destination.grant()),
-            ));
-        }
-        Ok(destination)
-    }
-
-    /// The `Host` header: the host, and the port unless it is the
-    /// scheme's default.
-    fn host_header(&self) -> String {
-        let default = match self.scheme {
-            Scheme::Http => 80,
-            Scheme::Https => 443,
-        };
-        if self.port == default {
-            self.host.clone()
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
-    }
-
-    /// The host without IPv6 brackets, for resolving and for TLS.
-    fn bare_host(&self) -> &str {
-        self.host.trim_start_matches('[').trim_end_matches(']')
-    }
-
-    /// The grant that would allow this destination by name.
-    fn grant(&self) -> Grant {
-        Grant::Net {
-            host: shown(&self.host).to_owned(),
-            port: self.port,
-        }
-    }
-
-    fn denial(&self, reason: String, remedy: Grant) -> Denial {
-        Denial {
-            request: DeniedRequest::Net {
-                scheme: self.scheme.as_str().to_owned(),
-                host: shown(&self.host).to_owned(),
-                port: self.port,
-            },
-            reason,
-            remedy: Some(remedy),
-        }
-    }
+/// Where a guest's request to `uri` goes, if `rules` grant it.
+fn destination_of(uri: &http::Uri, rules: &[NetRule]) -> Result<Destination, Refused> {
+    let scheme = match uri.scheme_str() {
+        Some("http") => Scheme::Http,
+        Some("https") => Scheme::Https,
+        _ => return Err(Refused::Invalid(HttpError::HttpProtocolError)),
+    };
+    let host = uri
+        .host()
+        .filter(|host| !host.is_empty())
+        .ok_or(Refused::Invalid(HttpError::HttpRequestUriInvalid))?;
+    let port = uri.port_u16().unwrap_or(match scheme {
+        Scheme::Http => 80,
+        Scheme::Https => 443,
+    });
+    Destination::granted(scheme, host, port, rules).map_err(Refused::NotGranted)
 }
 
-/// `text` cut for a message: it comes from the guest.
-fn shown(text: &str) -> &str {
-    &text[..text.floor_char_boundary(MAX_HOST_IN_MESSAGE)]
+impl From<ConnectFailure> for HttpError {
+    fn from(failure: ConnectFailure) -> Self {
+        match failure {
+            ConnectFailure::AddressProhibited => HttpError::DestinationIpProhibited,
+            ConnectFailure::Dns(error) => HttpError::DnsError {
+                rcode: Some(error),
+                info_code: None,
+            },
+            ConnectFailure::NotFound => HttpError::DestinationNotFound,
+            ConnectFailure::Connect(error) => HttpError::Connect(error),
+            ConnectFailure::Timeout => HttpError::ConnectionTimeout,
+        }
+    }
 }
 
 /// The part of the run's remaining time one step of a request may take.
@@ -250,29 +194,10 @@ async fn send(
 > {
     let options = options.unwrap_or_default();
     let connect_timeout = bounded(options.connect_timeout, deadline);
-    let addresses = resolve(&destination, connect_timeout).await?;
-    for &address in &addresses {
-        if let Err(AddressRefusal::Range(range)) =
-            address::check_address(destination.grant, address)
-        {
-            let remedy = match range {
-                // Only a rule naming the address itself reaches metadata.
-                SpecialRange::CloudMetadata => Grant::Net {
-                    host: match address {
-                        IpAddr::V4(v4) => v4.to_string(),
-                        IpAddr::V6(v6) => format!("[{v6}]"),
-                    },
-                    port: destination.port,
-                },
-                _ => destination.grant(),
-            };
-            let reason = format!("it resolves to {address}, {range}");
-            denials.record(destination.denial(reason, remedy));
-            return Err(HttpError::DestinationIpProhibited);
-        }
-    }
-
-    let stream = connect(&addresses, destination.port, connect_timeout).await?;
+    let stream = match destination.connect(connect_timeout, &denials).await {
+        Ok(stream) => stream,
+        Err(failure) => return Err(HttpError::from(failure)),
+    };
     tracing::debug!(
         host = shown(&destination.host),
         port = destination.port,
@@ -373,53 +298,6 @@ async fn send(
         result
     });
     Ok((response, io))
-}
-
-/// The addresses of the destination: the literal itself, or the name
-/// resolved once.
-async fn resolve(destination: &Destination, timeout: Duration) -> Result<Vec<IpAddr>, HttpError> {
-    let host = destination.bare_host();
-    if let Ok(address) = host.parse::<IpAddr>() {
-        return Ok(vec![address]);
-    }
-    let lookup = tokio::net::lookup_host((host, destination.port));
-    let addresses: Vec<IpAddr> = match tokio::time::timeout(timeout, lookup).await {
-        Err(_) => return Err(HttpError::DnsTimeout),
-        Ok(Err(error)) => {
-            return Err(HttpError::DnsError {
-                rcode: Some(error.to_string()),
-                info_code: None,
-            });
-        }
-        Ok(Ok(found)) => found.map(|a| a.ip()).take(MAX_ADDRESSES).collect(),
-    };
-    if addresses.is_empty() {
-        return Err(HttpError::DestinationNotFound);
-    }
-    Ok(addresses)
-}
-
-/// A TCP connection to the first checked address that answers.
-async fn connect(
-    addresses: &[IpAddr],
-    port: u16,
-    timeout: Duration,
-) -> Result<TcpStream, HttpError> {
-    let attempt = async {
-        let mut last_error = None;
-        for &address in addresses {
-            match TcpStream::connect(SocketAddr::new(address, port)).await {
-                Ok(stream) => return Ok(stream),
-                Err(error) => last_error = Some(error),
-            }
-        }
-        Err(HttpError::Connect(last_error.unwrap_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no address to connect to")
-        })))
-    };
-    tokio::time::timeout(timeout, attempt)
-        .await
-        .map_err(|_| HttpError::ConnectionTimeout)?
 }
 
 trait Stream: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
@@ -566,13 +444,15 @@ impl Body for CheckedResponseBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moat_engine::Grant;
+    use moat_grants::address::HostGrant;
 
     fn rules(texts: &[&str]) -> Vec<NetRule> {
         texts.iter().map(|t| NetRule::parse(t).unwrap()).collect()
     }
 
     fn destination(uri: &str, rules: &[NetRule]) -> Result<Destination, Refused> {
-        Destination::of(&uri.parse().unwrap(), rules)
+        destination_of(&uri.parse().unwrap(), rules)
     }
 
     #[test]

@@ -59,6 +59,7 @@ mod config;
 pub mod contract;
 mod control;
 mod denials;
+mod egress;
 mod error;
 mod failure;
 mod filesystem;
@@ -82,6 +83,7 @@ pub use config::{
 };
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion};
 pub use control::stop_all_runs;
+pub use egress::NetworkContainment;
 pub use error::{LoadError, SandboxError};
 pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
 pub use precheck::DEFAULT_MAX_FUNCTION_BYTES;

@@ -145,6 +145,10 @@ impl<C: Contract> AdapterSession for WasmSession<C> {
         self.store.data().denials.take()
     }
 
+    fn containment(&self) -> Option<String> {
+        self.store.data().processes.containment()
+    }
+
     fn close(mut self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             // Runs the adapter's destructor; whatever it does (trap, spin

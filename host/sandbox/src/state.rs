@@ -85,13 +85,25 @@ impl RunState {
         table.set_max_capacity(crate::limits::max_resources(limits.max_memory_bytes));
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(crate::limits::MAX_HEADER_MAP_BYTES);
+        // The run's open connections: its components' requests and its
+        // programs' through the proxy count together.
+        let connections = Arc::new(tokio::sync::Semaphore::new(
+            limits
+                .max_connections
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        ));
         let processes = ProcessTable::new(
             adapter.clone(),
             scope,
             &dirs,
             env,
             control.children.clone(),
-            denials.clone(),
+            crate::egress::Policy {
+                rules: grants.net.as_slice().into(),
+                denials: denials.clone(),
+                deadline,
+                connections: connections.clone(),
+            },
         );
         Ok(Self {
             processes,
@@ -106,6 +118,7 @@ impl RunState {
                 &grants.net,
                 deadline,
                 denials.clone(),
+                connections,
                 limits.max_connections,
             ),
             denials,

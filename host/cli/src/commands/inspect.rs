@@ -10,7 +10,7 @@ use moat_engine::Adapter;
 use moat_grants::programs::GrantedPrograms;
 use moat_grants::{GrantSources, Grants, Provenance};
 use moat_launch::Resolver;
-use moat_sandbox::{CacheOutcome, Confinement, Sandbox};
+use moat_sandbox::{CacheOutcome, Confinement, NetworkContainment, Sandbox};
 
 use crate::args::InspectArgs;
 use crate::wiring;
@@ -103,6 +103,7 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
     };
     println!("timeout      {timeout} ({whose} default; --timeout sets another or none)");
     println!("contain      {}", containment_shown(&confinement));
+    println!("network      {}", network_shown(&confinement));
     println!("imports      {}", list(&details.imports));
     match &details.cache_path {
         Some(path) => println!("cache        {cache} ({})", path.display()),
@@ -137,15 +138,32 @@ fn containment_shown(confinement: &Confinement) -> String {
     }
 }
 
+/// How the programs' network is held to the grants, in one line.
+fn network_shown(confinement: &Confinement) -> String {
+    match confinement {
+        Confinement::Off => {
+            "off (--no-contain): programs reach whatever your machine reaches".into()
+        }
+        Confinement::Contained { .. } => {
+            let how = NetworkContainment::detect();
+            format!(
+                "only through moat's proxy, under the net grants above — {}",
+                how.describe()
+            )
+        }
+    }
+}
+
 fn containment_json(confinement: &Confinement) -> serde_json::Value {
     match confinement {
-        Confinement::Off => json!({"contained": false}),
+        Confinement::Off => json!({"contained": false, "network": "off"}),
         Confinement::Contained {
             state_dirs,
             state_files,
         } => json!({
             "contained": true,
             "enforced": moat_sandbox::landlock_available(),
+            "network": NetworkContainment::detect().name(),
             "stateDirs": state_dirs,
             "stateFiles": state_files,
         }),

@@ -5,8 +5,9 @@
 //! keeps its own state ([`Confinement::Contained`]), read the run's read
 //! grants, and nothing else of the filesystem. It may not signal processes
 //! outside its domain (moat among them) nor reach abstract Unix sockets
-//! outside it. The network stays as the user granted it: Landlock is not
-//! asked to handle it.
+//! outside it. Where the kernel has Landlock's network rules (ABI 4), it
+//! may connect over TCP only to the port of the run's proxy and bind no
+//! TCP port ([`crate::egress`]).
 //!
 //! The ruleset is built by the host before the fork; the child only
 //! enforces it ([`super::spawner`]), so nothing allocates between fork and
@@ -19,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope,
 };
 use moat_grants::OpenDir;
 
@@ -80,6 +81,12 @@ pub fn available() -> bool {
     })
 }
 
+/// The rights on `/proc` (and the private `/proc` of a PID namespace), as
+/// the kernel's bits.
+pub(crate) fn proc_access() -> u64 {
+    (AccessFs::ReadFile | AccessFs::ReadDir).bits()
+}
+
 /// The filesystem a run's programs may reach, decided when the run starts.
 #[derive(Debug, Clone)]
 pub(crate) struct ProgramRights {
@@ -124,14 +131,15 @@ impl ProgramRights {
     }
 
     /// The ruleset for `program` (its absolute path), whose private
-    /// directory is `private_dir` and whose `PATH` lists `path_dirs`: the
-    /// file descriptor the child enforces, or `None` where the kernel has
-    /// no Landlock.
+    /// directory is `private_dir`, whose `PATH` lists `path_dirs` and whose
+    /// run's proxy listens on `proxy_port`: the file descriptor the child
+    /// enforces, or `None` where the kernel has no Landlock.
     pub(crate) fn ruleset(
         &self,
         program: &Path,
         private_dir: &Path,
         path_dirs: &[PathBuf],
+        proxy_port: u16,
     ) -> Result<Option<OwnedFd>, landlock::RulesetError> {
         if !available() {
             return Ok(None);
@@ -152,8 +160,10 @@ impl ProgramRights {
 
         let mut ruleset = Ruleset::default()
             .handle_access(all)?
+            .handle_access(AccessNet::from_all(TARGET_ABI))?
             .scope(Scope::Signal | Scope::AbstractUnixSocket)?
-            .create()?;
+            .create()?
+            .add_rule(NetPort::new(proxy_port, AccessNet::ConnectTcp))?;
         // The run's grants, through the handles opened when it was
         // admitted, never their paths again.
         for dir in &self.read {

@@ -33,13 +33,15 @@ mod cgroup;
 mod child;
 mod env;
 mod groups;
+pub(crate) mod isolate;
 pub(crate) mod landlock;
+mod seccomp;
 mod spawner;
 mod tree;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use child::RunningChild;
 pub(crate) use groups::ChildGroups;
@@ -52,7 +54,9 @@ use moat_process_model::{
 };
 
 use self::child::{LineReader, StderrTail};
+use self::isolate::Containment;
 use crate::denials::DenialLog;
+use crate::egress::{NetworkContainment, Policy, RunEgress};
 use crate::scope::RunScope;
 
 /// A child's environment variables, name and value.
@@ -84,6 +88,11 @@ pub(crate) struct ProcessTable {
     denials: DenialLog,
     /// What the children may reach of the filesystem; `None`: not contained.
     rights: Option<self::landlock::ProgramRights>,
+    /// What the children may reach of the network, through the proxy.
+    policy: Policy,
+    /// The proxy and the namespace of the children, made at the first
+    /// contained child.
+    egress: Option<RunEgress>,
 }
 
 impl ProcessTable {
@@ -95,8 +104,9 @@ impl ProcessTable {
         dirs: &[moat_grants::OpenDir],
         env: Vec<(String, String)>,
         groups: ChildGroups,
-        denials: DenialLog,
+        policy: Policy,
     ) -> Self {
+        let denials = policy.denials.clone();
         let grants = &scope.grants;
         let path_var = std::env::var_os("PATH");
         // The granted directories are canonical paths, and the programs'
@@ -133,7 +143,21 @@ impl ProcessTable {
             dirs: grants.preopens().into_iter().map(|p| p.host).collect(),
             groups,
             denials,
+            policy,
+            egress: None,
         }
+    }
+
+    /// How this run's programs are contained, in a word; `None` when it may
+    /// start none.
+    pub(crate) fn containment(&self) -> Option<String> {
+        if self.programs.is_empty() {
+            return None;
+        }
+        Some(match self.rights {
+            None => "off".into(),
+            Some(_) => NetworkContainment::detect().name().into(),
+        })
     }
 
     /// Starts what `request` asks for, if the run was granted it.
@@ -149,7 +173,7 @@ impl ProcessTable {
             .map_err(|denial| self.deny(denial))?;
         let cwd = self.cwd(request.cwd.as_deref(), &request.program)?;
         let chose_tmpdir = request.env.iter().any(|(name, _)| name == "TMPDIR");
-        let (env, landlock) = self.contain(&program, env, chose_tmpdir)?;
+        let (env, containment) = self.contain(&program, env, chose_tmpdir)?;
         if self.groups.len() >= MAX_LIVE_CHILDREN {
             return Err(ProcessError::LimitReached(format!(
                 "a run may have {MAX_LIVE_CHILDREN} children at a time; wait for one and drop it before starting another"
@@ -167,8 +191,7 @@ impl ProcessTable {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let cgroup = self.groups.cgroup_for_child();
-        let mut process = spawner::spawn(command, cgroup, landlock)
+        let mut process = spawner::spawn(command, containment)
             .await
             .map_err(|error| {
                 ProcessError::Io(format!("cannot start {}: {error}", program.display()))
@@ -190,8 +213,8 @@ impl ProcessTable {
         })
     }
 
-    /// The Landlock ruleset a child of `program` runs under, and its
-    /// environment with `TMPDIR` the run's own directory (the one place
+    /// How a child of `program` is contained, and its environment: the
+    /// run's proxy, and `TMPDIR` the run's own directory (the one place
     /// besides its grants it may write) unless the adapter chose one
     /// (`chose_tmpdir`): the host's, when granted, is out of its reach.
     fn contain(
@@ -199,19 +222,49 @@ impl ProcessTable {
         program: &Path,
         mut env: ChildVars,
         chose_tmpdir: bool,
-    ) -> Result<(ChildVars, Option<std::os::fd::OwnedFd>), ProcessError> {
+    ) -> Result<(ChildVars, Containment), ProcessError> {
+        let cgroup = self.groups.cgroup_for_child();
         let Some(rights) = self.rights.clone() else {
-            return Ok((env, None));
+            return Ok((
+                env,
+                Containment {
+                    cgroup,
+                    ..Containment::default()
+                },
+            ));
         };
+        let cannot = |what: String| ProcessError::Io(format!("cannot contain {}: {what}", program.display()));
+        let egress = match &self.egress {
+            Some(egress) => egress,
+            None => {
+                let how = NetworkContainment::detect();
+                let started = RunEgress::start(self.policy.clone(), how)
+                    .map_err(|e| cannot(e.to_string()))?;
+                self.egress.insert(started)
+            }
+        };
+        egress.proxy_env(&mut env);
+        let namespaces = egress.namespaces();
+        let port = egress.port();
         let private_dir = self.private_dir()?;
-        let ruleset = rights
-            .ruleset(program, &private_dir, &self.env.path_dirs())
-            .map_err(|e| ProcessError::Io(format!("cannot contain {}: {e}", program.display())))?;
+        let landlock = rights
+            .ruleset(program, &private_dir, &self.env.path_dirs(), port)
+            .map_err(|e| cannot(e.to_string()))?;
         if !chose_tmpdir {
             env.retain(|(name, _)| name != "TMPDIR");
             env.push(("TMPDIR".into(), private_dir.to_string_lossy().into_owned()));
         }
-        Ok((env, ruleset))
+        let seccomp = socket_filter().map_err(cannot)?;
+        Ok((
+            env,
+            Containment {
+                cgroup,
+                namespaces,
+                landlock,
+                proc_access: self::landlock::proc_access(),
+                seccomp: Some(seccomp),
+            },
+        ))
     }
 
     fn program(&self, requested: &str) -> Result<PathBuf, ProcessError> {
@@ -325,6 +378,18 @@ fn check_sizes(request: &SpawnRequest) -> Result<(), ProcessError> {
         )));
     }
     Ok(())
+}
+
+/// The socket filter of contained programs, compiled once per process.
+fn socket_filter() -> Result<Arc<seccompiler::BpfProgram>, String> {
+    static FILTER: OnceLock<Result<Arc<seccompiler::BpfProgram>, String>> = OnceLock::new();
+    FILTER
+        .get_or_init(|| {
+            seccomp::socket_filter()
+                .map(Arc::new)
+                .map_err(|e| format!("cannot build the socket filter: {e}"))
+        })
+        .clone()
 }
 
 /// A guest's string as shown in a message: at most 200 bytes of it.

@@ -8,14 +8,15 @@
 //! that lives as long as the process makes the signal mean what we want:
 //! if the host dies, even by `SIGKILL`, its direct children die with it.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::OnceLock;
 use std::sync::mpsc::{Sender, channel};
 
 use tokio::process::{Child, Command};
 use tokio::runtime::Handle;
+
+use super::isolate::Containment;
 
 struct Job {
     command: Command,
@@ -25,37 +26,16 @@ struct Job {
 }
 
 /// Starts `command` (whose stdio the caller set up) in a new process group,
-/// inside the run's cgroup when it has one (`cgroup`: its `cgroup.procs`),
-/// contained by the Landlock ruleset `landlock` when there is one
-/// ([`super::landlock`]), killed when dropped and when the host dies.
-pub(crate) async fn spawn(
-    mut command: Command,
-    cgroup: Option<CString>,
-    landlock: Option<OwnedFd>,
-) -> io::Result<Child> {
+/// contained as `containment` says ([`super::isolate`]), killed when
+/// dropped and when the host dies.
+pub(crate) async fn spawn(mut command: Command, containment: Containment) -> io::Result<Child> {
     let host_pid = std::process::id();
     command.kill_on_drop(true).process_group(0);
-    // SAFETY: the closure runs in the forked child before exec and calls
-    // only async-signal-safe functions (prctl, getppid, open, write,
-    // close, the Landlock syscall), allocating nothing.
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // only system calls on memory prepared before the fork, allocating
+    // nothing.
     unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            // The host may have died between fork and prctl.
-            if libc::getppid() as u32 != host_pid {
-                return Err(io::Error::other("the host exited"));
-            }
-            if let Some(procs) = &cgroup {
-                join_cgroup(procs)?;
-            }
-            // Last: joining the cgroup writes outside what the ruleset allows.
-            if let Some(ruleset) = &landlock {
-                restrict_self(ruleset.as_raw_fd())?;
-            }
-            Ok(())
-        });
+        command.pre_exec(move || containment.enter(host_pid));
     }
     let (reply, answer) = tokio::sync::oneshot::channel();
     let job = Job {
@@ -71,23 +51,6 @@ pub(crate) async fn spawn(
     answer
         .await
         .map_err(|_| io::Error::other("the spawner thread is gone"))?
-}
-
-/// Puts the calling process under the Landlock ruleset `ruleset` for good
-/// (and its future children: the domain is inherited). `no_new_privs`
-/// first, as the kernel requires: a set-user-id program cannot undo it.
-/// Async-signal-safe: for a child between fork and exec.
-fn restrict_self(ruleset: RawFd) -> io::Result<()> {
-    // SAFETY: prctl and a raw syscall with integer arguments.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0) == -1 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// Moves the calling process into the cgroup whose `cgroup.procs` is

@@ -1,0 +1,178 @@
+//! The network of the programs a run starts: only through moat.
+//!
+//! A run whose programs are contained gets, at its first program, a proxy
+//! owned by the host ([`proxy`]) that applies the run's `--allow-net`
+//! rules with the checks of a component's requests. The programs are told
+//! of it (`HTTPS_PROXY` and the rest, [`RunEgress::proxy_env`]) and cannot
+//! go around it. How that holds depends on what the kernel allows, found
+//! once per process ([`NetworkContainment::detect`]):
+//!
+//! - [`NetworkContainment::Namespaces`]: the programs run in a network
+//!   namespace of the run's own, whose only interface is a loopback with
+//!   the proxy's socket on it ([`namespace`]), and in PID and mount
+//!   namespaces of their own with a private `/proc`
+//!   ([`crate::process`]'s isolation): no other process is visible;
+//! - [`NetworkContainment::LandlockAndSeccomp`]: no namespace may be made
+//!   here; Landlock lets the programs connect over TCP only to the proxy's
+//!   port and bind none, and the seccomp filter refuses every other socket;
+//! - [`NetworkContainment::Unavailable`]: neither; contained programs are
+//!   not started.
+//!
+//! Under either mechanism, the seccomp filter refuses Unix sockets (named
+//! ones outside the grants among them), UDP, raw and packet sockets and
+//! other families ([`crate::process`]'s `seccomp`).
+
+pub(crate) mod namespace;
+pub(crate) mod proxy;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, OnceLock};
+
+use landlock::{ABI, Access, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr};
+
+pub(crate) use self::proxy::Policy;
+use self::proxy::Proxy;
+use crate::process::isolate::Namespaces;
+
+/// The variables that point a program at the run's proxy: the common
+/// spellings, upper and lower case (curl reads only `http_proxy` in lower
+/// case; Node and Go programs read either).
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
+/// Variables that would send some requests around the proxy: cleared.
+const NO_PROXY_VARIABLES: [&str; 2] = ["NO_PROXY", "no_proxy"];
+
+/// How the network of a run's programs is held to its grants on this
+/// machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkContainment {
+    /// Network, PID and mount namespaces of the run's own: the programs
+    /// see only a loopback with the proxy on it, and only their own
+    /// processes.
+    Namespaces,
+    /// No namespace may be made here: Landlock's TCP rules (connect only to
+    /// the proxy's port) and the seccomp filter.
+    LandlockAndSeccomp,
+    /// Neither is available: contained programs are not started.
+    Unavailable,
+}
+
+impl NetworkContainment {
+    /// What this machine allows, found once per process.
+    pub fn detect() -> Self {
+        static FOUND: OnceLock<NetworkContainment> = OnceLock::new();
+        *FOUND.get_or_init(|| match namespace::create() {
+            Ok(_) => Self::Namespaces,
+            Err(error) => {
+                tracing::info!("no network namespace for programs: {error}");
+                if landlock_network() {
+                    Self::LandlockAndSeccomp
+                } else {
+                    Self::Unavailable
+                }
+            }
+        })
+    }
+
+    /// A short name, for `moat inspect -o json` and the `init` event.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Namespaces => "namespaces",
+            Self::LandlockAndSeccomp => "landlock+seccomp",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
+    /// What holds, in a sentence.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Namespaces => {
+                "network, PID and mount namespaces of the run's own: only moat's proxy is reachable, only the run's processes are visible"
+            }
+            Self::LandlockAndSeccomp => {
+                "Landlock TCP rules (connect only to moat's proxy) and a seccomp socket filter; no namespaces here, so other processes' /proc entries stay visible"
+            }
+            Self::Unavailable => {
+                "none: this kernel allows neither namespaces nor Landlock's network rules (ABI 4), so contained programs are not started; --no-contain runs them with your rights"
+            }
+        }
+    }
+}
+
+/// Whether Landlock here restricts TCP (ABI 4 and later).
+fn landlock_network() -> bool {
+    Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessNet::from_all(ABI::V4))
+        .and_then(|ruleset| ruleset.create())
+        .is_ok()
+}
+
+/// The proxy of one run's programs, and the namespace it listens in.
+#[derive(Debug)]
+pub(crate) struct RunEgress {
+    namespaces: Option<Namespaces>,
+    port: u16,
+    _proxy: Proxy,
+}
+
+impl RunEgress {
+    /// Starts the proxy of a run under `policy`, contained as `how` says.
+    pub(crate) fn start(policy: Policy, how: NetworkContainment) -> std::io::Result<Self> {
+        let (listener, namespaces) = match how {
+            NetworkContainment::Namespaces => {
+                let made = namespace::create()?;
+                let namespaces = Namespaces {
+                    net: Arc::new(made.net),
+                    user: made.user.map(Arc::new),
+                };
+                (made.listener, Some(namespaces))
+            }
+            NetworkContainment::LandlockAndSeccomp => {
+                let listener =
+                    std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
+                listener.set_nonblocking(true)?;
+                (listener, None)
+            }
+            NetworkContainment::Unavailable => {
+                return Err(std::io::Error::other(how.describe()));
+            }
+        };
+        let port = listener.local_addr()?.port();
+        Ok(Self {
+            namespaces,
+            port,
+            _proxy: Proxy::serve(listener, policy)?,
+        })
+    }
+
+    /// The namespaces the run's programs join; `None`: the host's.
+    pub(crate) fn namespaces(&self) -> Option<Namespaces> {
+        self.namespaces.clone()
+    }
+
+    /// The proxy's port on `127.0.0.1` (in the programs' namespace).
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Sets the proxy variables in `env`, replacing any the adapter set.
+    pub(crate) fn proxy_env(&self, env: &mut Vec<(String, String)>) {
+        env.retain(|(name, _)| {
+            !PROXY_VARIABLES.contains(&name.as_str()) && !NO_PROXY_VARIABLES.contains(&name.as_str())
+        });
+        let url = format!("http://127.0.0.1:{}", self.port);
+        env.extend(
+            PROXY_VARIABLES
+                .iter()
+                .map(|name| ((*name).to_owned(), url.clone())),
+        );
+    }
+}

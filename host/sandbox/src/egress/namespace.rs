@@ -1,0 +1,288 @@
+//! The network namespace of a run's programs: only a loopback interface,
+//! and on it the listening socket of the run's proxy.
+//!
+//! A helper process, forked for the purpose, makes the namespace (in a
+//! user namespace of its own first when the host may not make one
+//! directly: an unprivileged user), brings its loopback up, opens the
+//! proxy's listening socket on `127.0.0.1` inside it, and hands the host
+//! the socket and the namespaces' handles over a socket pair. The host
+//! accepts on the socket from its own namespace and connects out from
+//! there: the proxy is the only way between the two. The namespace lives
+//! as long as a handle or the socket does.
+//!
+//! The helper only makes system calls between fork and exit (it never
+//! returns into Rust code that could allocate or take a lock another
+//! thread held at the fork).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+
+/// The handles of a run's network namespace.
+#[derive(Debug)]
+pub(crate) struct RunNamespace {
+    /// The network namespace (`/proc/self/ns/net` of the helper).
+    pub(crate) net: OwnedFd,
+    /// The user namespace that owns it, when the host could not make a
+    /// network namespace without one.
+    pub(crate) user: Option<OwnedFd>,
+    /// The proxy's listening socket, `127.0.0.1:port` inside the namespace.
+    pub(crate) listener: std::net::TcpListener,
+}
+
+/// The steps of the helper, named in an error.
+const STEPS: [&str; 7] = [
+    "make a network namespace",
+    "map the user into a user namespace",
+    "bring the loopback interface up",
+    "open the proxy's socket",
+    "open the namespace's handle",
+    "hand the namespace to moat",
+    "fork",
+];
+
+/// Makes a network namespace for a run's programs.
+pub(crate) fn create() -> io::Result<RunNamespace> {
+    let (ours, theirs) = UnixStream::pair()?;
+    // SAFETY: plain getters.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let maps = IdMaps {
+        uid: CString::new(format!("{uid} {uid} 1")).expect("no NUL"),
+        gid: CString::new(format!("{gid} {gid} 1")).expect("no NUL"),
+    };
+    // SAFETY: the child makes only system calls on memory prepared here and
+    // leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    if pid == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        let answer = match helper(&maps) {
+            Ok((fds, count)) => send(theirs.as_raw_fd(), 0, 0, &fds[..count]),
+            Err((step, errno)) => send(theirs.as_raw_fd(), step + 1, errno, &[]),
+        };
+        // SAFETY: leaving the forked child without running destructors.
+        unsafe { libc::_exit(if answer.is_ok() { 0 } else { 1 }) };
+    }
+    drop(theirs);
+    let received = receive(&ours);
+    let mut status = 0;
+    // SAFETY: reaping the helper forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let (step, errno, mut fds) = received?;
+    if step != 0 {
+        let step = STEPS.get(step as usize - 1).copied().unwrap_or("an unknown step");
+        let error = io::Error::from_raw_os_error(errno);
+        return Err(io::Error::new(error.kind(), format!("cannot {step}: {error}")));
+    }
+    if fds.len() < 2 {
+        return Err(io::Error::other("the namespace helper sent too few handles"));
+    }
+    let user = (fds.len() == 3).then(|| fds.pop().expect("three"));
+    let net = fds.pop().expect("two");
+    let listener = std::net::TcpListener::from(fds.pop().expect("one"));
+    listener.set_nonblocking(true)?;
+    Ok(RunNamespace {
+        net,
+        user,
+        listener,
+    })
+}
+
+/// The user namespace's ID maps: the user as itself, nothing else.
+struct IdMaps {
+    uid: CString,
+    gid: CString,
+}
+
+/// The helper's work: the descriptors to send and how many there are;
+/// else the step that failed and its `errno`.
+fn helper(maps: &IdMaps) -> Result<([RawFd; 3], usize), (u8, i32)> {
+    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    let mut fds = [-1; 3];
+    // SAFETY: system calls on valid pointers; see `create`.
+    unsafe {
+        let mut owned_user = false;
+        if libc::unshare(libc::CLONE_NEWNET) == -1 {
+            if errno() != libc::EPERM {
+                return Err((0, errno()));
+            }
+            // Not privileged here: a user namespace of our own first.
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == -1 {
+                return Err((0, errno()));
+            }
+            owned_user = true;
+            for (file, text) in [
+                (c"/proc/self/setgroups", c"deny"),
+                (c"/proc/self/uid_map", maps.uid.as_c_str()),
+                (c"/proc/self/gid_map", maps.gid.as_c_str()),
+            ] {
+                write_file(file, text).map_err(|e| (1, e))?;
+            }
+        }
+        loopback_up().map_err(|e| (2, e))?;
+        fds[0] = listen_on_loopback().map_err(|e| (3, e))?;
+        fds[1] = libc::open(c"/proc/self/ns/net".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fds[1] == -1 {
+            return Err((4, errno()));
+        }
+        if owned_user {
+            fds[2] = libc::open(c"/proc/self/ns/user".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fds[2] == -1 {
+                return Err((4, errno()));
+            }
+        }
+    }
+    Ok((fds, if fds[2] == -1 { 2 } else { 3 }))
+}
+
+/// Writes `text` to `file` (a `/proc` file of the helper).
+unsafe fn write_file(file: &std::ffi::CStr, text: &std::ffi::CStr) -> Result<(), i32> {
+    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    // SAFETY: valid C strings.
+    unsafe {
+        let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd == -1 {
+            return Err(errno());
+        }
+        let bytes = text.to_bytes();
+        let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let error = errno();
+        libc::close(fd);
+        if written != bytes.len() as isize {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// Brings `lo` up in the current network namespace.
+unsafe fn loopback_up() -> Result<(), i32> {
+    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    // SAFETY: an ioctl on a socket with a zeroed, named request.
+    unsafe {
+        let socket = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if socket == -1 {
+            return Err(errno());
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (at, byte) in b"lo".iter().enumerate() {
+            request.ifr_name[at] = *byte as libc::c_char;
+        }
+        request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        let set = libc::ioctl(socket, libc::SIOCSIFFLAGS, &mut request);
+        let error = errno();
+        libc::close(socket);
+        if set == -1 {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// A listening TCP socket on `127.0.0.1`, on a port the kernel picks.
+unsafe fn listen_on_loopback() -> Result<RawFd, i32> {
+    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    // SAFETY: socket calls on a zeroed address of the right size.
+    unsafe {
+        let socket = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if socket == -1 {
+            return Err(errno());
+        }
+        let mut address: libc::sockaddr_in = std::mem::zeroed();
+        address.sin_family = libc::AF_INET as libc::sa_family_t;
+        address.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let bound = libc::bind(
+            socket,
+            (&address as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        if bound == -1 || libc::listen(socket, 128) == -1 {
+            let error = errno();
+            libc::close(socket);
+            return Err(error);
+        }
+        Ok(socket)
+    }
+}
+
+/// Sends the step (0: done), an `errno` and `fds` over `socket`.
+fn send(socket: RawFd, step: u8, errno: i32, fds: &[RawFd]) -> Result<(), i32> {
+    let mut payload = [0u8; 5];
+    payload[0] = step;
+    payload[1..].copy_from_slice(&errno.to_ne_bytes());
+    let mut iov = libc::iovec {
+        iov_base: payload.as_mut_ptr().cast(),
+        iov_len: payload.len(),
+    };
+    // Room for three descriptors, aligned as a control message must be.
+    let mut control = [0u64; 8];
+    // SAFETY: a message header over local buffers of the sizes given.
+    unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        if !fds.is_empty() {
+            let data = std::mem::size_of_val(fds) as u32;
+            message.msg_control = control.as_mut_ptr().cast();
+            message.msg_controllen = libc::CMSG_SPACE(data) as _;
+            let header = libc::CMSG_FIRSTHDR(&message);
+            (*header).cmsg_level = libc::SOL_SOCKET;
+            (*header).cmsg_type = libc::SCM_RIGHTS;
+            (*header).cmsg_len = libc::CMSG_LEN(data) as _;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr(),
+                libc::CMSG_DATA(header).cast::<RawFd>(),
+                fds.len(),
+            );
+        }
+        if libc::sendmsg(socket, &message, 0) == -1 {
+            return Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+        }
+    }
+    Ok(())
+}
+
+/// What the helper sent: its step, `errno` and descriptors.
+fn receive(socket: &UnixStream) -> io::Result<(u8, i32, Vec<OwnedFd>)> {
+    let mut payload = [0u8; 5];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_mut_ptr().cast(),
+        iov_len: payload.len(),
+    };
+    let mut control = [0u64; 8];
+    // SAFETY: a message header over local buffers of the sizes given; the
+    // descriptors received are owned from here on.
+    unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = std::mem::size_of_val(&control) as _;
+        let read = libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC);
+        if read == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if read as usize != payload.len() {
+            return Err(io::Error::other(
+                "the namespace helper exited without an answer",
+            ));
+        }
+        let mut fds = Vec::new();
+        let mut header = libc::CMSG_FIRSTHDR(&message);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS
+            {
+                let data = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let start = libc::CMSG_DATA(header).cast::<RawFd>();
+                for at in 0..data / std::mem::size_of::<RawFd>() {
+                    fds.push(OwnedFd::from_raw_fd(start.add(at).read_unaligned()));
+                }
+            }
+            header = libc::CMSG_NXTHDR(&message, header);
+        }
+        let errno = i32::from_ne_bytes(payload[1..].try_into().expect("four bytes"));
+        Ok((payload[0], errno, fds))
+    }
+}

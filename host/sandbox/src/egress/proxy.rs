@@ -1,0 +1,307 @@
+//! The proxy through which a run's programs reach the network: HTTP/1.1
+//! forward requests (`GET http://host/…`) and tunnels (`CONNECT
+//! host:port`), each checked against the run's `--allow-net` rules exactly
+//! as a component's requests are ([`Destination`]).
+//!
+//! - A forward request is checked as `http`; it goes to the origin with
+//!   its path only and the granted `Host`, without the proxy's own headers.
+//! - A tunnel is checked as `https` (what passes through it is opaque, so
+//!   a rule for `http://` only does not open it).
+//! - A refusal answers `403 Forbidden`, with a body saying what was refused
+//!   and the grant that would allow it, and is recorded as the run's
+//!   `CAPABILITY_DENIED` event; a destination that cannot be reached
+//!   answers `502 Bad Gateway`.
+//!
+//! The proxy runs as long as the run's programs may: dropping it closes
+//! its socket and every connection it holds.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use moat_grants::{NetRule, Scheme};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::denials::DenialLog;
+use crate::http::destination::{ConnectFailure, Destination, shown};
+
+/// How long connecting to a destination may take when the run's time
+/// allows more.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Headers meant for the proxy or for one hop only: never forwarded.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// What the proxy lets through, and where its refusals go.
+#[derive(Debug, Clone)]
+pub(crate) struct Policy {
+    pub(crate) rules: Arc<[NetRule]>,
+    pub(crate) denials: DenialLog,
+    /// The end of the run's time: no connection is made after it.
+    pub(crate) deadline: Option<Instant>,
+    /// The run's open connections (shared with its components' requests).
+    pub(crate) connections: Arc<tokio::sync::Semaphore>,
+}
+
+/// A running proxy; stopped when dropped.
+#[derive(Debug)]
+pub(crate) struct Proxy {
+    task: tokio::task::JoinHandle<()>,
+    /// Dropped with the proxy: the tunnels and forwarded requests, which
+    /// outlive the connection that asked for them, end then.
+    _open: tokio::sync::watch::Sender<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    /// Serves `listener` (listening, non-blocking) under `policy`.
+    pub(crate) fn serve(listener: std::net::TcpListener, policy: Policy) -> std::io::Result<Self> {
+        let listener = TcpListener::from_std(listener)?;
+        let (open, closed) = tokio::sync::watch::channel(());
+        let policy = Arc::new(Served { policy, closed });
+        let task = tokio::spawn(async move {
+            // Dropped with the task: every connection ends with the proxy.
+            let mut connections = JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        let policy = policy.clone();
+                        connections.spawn(serve_connection(stream, policy));
+                    }
+                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                }
+            }
+        });
+        Ok(Self { task, _open: open })
+    }
+}
+
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// The policy of a running proxy, and the signal that it stopped.
+struct Served {
+    policy: Policy,
+    closed: tokio::sync::watch::Receiver<()>,
+}
+
+impl Served {
+    /// Runs `work` until it ends or the proxy stops.
+    fn spawn_until_closed(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut closed = self.closed.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = work => {}
+                _ = closed.changed() => {}
+            }
+        });
+    }
+}
+
+async fn serve_connection(stream: tokio::net::TcpStream, policy: Arc<Served>) {
+    let service = hyper::service::service_fn(move |request| {
+        let policy = policy.clone();
+        async move { Ok::<_, Infallible>(handle(request, &policy).await) }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .preserve_header_case(true)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades()
+        .await;
+    if let Err(error) = served {
+        tracing::debug!("a program's proxy connection ended: {error}");
+    }
+}
+
+async fn handle(request: Request<Incoming>, policy: &Served) -> Response<ProxyBody> {
+    if request.method() == Method::CONNECT {
+        tunnel(request, policy).await
+    } else {
+        forward(request, policy).await
+    }
+}
+
+/// `CONNECT host:port`: a granted destination gets a tunnel.
+async fn tunnel(request: Request<Incoming>, served: &Served) -> Response<ProxyBody> {
+    let Some((host, port)) = request
+        .uri()
+        .authority()
+        .and_then(|authority| Some((authority.host().to_owned(), authority.port_u16()?)))
+    else {
+        return answer(
+            StatusCode::BAD_REQUEST,
+            "moat's proxy: CONNECT needs host:port".into(),
+        );
+    };
+    let reached = match reach(Scheme::Https, &host, port, &served.policy).await {
+        Ok(reached) => reached,
+        Err(response) => return response,
+    };
+    served.spawn_until_closed(async move {
+        let Reached {
+            destination,
+            mut stream,
+            slot: _slot,
+        } = reached;
+        let Ok(upgraded) = hyper::upgrade::on(request).await else {
+            return;
+        };
+        let mut program = TokioIo::new(upgraded);
+        let _ = tokio::io::copy_bidirectional(&mut program, &mut stream).await;
+        tracing::debug!(host = shown(&destination.host), "a program's tunnel closed");
+    });
+    Response::new(empty())
+}
+
+/// `GET http://host/path`: a granted destination gets the request.
+async fn forward(mut request: Request<Incoming>, served: &Served) -> Response<ProxyBody> {
+    let uri = request.uri().clone();
+    if uri.scheme_str() != Some("http") {
+        return answer(
+            StatusCode::BAD_REQUEST,
+            "moat's proxy forwards http:// URLs; use CONNECT for https".into(),
+        );
+    }
+    let Some(host) = uri.host().filter(|host| !host.is_empty()) else {
+        return answer(StatusCode::BAD_REQUEST, "moat's proxy: the URL has no host".into());
+    };
+    let port = uri.port_u16().unwrap_or(80);
+    let Reached {
+        destination,
+        stream,
+        slot,
+    } = match reach(Scheme::Http, host, port, &served.policy).await {
+        Ok(reached) => reached,
+        Err(response) => return response,
+    };
+    let handshake = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await;
+    let (mut sender, connection) = match handshake {
+        Ok(handshake) => handshake,
+        Err(error) => return answer(StatusCode::BAD_GATEWAY, format!("moat's proxy: {error}")),
+    };
+    served.spawn_until_closed(async move {
+        let _slot = slot;
+        let _ = connection.await;
+    });
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    *request.uri_mut() = match path.parse() {
+        Ok(path) => path,
+        Err(_) => return answer(StatusCode::BAD_REQUEST, "moat's proxy: bad path".into()),
+    };
+    let headers = request.headers_mut();
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    if let Ok(host) = http::HeaderValue::from_str(&destination.host_header()) {
+        headers.insert(http::header::HOST, host);
+    }
+    match sender.send_request(request).await {
+        Ok(response) => response.map(|body| body.boxed()),
+        Err(error) => answer(StatusCode::BAD_GATEWAY, format!("moat's proxy: {error}")),
+    }
+}
+
+/// A connection made for a program.
+struct Reached {
+    destination: Destination,
+    stream: tokio::net::TcpStream,
+    /// Held as long as the connection is open.
+    slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// A connection to `scheme://host:port` if the policy grants it; else the
+/// answer to the program (the refusal recorded).
+async fn reach(
+    scheme: Scheme,
+    host: &str,
+    port: u16,
+    policy: &Policy,
+) -> Result<Reached, Response<ProxyBody>> {
+    let destination = match Destination::granted(scheme, host, port, &policy.rules) {
+        Ok(destination) => destination,
+        Err(denial) => {
+            let message = format!("moat refused this request: {denial}");
+            policy.denials.record(denial);
+            return Err(answer(StatusCode::FORBIDDEN, message));
+        }
+    };
+    let Ok(slot) = policy.connections.clone().try_acquire_owned() else {
+        return Err(answer(
+            StatusCode::TOO_MANY_REQUESTS,
+            "moat's proxy: the run has as many connections open as it may".into(),
+        ));
+    };
+    let timeout = match policy.deadline {
+        Some(deadline) => CONNECT_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())),
+        None => CONNECT_TIMEOUT,
+    };
+    match destination.connect(timeout, &policy.denials).await {
+        Ok(stream) => Ok(Reached {
+            destination,
+            stream,
+            slot,
+        }),
+        Err(ConnectFailure::AddressProhibited) => Err(answer(
+            StatusCode::FORBIDDEN,
+            format!(
+                "moat refused this request: {}:{} resolves to an address its grant does not reach",
+                shown(&destination.host),
+                destination.port
+            ),
+        )),
+        Err(failure) => Err(answer(
+            StatusCode::BAD_GATEWAY,
+            format!(
+                "moat's proxy cannot reach {}:{}: {}",
+                shown(&destination.host),
+                destination.port,
+                describe(&failure)
+            ),
+        )),
+    }
+}
+
+fn describe(failure: &ConnectFailure) -> String {
+    match failure {
+        ConnectFailure::AddressProhibited => "address prohibited".into(),
+        ConnectFailure::Dns(error) => format!("name lookup failed: {error}"),
+        ConnectFailure::NotFound => "the name has no address".into(),
+        ConnectFailure::Connect(error) => error.to_string(),
+        ConnectFailure::Timeout => "timed out".into(),
+    }
+}
+
+fn answer(status: StatusCode, message: String) -> Response<ProxyBody> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(message + "\n"))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response
+}
+
+fn empty() -> ProxyBody {
+    Full::new(Bytes::new()).map_err(|never| match never {}).boxed()
+}

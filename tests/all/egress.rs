@@ -1,0 +1,427 @@
+//! The programs a run starts reach the network only through moat's proxy,
+//! see no process outside their run and reach no Unix socket: end to end
+//! through the real `moat` binary, with real `sh`, `curl`, `python3` and
+//! `node` probing from inside the escape component's `shell`.
+//!
+//! Each probe prints one word, so the test reads what held:
+//! `reached`/`refused` for each way out, and the servers the probes aim at
+//! count what arrived.
+
+use std::io::Read;
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::process::Output;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use moat_engine::{AgentEvent, DoneStatus, EventPayload};
+use moat_testkit::components::ESCAPE;
+use moat_testkit::http_server::{SERVED, TestServer};
+use moat_testkit::{error_codes, single_done};
+
+use crate::cli::common::{events, moat};
+
+/// A UDP socket on 127.0.0.1 standing for a DNS server; counts datagrams.
+struct UdpSink {
+    port: u16,
+    received: Arc<AtomicUsize>,
+}
+
+impl UdpSink {
+    fn start() -> Self {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let received = Arc::new(AtomicUsize::new(0));
+        let count = received.clone();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 512];
+            while socket.recv_from(&mut buffer).is_ok() {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        Self { port, received }
+    }
+}
+
+/// A Unix socket listener (named at `path`, or abstract when `path` starts
+/// with `@`); counts connections.
+struct UnixSink {
+    accepted: Arc<AtomicUsize>,
+}
+
+impl UnixSink {
+    fn named(path: &Path) -> Self {
+        Self::serve(UnixListener::bind(path).unwrap())
+    }
+
+    fn abstract_named(name: &str) -> Self {
+        use std::os::linux::net::SocketAddrExt;
+        let address = std::os::unix::net::SocketAddr::from_abstract_name(name).unwrap();
+        Self::serve(UnixListener::bind_addr(&address).unwrap())
+    }
+
+    fn serve(listener: UnixListener) -> Self {
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                count.fetch_add(1, Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        Self { accepted }
+    }
+}
+
+/// Runs `script` in `sh`, started by the escape component with
+/// `--allow-run=sh` and `flags`, through `moat` (`wrapper` before it, to
+/// run it in another setting): the run's events and what `sh` printed.
+fn shell(script: &str, flags: &[String], wrapper: &[&str]) -> (Output, Vec<AgentEvent>, String) {
+    let moat = moat();
+    let mut command = if wrapper.is_empty() {
+        moat
+    } else {
+        let mut wrapped = std::process::Command::new(wrapper[0]);
+        wrapped.args(&wrapper[1..]).arg(moat.get_program());
+        for (name, value) in moat.get_envs() {
+            match value {
+                Some(value) => wrapped.env(name, value),
+                None => wrapped.env_remove(name),
+            };
+        }
+        wrapped.stdin(std::process::Stdio::null());
+        wrapped
+    };
+    command
+        .args(["run", ESCAPE, "--allow-run=sh", "--output", "ndjson"])
+        .args(flags)
+        // The first line of the output carries the component's prefix.
+        .arg(format!("shell echo start; {script}"));
+    let output = command.output().expect("moat runs");
+    let events = events(&output);
+    let printed = events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::Text(text) => Some(text.content.clone()),
+            _ => None,
+        })
+        .collect::<String>();
+    (output, events, printed)
+}
+
+/// The words a probe printed, `NAME=WORD` each on its own line (the escape
+/// component joins the lines with `|`).
+fn word<'a>(printed: &'a str, probe: &str) -> &'a str {
+    printed
+        .split(['|', '\n'])
+        .find_map(|line| line.strip_prefix(&format!("{probe}=")))
+        .unwrap_or_else(|| panic!("no {probe}= in {printed}"))
+}
+
+/// A Python probe: prints `NAME=reached` if `code` runs without an error,
+/// `NAME=refused` otherwise.
+fn python(name: &str, code: &str) -> String {
+    format!(
+        "/usr/bin/python3 -c '{code}' >/dev/null 2>&1 && echo {name}=reached || echo {name}=refused; "
+    )
+}
+
+/// The probes of every way out, aimed at the servers given.
+struct Aims<'a> {
+    granted: u16,
+    other: u16,
+    udp: u16,
+    unix_path: &'a Path,
+    abstract_name: &'a str,
+}
+
+fn probes(aims: &Aims) -> String {
+    let Aims {
+        granted,
+        other,
+        udp,
+        unix_path,
+        abstract_name,
+    } = aims;
+    let unix_path = unix_path.display();
+    let mut script = String::new();
+    // Through the proxy: the granted port, a plain forward and a tunnel.
+    script += &format!(
+        "echo proxied=$(curl -s -m5 http://127.0.0.1:{granted}/); \
+         echo tunnel=$(curl -s -m5 --proxytunnel http://127.0.0.1:{granted}/); \
+         echo other=$(curl -s -m5 -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{other}/); \
+         echo name=$(curl -s -m5 -o /dev/null -w '%{{http_code}}' http://not-granted.example/); \
+         curl -s -m5 --noproxy '*' http://127.0.0.1:{granted}/ >/dev/null && echo direct=reached || echo direct=refused; "
+    );
+    script += &python(
+        "udp",
+        &format!(
+            "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b\"x\", (\"127.0.0.1\", {udp}))"
+        ),
+    );
+    script += &python(
+        "ipv6",
+        &format!(
+            "import socket; s=socket.socket(socket.AF_INET6); s.settimeout(3); s.connect((\"::1\", {granted}))"
+        ),
+    );
+    script += &python(
+        "unix",
+        &format!(
+            "import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{unix_path}\")"
+        ),
+    );
+    script += &python(
+        "abstract",
+        &format!(
+            "import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"\\0{abstract_name}\")"
+        ),
+    );
+    script += &python(
+        "raw",
+        "import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)",
+    );
+    script += &python(
+        "packet",
+        "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)",
+    );
+    // Node ignores the proxy variables; asked to use it, it gets through.
+    script += &format!(
+        "node -e 'const u=new URL(process.env.HTTP_PROXY); require(\"http\").get({{host:u.hostname, port:u.port, path:\"http://127.0.0.1:{granted}/\"}}, r => {{ let b=\"\"; r.on(\"data\", d => b += d); r.on(\"end\", () => console.log(\"node=\" + b)); }}).on(\"error\", () => console.log(\"node=refused\"))'; \
+         node -e 'require(\"net\").connect({granted}, \"127.0.0.1\").on(\"connect\", () => {{ console.log(\"nodedirect=reached\"); process.exit(0) }}).on(\"error\", () => console.log(\"nodedirect=refused\"))'; "
+    );
+    script
+}
+
+struct Sinks {
+    _dir: tempfile::TempDir,
+    granted: TestServer,
+    other: TestServer,
+    udp: UdpSink,
+    unix: UnixSink,
+    abstract_sink: UnixSink,
+    unix_path: std::path::PathBuf,
+    abstract_name: String,
+}
+
+fn sinks() -> Sinks {
+    let dir = tempfile::tempdir().unwrap();
+    let unix_path = dir.path().join("agent.sock");
+    let abstract_name = format!("moat-test-{}", std::process::id());
+    Sinks {
+        granted: TestServer::answering(),
+        other: TestServer::answering(),
+        udp: UdpSink::start(),
+        unix: UnixSink::named(&unix_path),
+        abstract_sink: UnixSink::abstract_named(&abstract_name),
+        unix_path,
+        abstract_name,
+        _dir: dir,
+    }
+}
+
+/// Checks what every probe found: only the granted port, only through the
+/// proxy; and that nothing arrived where it was refused.
+fn assert_only_the_proxy(sinks: &Sinks, output: &Output, events: &[AgentEvent], printed: &str) {
+    let said = format!(
+        "printed: {printed}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(single_done(events).status, DoneStatus::Success, "{said}");
+    assert_eq!(word(printed, "proxied"), SERVED, "{said}");
+    assert_eq!(word(printed, "tunnel"), SERVED, "{said}");
+    assert_eq!(word(printed, "other"), "403", "{said}");
+    assert_eq!(word(printed, "name"), "403", "{said}");
+    assert_eq!(word(printed, "node"), SERVED, "{said}");
+    for probe in [
+        "direct",
+        "udp",
+        "ipv6",
+        "unix",
+        "abstract",
+        "raw",
+        "packet",
+        "nodedirect",
+    ] {
+        assert_eq!(word(printed, probe), "refused", "{probe}: {said}");
+    }
+    // The refusals of the proxy are the run's events, naming the grant.
+    assert!(
+        error_codes(events)
+            .iter()
+            .filter(|code| *code == "CAPABILITY_DENIED")
+            .count()
+            >= 2,
+        "{said}"
+    );
+    let denied = describe_errors(events);
+    assert!(
+        denied.contains(&format!("127.0.0.1:{}", sinks.other.port)),
+        "{denied}"
+    );
+    assert!(denied.contains("not-granted.example"), "{denied}");
+    // Nothing arrived where it was refused: the other port, the DNS
+    // stand-in, the sockets. (Two connections to the granted port: the
+    // forward and the tunnel, and one from node.)
+    assert_eq!(sinks.other.connections(), 0, "{said}");
+    assert_eq!(sinks.granted.connections(), 3, "{said}");
+    assert_eq!(sinks.udp.received.load(Ordering::SeqCst), 0, "{said}");
+    assert_eq!(sinks.unix.accepted.load(Ordering::SeqCst), 0, "{said}");
+    assert_eq!(sinks.abstract_sink.accepted.load(Ordering::SeqCst), 0, "{said}");
+}
+
+fn describe_errors(events: &[AgentEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::Error(error) => Some(error.message.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn aims(sinks: &Sinks) -> Aims<'_> {
+    Aims {
+        granted: sinks.granted.port,
+        other: sinks.other.port,
+        udp: sinks.udp.port,
+        unix_path: &sinks.unix_path,
+        abstract_name: &sinks.abstract_name,
+    }
+}
+
+#[test]
+fn a_spawned_program_reaches_the_network_only_through_the_proxy_and_its_grants() {
+    let sinks = sinks();
+    let flags = vec![format!("--allow-net=127.0.0.1:{}", sinks.granted.port)];
+    let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &[]);
+    assert_only_the_proxy(&sinks, &output, &events, &printed);
+}
+
+/// A kernel that allows no namespace (here: a user namespace whose limit
+/// of network namespaces is 0): Landlock's TCP rules and the seccomp
+/// filter hold the same line, and `moat inspect` says which holds.
+#[test]
+fn without_namespaces_landlock_and_seccomp_hold_the_same_line() {
+    let no_namespaces = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_net_namespaces && exec \"$0\" \"$@\"",
+    ];
+    let sinks = sinks();
+    let flags = vec![format!("--allow-net=127.0.0.1:{}", sinks.granted.port)];
+    let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &no_namespaces);
+    assert_only_the_proxy(&sinks, &output, &events, &printed);
+
+    let inspect = |wrapper: &[&str]| -> serde_json::Value {
+        let moat = moat();
+        let mut command = std::process::Command::new(if wrapper.is_empty() {
+            moat.get_program()
+        } else {
+            std::ffi::OsStr::new(wrapper[0])
+        });
+        if !wrapper.is_empty() {
+            command.args(&wrapper[1..]).arg(moat.get_program());
+        }
+        let output = command
+            .args(["inspect", "claude-code", "--json"])
+            .env("MOAT_CACHE_DIR", moat_testkit::shared_cache_dir())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    assert_eq!(
+        inspect(&[])["containment"]["network"],
+        "namespaces",
+        "this machine allows namespaces"
+    );
+    assert_eq!(
+        inspect(&no_namespaces)["containment"]["network"],
+        "landlock+seccomp"
+    );
+}
+
+/// No other process is visible: not moat's environment, not an unrelated
+/// process holding a secret in its environment; and another session's
+/// `moat serve` socket cannot be reached.
+#[test]
+fn a_spawned_program_sees_no_process_outside_its_run_and_no_server_socket() {
+    const SECRET: &str = "moat-test-secret-in-an-environment";
+    let mut unrelated = std::process::Command::new("sleep")
+        .arg("120")
+        .env("UNRELATED_SECRET", SECRET)
+        .spawn()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("serve.sock");
+    let mut server = moat()
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .args(["--allow-run=sh", "--trust", "unrestricted"])
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if socket.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(socket.exists(), "moat serve did not listen");
+
+    let pid = unrelated.id();
+    let script = format!(
+        "echo pids=$(ls /proc | grep -c '^[0-9]'); \
+         cat /proc/{pid}/environ >/dev/null 2>&1 && echo unrelated=reached || echo unrelated=refused; \
+         cat /proc/1/environ >/dev/null 2>&1 && echo init=reached || echo init=refused; \
+         cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -e {SECRET} -e MOAT_STORE | sed 's/^/found=/'; \
+         {}",
+        python(
+            "serve",
+            &format!(
+                "import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\")",
+                socket.display()
+            )
+        )
+    );
+    let (output, events, printed) = shell(&script, &[], &[]);
+    let _ = unrelated.kill();
+    let _ = server.kill();
+    let said = format!(
+        "printed: {printed}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+    // The run's own: the namespace's init, sh, and what sh runs now.
+    let pids: usize = word(&printed, "pids").parse().unwrap();
+    assert!(pids <= 6, "{said}");
+    assert_eq!(word(&printed, "unrelated"), "refused", "{said}");
+    assert_eq!(word(&printed, "init"), "refused", "{said}");
+    assert_eq!(word(&printed, "found"), "0", "{said}");
+    assert_eq!(word(&printed, "serve"), "refused", "{said}");
+    // The secret is nowhere in what the run recorded either.
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(SECRET));
+}
+
+/// The proxy's refusal reaches the run's event stream while the program
+/// goes on; the run ends once, normally.
+#[test]
+fn a_refused_connection_is_an_event_and_the_run_ends_normally() {
+    let server = TestServer::answering();
+    let script = format!(
+        "curl -s -m5 http://127.0.0.1:{}/ ; echo after=yes",
+        server.port
+    );
+    let (output, events, printed) = shell(&script, &[], &[]);
+    assert_eq!(single_done(&events).status, DoneStatus::Success, "{output:?}");
+    assert_eq!(word(&printed, "after"), "yes");
+    assert!(error_codes(&events).contains(&"CAPABILITY_DENIED".to_string()));
+    assert_eq!(server.connections(), 0);
+    let mut stderr = String::new();
+    output.stderr.as_slice().read_to_string(&mut stderr).unwrap();
+}
