@@ -30,9 +30,13 @@ async fn a_text_reply_streams_and_ends_with_usage_cost_and_the_session_to_resume
     let mut request = cli.request("claude-code", "Say hello.");
     request.options.model = Some("claude-sonnet-4-5".into());
     let events = run("claude-code", request).await;
-    assert!(
-        matches!(events[0].payload, EventPayload::Init(_)),
-        "{events:?}"
+    let EventPayload::Init(init) = &events[0].payload else {
+        panic!("{events:?}");
+    };
+    // The host says how the CLI is contained, whatever the adapter claims.
+    assert_eq!(
+        init.containment.as_deref(),
+        Some(moat_sandbox::NetworkContainment::detect().name())
     );
     let deltas: String = events
         .iter()
@@ -128,10 +132,7 @@ async fn aborting_mid_text_ends_interrupted_with_the_session_and_leaves_no_proce
         "{:?}",
         error_codes(&events)
     );
-    assert_eq!(
-        survivors(&cli.pids(), Duration::from_secs(10)),
-        Vec::<u32>::new()
-    );
+    assert_eq!(survivors(&cli.pids(), Duration::from_secs(10)), Vec::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,7 +162,7 @@ async fn aborting_mid_tool_kills_a_cli_that_ignores_sigterm_and_its_grandchild()
     );
     let pids = cli.pids();
     assert_eq!(pids.len(), 2, "the CLI and its grandchild");
-    assert_eq!(survivors(&pids, Duration::from_secs(10)), Vec::<u32>::new());
+    assert_eq!(survivors(&pids, Duration::from_secs(10)), Vec::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -105,10 +105,7 @@ async fn aborting_mid_command_ends_interrupted_resumable_and_leaves_no_process()
         done.resume_token.as_deref(),
         Some(thread_of("tool-use").as_str())
     );
-    assert_eq!(
-        survivors(&cli.pids(), Duration::from_secs(10)),
-        Vec::<u32>::new()
-    );
+    assert_eq!(survivors(&cli.pids(), Duration::from_secs(10)), Vec::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

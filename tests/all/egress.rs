@@ -116,6 +116,7 @@ fn word<'a>(printed: &'a str, probe: &str) -> &'a str {
     printed
         .split(['|', '\n'])
         .find_map(|line| line.strip_prefix(&format!("{probe}=")))
+        .map(|value| value.split(" err=").next().unwrap_or(value))
         .unwrap_or_else(|| panic!("no {probe}= in {printed}"))
 }
 
@@ -168,9 +169,7 @@ fn probes(aims: &Aims) -> String {
     );
     script += &python(
         "unix",
-        &format!(
-            "import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{unix_path}\")"
-        ),
+        &format!("import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{unix_path}\")"),
     );
     script += &python(
         "abstract",
@@ -208,7 +207,12 @@ struct Sinks {
 fn sinks() -> Sinks {
     let dir = tempfile::tempdir().unwrap();
     let unix_path = dir.path().join("agent.sock");
-    let abstract_name = format!("moat-test-{}", std::process::id());
+    static SINKS: AtomicUsize = AtomicUsize::new(0);
+    let abstract_name = format!(
+        "moat-test-{}-{}",
+        std::process::id(),
+        SINKS.fetch_add(1, Ordering::SeqCst)
+    );
     Sinks {
         granted: TestServer::answering(),
         other: TestServer::answering(),
@@ -268,7 +272,11 @@ fn assert_only_the_proxy(sinks: &Sinks, output: &Output, events: &[AgentEvent], 
     assert_eq!(sinks.granted.connections(), 3, "{said}");
     assert_eq!(sinks.udp.received.load(Ordering::SeqCst), 0, "{said}");
     assert_eq!(sinks.unix.accepted.load(Ordering::SeqCst), 0, "{said}");
-    assert_eq!(sinks.abstract_sink.accepted.load(Ordering::SeqCst), 0, "{said}");
+    assert_eq!(
+        sinks.abstract_sink.accepted.load(Ordering::SeqCst),
+        0,
+        "{said}"
+    );
 }
 
 fn describe_errors(events: &[AgentEvent]) -> String {
@@ -418,10 +426,18 @@ fn a_refused_connection_is_an_event_and_the_run_ends_normally() {
         server.port
     );
     let (output, events, printed) = shell(&script, &[], &[]);
-    assert_eq!(single_done(&events).status, DoneStatus::Success, "{output:?}");
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{output:?}"
+    );
     assert_eq!(word(&printed, "after"), "yes");
     assert!(error_codes(&events).contains(&"CAPABILITY_DENIED".to_string()));
     assert_eq!(server.connections(), 0);
     let mut stderr = String::new();
-    output.stderr.as_slice().read_to_string(&mut stderr).unwrap();
+    output
+        .stderr
+        .as_slice()
+        .read_to_string(&mut stderr)
+        .unwrap();
 }

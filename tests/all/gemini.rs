@@ -76,10 +76,7 @@ async fn aborting_mid_text_ends_interrupted_and_leaves_no_process() {
     let done = single_done(&events);
     assert_eq!(done.status, DoneStatus::Interrupted);
     assert!(done.resume_token.is_some());
-    assert_eq!(
-        survivors(&cli.pids(), Duration::from_secs(10)),
-        Vec::<u32>::new()
-    );
+    assert_eq!(survivors(&cli.pids(), Duration::from_secs(10)), Vec::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,7 @@ use moat_engine::{AgentEvent, DoneStatus, EventPayload, run_agent};
 use moat_grants::Grants;
 use moat_process_model::MAX_LIVE_CHILDREN;
 use moat_testkit::components::{CHILDREN, ESCAPE};
+use moat_testkit::fake_cli::ReportedPid;
 use moat_testkit::{
     TEST_DEADLINE, error_codes, error_message, load, registry_of, run_component, single_done, texts,
 };
@@ -322,31 +323,27 @@ async fn starting_many_children_stops_at_the_per_run_limit() {
 
 // ---- no child outlives its run ----
 
-/// Whether `pid` is a process that still runs (a zombie does not).
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            // The state follows the parenthesized command name.
-            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
-            !matches!(state.and_then(|s| s.chars().next()), Some('Z' | 'X'))
-        }
-        Err(_) => false,
-    }
+/// Whether `pid` (as the program reported it) still runs (a zombie does
+/// not).
+fn running(pid: ReportedPid) -> bool {
+    !pid.gone()
 }
 
 /// The child's and grandchild's pids, from the `children` adapter's first
 /// event.
-fn pids(events: &[AgentEvent]) -> [u32; 2] {
+fn pids(events: &[AgentEvent]) -> [ReportedPid; 2] {
     let text = texts(events)
         .into_iter()
         .find_map(|t| t.strip_prefix("pids "))
         .unwrap_or_else(|| panic!("no pids event: {events:?}"));
-    let mut pids = text.split(' ').map(|p| p.parse::<u32>().expect("a pid"));
+    let mut pids = text
+        .split(' ')
+        .map(|p| p.parse::<ReportedPid>().expect("a pid"));
     [pids.next().unwrap(), pids.next().unwrap()]
 }
 
 /// Fails unless both processes are gone within a moment of the run's end.
-async fn assert_gone(pids: [u32; 2]) {
+async fn assert_gone(pids: [ReportedPid; 2]) {
     let until = Instant::now() + Duration::from_secs(5);
     while pids.iter().any(|&pid| running(pid)) {
         assert!(
@@ -364,7 +361,7 @@ async fn run_children(
     mode: &str,
     configure: impl FnOnce(&mut moat_testkit::Request),
     abort: bool,
-) -> (Vec<AgentEvent>, [u32; 2]) {
+) -> (Vec<AgentEvent>, [ReportedPid; 2]) {
     let adapter = load(CHILDREN).await;
     let registry = registry_of([adapter]);
     let mut request = moat_testkit::request("children", mode);

@@ -47,6 +47,7 @@ impl Cli for ClaudeCodeCli {
     const PROGRAM: &'static str = args::PROGRAM;
     const INSTALL: &'static str = INSTALL;
     const ENV: &'static [&'static str] = ENV;
+    const HOSTS: &'static [&'static str] = &["api.anthropic.com:443"];
 
     type Translator = ClaudeTranslator;
 

@@ -22,6 +22,10 @@ pub trait Cli: 'static {
     const INSTALL: &'static str;
     /// The environment variables the CLI is given.
     const ENV: &'static [&'static str];
+    /// The hosts the CLI talks to (its vendor's API and sign-in), as
+    /// `host:port`: declared, so a run reaches them through moat's proxy;
+    /// nothing else is reachable unless granted.
+    const HOSTS: &'static [&'static str];
 
     /// The translator of the CLI's output.
     type Translator: Translator + 'static;
@@ -45,7 +49,8 @@ impl<C: Cli> Adapter for CliAdapter<C> {
         AdapterInfo::new(C::NAME, C::VERSION, C::DESCRIPTION).with_needs(
             Needs::default()
                 .with_programs([C::PROGRAM])
-                .with_env(C::ENV.iter().copied()),
+                .with_env(C::ENV.iter().copied())
+                .with_hosts(C::HOSTS.iter().copied()),
         )
     }
 

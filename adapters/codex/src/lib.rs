@@ -39,6 +39,11 @@ impl Cli for CodexCli {
     const PROGRAM: &'static str = args::PROGRAM;
     const INSTALL: &'static str = INSTALL;
     const ENV: &'static [&'static str] = ENV;
+    const HOSTS: &'static [&'static str] = &[
+        "api.openai.com:443",
+        "chatgpt.com:443",
+        "auth.openai.com:443",
+    ];
 
     type Translator = CodexTranslator;
 

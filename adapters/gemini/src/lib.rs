@@ -40,6 +40,11 @@ impl Cli for GeminiCli {
     const PROGRAM: &'static str = args::PROGRAM;
     const INSTALL: &'static str = INSTALL;
     const ENV: &'static [&'static str] = ENV;
+    const HOSTS: &'static [&'static str] = &[
+        "generativelanguage.googleapis.com:443",
+        "cloudcode-pa.googleapis.com:443",
+        "oauth2.googleapis.com:443",
+    ];
 
     type Translator = GeminiTranslator;
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
 use moat_testkit::components::{BIG_INFO, CHILDREN, ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
+use moat_testkit::fake_cli::ReportedPid;
 use moat_testkit::http_server::{SERVED, TestServer};
 use moat_testkit::llm_server::{LlmServer, Reply};
 use serde_json::Value;
@@ -207,7 +208,7 @@ fn ctrl_c_interrupts_the_run_with_one_done_and_exit_130() {
 /// then a blocking read) and returns it with the two pids, once reported.
 /// The rest of its stdout is drained in the background, so moat never
 /// writes into a closed pipe.
-fn moat_with_children() -> (std::process::Child, [u32; 2]) {
+fn moat_with_children() -> (std::process::Child, [ReportedPid; 2]) {
     use std::io::BufRead;
     let mut moat = moat()
         .args([
@@ -229,7 +230,7 @@ fn moat_with_children() -> (std::process::Child, [u32; 2]) {
             .as_str()
             .and_then(|t| t.strip_prefix("pids "))
         {
-            let pids: Vec<u32> = pids.split(' ').map(|p| p.parse().unwrap()).collect();
+            let pids: Vec<ReportedPid> = pids.split(' ').map(|p| p.parse().unwrap()).collect();
             std::thread::spawn(move || lines.for_each(drop));
             return (moat, [pids[0], pids[1]]);
         }
@@ -240,14 +241,11 @@ fn moat_with_children() -> (std::process::Child, [u32; 2]) {
 }
 
 /// Whether `pid` still runs (a zombie does not).
-fn process_runs(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
-        !matches!(state.and_then(|s| s.chars().next()), Some('Z' | 'X'))
-    })
+fn process_runs(pid: ReportedPid) -> bool {
+    !pid.gone()
 }
 
-fn wait_until_gone(pids: &[u32]) {
+fn wait_until_gone(pids: &[ReportedPid]) {
     let until = std::time::Instant::now() + Duration::from_secs(5);
     while pids.iter().any(|&pid| process_runs(pid)) {
         assert!(
@@ -278,7 +276,8 @@ fn ctrl_c_leaves_no_child_or_grandchild_of_the_run_behind() {
 fn a_child_dies_with_moat_even_when_moat_is_killed() {
     let (mut moat, [child, grandchild]) = moat_with_children();
     let killed = moat.id();
-    let in_a_cgroup = std::fs::read_to_string(format!("/proc/{grandchild}/cgroup"))
+    let grandchild_pid = grandchild.host_pid().expect("the grandchild runs");
+    let in_a_cgroup = std::fs::read_to_string(format!("/proc/{grandchild_pid}/cgroup"))
         .is_ok_and(|cgroups| cgroups.contains(&format!("moat-{killed}-")));
     moat.kill().unwrap();
     moat.wait().unwrap();
@@ -292,7 +291,7 @@ fn a_child_dies_with_moat_even_when_moat_is_killed() {
         wait_until_gone(&[grandchild]);
     } else {
         let _ = Command::new("kill")
-            .args(["-KILL", &grandchild.to_string()])
+            .args(["-KILL", &grandchild_pid.to_string()])
             .status();
     }
     let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
 use moat_testkit::components::{CHILDREN, LIAR};
-use moat_testkit::fake_cli::survivors;
+use moat_testkit::fake_cli::{ReportedPid, survivors};
 
 use super::common::{events, moat};
 
-/// The pids the `children` adapter reported: `pids A B C…`.
-fn reported_pids(events: &[AgentEvent]) -> Vec<u32> {
+/// The processes the `children` adapter reported: `pids A B C…`.
+fn reported_pids(events: &[AgentEvent]) -> Vec<ReportedPid> {
     events
         .iter()
         .find_map(|event| match &event.payload {
@@ -81,7 +81,11 @@ fn without_cgroups_adopted_orphans_are_found_and_killed_too() {
 fn started(
     mode: &str,
     extra: &[&str],
-) -> (Child, Vec<u32>, std::thread::JoinHandle<Vec<AgentEvent>>) {
+) -> (
+    Child,
+    Vec<ReportedPid>,
+    std::thread::JoinHandle<Vec<AgentEvent>>,
+) {
     let mut moat = moat()
         .args([
             "run",

@@ -146,24 +146,29 @@ impl FakeCli {
         request
     }
 
-    /// The pids of the fake and of its grandchild (if it started one).
-    pub fn pids(&self) -> Vec<u32> {
+    /// The fake and its grandchild (if it started one), as it recorded
+    /// them: pids in its own PID namespace.
+    pub fn pids(&self) -> Vec<ReportedPid> {
         let recorded = self.recorded().expect("the fake CLI started");
+        let namespace = recorded["pid_namespace"].as_u64();
         ["pid", "grandchild_pid"]
             .iter()
             .filter_map(|key| recorded[*key].as_u64())
-            .map(|pid| pid as u32)
+            .map(|pid| ReportedPid {
+                pid: pid as u32,
+                namespace,
+            })
             .collect()
     }
 }
 
-pub use moat_cli_fixture::fake::process_gone;
+pub use moat_cli_fixture::fake::{ReportedPid, process_gone};
 
-/// Waits up to `within` for every pid to be gone; the ones still alive.
-pub fn survivors(pids: &[u32], within: Duration) -> Vec<u32> {
+/// Waits up to `within` for every process to be gone; the ones still alive.
+pub fn survivors(pids: &[ReportedPid], within: Duration) -> Vec<ReportedPid> {
     let deadline = Instant::now() + within;
     loop {
-        let alive: Vec<u32> = pids.iter().copied().filter(|p| !process_gone(*p)).collect();
+        let alive: Vec<ReportedPid> = pids.iter().copied().filter(|p| !p.gone()).collect();
         if alive.is_empty() || Instant::now() > deadline {
             return alive;
         }

@@ -71,6 +71,84 @@ fn real_time() -> f64 {
     1.0
 }
 
+/// A process as a program reports it: its pid as it sees it, and the PID
+/// namespace it sees it in (the inode of `/proc/self/ns/pid`). moat starts
+/// contained programs in PID namespaces of their own, where pids mean
+/// nothing outside; written `PID@NAMESPACE` (or `PID` alone: ours).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportedPid {
+    pub pid: u32,
+    pub namespace: Option<u64>,
+}
+
+impl ReportedPid {
+    /// The calling process, as it would report itself.
+    pub fn own(pid: u32) -> Self {
+        Self {
+            pid,
+            namespace: pid_namespace("self"),
+        }
+    }
+
+    /// Whether the process is gone (or a zombie nobody has reaped yet).
+    pub fn gone(&self) -> bool {
+        self.host_pid().is_none()
+    }
+
+    /// Its pid in our PID namespace, while it lives.
+    pub fn host_pid(&self) -> Option<u32> {
+        match self.namespace {
+            Some(namespace) if Some(namespace) != pid_namespace("self") => {
+                find_in_namespace(self.pid, namespace)
+            }
+            _ => (!process_gone(self.pid)).then_some(self.pid),
+        }
+    }
+}
+
+impl std::str::FromStr for ReportedPid {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(match text.split_once('@') {
+            Some((pid, namespace)) => Self {
+                pid: pid.parse()?,
+                namespace: Some(namespace.parse()?),
+            },
+            None => Self {
+                pid: text.parse()?,
+                namespace: None,
+            },
+        })
+    }
+}
+
+/// The PID namespace of `/proc/<process>`, as its inode.
+fn pid_namespace(process: &str) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{process}/ns/pid")).ok()?;
+    let link = link.to_string_lossy();
+    link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Our pid of the live process of PID namespace `namespace` whose pid
+/// there is `pid`.
+fn find_in_namespace(pid: u32, namespace: u64) -> Option<u32> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    entries.flatten().find_map(|entry| {
+        let host: u32 = entry.file_name().to_str()?.parse().ok()?;
+        if pid_namespace(&host.to_string()) != Some(namespace) {
+            return None;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{host}/status")).ok()?;
+        let local = status
+            .lines()
+            .find_map(|line| line.strip_prefix("NSpid:"))
+            .and_then(|pids| pids.split_whitespace().last())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        (local == Some(pid) && !process_gone(host)).then_some(host)
+    })
+}
+
 /// Whether process `pid` is gone (or a zombie nobody has reaped yet): how
 /// tests check that the fake and the grandchild it may start (both in its
 /// record) were not left behind.
@@ -166,7 +244,7 @@ pub fn main() -> anyhow::Result<()> {
         let cwd = std::env::current_dir().ok();
         let report = json!({
             "args": &args[1..], "pid": std::process::id(), "grandchild_pid": grandchild,
-            "cwd": cwd, "env": env,
+            "pid_namespace": pid_namespace("self"), "cwd": cwd, "env": env,
         });
         std::fs::write(record, report.to_string())
             .with_context(|| format!("write {}", record.display()))?;

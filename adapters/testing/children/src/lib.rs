@@ -21,14 +21,16 @@
 use moat_guest::process::{Child, Command, ProcessError};
 use moat_guest::{Adapter, AdapterInfo, DoneEvent, DoneStatus, ErrorInfo, Event, Options};
 
-/// The shell script: a grandchild in the background, its pid on stdout,
-/// then a long sleep in the child itself.
-const SCRIPT: &str = "sleep 300 & echo $!; exec sleep 301";
+/// The shell script: a grandchild in the background, its pid on stdout
+/// (`PID@NAMESPACE`: moat starts contained programs in a PID namespace of
+/// their own, the inode of which tells a test where the pid means
+/// something), then a long sleep in the child itself.
+const SCRIPT: &str = "ns=$(stat -Lc %i /proc/self/ns/pid); sleep 300 & echo $!@$ns; exec sleep 301";
 
 /// The same, and a daemon: the subshell exits at once, so the `setsid`
 /// shell is re-parented; it prints its child's pid and its own.
-const DAEMONS: &str = "sleep 300 & echo $!; \
-    ( setsid sh -c 'sleep 303 & echo $!; echo $$; exec sleep 304' & ); \
+const DAEMONS: &str = "ns=$(stat -Lc %i /proc/self/ns/pid); sleep 300 & echo $!@$ns; \
+    ( setsid sh -c 'sleep 303 & echo $!@$0; echo $$@$0; exec sleep 304' $ns & ); \
     exec sleep 301";
 
 /// Lines of pids each script prints.

@@ -166,7 +166,8 @@ impl RunEgress {
     /// Sets the proxy variables in `env`, replacing any the adapter set.
     pub(crate) fn proxy_env(&self, env: &mut Vec<(String, String)>) {
         env.retain(|(name, _)| {
-            !PROXY_VARIABLES.contains(&name.as_str()) && !NO_PROXY_VARIABLES.contains(&name.as_str())
+            !PROXY_VARIABLES.contains(&name.as_str())
+                && !NO_PROXY_VARIABLES.contains(&name.as_str())
         });
         let url = format!("http://127.0.0.1:{}", self.port);
         env.extend(

@@ -72,12 +72,20 @@ pub(crate) fn create() -> io::Result<RunNamespace> {
     unsafe { libc::waitpid(pid, &mut status, 0) };
     let (step, errno, mut fds) = received?;
     if step != 0 {
-        let step = STEPS.get(step as usize - 1).copied().unwrap_or("an unknown step");
+        let step = STEPS
+            .get(step as usize - 1)
+            .copied()
+            .unwrap_or("an unknown step");
         let error = io::Error::from_raw_os_error(errno);
-        return Err(io::Error::new(error.kind(), format!("cannot {step}: {error}")));
+        return Err(io::Error::new(
+            error.kind(),
+            format!("cannot {step}: {error}"),
+        ));
     }
     if fds.len() < 2 {
-        return Err(io::Error::other("the namespace helper sent too few handles"));
+        return Err(io::Error::other(
+            "the namespace helper sent too few handles",
+        ));
     }
     let user = (fds.len() == 3).then(|| fds.pop().expect("three"));
     let net = fds.pop().expect("two");
@@ -99,7 +107,11 @@ struct IdMaps {
 /// The helper's work: the descriptors to send and how many there are;
 /// else the step that failed and its `errno`.
 fn helper(maps: &IdMaps) -> Result<([RawFd; 3], usize), (u8, i32)> {
-    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
     let mut fds = [-1; 3];
     // SAFETY: system calls on valid pointers; see `create`.
     unsafe {
@@ -123,12 +135,18 @@ fn helper(maps: &IdMaps) -> Result<([RawFd; 3], usize), (u8, i32)> {
         }
         loopback_up().map_err(|e| (2, e))?;
         fds[0] = listen_on_loopback().map_err(|e| (3, e))?;
-        fds[1] = libc::open(c"/proc/self/ns/net".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        fds[1] = libc::open(
+            c"/proc/self/ns/net".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
         if fds[1] == -1 {
             return Err((4, errno()));
         }
         if owned_user {
-            fds[2] = libc::open(c"/proc/self/ns/user".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            fds[2] = libc::open(
+                c"/proc/self/ns/user".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            );
             if fds[2] == -1 {
                 return Err((4, errno()));
             }
@@ -139,7 +157,11 @@ fn helper(maps: &IdMaps) -> Result<([RawFd; 3], usize), (u8, i32)> {
 
 /// Writes `text` to `file` (a `/proc` file of the helper).
 unsafe fn write_file(file: &std::ffi::CStr, text: &std::ffi::CStr) -> Result<(), i32> {
-    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
     // SAFETY: valid C strings.
     unsafe {
         let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -159,7 +181,11 @@ unsafe fn write_file(file: &std::ffi::CStr, text: &std::ffi::CStr) -> Result<(),
 
 /// Brings `lo` up in the current network namespace.
 unsafe fn loopback_up() -> Result<(), i32> {
-    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
     // SAFETY: an ioctl on a socket with a zeroed, named request.
     unsafe {
         let socket = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
@@ -183,7 +209,11 @@ unsafe fn loopback_up() -> Result<(), i32> {
 
 /// A listening TCP socket on `127.0.0.1`, on a port the kernel picks.
 unsafe fn listen_on_loopback() -> Result<RawFd, i32> {
-    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
     // SAFETY: socket calls on a zeroed address of the right size.
     unsafe {
         let socket = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
@@ -238,7 +268,9 @@ fn send(socket: RawFd, step: u8, errno: i32, fds: &[RawFd]) -> Result<(), i32> {
             );
         }
         if libc::sendmsg(socket, &message, 0) == -1 {
-            return Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+            return Err(io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO));
         }
     }
     Ok(())
@@ -272,8 +304,7 @@ fn receive(socket: &UnixStream) -> io::Result<(u8, i32, Vec<OwnedFd>)> {
         let mut fds = Vec::new();
         let mut header = libc::CMSG_FIRSTHDR(&message);
         while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS
-            {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
                 let data = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 let start = libc::CMSG_DATA(header).cast::<RawFd>();
                 for at in 0..data / std::mem::size_of::<RawFd>() {

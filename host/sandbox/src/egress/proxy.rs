@@ -184,7 +184,10 @@ async fn forward(mut request: Request<Incoming>, served: &Served) -> Response<Pr
         );
     }
     let Some(host) = uri.host().filter(|host| !host.is_empty()) else {
-        return answer(StatusCode::BAD_REQUEST, "moat's proxy: the URL has no host".into());
+        return answer(
+            StatusCode::BAD_REQUEST,
+            "moat's proxy: the URL has no host".into(),
+        );
     };
     let port = uri.port_u16().unwrap_or(80);
     let Reached {
@@ -303,5 +306,7 @@ fn answer(status: StatusCode, message: String) -> Response<ProxyBody> {
 }
 
 fn empty() -> ProxyBody {
-    Full::new(Bytes::new()).map_err(|never| match never {}).boxed()
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
 }

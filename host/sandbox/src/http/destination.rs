@@ -122,7 +122,8 @@ impl Destination {
         let attempt = async {
             let addresses = self.resolve().await?;
             for &address in &addresses {
-                if let Err(AddressRefusal::Range(range)) = address::check_address(self.grant, address)
+                if let Err(AddressRefusal::Range(range)) =
+                    address::check_address(self.grant, address)
                 {
                     let remedy = match range {
                         // Only a rule naming the address itself reaches

@@ -315,7 +315,13 @@ fn drop_capabilities() -> io::Result<()> {
                 break;
             }
         }
-        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
         // _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set.
         let mut header = CapHeader {
             version: 0x2008_0522,

@@ -233,7 +233,9 @@ impl ProcessTable {
                 },
             ));
         };
-        let cannot = |what: String| ProcessError::Io(format!("cannot contain {}: {what}", program.display()));
+        let cannot = |what: String| {
+            ProcessError::Io(format!("cannot contain {}: {what}", program.display()))
+        };
         let egress = match &self.egress {
             Some(egress) => egress,
             None => {
