@@ -1,0 +1,726 @@
+//! `cargo bench -p moat --bench egress`: what containing the programs a run
+//! starts costs (docs/performance.md, "Spawned programs: containment and
+//! the proxy"). Every figure is measured beside its baseline in the same
+//! bench run, through the real `moat` binary and the testing `escape`
+//! component, and reported as a ratio; no time is asserted.
+//!
+//! 1. **Containment per spawned program**, contained (the default) beside
+//!    `--no-contain`, two ways:
+//!    - a. *timestamps*: runs of `spawn date +%s%N` lines. Each program
+//!      prints the clock as it runs, so the difference between two
+//!      consecutive programs' clocks is one whole spawn as the adapter
+//!      pays it (the previous program's exit and reaping, the component's
+//!      next call, moat's preparation, fork, containment, exec, the
+//!      dynamic loader): p50, p99 and mean per spawn. A run starts with an
+//!      `http GET` to the bench's server, which answers with its clock: the
+//!      time from there to the first program's clock is the first spawn,
+//!      which also makes the run's namespace and starts its proxy; what
+//!      the first spawn costs beyond a later one is the once-per-run cost
+//!      of starting; from the last program's clock to the moat process's
+//!      exit, the end of a run.
+//!    - b. *whole runs*: the wall time of `moat run` with N `spawn true`
+//!      lines and with one: (T(N) − T(1)) / (N − 1) is the mean per spawn
+//!      without the once-per-run cost (medians of several runs each), a
+//!      check on method a by other means.
+//! 2. **The proxy per request**: one `curl` fetching a small URL of the
+//!    bench's loopback server K times (`-w '%{time_total}'` per request),
+//!    inside a contained `shell` (through the run's proxy), beside the same
+//!    command on the host (direct, curl keeping its connection) and direct
+//!    with `Connection: close` (a new connection per request, as the proxy
+//!    makes to the origin for every forwarded request).
+//! 3. **The proxy per MB**: a 64 MiB body through the proxy, forwarded and
+//!    through a `CONNECT` tunnel (`--proxytunnel`), beside curl direct.
+//!
+//! The table goes to stdout and to `target/moat-bench/egress.md`. Without
+//! `--bench` (as under `cargo test --benches`) it runs once at a tiny size
+//! and writes nothing.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use common::{bench_dir, load_average, moat};
+use moat_testkit::components::ESCAPE;
+
+/// Sizes of a full run and of a smoke run.
+struct Scale {
+    /// Runs per mode of the timestamp method, and programs per run.
+    stamp_runs: usize,
+    stamps: usize,
+    /// Extra short runs per mode (one `http` mark, two programs) for the
+    /// first spawn.
+    first_runs: usize,
+    /// `spawn true` lines in a long whole run; long runs and one-spawn
+    /// runs per mode.
+    whole_spawns: usize,
+    whole_runs: usize,
+    single_runs: usize,
+    /// Small requests per curl, and rounds of them per side.
+    requests: usize,
+    request_rounds: usize,
+    /// The large body, and downloads of it per side.
+    body_mib: usize,
+    downloads: usize,
+}
+
+const FULL: Scale = Scale {
+    stamp_runs: 5,
+    stamps: 200,
+    first_runs: 20,
+    whole_spawns: 200,
+    whole_runs: 3,
+    single_runs: 15,
+    requests: 500,
+    request_rounds: 2,
+    body_mib: 64,
+    downloads: 3,
+};
+
+const SMOKE: Scale = Scale {
+    stamp_runs: 1,
+    stamps: 3,
+    first_runs: 1,
+    whole_spawns: 3,
+    whole_runs: 1,
+    single_runs: 1,
+    requests: 3,
+    request_rounds: 1,
+    body_mib: 1,
+    downloads: 1,
+};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let scale = if full { FULL } else { SMOKE };
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = dir.path().join("moat.db");
+    let origin = Origin::start(scale.body_mib << 20);
+    let load = load_average();
+    let bench = Bench {
+        store: &store,
+        origin: &origin,
+    };
+    // Warm: the compile cache of the component.
+    bench.escape(Mode::Contained, &["--allow-run=true"], "spawn true");
+
+    let spawns = bench.spawn_stamps(&scale);
+    let whole = bench.whole_runs(&scale);
+    let requests = bench.requests(&scale);
+    let bodies = bench.bodies(&scale);
+
+    let table = report(&scale, &load, &spawns, &whole, &requests, &bodies);
+    println!("{table}");
+    if full {
+        let out = bench_dir();
+        std::fs::create_dir_all(&out).expect("the bench directory");
+        std::fs::write(out.join("egress.md"), &table).expect("the summary is written");
+    }
+}
+
+/// Whether a run's programs are contained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Contained,
+    Off,
+}
+
+impl Mode {
+    const BOTH: [Mode; 2] = [Mode::Contained, Mode::Off];
+}
+
+struct Bench<'a> {
+    store: &'a Path,
+    origin: &'a Origin,
+}
+
+impl Bench<'_> {
+    /// `moat run ESCAPE flags… prompt` (`--no-contain` when `mode` is
+    /// off, no run store): the text of its events, one per probe, each
+    /// required to be `ok: …`.
+    fn escape(&self, mode: Mode, flags: &[&str], prompt: &str) -> Vec<String> {
+        self.escape_ended(mode, flags, prompt).0
+    }
+
+    /// [`Self::escape`], and the clock (ns since the epoch) when the moat
+    /// process had exited.
+    fn escape_ended(&self, mode: Mode, flags: &[&str], prompt: &str) -> (Vec<String>, i128) {
+        let output = self
+            .command(mode, flags, prompt)
+            .stdout(Stdio::piped())
+            .output()
+            .expect("moat runs");
+        let ended = now_ns();
+        assert!(
+            output.status.success(),
+            "moat run failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let mut texts = Vec::new();
+        let mut done = false;
+        for line in output
+            .stdout
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
+            let event: serde_json::Value = serde_json::from_slice(line).expect("an NDJSON event");
+            match event["type"].as_str() {
+                Some("text") => {
+                    let text = event["payload"]["content"].as_str().expect("a text");
+                    assert!(text.starts_with("ok: "), "a probe failed: {text}");
+                    texts.push(text["ok: ".len()..].to_owned());
+                }
+                Some("done") => {
+                    assert_eq!(event["payload"]["status"], "success", "{event}");
+                    done = true;
+                }
+                _ => {}
+            }
+        }
+        assert!(done, "the run ended with done");
+        assert_eq!(texts.len(), prompt.lines().count(), "one result per probe");
+        (texts, ended)
+    }
+
+    fn command(&self, mode: Mode, flags: &[&str], prompt: &str) -> Command {
+        let mut command = moat(self.store);
+        command
+            .args(["run", ESCAPE, "--no-store", "--output", "ndjson"])
+            .args(flags)
+            .arg(prompt)
+            .stdout(Stdio::null());
+        if mode == Mode::Off {
+            command.arg("--no-contain");
+        }
+        command
+    }
+
+    /// Method 1a: the clocks of `date` programs started one after another.
+    fn spawn_stamps(&self, scale: &Scale) -> [Stamps; 2] {
+        let mut stamps = [Stamps::default(), Stamps::default()];
+        let grant = format!("--allow-net=127.0.0.1:{}", self.origin.port);
+        let flags = ["--allow-run=date", grant.as_str()];
+        let prompt = |programs: usize| {
+            let mut prompt = format!("http GET {}\n", self.origin.url("/clock"));
+            for _ in 0..programs {
+                prompt.push_str("spawn date +%s%N\n");
+            }
+            prompt
+        };
+        let record = |long: bool, stamps: &mut [Stamps; 2]| {
+            for (at, mode) in Mode::BOTH.into_iter().enumerate() {
+                let programs = if long { scale.stamps } else { 2 };
+                let (texts, ended) = self.escape_ended(mode, &flags, &prompt(programs));
+                let mark: i128 = texts[0]
+                    .strip_prefix("200 ")
+                    .and_then(|clock| clock.trim().parse().ok())
+                    .unwrap_or_else(|| panic!("the server's clock: {}", texts[0]));
+                let clocks: Vec<i128> = texts[1..]
+                    .iter()
+                    .map(|text| {
+                        let (code, out) = exit_and_out(text);
+                        assert_eq!(code, "0", "date ran: {text}");
+                        out.parse().unwrap_or_else(|_| panic!("a clock: {text}"))
+                    })
+                    .collect();
+                stamps[at].first.push((clocks[0] - mark) as f64 / 1e9);
+                stamps[at]
+                    .end
+                    .push((ended - clocks[clocks.len() - 1]) as f64 / 1e9);
+                stamps[at]
+                    .each
+                    .extend(clocks.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e9));
+            }
+        };
+        for _ in 0..scale.stamp_runs {
+            record(true, &mut stamps);
+        }
+        for _ in 0..scale.first_runs {
+            record(false, &mut stamps);
+        }
+        stamps
+    }
+
+    /// Method 1b: whole runs of `spawn true` lines.
+    fn whole_runs(&self, scale: &Scale) -> [Whole; 2] {
+        let flags = ["--allow-run=true"];
+        let long = "spawn true\n".repeat(scale.whole_spawns);
+        let time = |mode: Mode, prompt: &str| {
+            let started = Instant::now();
+            let texts = self.escape(mode, &flags, prompt);
+            let took = started.elapsed().as_secs_f64();
+            for text in &texts {
+                assert_eq!(exit_and_out(text).0, "0", "true ran: {text}");
+            }
+            took
+        };
+        let mut times = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        // Interleaved, so both modes share whatever the machine is doing.
+        for round in 0..scale.single_runs.max(scale.whole_runs) {
+            for (at, mode) in Mode::BOTH.into_iter().enumerate() {
+                if round < scale.whole_runs {
+                    times[at][0].push(time(mode, &long));
+                }
+                if round < scale.single_runs {
+                    times[at][1].push(time(mode, "spawn true"));
+                }
+            }
+        }
+        times.map(|[long, single]| Whole {
+            long: median(&long),
+            single: median(&single),
+            spawns: scale.whole_spawns,
+        })
+    }
+
+    /// Figure 2: per-request times of one curl through the proxy and
+    /// directly.
+    fn requests(&self, scale: &Scale) -> Requests {
+        let url = self.origin.url(&format!("/small?[1-{}]", scale.requests));
+        let curl = format!("curl -s -o /dev/null -w '%{{time_total}}\\n' '{url}'");
+        let closing =
+            format!("curl -s -o /dev/null -H 'Connection: close' -w '%{{time_total}}\\n' '{url}'");
+        let mut found = Requests::default();
+        // Warm: the proxy's first connection, curl's libraries.
+        self.contained_shell(&curl);
+        for _ in 0..scale.request_rounds {
+            found.proxied.extend(numbers(&self.contained_shell(&curl)));
+            found.direct.extend(numbers(&host_shell(&curl)));
+            found.closing.extend(numbers(&host_shell(&closing)));
+        }
+        let expected = scale.requests * scale.request_rounds;
+        for side in [&found.proxied, &found.direct, &found.closing] {
+            assert_eq!(side.len(), expected, "a time per request");
+        }
+        found
+    }
+
+    /// Figure 3: MB/s of the large body through the proxy and directly.
+    fn bodies(&self, scale: &Scale) -> Bodies {
+        let url = self.origin.url(&format!("/large?[1-{}]", scale.downloads));
+        let curl = |extra: &str| {
+            format!(
+                "curl -s {extra} -o /dev/null -w '%{{time_total}} %{{size_download}}\\n' '{url}'"
+            )
+        };
+        let rates = |out: &[String]| -> Vec<f64> {
+            let rates: Vec<f64> = out
+                .iter()
+                .map(|line| {
+                    let (time, size) = line.split_once(' ').expect("time and size");
+                    let size: f64 = size.parse().expect("a size");
+                    assert_eq!(size as usize, self.origin.large.len(), "the whole body");
+                    size / time.parse::<f64>().expect("a time") / 1e6
+                })
+                .collect();
+            assert_eq!(rates.len(), scale.downloads, "a figure per download");
+            rates
+        };
+        Bodies {
+            forward: median(&rates(&self.contained_shell(&curl("")))),
+            tunnel: median(&rates(&self.contained_shell(&curl("--proxytunnel")))),
+            direct: median(&rates(&host_shell(&curl("")))),
+        }
+    }
+
+    /// `script` in a contained `sh` of the escape component, the origin
+    /// granted: its stdout lines.
+    fn contained_shell(&self, script: &str) -> Vec<String> {
+        let grant = format!("--allow-net=127.0.0.1:{}", self.origin.port);
+        let texts = self.escape(
+            Mode::Contained,
+            &["--allow-run=sh", "--allow-run=curl", &grant],
+            &format!("shell {script}"),
+        );
+        let (code, out) = exit_and_out(&texts[0]);
+        assert_eq!(code, "0", "the script ran: {}", texts[0]);
+        out.split('|')
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// `script` in `sh` on the host, without any proxy: its stdout lines.
+fn host_shell(script: &str) -> Vec<String> {
+    let mut command = Command::new("sh");
+    command.args(["-c", script]);
+    for name in [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        command.env_remove(name);
+    }
+    let output = command.output().expect("sh runs");
+    assert!(output.status.success(), "{script} failed");
+    String::from_utf8(output.stdout)
+        .expect("text")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The exit code and the stdout (lines joined with `|`) of a `spawn` or
+/// `shell` probe's result, `exit=N out=… err=…`.
+fn exit_and_out(text: &str) -> (&str, &str) {
+    let rest = text.strip_prefix("exit=").expect("exit=");
+    let (code, rest) = rest.split_once(" out=").expect(" out=");
+    let out = rest.rsplit_once(" err=").map_or(rest, |(out, _)| out);
+    (code, out)
+}
+
+/// The clock, in nanoseconds since the epoch (what `date +%s%N` prints).
+fn now_ns() -> i128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_nanos() as i128
+}
+
+fn numbers(lines: &[String]) -> Vec<f64> {
+    lines
+        .iter()
+        .map(|line| line.trim().parse().expect("a number"))
+        .collect()
+}
+
+/// Method 1a's figures of one mode, in seconds.
+#[derive(Default)]
+struct Stamps {
+    /// The first program of each run, from the server's clock.
+    first: Vec<f64>,
+    /// Every later program, from the one before.
+    each: Vec<f64>,
+    /// The end of each run: from its last program's clock to the moat
+    /// process's exit.
+    end: Vec<f64>,
+}
+
+/// Method 1b's figures of one mode: median seconds of a long run and of a
+/// one-spawn run.
+struct Whole {
+    long: f64,
+    single: f64,
+    spawns: usize,
+}
+
+impl Whole {
+    /// Mean seconds per spawn, without the once-per-run cost.
+    fn per_spawn(&self) -> f64 {
+        (self.long - self.single) / (self.spawns.max(2) - 1) as f64
+    }
+}
+
+/// Figure 2's per-request seconds.
+#[derive(Default)]
+struct Requests {
+    proxied: Vec<f64>,
+    direct: Vec<f64>,
+    closing: Vec<f64>,
+}
+
+/// Figure 3's MB/s.
+struct Bodies {
+    forward: f64,
+    tunnel: f64,
+    direct: f64,
+}
+
+fn median(values: &[f64]) -> f64 {
+    percentile(values, 0.5)
+}
+
+/// The nearest-rank percentile `p` (0..1) of `values`.
+fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+fn report(
+    scale: &Scale,
+    load: &str,
+    spawns: &[Stamps; 2],
+    whole: &[Whole; 2],
+    requests: &Requests,
+    bodies: &Bodies,
+) -> String {
+    let ms = |seconds: f64| format!("{:.2} ms", seconds * 1e3);
+    let us = |seconds: f64| format!("{:.0} µs", seconds * 1e6);
+    let [stamped, stamped_off] = spawns;
+    let [whole_in, whole_off] = whole;
+    let mut table = format!(
+        "- date: {}\n- load average before: {load}\n- network containment here: {}\n- the moat binary of this build, the testing escape component, `--no-store`\n\n",
+        humantime::format_rfc3339_seconds(SystemTime::now()),
+        containment_here(),
+    );
+
+    table.push_str(&format!(
+        "Containment per spawned program: {} programs in each of {} runs of `spawn date +%s%N` per mode (differences of consecutive programs' clocks), {} more runs of two for the first spawn\n\n",
+        scale.stamps, scale.stamp_runs, scale.first_runs
+    ));
+    table.push_str(
+        "| per spawn | contained | `--no-contain` | extra | ratio |\n|---|---|---|---|---|\n",
+    );
+    // A percentile, or the mean (`None`).
+    for (name, p) in [
+        ("p50", Some(0.5)),
+        ("p90", Some(0.9)),
+        ("p99", Some(0.99)),
+        ("mean", None),
+        ("max", Some(1.0)),
+    ] {
+        let figure = |values: &[f64]| p.map_or_else(|| mean(values), |p| percentile(values, p));
+        let (inside, outside) = (figure(&stamped.each), figure(&stamped_off.each));
+        table.push_str(&format!(
+            "| {name} | {} | {} | {} | ×{:.2} |\n",
+            ms(inside),
+            ms(outside),
+            ms(inside - outside),
+            inside / outside
+        ));
+    }
+    let first_in = median(&stamped.first);
+    let first_off = median(&stamped_off.first);
+    let later_extra = median(&stamped.each) - median(&stamped_off.each);
+    table.push_str(&format!(
+        "| first spawn of a run (median of {}) | {} | {} | {} | ×{:.2} |\n",
+        stamped.first.len(),
+        ms(first_in),
+        ms(first_off),
+        ms(first_in - first_off),
+        first_in / first_off
+    ));
+    let (end_in, end_off) = (median(&stamped.end), median(&stamped_off.end));
+    table.push_str(&format!(
+        "| end of a run: last program → moat exited (median of {}) | {} | {} | {} | ×{:.2} |\n",
+        stamped.end.len(),
+        ms(end_in),
+        ms(end_off),
+        ms(end_in - end_off),
+        end_in / end_off
+    ));
+    let once_start = first_in - first_off - later_extra;
+    let p99_extra = percentile(&stamped.each, 0.99) - percentile(&stamped_off.each, 0.99);
+    table.push_str(&format!(
+        "\n- once per run: {} at the first spawn (the namespace and the proxy: the first spawn's extra less a later spawn's median extra), {} at the end\n- p99 extra per spawn ≤ 1 ms: {}\n\n",
+        ms(once_start),
+        ms(end_in - end_off),
+        if p99_extra <= 1e-3 { "yes" } else { "**no**" },
+    ));
+
+    table.push_str(&format!(
+        "Whole runs (median of {} runs of {} `spawn true`, {} of one):\n\n",
+        scale.whole_runs, scale.whole_spawns, scale.single_runs
+    ));
+    table.push_str(
+        "| whole run | contained | `--no-contain` | extra | ratio |\n|---|---|---|---|---|\n",
+    );
+    table.push_str(&format!(
+        "| {} spawns | {} | {} | {} | ×{:.2} |\n",
+        scale.whole_spawns,
+        ms(whole_in.long),
+        ms(whole_off.long),
+        ms(whole_in.long - whole_off.long),
+        whole_in.long / whole_off.long
+    ));
+    table.push_str(&format!(
+        "| one spawn | {} | {} | {} | ×{:.2} |\n",
+        ms(whole_in.single),
+        ms(whole_off.single),
+        ms(whole_in.single - whole_off.single),
+        whole_in.single / whole_off.single
+    ));
+    let (each_in, each_off) = (whole_in.per_spawn(), whole_off.per_spawn());
+    table.push_str(&format!(
+        "| mean per spawn, (T({n}) − T(1)) / {} | {} | {} | {} | ×{:.2} |\n",
+        scale.whole_spawns.max(2) - 1,
+        ms(each_in),
+        ms(each_off),
+        ms(each_in - each_off),
+        each_in / each_off,
+        n = scale.whole_spawns,
+    ));
+    // The one-spawn runs' extra, less a spawn's, would be the once-per-run
+    // cost, but as the difference of two medians of whole processes (each
+    // ±5 ms) it is too noisy to report: the timestamps give it above.
+    table.push('\n');
+
+    let n = requests.proxied.len();
+    table.push_str(&format!(
+        "The proxy per request: curl fetching a 2-byte body {n} times (`time_total` of each)\n\n"
+    ));
+    table.push_str("| per request | through the proxy (contained) | direct, kept connection | ratio | direct, `Connection: close` | ratio |\n|---|---|---|---|---|---|\n");
+    for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
+        let proxied = percentile(&requests.proxied, p);
+        let direct = percentile(&requests.direct, p);
+        let closing = percentile(&requests.closing, p);
+        table.push_str(&format!(
+            "| {name} | {} | {} | ×{:.2} | {} | ×{:.2} |\n",
+            us(proxied),
+            us(direct),
+            proxied / direct,
+            us(closing),
+            proxied / closing
+        ));
+    }
+    let (proxied, direct, closing) = (
+        mean(&requests.proxied),
+        mean(&requests.direct),
+        mean(&requests.closing),
+    );
+    table.push_str(&format!(
+        "| mean | {} | {} | ×{:.2} | {} | ×{:.2} |\n",
+        us(proxied),
+        us(direct),
+        proxied / direct,
+        us(closing),
+        proxied / closing
+    ));
+    // A response whose body waits for the head's acknowledgment (Nagle's
+    // algorithm against a delayed ACK) takes about 40 ms.
+    let slow = |values: &[f64]| values.iter().filter(|&&t| t > 0.02).count();
+    table.push_str(&format!(
+        "| over 20 ms | {} of {n} | {} | — | {} | — |\n\n",
+        slow(&requests.proxied),
+        slow(&requests.direct),
+        slow(&requests.closing),
+    ));
+
+    table.push_str(&format!(
+        "The proxy per MB: a {} MiB body, median of {} downloads each\n\n",
+        scale.body_mib, scale.downloads
+    ));
+    table.push_str("| path | MB/s | direct MB/s | time ratio |\n|---|---|---|---|\n");
+    for (name, rate) in [
+        ("forwarded by the proxy (`GET http://…`)", bodies.forward),
+        ("tunnel (`CONNECT`, `--proxytunnel`)", bodies.tunnel),
+    ] {
+        table.push_str(&format!(
+            "| {name} | {rate:.0} | {:.0} | ×{:.2} |\n",
+            bodies.direct,
+            bodies.direct / rate
+        ));
+    }
+    table
+}
+
+/// What `moat inspect` says of the network containment here.
+fn containment_here() -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_moat"))
+        .args(["inspect", ESCAPE])
+        .stderr(Stdio::null())
+        .output();
+    output
+        .ok()
+        .and_then(|output| {
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .find_map(|line| {
+                    line.strip_prefix("network")
+                        .map(str::trim)
+                        .map(str::to_owned)
+                })
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The bench's HTTP/1.1 server on 127.0.0.1: `/clock` answers with its
+/// clock (nanoseconds since the epoch), `/large` with the large body,
+/// anything else with `ok`. Keeps connections open unless asked to close.
+struct Origin {
+    port: u16,
+    large: Arc<Vec<u8>>,
+}
+
+impl Origin {
+    fn start(large: usize) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = listener.local_addr().expect("an address").port();
+        let large = Arc::new(vec![b'x'; large]);
+        let body = large.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let body = body.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &body);
+                });
+            }
+        });
+        Self { port, large }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+/// Answers the requests of one connection.
+fn serve(stream: TcpStream, large: &[u8]) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut writer = stream;
+    loop {
+        let mut request = String::new();
+        if reader.read_line(&mut request)? == 0 {
+            return Ok(());
+        }
+        let path = request.split(' ').nth(1).unwrap_or("/").to_owned();
+        let mut close = false;
+        let mut length = 0usize;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header)? == 0 {
+                return Ok(());
+            }
+            let header = header.trim_end().to_ascii_lowercase();
+            if header.is_empty() {
+                break;
+            }
+            if header == "connection: close" {
+                close = true;
+            }
+            if let Some(value) = header.strip_prefix("content-length:") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        std::io::copy(&mut (&mut reader).take(length as u64), &mut std::io::sink())?;
+        let clock;
+        let body: &[u8] = if path.starts_with("/clock") {
+            clock = now_ns().to_string();
+            clock.as_bytes()
+        } else if path.starts_with("/large") {
+            large
+        } else {
+            b"ok"
+        };
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{}\r\n",
+            body.len(),
+            if close { "connection: close\r\n" } else { "" }
+        );
+        writer.write_all(head.as_bytes())?;
+        writer.write_all(body)?;
+        if close {
+            return Ok(());
+        }
+    }
+}
