@@ -57,7 +57,7 @@ impl StandIn {
         // Contained to the run's grants, it writes only into `out`.
         std::fs::create_dir(root.join("out")).unwrap();
         let script = format!(
-            "#!/bin/sh\necho $$ > '{dir}/out/pid'\nprintf '%s\\n' \"$@\" > '{dir}/out/args'\n\
+            "#!/bin/sh\necho $$@$(stat -Lc %i /proc/self/ns/pid) > '{dir}/out/pid'\nprintf '%s\\n' \"$@\" > '{dir}/out/args'\n\
              cat '{dir}/stdout.jsonl'\n{after}\n",
             dir = root.display()
         );
@@ -187,7 +187,8 @@ fn ctrl_c_ends_a_cli_run_interrupted_and_stops_the_cli() {
     }
     // Let it print its lines and settle into the hang.
     std::thread::sleep(Duration::from_millis(500));
-    let cli_pid: i32 = std::fs::read_to_string(&pid_file)
+    // As the CLI sees itself: inside its PID namespace.
+    let cli_pid: moat_testkit::fake_cli::ReportedPid = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .parse()
@@ -200,15 +201,7 @@ fn ctrl_c_ends_a_cli_run_interrupted_and_stops_the_cli() {
     let done = done(&events);
     assert_eq!(done.status, DoneStatus::Interrupted);
     assert!(done.resume_token.is_some(), "the session can be resumed");
-    let stat = format!("/proc/{cli_pid}/stat");
-    let gone = || {
-        std::fs::read_to_string(&stat).map_or(true, |s| {
-            s.rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                == Some("Z")
-        })
-    };
+    let gone = || cli_pid.gone();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !gone() {
         assert!(Instant::now() < deadline, "the CLI is stopped with the run");

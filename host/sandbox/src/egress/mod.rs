@@ -26,7 +26,7 @@ pub(crate) mod namespace;
 pub(crate) mod proxy;
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use landlock::{ABI, Access, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr};
 
@@ -69,7 +69,12 @@ impl NetworkContainment {
     pub fn detect() -> Self {
         static FOUND: OnceLock<NetworkContainment> = OnceLock::new();
         *FOUND.get_or_init(|| match namespace::create() {
-            Ok(_) => Self::Namespaces,
+            Ok(made) => {
+                // Kept for the first run that needs one: making it twice
+                // would double the cost of a `moat run`.
+                *PROBED.lock().unwrap_or_else(PoisonError::into_inner) = Some(made);
+                Self::Namespaces
+            }
             Err(error) => {
                 tracing::info!("no network namespace for programs: {error}");
                 if landlock_network() {
@@ -106,6 +111,10 @@ impl NetworkContainment {
     }
 }
 
+/// The namespace [`NetworkContainment::detect`] made to find out, until a
+/// run takes it.
+static PROBED: Mutex<Option<namespace::RunNamespace>> = Mutex::new(None);
+
 /// Whether Landlock here restricts TCP (ABI 4 and later).
 fn landlock_network() -> bool {
     Ruleset::default()
@@ -128,7 +137,11 @@ impl RunEgress {
     pub(crate) fn start(policy: Policy, how: NetworkContainment) -> std::io::Result<Self> {
         let (listener, namespaces) = match how {
             NetworkContainment::Namespaces => {
-                let made = namespace::create()?;
+                let probed = PROBED.lock().unwrap_or_else(PoisonError::into_inner).take();
+                let made = match probed {
+                    Some(made) => made,
+                    None => namespace::create()?,
+                };
                 let namespaces = Namespaces {
                     net: Arc::new(made.net),
                     user: made.user.map(Arc::new),
