@@ -30,5 +30,6 @@ mod results;
 mod resume;
 mod sdk_python;
 mod sdk_typescript;
+mod secrets;
 mod serve;
 mod workflow;

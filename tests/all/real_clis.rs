@@ -268,6 +268,7 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             cli.adapter
         );
         check_trust_levels(cli, &program, scratch.path());
+        check_secret(cli, &program, scratch.path());
         check_directories_and_resume_fallback(cli, &program, scratch.path());
         check_mcp_servers(
             cli,
@@ -467,6 +468,51 @@ fn check_mcp_servers(cli: &Cli, program: &Path, server: &Path, scratch: &Path) {
         "{}: the MCP server's tools were not offered: {offered:?}",
         cli.adapter
     );
+}
+
+/// The API key as a secret (`--secret`), not a granted variable: the CLI
+/// holds the placeholder, reaches the stub on the secret's route through
+/// moat's proxy, and the stub sees the real key, which appears in no
+/// event. Codex keeps its provider's base URL in its own config, which the
+/// route's port (known only once the run starts) cannot be written into:
+/// it is not checked here (issue 31's notes).
+fn check_secret(cli: &Cli, program: &Path, scratch: &Path) {
+    const REAL_KEY: &str = "sk-moat-real-key-held-by-moat";
+    let (key, header) = match cli.program {
+        "claude" => ("ANTHROPIC_API_KEY", "x-api-key"),
+        "gemini" => ("GEMINI_API_KEY", "x-goog-api-key"),
+        _ => return,
+    };
+    let (events, requests) = run_real_with(
+        cli,
+        program,
+        Scenario::Text,
+        TrustLevel::Unrestricted,
+        scratch,
+        |request, _| {
+            let stub = request.scope.grants.net[0].to_string();
+            let grant = moat_grants::SecretGrant::parse(&format!("{key}@http://{stub}")).unwrap();
+            request.scope.grants.secrets = vec![grant.clone()];
+            request.scope.secrets = moat_sandbox::Secrets::new(vec![
+                moat_sandbox::Secret::new(grant, Some(header), REAL_KEY).unwrap(),
+            ]);
+        },
+    );
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{}: {}: {:?}",
+        cli.adapter,
+        describe(&events),
+        errors(&events)
+    );
+    let model_calls: Vec<_> = requests.iter().filter(|r| r.api == cli.api).collect();
+    assert!(!model_calls.is_empty(), "{}: no model call", cli.adapter);
+    for call in model_calls {
+        assert_eq!(call.api_key.as_deref(), Some(REAL_KEY), "{}", cli.adapter);
+    }
+    let shown = serde_json::to_string(&events).unwrap();
+    assert!(!shown.contains(REAL_KEY), "{}", cli.adapter);
 }
 
 /// The tools each trust level leaves the model, as the stub saw them

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use moat_engine::{McpServers, PriceTable, RunLimits, RunOptions};
-use moat_grants::{Grants, NetRule, Policy, TrustLevel, canonical_dir, names};
+use moat_grants::{Grants, NetRule, Policy, SecretGrant, TrustLevel, canonical_dir, names};
 use moat_launch::{Asked, AskedLimits, Ceiling, Timeout};
 use moat_runs::RunStatus;
 use moat_sandbox::MAX_MEMORY_CEILING;
@@ -33,6 +33,9 @@ pub struct Cli {
     /// The run store [default: ~/.local/state/moat/moat.db].
     #[arg(long, global = true, env = "MOAT_STORE", value_name = "PATH")]
     pub store: Option<PathBuf>,
+    /// The secrets file (mode 0600) [default: ~/.local/state/moat/secrets.json].
+    #[arg(long, global = true, env = "MOAT_SECRETS", value_name = "PATH")]
+    pub secrets: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterFlags,
     #[command(subcommand)]
@@ -63,6 +66,9 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Remove ended runs older than an age, and their events.
     Prune(PruneArgs),
+    /// Keep secrets for runs to use without holding them (--secret).
+    #[command(subcommand)]
+    Secret(SecretCommand),
     /// Serve moat's operations as JSON lines (docs/protocol.md), on stdio
     /// or a Unix socket.
     Serve(ServeArgs),
@@ -628,6 +634,31 @@ pub struct RunFlags {
     pub grants: GrantFlags,
 }
 
+/// `moat secret …`.
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Keep a secret: its value from stdin (or --from-file), never an
+    /// argument.
+    Set {
+        /// Its name, as runs grant it (--secret NAME@HOST).
+        name: String,
+        /// Read the value from this file instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        from_file: Option<PathBuf>,
+        /// The HTTP header it is sent in (e.g. x-api-key)
+        /// [default: Authorization: Bearer VALUE].
+        #[arg(long, value_name = "NAME")]
+        header: Option<String>,
+    },
+    /// List the secrets kept, by name (never their values).
+    List,
+    /// Forget a secret.
+    Rm {
+        /// Its name.
+        name: String,
+    },
+}
+
 /// What the user grants an adapter on the command line (docs/security.md).
 /// Everything not granted is refused.
 #[derive(Debug, Clone, Default, Args)]
@@ -651,6 +682,12 @@ pub struct GrantFlags {
     /// PATH when the run starts) or absolute paths.
     #[arg(long, value_name = "PROGRAMS", value_delimiter = ',', value_parser = parse_program)]
     pub allow_run: Vec<String>,
+    /// Secrets moat adds to the adapter's requests, comma-separated
+    /// NAME@HOST[:PORT] (a secret kept by `moat secret set NAME`); the
+    /// adapter never holds the value. The host must be granted too
+    /// (--allow-net).
+    #[arg(long, value_name = "NAME@HOST", value_delimiter = ',', value_parser = parse_secret_grant)]
+    pub secret: Vec<SecretGrant>,
     /// A policy file (TOML) with grants per adapter; they add to the flags.
     #[arg(long, value_name = "FILE", value_parser = parse_policy)]
     pub policy: Option<Policy>,
@@ -673,6 +710,7 @@ impl GrantFlags {
             write: self.allow_write.clone(),
             env: self.allow_env.clone(),
             run: self.allow_run.clone(),
+            secrets: self.secret.clone(),
         }
     }
 
@@ -906,6 +944,11 @@ fn parse_event_size(text: &str) -> Result<usize, String> {
 /// Parses one network rule of `--allow-net`.
 pub fn parse_net_rule(text: &str) -> Result<NetRule, String> {
     NetRule::parse(text).map_err(|e| e.reason().to_string())
+}
+
+/// Parses one `--secret` grant.
+pub fn parse_secret_grant(text: &str) -> Result<SecretGrant, String> {
+    SecretGrant::parse(text).map_err(|e| e.reason().to_string())
 }
 
 /// Resolves one directory of `--allow-read` or `--allow-write`.

@@ -103,6 +103,8 @@ pub struct Globals {
     pub cluster: args::ClusterFlags,
     /// The compiled-component cache (`--cache-dir`).
     pub cache_dir: Option<std::path::PathBuf>,
+    /// The secrets file (`--secrets`).
+    pub secrets: Option<std::path::PathBuf>,
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -117,6 +119,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         store: cli.store.clone(),
         cluster: cli.cluster.clone(),
         cache_dir: cli.cache_dir.clone(),
+        secrets: cli.secrets.clone(),
     };
     // The commands that need no sandbox.
     match &cli.command {
@@ -127,6 +130,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cancel(args) => return commands::cancel(&globals, args).await,
         Command::Prune(args) => return commands::prune(&globals, args),
         Command::New(args) => return commands::new(args),
+        Command::Secret(command) => return commands::secret(&globals, command),
         Command::Workflow(command) => {
             if let Some(answer) = commands::workflow_without_sandbox(command) {
                 return answer;
@@ -156,6 +160,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Wait(_)
         | Command::Cancel(_)
         | Command::Prune(_)
+        | Command::Secret(_)
         | Command::New(_) => {
             unreachable!("answered above")
         }

@@ -25,6 +25,7 @@ impl SettingNames for FlagNames {
             Setting::AllowWrite => "--allow-write",
             Setting::AllowEnv => "--allow-env",
             Setting::AllowRun => "--allow-run",
+            Setting::Secret => "--secret",
         }
         .to_owned()
     }

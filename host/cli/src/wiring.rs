@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use moat_cluster::{Cluster, Settings};
-use moat_launch::{LaunchError, Launcher, Place, ResolveError, Resolver};
+use moat_launch::{LaunchError, Launcher, Place, ResolveError, Resolver, SecretStore};
 use moat_runs::{Runs, RunsError};
 use moat_sandbox::{Containment, MAX_MEMORY_CEILING, Sandbox, SandboxConfig};
 use moat_store::{LocalRuns, Store};
@@ -135,9 +135,24 @@ pub async fn place(globals: &Globals, name: &str, no_store: bool) -> anyhow::Res
     Ok(Place::Local(runs))
 }
 
+/// A launcher placing runs at `place`, loading adapters with `resolver`,
+/// resolving secret grants from the secrets file.
+pub fn launcher_with(globals: &Globals, resolver: Resolver, place: Place) -> Launcher {
+    Launcher::with_secrets(resolver, place, secret_store(globals))
+}
+
 /// A launcher placing runs at `place`.
-pub fn launcher(sandbox: &Sandbox, place: Place) -> Launcher {
-    Launcher::new(Resolver::new(sandbox.clone()), place)
+pub fn launcher(globals: &Globals, sandbox: &Sandbox, place: Place) -> Launcher {
+    launcher_with(globals, Resolver::new(sandbox.clone()), place)
+}
+
+/// The secrets file: `--secrets`, else its default place.
+pub fn secret_store(globals: &Globals) -> Option<SecretStore> {
+    globals
+        .secrets
+        .clone()
+        .or_else(SecretStore::default_path)
+        .map(SecretStore::at)
 }
 
 /// A launch failure as the command line reports it: what the user asked
@@ -151,7 +166,9 @@ pub fn launch_error(error: LaunchError) -> anyhow::Error {
         ))
         .into(),
         LaunchError::Runs(error) => runs_error(error),
-        error @ LaunchError::ParentEnded(_) => UsageError(error.to_string()).into(),
+        error @ (LaunchError::ParentEnded(_) | LaunchError::Secret(_)) => {
+            UsageError(error.to_string()).into()
+        }
         other => other.into(),
     }
 }

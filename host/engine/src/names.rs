@@ -45,6 +45,8 @@ pub enum Setting {
     AllowEnv,
     /// The programs the run may start.
     AllowRun,
+    /// The secrets the run's requests carry, added by the host.
+    Secret,
 }
 
 /// A grant that would allow a refused request.
@@ -117,6 +119,7 @@ impl SettingNames for FieldNames {
             Setting::AllowWrite => "`grants.write`",
             Setting::AllowEnv => "`grants.env`",
             Setting::AllowRun => "`grants.run`",
+            Setting::Secret => "`grants.secrets`",
         }
         .to_owned()
     }

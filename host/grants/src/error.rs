@@ -31,6 +31,14 @@ pub enum GrantError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A secret grant that does not parse.
+    #[error("`{grant}`: {reason}")]
+    Secret {
+        /// The grant as given.
+        grant: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A program that cannot be granted (a relative path, say).
     #[error("`{name}`: {reason}")]
     Program {
@@ -48,6 +56,7 @@ impl GrantError {
             GrantError::Dir { reason, .. }
             | GrantError::NetRule { reason, .. }
             | GrantError::EnvName { reason, .. }
+            | GrantError::Secret { reason, .. }
             | GrantError::Program { reason, .. } => reason,
         }
     }

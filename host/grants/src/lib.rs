@@ -31,6 +31,7 @@ pub mod needs;
 pub mod net;
 pub mod policy;
 pub mod programs;
+pub mod secret;
 pub mod sources;
 pub mod spawn_env;
 pub mod trust;
@@ -45,6 +46,7 @@ pub use narrow::Excess;
 pub use needs::Needs;
 pub use net::{HostPattern, NetRule, Scheme};
 pub use policy::{Policy, PolicyEntry};
+pub use secret::SecretGrant;
 pub use sources::{GrantSources, Provenance};
 pub use trust::TrustLevel;
 
@@ -72,6 +74,9 @@ pub struct Grants {
     /// Programs the process capability may spawn: bare names, found on the
     /// host's `PATH` when the run starts ([`programs`]), or absolute paths.
     pub run: Vec<String>,
+    /// Secrets moat adds to the run's requests to a destination, the run
+    /// never holding them ([`secret`]).
+    pub secrets: Vec<SecretGrant>,
 }
 
 /// One directory as the sandbox preopens it.
@@ -99,6 +104,7 @@ impl Grants {
             && self.write.is_empty()
             && self.env.is_empty()
             && self.run.is_empty()
+            && self.secrets.is_empty()
     }
 
     /// Adds everything `other` grants (a union; order kept, duplicates
@@ -116,6 +122,7 @@ impl Grants {
         union(&mut self.write, &other.write);
         union(&mut self.env, &other.env);
         union(&mut self.run, &other.run);
+        union(&mut self.secrets, &other.secrets);
     }
 
     /// Exactly what an adapter declares it needs: its hosts, environment

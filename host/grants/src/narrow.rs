@@ -34,6 +34,8 @@ pub enum Excess {
     Env(String),
     /// A program the ceiling does not name.
     Run(String),
+    /// A secret grant no ceiling grant of the same secret covers.
+    Secret(crate::SecretGrant),
 }
 
 impl fmt::Display for Excess {
@@ -44,6 +46,7 @@ impl fmt::Display for Excess {
             Excess::Write(dir) => write!(f, "--allow-write={}", dir.display()),
             Excess::Env(name) => write!(f, "--allow-env={name}"),
             Excess::Run(program) => write!(f, "--allow-run={program}"),
+            Excess::Secret(grant) => write!(f, "--secret={grant}"),
         }
     }
 }
@@ -103,6 +106,15 @@ impl Grants {
                 push(Excess::Run(program.clone()));
             }
         }
+        for grant in &self.secrets {
+            if !ceiling
+                .secrets
+                .iter()
+                .any(|c| c.name == grant.name && rule_covers(&c.rule, &grant.rule))
+            {
+                push(Excess::Secret(grant.clone()));
+            }
+        }
         excess
     }
 
@@ -147,12 +159,33 @@ impl Grants {
             .filter(|dir| !write.iter().any(|w| dir.starts_with(w)))
             .collect();
 
+        // A secret goes where both sides let it: the same secret, the
+        // intersection of the destinations.
+        let secrets = dedup(
+            self.secrets
+                .iter()
+                .flat_map(|a| {
+                    other
+                        .secrets
+                        .iter()
+                        .filter(move |b| a.name == b.name)
+                        .filter_map(move |b| {
+                            rule_intersection(&a.rule, &b.rule).map(|rule| crate::SecretGrant {
+                                name: a.name.clone(),
+                                rule,
+                            })
+                        })
+                })
+                .collect(),
+        );
+
         Grants {
             net,
             read,
             write,
             env: common(&self.env, &other.env),
             run: common(&self.run, &other.run),
+            secrets,
         }
     }
 }

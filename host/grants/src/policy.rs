@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{GrantError, Grants, NetRule, PolicyError, canonical_dir, names};
+use super::{GrantError, Grants, NetRule, PolicyError, SecretGrant, canonical_dir, names};
 
 /// A parsed, validated policy file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -63,6 +63,7 @@ struct RawPolicy {
     allow_write: Vec<PathBuf>,
     allow_env: Vec<String>,
     allow_run: Vec<String>,
+    secret: Vec<String>,
     grant_declared: bool,
     adapters: BTreeMap<String, RawEntry>,
 }
@@ -75,6 +76,7 @@ struct RawEntry {
     allow_write: Vec<PathBuf>,
     allow_env: Vec<String>,
     allow_run: Vec<String>,
+    secret: Vec<String>,
     grant_declared: bool,
     sha256: Option<String>,
 }
@@ -104,6 +106,7 @@ impl Policy {
             allow_write: raw.allow_write,
             allow_env: raw.allow_env,
             allow_run: raw.allow_run,
+            secret: raw.secret,
             grant_declared: raw.grant_declared,
             sha256: None,
         };
@@ -197,6 +200,7 @@ fn entry(raw: RawEntry, base: Option<&Path>) -> Result<PolicyEntry, KeyProblem> 
             write: each("allow-write", &raw.allow_write, |d| canonical_dir(d, base))?,
             env: each("allow-env", &raw.allow_env, |n| names::env_name(n))?,
             run: each("allow-run", &raw.allow_run, |p| names::program(p))?,
+            secrets: each("secret", &raw.secret, |g| SecretGrant::parse(g))?,
         },
         grant_declared: raw.grant_declared,
         sha256,

@@ -29,6 +29,9 @@ pub enum LaunchError {
     /// The cluster did not take it.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// A secret it was granted is not set where it runs.
+    #[error(transparent)]
+    Secret(#[from] crate::SecretError),
     /// Whoever launches runs here is stopping.
     #[error("runs are no longer started here: it is shutting down")]
     Stopping,

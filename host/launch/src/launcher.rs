@@ -14,7 +14,7 @@ use futures::stream::BoxStream;
 use moat_cluster::{Cluster, ComponentRef, Job};
 use moat_engine::{AgentRun, ParallelTask, Registry, RunRequest, TaskEvent, run_parallel};
 use moat_runs::{NewRun, RecordedLimits, RunFilter, RunId, RunStatus, Runs, RunsError};
-use moat_sandbox::{ChildRunner, RunScope, WasmAdapter};
+use moat_sandbox::{ChildRunner, RunScope, Secrets, WasmAdapter};
 use moat_store::{LocalRuns, Recorder};
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +24,7 @@ use crate::error::LaunchError;
 use crate::events::{Followed, Launched};
 use crate::recording::Recording;
 use crate::resolve::{Resolved, Resolver, Source};
+use crate::secrets::{SecretError, SecretStore};
 use crate::spec::{AdapterRef, LaunchSpec};
 
 /// Where a launcher's runs are recorded and executed.
@@ -88,6 +89,9 @@ pub struct Launcher {
 struct Inner {
     resolver: Resolver,
     place: Place,
+    /// Where the values of the runs' secret grants are kept; `None`: a
+    /// run granted a secret is refused.
+    secrets: Option<SecretStore>,
     /// Stopped: no run starts any more (a server shutting down).
     stopping: CancellationToken,
 }
@@ -96,12 +100,34 @@ impl Launcher {
     /// A launcher loading adapters with `resolver` and placing runs at
     /// `place`.
     pub fn new(resolver: Resolver, place: Place) -> Self {
+        Self::with_secrets(resolver, place, None)
+    }
+
+    /// [`new`](Self::new), resolving the runs' secret grants from
+    /// `secrets` when they execute here.
+    pub fn with_secrets(resolver: Resolver, place: Place, secrets: Option<SecretStore>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 resolver,
                 place,
+                secrets,
                 stopping: CancellationToken::new(),
             }),
+        }
+    }
+
+    /// The values of `admission`'s secret grants, for a run executing here.
+    fn secrets(&self, admission: &Admission) -> Result<Secrets, LaunchError> {
+        let grants = &admission.grants.secrets;
+        match &self.inner.secrets {
+            Some(store) => Ok(store.resolve(grants)?),
+            None => match grants.first() {
+                Some(grant) => Err(SecretError::Missing {
+                    name: grant.name.clone(),
+                }
+                .into()),
+                None => Ok(Secrets::default()),
+            },
         }
     }
 
@@ -157,6 +183,7 @@ impl Launcher {
                 })
             }
             Place::Local(local) => {
+                let secrets = self.secrets(&admission)?;
                 let new_run = new_run(&resolved, &spec, &admission);
                 let id = spec.id.clone().unwrap_or_default();
                 let recorder = Recorder::create_as(local.store().clone(), id, &new_run)
@@ -169,12 +196,16 @@ impl Launcher {
                     resolved,
                     spec,
                     admission,
+                    secrets,
                     Some(id),
                     Some(recording),
                     Some(children),
                 ))
             }
-            Place::Unrecorded => Ok(self.here(resolved, spec, admission, None, None, None)),
+            Place::Unrecorded => {
+                let secrets = self.secrets(&admission)?;
+                Ok(self.here(resolved, spec, admission, secrets, None, None, None))
+            }
         }
     }
 
@@ -187,8 +218,17 @@ impl Launcher {
         id: RunId,
     ) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec, Some(&id)).await?;
+        let secrets = self.secrets(&admission)?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
-        Ok(self.here(resolved, spec, admission, Some(id), None, Some(children)))
+        Ok(self.here(
+            resolved,
+            spec,
+            admission,
+            secrets,
+            Some(id),
+            None,
+            Some(children),
+        ))
     }
 
     /// Resolves `spec`'s adapter and admits its run (`own`: its id, when
@@ -221,6 +261,7 @@ impl Launcher {
         resolved: Resolved,
         spec: LaunchSpec,
         admission: Admission,
+        secrets: Secrets,
         id: Option<RunId>,
         recording: Option<Recording>,
         children: Option<Children>,
@@ -231,6 +272,7 @@ impl Launcher {
             confinement: admission.confinement.clone(),
             children: children.map(|children| ChildRunner(Arc::new(children))),
             dirs: admission.dirs.clone(),
+            secrets,
         };
         let request = RunRequest {
             options: spec.options,

@@ -69,6 +69,7 @@ pub mod limits;
 mod recording;
 pub mod refusal;
 pub mod resolve;
+pub mod secrets;
 pub mod spec;
 pub mod worker;
 
@@ -79,5 +80,6 @@ pub use launcher::{Launcher, Place, Prepared};
 pub use limits::{AskedLimits, MAX_COUNT, Timeout};
 pub use refusal::{Bound, Refusal};
 pub use resolve::{ResolveError, Resolved, Resolver, Source, catalog};
+pub use secrets::{SecretError, SecretStore};
 pub use spec::{AdapterRef, LaunchSpec};
 pub use worker::JobExecutor;

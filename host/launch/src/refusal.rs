@@ -131,6 +131,7 @@ fn excess_words(excess: &Excess, names: &dyn SettingNames) -> String {
         Excess::Write(dir) => names.assignment(Setting::AllowWrite, &dir.to_string_lossy()),
         Excess::Env(name) => names.assignment(Setting::AllowEnv, name),
         Excess::Run(program) => names.assignment(Setting::AllowRun, program),
+        Excess::Secret(grant) => names.assignment(Setting::Secret, &grant.to_string()),
     }
 }
 

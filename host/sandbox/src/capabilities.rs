@@ -45,6 +45,12 @@ pub(crate) fn granted_env(adapter: &str, grants: &Grants) -> Vec<(String, String
             }
         }
     }
+    // A secret's name holds a placeholder, whatever the host's value: the
+    // host adds the value on the way out (`crate::secrets`).
+    for grant in &grants.secrets {
+        env.retain(|(name, _)| *name != grant.name);
+        env.push((grant.name.clone(), crate::secrets::PLACEHOLDER.to_owned()));
+    }
     env
 }
 

@@ -70,6 +70,8 @@ type ResponseFuture = Box<
 /// refusals go.
 pub(crate) struct NetAccess {
     rules: Arc<[NetRule]>,
+    /// Added to the requests to their destinations.
+    secrets: crate::Secrets,
     deadline: Option<Instant>,
     denials: DenialLog,
     /// The run's open connections (a request holds one until its response
@@ -84,6 +86,7 @@ impl NetAccess {
     /// (`connections`, shared with the run's programs).
     pub(crate) fn new(
         rules: &[NetRule],
+        secrets: crate::Secrets,
         deadline: Option<Instant>,
         denials: DenialLog,
         connections: Arc<tokio::sync::Semaphore>,
@@ -91,6 +94,7 @@ impl NetAccess {
     ) -> Self {
         Self {
             rules: rules.into(),
+            secrets,
             deadline,
             denials,
             connections,
@@ -102,7 +106,7 @@ impl NetAccess {
 impl WasiHttpHooks for NetAccess {
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
@@ -114,6 +118,15 @@ impl WasiHttpHooks for NetAccess {
                 return Box::new(async { Err(HttpError::HttpRequestDenied) });
             }
         };
+        // The run's secrets for this destination replace whatever the guest
+        // put in their headers (the placeholder, typically).
+        for secret in
+            self.secrets
+                .for_destination(destination.scheme, &destination.host, destination.port)
+        {
+            let (name, value) = secret.header();
+            request.headers_mut().insert(name.clone(), value.clone());
+        }
         let Ok(connection) = self.connections.clone().try_acquire_owned() else {
             tracing::info!(
                 "a request over the run's {} open connections was refused",
@@ -306,7 +319,7 @@ impl<T> Stream for T where T: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'st
 /// TLS over the already connected `stream`, verifying the certificate
 /// against `host` (a name, or an IP address literal) with the web's root
 /// certificates.
-async fn tls_handshake(
+pub(crate) async fn tls_handshake(
     stream: TcpStream,
     host: &str,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, HttpError> {

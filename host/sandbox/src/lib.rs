@@ -72,6 +72,7 @@ mod precheck;
 mod process;
 mod runtime;
 mod scope;
+mod secrets;
 mod session;
 mod state;
 
@@ -91,3 +92,4 @@ pub use process::RunningChild;
 pub use process::landlock::{Confinement, available as landlock_available};
 pub use runtime::{CompileReport, Sandbox};
 pub use scope::RunScope;
+pub use secrets::{PLACEHOLDER as SECRET_PLACEHOLDER, Secret, Secrets};

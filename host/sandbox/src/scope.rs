@@ -24,6 +24,10 @@ pub struct RunScope {
     /// reaches them through these handles. A granted directory without one
     /// is opened when the run starts, the same way (no symlink followed).
     pub dirs: OpenDirs,
+    /// The values of its secret grants, resolved by whoever admitted it;
+    /// a secret granted without a value here is refused at the run's
+    /// start.
+    pub secrets: crate::Secrets,
 }
 
 impl RunScope {

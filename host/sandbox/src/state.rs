@@ -103,6 +103,7 @@ impl RunState {
                 denials: denials.clone(),
                 deadline,
                 connections: connections.clone(),
+                secrets: scope.secrets.clone(),
             },
         );
         Ok(Self {
@@ -116,6 +117,7 @@ impl RunState {
             stderr,
             net: NetAccess::new(
                 &grants.net,
+                scope.secrets.clone(),
                 deadline,
                 denials.clone(),
                 connections,

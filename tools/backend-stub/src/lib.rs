@@ -88,6 +88,9 @@ pub struct LoggedRequest {
     /// The names of the tools the request offered the model (a CLI's
     /// permission switches show here).
     pub tools: Vec<String>,
+    /// The API key it carried: `x-api-key`, `x-goog-api-key`, or the
+    /// bearer token of `Authorization` (what a test checks moat added).
+    pub api_key: Option<String>,
 }
 
 impl LoggedRequest {
@@ -293,6 +296,15 @@ fn answer(request: &http::Request, stream: &mut TcpStream, shared: &Shared) -> i
         model,
         stream: body["stream"] == true || path.ends_with(":streamGenerateContent"),
         tools: tool_names(&body),
+        api_key: request
+            .header("x-api-key")
+            .or_else(|| request.header("x-goog-api-key"))
+            .or_else(|| {
+                request
+                    .header("authorization")
+                    .and_then(|value| value.strip_prefix("Bearer "))
+            })
+            .map(str::to_owned),
     };
     if let Some(hook) = &shared.on_request {
         hook(&logged);

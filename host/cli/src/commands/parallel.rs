@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Launcher, Resolved, Resolver};
+use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Resolved, Resolver};
 use moat_sandbox::Sandbox;
 
 use super::drive::render_until_done;
@@ -52,7 +52,7 @@ pub async fn parallel(
         load_adapters(&resolver, &tasks)
     );
     let loaded = loaded?;
-    let launcher = Launcher::new(resolver, place?);
+    let launcher = wiring::launcher_with(globals, resolver, place?);
     let parent = match (&args.parent, launcher.runs()) {
         (Some(text), Some(runs)) => Some(runs.resolve(text).await.map_err(wiring::runs_error)?),
         _ => None,

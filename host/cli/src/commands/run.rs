@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Launcher, Prepared, Resolver};
+use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Prepared, Resolver};
 use moat_runs::Runs;
 use moat_sandbox::{Confinement, Sandbox};
 
@@ -39,7 +39,7 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
         resolver.resolve(&args.adapter)
     );
     let resolved = resolved.map_err(wiring::resolve_error)?;
-    let launcher = Launcher::new(resolver, place?);
+    let launcher = wiring::launcher_with(globals, resolver, place?);
     let runs = launcher.runs();
     let mut options = args.run.options();
     if let Some(run) = &args.continue_run {

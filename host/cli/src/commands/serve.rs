@@ -28,7 +28,7 @@ pub async fn serve(
     let place = wiring::place(globals, "moat serve", false).await?;
     let ceiling = args.most.ceiling("this server", &args.grants);
     let server = Server::new(ServeConfig {
-        launcher: wiring::launcher(&sandbox, place),
+        launcher: wiring::launcher(globals, &sandbox, place),
         ceiling: Arc::new(ceiling),
         names: Arc::new(FlagNames),
     })

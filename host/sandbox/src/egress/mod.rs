@@ -46,6 +46,16 @@ const PROXY_VARIABLES: [&str; 6] = [
     "all_proxy",
 ];
 
+/// The vendors' base-URL variables, for a secret of the name their key
+/// variable has: the program is pointed at the secret's route on the
+/// proxy (with the path its SDK expects after the base), and holds only
+/// the placeholder key.
+const SECRET_BASE_URLS: [(&str, &str, &str); 3] = [
+    ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""),
+    ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1"),
+    ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", ""),
+];
+
 /// Variables that would send some requests around the proxy: cleared.
 const NO_PROXY_VARIABLES: [&str; 2] = ["NO_PROXY", "no_proxy"];
 
@@ -176,17 +186,26 @@ impl RunEgress {
         self.port
     }
 
-    /// Sets the proxy variables in `env`, replacing any the adapter set.
-    pub(crate) fn proxy_env(&self, env: &mut Vec<(String, String)>) {
-        env.retain(|(name, _)| {
-            !PROXY_VARIABLES.contains(&name.as_str())
-                && !NO_PROXY_VARIABLES.contains(&name.as_str())
-        });
+    /// Sets the proxy variables in `env`, and the base URLs of the run's
+    /// `secrets` ([`SECRET_BASE_URLS`]), replacing any the adapter set.
+    pub(crate) fn proxy_env(&self, env: &mut Vec<(String, String)>, secrets: &crate::Secrets) {
         let url = format!("http://127.0.0.1:{}", self.port);
-        env.extend(
-            PROXY_VARIABLES
-                .iter()
-                .map(|name| ((*name).to_owned(), url.clone())),
-        );
+        let mut set: Vec<(String, String)> = PROXY_VARIABLES
+            .iter()
+            .map(|name| ((*name).to_owned(), url.clone()))
+            .collect();
+        for name in secrets.names() {
+            if let Some((_, base, suffix)) = SECRET_BASE_URLS.iter().find(|(key, ..)| *key == name)
+            {
+                set.push((
+                    (*base).to_owned(),
+                    format!("{url}{}{name}{suffix}", proxy::SECRET_ROUTE),
+                ));
+            }
+        }
+        env.retain(|(name, _)| {
+            !NO_PROXY_VARIABLES.contains(&name.as_str()) && !set.iter().any(|(s, _)| s == name)
+        });
+        env.extend(set);
     }
 }

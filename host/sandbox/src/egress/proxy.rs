@@ -61,7 +61,13 @@ pub(crate) struct Policy {
     pub(crate) deadline: Option<Instant>,
     /// The run's open connections (shared with its components' requests).
     pub(crate) connections: Arc<tokio::sync::Semaphore>,
+    /// The run's secrets, each on its route ([`SECRET_ROUTE`]).
+    pub(crate) secrets: crate::Secrets,
 }
+
+/// The path under which a secret's route starts: `/moat-secret/NAME/…`
+/// goes to the secret's destination with the secret added.
+pub(crate) const SECRET_ROUTE: &str = "/moat-secret/";
 
 /// A running proxy; stopped when dropped.
 #[derive(Debug)]
@@ -81,9 +87,14 @@ impl Drop for Proxy {
 impl Proxy {
     /// Serves `listener` (listening, non-blocking) under `policy`.
     pub(crate) fn serve(listener: std::net::TcpListener, policy: Policy) -> std::io::Result<Self> {
+        let port = listener.local_addr()?.port();
         let listener = TcpListener::from_std(listener)?;
         let (open, closed) = tokio::sync::watch::channel(());
-        let policy = Arc::new(Served { policy, closed });
+        let policy = Arc::new(Served {
+            policy,
+            closed,
+            port,
+        });
         let task = tokio::spawn(async move {
             // Dropped with the task: every connection ends with the proxy.
             let mut connections = JoinSet::new();
@@ -96,7 +107,7 @@ impl Proxy {
                         // delayed ACK (~40 ms a request).
                         let _ = stream.set_nodelay(true);
                         let policy = policy.clone();
-                        connections.spawn(serve_connection(stream, policy));
+                        connections.spawn(serve_connection(TokioIo::new(stream), policy));
                     }
                     Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 }
@@ -112,9 +123,25 @@ type ProxyBody = BoxBody<Bytes, hyper::Error>;
 struct Served {
     policy: Policy,
     closed: tokio::sync::watch::Receiver<()>,
+    /// The proxy's own port: a forward request to it is for one of its
+    /// routes (a program that sends every request through the proxy, its
+    /// base URL's too).
+    port: u16,
 }
 
 impl Served {
+    /// Whether `uri` addresses the proxy itself: origin-form, or its own
+    /// loopback address and port.
+    fn is_for_itself(&self, uri: &http::Uri) -> bool {
+        match uri.authority() {
+            None => true,
+            Some(authority) => {
+                matches!(authority.host(), "127.0.0.1" | "localhost")
+                    && authority.port_u16() == Some(self.port)
+            }
+        }
+    }
+
     /// Runs `work` until it ends or the proxy stops.
     fn spawn_until_closed(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
         let mut closed = self.closed.clone();
@@ -127,31 +154,45 @@ impl Served {
     }
 }
 
-async fn serve_connection(stream: tokio::net::TcpStream, policy: Arc<Served>) {
-    let service = hyper::service::service_fn(move |request| {
-        let policy = policy.clone();
-        async move { Ok::<_, Infallible>(handle(request, &policy).await) }
-    });
-    let served = hyper::server::conn::http1::Builder::new()
-        .preserve_header_case(true)
-        .serve_connection(TokioIo::new(stream), service)
-        .with_upgrades()
-        .await;
-    if let Err(error) = served {
-        tracing::debug!("a program's proxy connection ended: {error}");
-    }
+/// Serves one connection of a program: TCP, or a tunnel it opened to the
+/// proxy itself. Boxed: a tunnel's connection is served from within
+/// another's, and the future's type cannot contain itself.
+fn serve_connection<I>(
+    io: I,
+    policy: Arc<Served>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    Box::pin(async move {
+        let service = hyper::service::service_fn(move |request| {
+            let policy = policy.clone();
+            async move { Ok::<_, Infallible>(handle(request, &policy).await) }
+        });
+        let served = hyper::server::conn::http1::Builder::new()
+            .preserve_header_case(true)
+            .serve_connection(io, service)
+            .with_upgrades()
+            .await;
+        if let Err(error) = served {
+            tracing::debug!("a program's proxy connection ended: {error}");
+        }
+    })
 }
 
-async fn handle(request: Request<Incoming>, policy: &Served) -> Response<ProxyBody> {
+async fn handle(request: Request<Incoming>, policy: &Arc<Served>) -> Response<ProxyBody> {
     if request.method() == Method::CONNECT {
         tunnel(request, policy).await
+    } else if request.uri().path().starts_with(SECRET_ROUTE) && policy.is_for_itself(request.uri())
+    {
+        secret_route(request, policy).await
     } else {
         forward(request, policy).await
     }
 }
 
 /// `CONNECT host:port`: a granted destination gets a tunnel.
-async fn tunnel(request: Request<Incoming>, served: &Served) -> Response<ProxyBody> {
+async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<ProxyBody> {
     let Some((host, port)) = request
         .uri()
         .authority()
@@ -162,6 +203,18 @@ async fn tunnel(request: Request<Incoming>, served: &Served) -> Response<ProxyBo
             "moat's proxy: CONNECT needs host:port".into(),
         );
     };
+    if served.is_for_itself(request.uri()) {
+        // A program that tunnels every request (Node's proxy agents do,
+        // plain http too) tunnels to the proxy's own routes: what comes
+        // through is served as a connection of its own.
+        let again = served.clone();
+        served.spawn_until_closed(async move {
+            if let Ok(upgraded) = hyper::upgrade::on(request).await {
+                serve_connection(upgraded, again).await;
+            }
+        });
+        return Response::new(empty());
+    }
     let reached = match reach(Scheme::Https, &host, port, &served.policy).await {
         Ok(reached) => reached,
         Err(response) => return response,
@@ -189,7 +242,7 @@ async fn tunnel(request: Request<Incoming>, served: &Served) -> Response<ProxyBo
 }
 
 /// `GET http://host/path`: a granted destination gets the request.
-async fn forward(mut request: Request<Incoming>, served: &Served) -> Response<ProxyBody> {
+async fn forward(request: Request<Incoming>, served: &Served) -> Response<ProxyBody> {
     let uri = request.uri().clone();
     if uri.scheme_str() != Some("http") {
         return answer(
@@ -212,7 +265,82 @@ async fn forward(mut request: Request<Incoming>, served: &Served) -> Response<Pr
         Ok(reached) => reached,
         Err(response) => return response,
     };
-    let handshake = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await;
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let upstream: Box<dyn Upstream> = Box::new(stream);
+    send_to_origin(served, request, &path, &destination, upstream, slot).await
+}
+
+/// `/moat-secret/NAME/…`: the rest of the path goes to the secret's
+/// destination (over TLS unless its grant says `http://`), its header set
+/// to the secret. The destination must be granted like any other.
+async fn secret_route(mut request: Request<Incoming>, served: &Served) -> Response<ProxyBody> {
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let rest = &path[SECRET_ROUTE.len()..];
+    let (name, rest) = rest.split_once('/').unwrap_or((rest, ""));
+    let Some(secret) = served.policy.secrets.named(name) else {
+        return answer(
+            StatusCode::NOT_FOUND,
+            format!("moat's proxy: the run has no secret {}", shown(name)),
+        );
+    };
+    let Some((scheme, host, port)) = secret.upstream() else {
+        return answer(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "moat's proxy: secret {} is granted for a wildcard; its route needs one host",
+                secret.grant.name
+            ),
+        );
+    };
+    let Reached {
+        destination,
+        stream,
+        slot,
+    } = match reach(scheme, &host, port, &served.policy).await {
+        Ok(reached) => reached,
+        Err(response) => return response,
+    };
+    let upstream: Box<dyn Upstream> = match scheme {
+        Scheme::Http => Box::new(stream),
+        Scheme::Https => match crate::http::tls_handshake(stream, destination.bare_host()).await {
+            Ok(tls) => Box::new(tls),
+            Err(error) => {
+                return answer(
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "moat's proxy: TLS to {}: {error:?}",
+                        shown(&destination.host)
+                    ),
+                );
+            }
+        },
+    };
+    let (header, value) = secret.header();
+    request.headers_mut().insert(header.clone(), value.clone());
+    let path = format!("/{rest}");
+    send_to_origin(served, request, &path, &destination, upstream, slot).await
+}
+
+/// A connection to an origin, plain or TLS.
+trait Upstream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T> Upstream for T where T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static
+{}
+
+/// Sends `request` to `destination` over `upstream` as `path`, with the
+/// granted `Host` and without the proxy's own headers; its response.
+async fn send_to_origin(
+    served: &Served,
+    mut request: Request<Incoming>,
+    path: &str,
+    destination: &Destination,
+    upstream: Box<dyn Upstream>,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Response<ProxyBody> {
+    let handshake = hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await;
     let (mut sender, connection) = match handshake {
         Ok(handshake) => handshake,
         Err(error) => return answer(StatusCode::BAD_GATEWAY, format!("moat's proxy: {error}")),
@@ -221,7 +349,6 @@ async fn forward(mut request: Request<Incoming>, served: &Served) -> Response<Pr
         let _slot = slot;
         let _ = connection.await;
     });
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
     *request.uri_mut() = match path.parse() {
         Ok(path) => path,
         Err(_) => return answer(StatusCode::BAD_REQUEST, "moat's proxy: bad path".into()),

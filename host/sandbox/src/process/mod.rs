@@ -245,7 +245,7 @@ impl ProcessTable {
                 self.egress.insert(started)
             }
         };
-        egress.proxy_env(&mut env);
+        egress.proxy_env(&mut env, &self.policy.secrets);
         let namespaces = egress.namespaces();
         let port = egress.port();
         let private_dir = self.private_dir()?;

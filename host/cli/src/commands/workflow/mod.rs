@@ -250,7 +250,7 @@ async fn run(
         flags.limits.ceiling(),
     );
     let runner = Arc::new(LaunchRunner::new(
-        wiring::launcher(sandbox, place),
+        wiring::launcher(globals, sandbox, place),
         Arc::new(ceiling),
         workflow.project.clone(),
         Arc::new(FlagNames),

@@ -1,0 +1,263 @@
+//! Secrets by reference, end to end through the real `moat` binary: a
+//! secret kept by `moat secret set` reaches the hosts it is granted for,
+//! added by moat, while the component and the programs of the run hold
+//! only a placeholder; it is nowhere in the store, the events or `moat
+//! show`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+use moat_engine::{DoneStatus, EventPayload};
+use moat_testkit::components::ESCAPE;
+use moat_testkit::single_done;
+
+use crate::cli::common::{events, moat};
+
+const VALUE: &str = "sk-moat-test-the-real-key-1234";
+
+/// An HTTP server on 127.0.0.1 that keeps the head of every request.
+struct HeadRecorder {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl HeadRecorder {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let kept = heads.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    head.push_str(&line.to_ascii_lowercase());
+                }
+                kept.lock().unwrap().push(head);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 8\r\nconnection: close\r\n\r\nreceived",
+                );
+            }
+        });
+        Self { port, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+/// `moat` with the secrets file `secrets` and a run store of the test's
+/// own, so the test can read every byte it holds.
+fn moat_with(secrets: &Path, store: &Path) -> std::process::Command {
+    let mut command = moat();
+    command
+        .env("MOAT_SECRETS", secrets)
+        .env("MOAT_STORE", store);
+    command
+}
+
+fn set_secret(secrets: &Path, store: &Path, name: &str, extra: &[&str]) {
+    let mut child = moat_with(secrets, store)
+        .args(["secret", "set", name])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{VALUE}\n").as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+}
+
+fn texts(output: &Output) -> Vec<String> {
+    events(output)
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::Text(text) => Some(text.content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Nothing the run left behind holds the value: the store's files, the
+/// events, `moat show` and `moat logs`.
+fn assert_nowhere(dir: &Path, secrets: &Path, store: &Path, output: &Output) {
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(VALUE));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains(VALUE));
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        if entry.path() == secrets {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(VALUE),
+            "{} holds the secret",
+            entry.path().display()
+        );
+    }
+    let last = moat_with(secrets, store)
+        .args(["ps", "--all", "--output", "json"])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&last.stdout).unwrap();
+    let id = listed[0]["id"].as_str().expect("a recorded run").to_owned();
+    for command in [["show", &id], ["logs", &id]] {
+        let shown = moat_with(secrets, store).args(command).output().unwrap();
+        assert!(shown.status.success(), "{shown:?}");
+        assert!(!String::from_utf8_lossy(&shown.stdout).contains(VALUE));
+    }
+}
+
+#[test]
+fn a_components_requests_carry_a_secret_it_never_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    let store = dir.path().join("moat.db");
+    set_secret(&secrets, &store, "TOKEN", &[]);
+    let keyed = HeadRecorder::start();
+    let other = HeadRecorder::start();
+    let output = moat_with(&secrets, &store)
+        .args(["run", ESCAPE, "--output", "ndjson"])
+        .arg(format!(
+            "--allow-net=127.0.0.1:{},127.0.0.1:{}",
+            keyed.port, other.port
+        ))
+        .arg(format!("--secret=TOKEN@127.0.0.1:{}", keyed.port))
+        .arg(format!(
+            "env TOKEN\nhttp GET http://127.0.0.1:{}/v1\nhttp GET http://127.0.0.1:{}/v1",
+            keyed.port, other.port
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        single_done(&events(&output)).status,
+        DoneStatus::Success,
+        "{output:?}"
+    );
+    let texts = texts(&output);
+    assert_eq!(
+        texts[0],
+        format!("ok: {}", moat_sandbox::SECRET_PLACEHOLDER)
+    );
+    assert_eq!(keyed.heads().len(), 1);
+    assert!(
+        keyed.heads()[0].contains(&format!(
+            "authorization: bearer {}",
+            VALUE.to_ascii_lowercase()
+        )),
+        "{:?}",
+        keyed.heads()
+    );
+    assert_eq!(other.heads().len(), 1);
+    assert!(
+        !other.heads()[0].contains("authorization"),
+        "{:?}",
+        other.heads()
+    );
+    assert_nowhere(dir.path(), &secrets, &store, &output);
+}
+
+#[test]
+fn a_program_reaches_the_secrets_host_on_its_route_holding_only_the_placeholder() {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    let store = dir.path().join("moat.db");
+    set_secret(
+        &secrets,
+        &store,
+        "ANTHROPIC_API_KEY",
+        &["--header", "x-api-key"],
+    );
+    let api = HeadRecorder::start();
+    // The prompt is recorded: the value is searched for by a form of it
+    // that is not the value (reversed), turned back by the shell.
+    let reversed: String = VALUE.chars().rev().collect();
+    let script = format!(
+        "shell printenv ANTHROPIC_API_KEY; \
+         curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\"; echo; \
+         v=$(echo {reversed} | rev); \
+         env | grep -c \"$v\"; grep -c \"$v\" /proc/self/environ; \
+         cat /proc/*/environ 2>/dev/null | grep -c \"$v\""
+    );
+    let output = moat_with(&secrets, &store)
+        .args(["run", ESCAPE, "--output", "ndjson", "--allow-run=sh"])
+        .arg(format!("--allow-net=127.0.0.1:{}", api.port))
+        .arg(format!(
+            "--secret=ANTHROPIC_API_KEY@http://127.0.0.1:{}",
+            api.port
+        ))
+        .arg(script)
+        .output()
+        .unwrap();
+    assert_eq!(
+        single_done(&events(&output)).status,
+        DoneStatus::Success,
+        "{output:?}"
+    );
+    let printed = texts(&output).concat();
+    assert!(
+        printed.contains(&format!(
+            "out={}|received|0|0|0",
+            moat_sandbox::SECRET_PLACEHOLDER
+        )),
+        "{printed}"
+    );
+    let heads = api.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(heads[0].starts_with("post /v1/messages") || heads[0].starts_with("get /v1/messages"));
+    assert!(
+        heads[0].contains(&format!("x-api-key: {}", VALUE.to_ascii_lowercase())),
+        "{heads:?}"
+    );
+    assert_nowhere(dir.path(), &secrets, &store, &output);
+}
+
+#[test]
+fn a_secret_nobody_set_or_a_file_others_may_read_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    let store = dir.path().join("moat.db");
+    let output = moat_with(&secrets, &store)
+        .args(["run", "echo", "hi", "--secret=NOPE@api.example.com"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("moat secret set NOPE"), "{said}");
+
+    set_secret(&secrets, &store, "KEPT", &[]);
+    let listed = moat_with(&secrets, &store)
+        .args(["secret", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains("KEPT") && !listed.contains(VALUE),
+        "{listed}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&secrets).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = moat_with(&secrets, &store)
+        .args(["secret", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("chmod 600"));
+}
