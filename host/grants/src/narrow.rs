@@ -357,6 +357,54 @@ mod tests {
         }
     }
 
+    fn secrets(grants: &[&str]) -> Grants {
+        Grants {
+            secrets: grants
+                .iter()
+                .map(|g| crate::SecretGrant::parse(g).unwrap())
+                .collect(),
+            ..Grants::none()
+        }
+    }
+
+    #[test]
+    fn a_secret_grant_only_narrows_the_same_secret_to_fewer_destinations() {
+        let ceiling = secrets(&["KEY@*.example.com", "TOKEN@api.example.org:443"]);
+        for (request, excess) in [
+            ("KEY@api.example.com:443", None),
+            ("TOKEN@api.example.org:443", None),
+            // Another secret, the same destination.
+            (
+                "OTHER@api.example.org:443",
+                Some("--secret=OTHER@api.example.org:443"),
+            ),
+            // The same secret, somewhere else.
+            (
+                "TOKEN@evil.example:443",
+                Some("--secret=TOKEN@evil.example:443"),
+            ),
+            (
+                "TOKEN@api.example.org",
+                Some("--secret=TOKEN@api.example.org"),
+            ),
+        ] {
+            let found: Vec<String> = secrets(&[request])
+                .excess_over(&ceiling)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            assert_eq!(found, excess.into_iter().collect::<Vec<_>>(), "{request}");
+        }
+        let both = ceiling.intersect(&secrets(&["KEY@api.example.com", "TOKEN@x.example:443"]));
+        assert_eq!(
+            both.secrets
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["KEY@api.example.com"]
+        );
+    }
+
     /// The excess as the flags a user would read.
     fn flags(request: &Grants, ceiling: &Grants) -> Vec<String> {
         request
@@ -539,6 +587,7 @@ mod tests {
             write: paths(&["/out"]),
             env: vec!["HOME".into()],
             run: vec!["git".into()],
+            secrets: vec![crate::SecretGrant::parse("KEY@api.example.com:443").unwrap()],
         }
     }
 
@@ -553,6 +602,7 @@ mod tests {
                 Excess::Write("/out".into()),
                 Excess::Env("HOME".into()),
                 Excess::Run("git".into()),
+                Excess::Secret(crate::SecretGrant::parse("KEY@api.example.com:443").unwrap()),
             ]
         );
         assert!(Grants::none().excess_over(&Grants::none()).is_empty());
@@ -726,6 +776,7 @@ mod tests {
                 write: write.into_iter().map(PathBuf::from).collect(),
                 env: env.into_iter().map(String::from).collect(),
                 run: run.into_iter().map(String::from).collect(),
+                secrets: Vec::new(),
             })
     }
 

@@ -175,6 +175,7 @@ impl Ceiling {
             confinement: self.confinement(resolved),
             dirs,
             depth,
+            secrets: moat_sandbox::Secrets::default(),
         })
     }
 
@@ -280,6 +281,10 @@ pub struct Admission {
     pub dirs: OpenDirs,
     /// How many runs hang above it.
     pub depth: usize,
+    /// The values of its secret grants: resolved by the launcher that
+    /// executes it, from its own secrets file; empty until then (a run
+    /// sent to the cluster carries the names only).
+    pub secrets: moat_sandbox::Secrets,
 }
 
 fn refuse_excess(wanted: &Grants, bound: &Grants, whose: Bound) -> Result<(), Refusal> {

@@ -116,7 +116,14 @@ impl Launcher {
         }
     }
 
-    /// The values of `admission`'s secret grants, for a run executing here.
+    /// `admission` with the values of its secret grants, for a run
+    /// executing here.
+    fn unlocked(&self, mut admission: Admission) -> Result<Admission, LaunchError> {
+        admission.secrets = self.secrets(&admission)?;
+        Ok(admission)
+    }
+
+    /// The values of `admission`'s secret grants.
     fn secrets(&self, admission: &Admission) -> Result<Secrets, LaunchError> {
         let grants = &admission.grants.secrets;
         match &self.inner.secrets {
@@ -183,7 +190,7 @@ impl Launcher {
                 })
             }
             Place::Local(local) => {
-                let secrets = self.secrets(&admission)?;
+                let admission = self.unlocked(admission)?;
                 let new_run = new_run(&resolved, &spec, &admission);
                 let id = spec.id.clone().unwrap_or_default();
                 let recorder = Recorder::create_as(local.store().clone(), id, &new_run)
@@ -196,15 +203,14 @@ impl Launcher {
                     resolved,
                     spec,
                     admission,
-                    secrets,
                     Some(id),
                     Some(recording),
                     Some(children),
                 ))
             }
             Place::Unrecorded => {
-                let secrets = self.secrets(&admission)?;
-                Ok(self.here(resolved, spec, admission, secrets, None, None, None))
+                let admission = self.unlocked(admission)?;
+                Ok(self.here(resolved, spec, admission, None, None, None))
             }
         }
     }
@@ -218,17 +224,9 @@ impl Launcher {
         id: RunId,
     ) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec, Some(&id)).await?;
-        let secrets = self.secrets(&admission)?;
+        let admission = self.unlocked(admission)?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
-        Ok(self.here(
-            resolved,
-            spec,
-            admission,
-            secrets,
-            Some(id),
-            None,
-            Some(children),
-        ))
+        Ok(self.here(resolved, spec, admission, Some(id), None, Some(children)))
     }
 
     /// Resolves `spec`'s adapter and admits its run (`own`: its id, when
@@ -261,7 +259,6 @@ impl Launcher {
         resolved: Resolved,
         spec: LaunchSpec,
         admission: Admission,
-        secrets: Secrets,
         id: Option<RunId>,
         recording: Option<Recording>,
         children: Option<Children>,
@@ -272,7 +269,7 @@ impl Launcher {
             confinement: admission.confinement.clone(),
             children: children.map(|children| ChildRunner(Arc::new(children))),
             dirs: admission.dirs.clone(),
-            secrets,
+            secrets: admission.secrets.clone(),
         };
         let request = RunRequest {
             options: spec.options,
