@@ -136,6 +136,8 @@ export interface Grants {
   write?: string[];
   env?: string[];
   run?: string[];
+  /** NAME@HOST: a secret the server keeps, added to requests to HOST (the run holds a placeholder) */
+  secrets?: string[];
 }
 
 /** Options for one run, as the adapter receives them (camelCase). */
