@@ -261,3 +261,62 @@ fn a_secret_nobody_set_or_a_file_others_may_read_is_refused_with_the_fix() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("chmod 600"));
 }
+
+/// The built-in `openai` and `anthropic` components, given their key as a
+/// secret: the request carries it, in each vendor's header, and the
+/// component held the placeholder only (its environment has no key).
+#[test]
+fn the_llm_adapters_send_the_key_moat_adds() {
+    use moat_testkit::llm_server::{LlmServer, Reply};
+
+    for (adapter, key, header, base, sse, expected) in [
+        (
+            "openai",
+            "OPENAI_API_KEY",
+            None,
+            "OPENAI_BASE_URL",
+            include_bytes!("../../adapters/openai/fixtures/text_usage.sse").as_slice(),
+            ("authorization", format!("Bearer {VALUE}")),
+        ),
+        (
+            "anthropic",
+            "ANTHROPIC_API_KEY",
+            Some("x-api-key"),
+            "ANTHROPIC_BASE_URL",
+            include_bytes!("../../adapters/anthropic/fixtures/thinking_text.sse").as_slice(),
+            ("x-api-key", VALUE.to_owned()),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("secrets.json");
+        let store = dir.path().join("moat.db");
+        let header_flag: Vec<&str> = header.map(|h| vec!["--header", h]).unwrap_or_default();
+        set_secret(&secrets, &store, key, &header_flag);
+        let server = LlmServer::start(Reply::sse(sse));
+        let base_url = match adapter {
+            "openai" => format!("{}/v1", server.url()),
+            _ => server.url(),
+        };
+        let output = moat_with(&secrets, &store)
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env(base, base_url)
+            .args(["run", adapter, "hi", "--model", "m", "--output", "ndjson"])
+            .arg(format!("--allow-net={}", server.grant()))
+            .arg(format!("--secret={key}@{}", server.grant()))
+            .output()
+            .unwrap();
+        assert_eq!(
+            single_done(&events(&output)).status,
+            DoneStatus::Success,
+            "{adapter}: {output:?}"
+        );
+        let request = server.single_request();
+        assert_eq!(
+            request.header(expected.0),
+            Some(expected.1.as_str()),
+            "{adapter}"
+        );
+        assert_nowhere(dir.path(), &secrets, &store, &output);
+    }
+}
