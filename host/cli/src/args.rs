@@ -645,8 +645,9 @@ pub enum SecretCommand {
         /// Read the value from this file instead of stdin.
         #[arg(long, value_name = "FILE")]
         from_file: Option<PathBuf>,
-        /// The HTTP header it is sent in (e.g. x-api-key)
-        /// [default: Authorization: Bearer VALUE].
+        /// The HTTP header it is sent in (e.g. x-api-key) [default: the
+        /// vendor's for ANTHROPIC_API_KEY, OPENAI_API_KEY and
+        /// GEMINI_API_KEY, else Authorization: Bearer VALUE].
         #[arg(long, value_name = "NAME")]
         header: Option<String>,
     },

@@ -46,7 +46,7 @@ pub use narrow::Excess;
 pub use needs::Needs;
 pub use net::{HostPattern, NetRule, Scheme};
 pub use policy::{Policy, PolicyEntry};
-pub use secret::SecretGrant;
+pub use secret::{SecretGrant, VENDOR_KEYS, VendorKey, vendor_key};
 pub use sources::{GrantSources, Provenance};
 pub use trust::TrustLevel;
 

@@ -12,6 +12,51 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::{GrantError, NetRule, names};
 
+/// A vendor's API key, as its SDKs and CLIs look for it: the variable of
+/// the key, the header the API takes it in, and the variable of the base
+/// URL (with the path the SDK expects after it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VendorKey {
+    /// The key's variable, the secret's name (`ANTHROPIC_API_KEY`).
+    pub name: &'static str,
+    /// The header the API takes it in (lowercase).
+    pub header: &'static str,
+    /// The base-URL variable the SDKs and CLIs read.
+    pub base_url: &'static str,
+    /// What follows the base URL before the API's paths (`/v1` for
+    /// OpenAI's SDKs).
+    pub base_url_suffix: &'static str,
+}
+
+/// The vendors' keys moat knows: a secret of one of these names is sent
+/// in the vendor's header unless it names another, and a program holding
+/// it is pointed at the secret's route by the vendor's base-URL variable.
+pub const VENDOR_KEYS: [VendorKey; 3] = [
+    VendorKey {
+        name: "ANTHROPIC_API_KEY",
+        header: "x-api-key",
+        base_url: "ANTHROPIC_BASE_URL",
+        base_url_suffix: "",
+    },
+    VendorKey {
+        name: "OPENAI_API_KEY",
+        header: "authorization",
+        base_url: "OPENAI_BASE_URL",
+        base_url_suffix: "/v1",
+    },
+    VendorKey {
+        name: "GEMINI_API_KEY",
+        header: "x-goog-api-key",
+        base_url: "GOOGLE_GEMINI_BASE_URL",
+        base_url_suffix: "",
+    },
+];
+
+/// The vendor key named `name`, if moat knows it.
+pub fn vendor_key(name: &str) -> Option<&'static VendorKey> {
+    VENDOR_KEYS.iter().find(|key| key.name == name)
+}
+
 /// One secret a run's requests to a destination carry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SecretGrant {

@@ -77,10 +77,16 @@ impl SecretStore {
         &self.path
     }
 
-    /// Keeps `value` as secret `name`, sent in `header` (`None`:
-    /// `Authorization: Bearer`), replacing any earlier value.
+    /// Keeps `value` as secret `name`, sent in `header` (`None`: the
+    /// vendor's header for a vendor's key name, else `Authorization:
+    /// Bearer`), replacing any earlier value.
     pub fn set(&self, name: &str, value: &str, header: Option<&str>) -> Result<(), SecretError> {
         let name = names::env_name(name).map_err(|e| SecretError::Invalid(e.to_string()))?;
+        let header = header.or_else(|| {
+            moat_grants::vendor_key(&name)
+                .map(|key| key.header)
+                .filter(|header| *header != "authorization")
+        });
         let value = value.trim_end_matches(['\n', '\r']);
         if value.is_empty() {
             return Err(SecretError::Invalid(format!(
@@ -214,6 +220,8 @@ mod tests {
         let store = SecretStore::at(dir.path().join("state/secrets.json"));
         store.set("API_KEY", "s3cret\n", None).unwrap();
         store.set("OTHER", "v", Some("x-api-key")).unwrap();
+        // A vendor's key goes in the vendor's header unless told otherwise.
+        store.set("GEMINI_API_KEY", "g", None).unwrap();
         let mode = std::fs::metadata(store.path())
             .unwrap()
             .permissions()
@@ -223,6 +231,10 @@ mod tests {
             store.list().unwrap(),
             [
                 ("API_KEY".to_owned(), None),
+                (
+                    "GEMINI_API_KEY".to_owned(),
+                    Some("x-goog-api-key".to_owned())
+                ),
                 ("OTHER".to_owned(), Some("x-api-key".to_owned()))
             ]
         );

@@ -183,6 +183,10 @@ fn print_grants(grants: &Grants, origins: &[String]) {
     println!("grant write  {}", dirs(&grants.write));
     println!("grant env    {}", list(&grants.env));
     println!("grant run    {}", list(&programs_shown(grants)));
+    println!(
+        "secrets      {}",
+        shown(grants.secrets.iter().map(ToString::to_string).collect())
+    );
     println!("refused      {REFUSED_NOTE}");
 }
 

@@ -301,6 +301,10 @@ fn grants_shown(grants: &moat_grants::Grants) -> String {
     );
     part("env", grants.env.clone());
     part("run", grants.run.clone());
+    part(
+        "secret",
+        grants.secrets.iter().map(ToString::to_string).collect(),
+    );
     safe::text(&parts.join("; ")).into_owned()
 }
 

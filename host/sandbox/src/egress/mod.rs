@@ -46,16 +46,6 @@ const PROXY_VARIABLES: [&str; 6] = [
     "all_proxy",
 ];
 
-/// The vendors' base-URL variables, for a secret of the name their key
-/// variable has: the program is pointed at the secret's route on the
-/// proxy (with the path its SDK expects after the base), and holds only
-/// the placeholder key.
-const SECRET_BASE_URLS: [(&str, &str, &str); 3] = [
-    ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""),
-    ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1"),
-    ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", ""),
-];
-
 /// Variables that would send some requests around the proxy: cleared.
 const NO_PROXY_VARIABLES: [&str; 2] = ["NO_PROXY", "no_proxy"];
 
@@ -187,7 +177,8 @@ impl RunEgress {
     }
 
     /// Sets the proxy variables in `env`, and the base URLs of the run's
-    /// `secrets` ([`SECRET_BASE_URLS`]), replacing any the adapter set.
+    /// `secrets` of the vendors' key names ([`moat_grants::VENDOR_KEYS`]),
+    /// replacing any the adapter set.
     pub(crate) fn proxy_env(&self, env: &mut Vec<(String, String)>, secrets: &crate::Secrets) {
         let url = format!("http://127.0.0.1:{}", self.port);
         let mut set: Vec<(String, String)> = PROXY_VARIABLES
@@ -195,11 +186,10 @@ impl RunEgress {
             .map(|name| ((*name).to_owned(), url.clone()))
             .collect();
         for name in secrets.names() {
-            if let Some((_, base, suffix)) = SECRET_BASE_URLS.iter().find(|(key, ..)| *key == name)
-            {
+            if let Some(key) = moat_grants::vendor_key(&name) {
                 set.push((
-                    (*base).to_owned(),
-                    format!("{url}{}{name}{suffix}", proxy::SECRET_ROUTE),
+                    key.base_url.to_owned(),
+                    format!("{url}{}{name}{}", proxy::SECRET_ROUTE, key.base_url_suffix),
                 ));
             }
         }
