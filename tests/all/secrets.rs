@@ -320,3 +320,45 @@ fn the_llm_adapters_send_the_key_moat_adds() {
         assert_nowhere(dir.path(), &secrets, &store, &output);
     }
 }
+
+/// A secret's route goes to its host over TLS unless the grant says
+/// `http://`: a server that is not TLS receives a TLS handshake, never the
+/// request (nor the key) in the clear, and the program gets a 502.
+#[test]
+fn a_secrets_route_speaks_tls_to_its_host() {
+    use std::io::Read;
+
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    let store = dir.path().join("moat.db");
+    set_secret(&secrets, &store, "ANTHROPIC_API_KEY", &[]);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let first_bytes = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut bytes = [0u8; 3];
+        stream.read_exact(&mut bytes).unwrap();
+        bytes
+    });
+    let output = moat_with(&secrets, &store)
+        .args(["run", ESCAPE, "--output", "ndjson", "--allow-run=sh"])
+        .arg(format!("--allow-net=127.0.0.1:{port}"))
+        .arg(format!("--secret=ANTHROPIC_API_KEY@127.0.0.1:{port}"))
+        .arg("shell curl -s -o /dev/null -w '%{http_code}' \"$ANTHROPIC_BASE_URL/v1/messages\"")
+        .output()
+        .unwrap();
+    assert_eq!(
+        single_done(&events(&output)).status,
+        DoneStatus::Success,
+        "{output:?}"
+    );
+    // A TLS record: a handshake (22), TLS 1.x.
+    let bytes = first_bytes.join().unwrap();
+    assert_eq!(bytes[0], 22, "{bytes:?}");
+    assert_eq!(bytes[1], 3, "{bytes:?}");
+    assert!(
+        texts(&output).concat().contains("out=502"),
+        "{:?}",
+        texts(&output)
+    );
+}
