@@ -362,3 +362,69 @@ fn a_secrets_route_speaks_tls_to_its_host() {
         texts(&output)
     );
 }
+
+/// A built-in's own key by reference: with `ANTHROPIC_API_KEY` kept as a
+/// secret, `moat run claude-code` — no `--secret` flag — gives the CLI the
+/// placeholder and the route, not the key in moat's environment; without
+/// it kept, the CLI gets the variable as before.
+#[test]
+fn a_built_in_uses_its_vendor_key_by_reference_when_it_is_kept() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let secrets = root.join("secrets.json");
+    let store = root.join("moat.db");
+    let bin = root.join("bin");
+    let out = root.join("out");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    // A stand-in for `claude` that keeps its environment and stops.
+    let claude = bin.join("claude");
+    std::fs::write(
+        &claude,
+        format!("#!/bin/sh\nenv > '{}/env'\nexit 1\n", out.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = || {
+        let output = moat_with(&secrets, &store)
+            .env("ANTHROPIC_API_KEY", "key-in-moats-environment")
+            .args(["run", "claude-code", "hi", "--output", "ndjson"])
+            .arg(format!("--allow-run={}", claude.display()))
+            .arg(format!("--allow-write={}", out.display()))
+            .arg("--extra")
+            .arg(format!("{{\"program\": \"{}\"}}", claude.display()))
+            .output()
+            .unwrap();
+        let env = std::fs::read_to_string(out.join("env")).unwrap_or_else(|_| panic!("{output:?}"));
+        let var = |name: &str| {
+            env.lines()
+                .find_map(|line| line.strip_prefix(&format!("{name}=")))
+                .map(str::to_owned)
+        };
+        (var("ANTHROPIC_API_KEY"), var("ANTHROPIC_BASE_URL"))
+    };
+
+    let (key, _) = run();
+    assert_eq!(key.as_deref(), Some("key-in-moats-environment"));
+
+    set_secret(&secrets, &store, "ANTHROPIC_API_KEY", &[]);
+    let (key, base_url) = run();
+    assert_eq!(key.as_deref(), Some(moat_sandbox::SECRET_PLACEHOLDER));
+    let base_url = base_url.expect("a base URL");
+    assert!(
+        base_url.starts_with("http://127.0.0.1:")
+            && base_url.ends_with("/moat-secret/ANTHROPIC_API_KEY"),
+        "{base_url}"
+    );
+    let inspect = moat_with(&secrets, &store)
+        .args(["inspect", "claude-code", "--json"])
+        .output()
+        .unwrap();
+    let inspect: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    assert_eq!(
+        inspect["grants"]["secrets"],
+        serde_json::json!(["ANTHROPIC_API_KEY@api.anthropic.com:443"])
+    );
+}

@@ -25,6 +25,11 @@ pub struct Profile {
     /// Variables that, when set, name a state directory of the program
     /// elsewhere (e.g. `CODEX_HOME`).
     pub state_vars: &'static [&'static str],
+    /// The secret grants (`NAME@HOST`) of the vendor key it uses: granted
+    /// like its declared needs, and used when the secret is kept (`moat
+    /// secret set NAME`), so the run holds a placeholder instead of the
+    /// key; when it is not kept, the key's variable works as before.
+    pub secrets: &'static [&'static str],
 }
 
 impl Profile {
@@ -58,6 +63,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[],
         state_files: &[],
         state_vars: &[],
+        secrets: &[],
     },
     // Waits for its sub-agents, which may be coding agents at work.
     Profile {
@@ -66,6 +72,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[],
         state_files: &[],
         state_vars: &[],
+        secrets: &[],
     },
     Profile {
         name: "openai",
@@ -73,6 +80,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[],
         state_files: &[],
         state_vars: &[],
+        secrets: &["OPENAI_API_KEY@api.openai.com:443"],
     },
     Profile {
         name: "anthropic",
@@ -80,6 +88,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[],
         state_files: &[],
         state_vars: &[],
+        secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
     },
     // The agent CLIs work on whole tasks: edits, builds, tests.
     Profile {
@@ -88,6 +97,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[".claude", ".config/claude"],
         state_files: &[".claude.json"],
         state_vars: &["CLAUDE_CONFIG_DIR"],
+        secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
     },
     Profile {
         name: "codex",
@@ -95,6 +105,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[".codex"],
         state_files: &[],
         state_vars: &["CODEX_HOME"],
+        secrets: &[],
     },
     Profile {
         name: "gemini",
@@ -102,6 +113,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[".gemini"],
         state_files: &[],
         state_vars: &[],
+        secrets: &["GEMINI_API_KEY@generativelanguage.googleapis.com:443"],
     },
 ];
 

@@ -815,7 +815,14 @@ impl RunFlags {
     ) -> Result<Asked, moat_launch::Refusal> {
         let mut asked = self.asked();
         if under_parent {
-            asked.grants = Some(ceiling.allowance(resolved)?);
+            let mut grants = ceiling.allowance(resolved)?;
+            // A built-in's own key by reference is used when it can be,
+            // not asked for: under a parent without it, the run goes as a
+            // run whose key is not kept does.
+            grants
+                .secrets
+                .retain(|grant| self.grants.secret.contains(grant));
+            asked.grants = Some(grants);
         }
         Ok(asked)
     }

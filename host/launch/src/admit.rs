@@ -97,9 +97,18 @@ impl Ceiling {
     /// The most a run of `resolved` may be granted here: what `moat run`
     /// with these flags would give it (see [`Ceiling::sources`]).
     pub fn allowance(&self, resolved: &Resolved) -> Result<Grants, Refusal> {
-        self.sources(resolved)?
+        let mut grants = self
+            .sources(resolved)?
             .effective(resolved.adapter.needs())
-            .map_err(|e| Refusal::Needs(format!("the adapter's declared needs: {e}")))
+            .map_err(|e| Refusal::Needs(format!("the adapter's declared needs: {e}")))?;
+        // A built-in's vendor key, by reference: granted as its needs are,
+        // used when kept (the launcher drops it when not).
+        for grant in declared_secrets(resolved) {
+            if !grants.secrets.contains(&grant) {
+                grants.secrets.push(grant);
+            }
+        }
+        Ok(grants)
     }
 
     /// How the programs a run of `resolved` starts are contained: to the
@@ -285,6 +294,20 @@ pub struct Admission {
     /// executes it, from its own secrets file; empty until then (a run
     /// sent to the cluster carries the names only).
     pub secrets: moat_sandbox::Secrets,
+}
+
+/// The secret grants a built-in's profile declares (none for a component
+/// from a path).
+pub fn declared_secrets(resolved: &Resolved) -> Vec<moat_grants::SecretGrant> {
+    resolved
+        .profile
+        .map(|profile| profile.secrets)
+        .unwrap_or_default()
+        .iter()
+        .map(|text| {
+            moat_grants::SecretGrant::parse(text).expect("a built-in's secret grant parses")
+        })
+        .collect()
 }
 
 fn refuse_excess(wanted: &Grants, bound: &Grants, whose: Bound) -> Result<(), Refusal> {

@@ -18,7 +18,9 @@ use moat_sandbox::{ChildRunner, RunScope, Secrets, WasmAdapter};
 use moat_store::{LocalRuns, Recorder};
 use tokio_util::sync::CancellationToken;
 
-use crate::admit::{Admission, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope};
+use crate::admit::{
+    Admission, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, declared_secrets,
+};
 use crate::children::{Children, Spawner};
 use crate::error::LaunchError;
 use crate::events::{Followed, Launched};
@@ -116,26 +118,42 @@ impl Launcher {
         }
     }
 
-    /// `admission` with the values of its secret grants, for a run
-    /// executing here.
-    fn unlocked(&self, mut admission: Admission) -> Result<Admission, LaunchError> {
-        admission.secrets = self.secrets(&admission)?;
-        Ok(admission)
-    }
-
-    /// The values of `admission`'s secret grants.
-    fn secrets(&self, admission: &Admission) -> Result<Secrets, LaunchError> {
+    /// `admission` with the values of its secret grants, for a run of
+    /// `resolved` executing here under `ceiling`. A secret not kept
+    /// refuses the run, unless only the built-in declares it (and the
+    /// ceiling's own flags do not name it): then the run goes without it,
+    /// its key's variable working as before.
+    fn unlocked(
+        &self,
+        mut admission: Admission,
+        resolved: &Resolved,
+        ceiling: &Ceiling,
+    ) -> Result<Admission, LaunchError> {
         let grants = &admission.grants.secrets;
-        match &self.inner.secrets {
-            Some(store) => Ok(store.resolve(grants)?),
-            None => match grants.first() {
-                Some(grant) => Err(SecretError::Missing {
+        let (kept, missing) = match &self.inner.secrets {
+            Some(store) => store.resolve_kept(grants)?,
+            None => (Vec::new(), grants.clone()),
+        };
+        let declared = declared_secrets(resolved);
+        for grant in &missing {
+            let optional = declared.contains(grant) && !ceiling.grants.secrets.contains(grant);
+            if !optional {
+                return Err(SecretError::Missing {
                     name: grant.name.clone(),
                 }
-                .into()),
-                None => Ok(Secrets::default()),
-            },
+                .into());
+            }
+            tracing::info!(
+                secret = %grant,
+                "the built-in's key is not kept as a secret; its variable is used as granted"
+            );
         }
+        admission
+            .grants
+            .secrets
+            .retain(|grant| !missing.contains(grant));
+        admission.secrets = Secrets::new(kept);
+        Ok(admission)
     }
 
     /// What its runs' children are started by: this launcher, held
@@ -190,7 +208,7 @@ impl Launcher {
                 })
             }
             Place::Local(local) => {
-                let admission = self.unlocked(admission)?;
+                let admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 let new_run = new_run(&resolved, &spec, &admission);
                 let id = spec.id.clone().unwrap_or_default();
                 let recorder = Recorder::create_as(local.store().clone(), id, &new_run)
@@ -209,7 +227,7 @@ impl Launcher {
                 ))
             }
             Place::Unrecorded => {
-                let admission = self.unlocked(admission)?;
+                let admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 Ok(self.here(resolved, spec, admission, None, None, None))
             }
         }
@@ -224,7 +242,7 @@ impl Launcher {
         id: RunId,
     ) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec, Some(&id)).await?;
-        let admission = self.unlocked(admission)?;
+        let admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
         Ok(self.here(resolved, spec, admission, Some(id), None, Some(children)))
     }

@@ -147,6 +147,30 @@ impl SecretStore {
         Ok(Secrets::new(secrets))
     }
 
+    /// The values of those of `grants` that are kept, and the grants whose
+    /// secret is not.
+    pub fn resolve_kept(
+        &self,
+        grants: &[SecretGrant],
+    ) -> Result<(Vec<Secret>, Vec<SecretGrant>), SecretError> {
+        if grants.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let entries = self.read()?;
+        let mut kept = Vec::new();
+        let mut missing = Vec::new();
+        for grant in grants {
+            match entries.get(&grant.name) {
+                Some(entry) => kept.push(
+                    Secret::new(grant.clone(), entry.header.as_deref(), &entry.value)
+                        .map_err(SecretError::Invalid)?,
+                ),
+                None => missing.push(grant.clone()),
+            }
+        }
+        Ok((kept, missing))
+    }
+
     fn file_error(&self, reason: impl ToString) -> SecretError {
         SecretError::File {
             path: self.path.clone(),

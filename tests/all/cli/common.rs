@@ -19,6 +19,11 @@ pub fn moat() -> Command {
             "MOAT_DATA_DIR",
             moat_testkit::repo_root().join("target/e2e-data"),
         )
+        // Secrets: none kept unless a test keeps its own; never the user's.
+        .env(
+            "MOAT_SECRETS",
+            moat_testkit::repo_root().join("target/e2e-data/no-secrets.json"),
+        )
         .env_remove("MOAT_LOG")
         .stdin(Stdio::null());
     command

@@ -36,7 +36,11 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
         .sources(&resolved)
         .map_err(|e| crate::UsageError(e.to_string()))?;
     let needs = resolved.adapter.needs();
-    let grants = sources.effective(needs)?;
+    // What a run would get: the allowance (a built-in's vendor key by
+    // reference among it), as `moat run` computes it.
+    let grants = ceiling
+        .allowance(&resolved)
+        .map_err(|e| crate::UsageError(e.to_string()))?;
     let declares_needs = !Grants::from_needs(needs)?.is_empty();
     let origins = grant_origins(
         &sources,
