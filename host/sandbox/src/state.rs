@@ -104,6 +104,7 @@ impl RunState {
                 deadline,
                 connections: connections.clone(),
                 secrets: scope.secrets.clone(),
+                token: None,
             },
         );
         Ok(Self {

@@ -129,12 +129,14 @@ fn landlock_network() -> bool {
 pub(crate) struct RunEgress {
     namespaces: Option<Namespaces>,
     port: u16,
+    /// The proxy's credential, when it listens on the host's loopback.
+    token: Option<String>,
     _proxy: Proxy,
 }
 
 impl RunEgress {
     /// Starts the proxy of a run under `policy`, contained as `how` says.
-    pub(crate) fn start(policy: Policy, how: NetworkContainment) -> std::io::Result<Self> {
+    pub(crate) fn start(mut policy: Policy, how: NetworkContainment) -> std::io::Result<Self> {
         let (listener, namespaces) = match how {
             NetworkContainment::Namespaces => {
                 let probed = PROBED.lock().unwrap_or_else(PoisonError::into_inner).take();
@@ -159,9 +161,17 @@ impl RunEgress {
             }
         };
         let port = listener.local_addr()?.port();
+        // In a namespace of the run's own only its programs reach the
+        // proxy; on the host's loopback, any local process could: there it
+        // takes a credential of the run's.
+        let token = namespaces
+            .is_none()
+            .then(|| uuid::Uuid::new_v4().simple().to_string());
+        policy.token.clone_from(&token);
         Ok(Self {
             namespaces,
             port,
+            token,
             _proxy: Proxy::serve(listener, policy)?,
         })
     }
@@ -181,15 +191,22 @@ impl RunEgress {
     /// replacing any the adapter set.
     pub(crate) fn proxy_env(&self, env: &mut Vec<(String, String)>, secrets: &crate::Secrets) {
         let url = format!("http://127.0.0.1:{}", self.port);
+        let (proxy_url, route) = match &self.token {
+            None => (url.clone(), format!("{url}{}", proxy::SECRET_ROUTE)),
+            Some(token) => (
+                format!("http://moat:{token}@127.0.0.1:{}", self.port),
+                format!("{url}{}{token}/", proxy::SECRET_ROUTE),
+            ),
+        };
         let mut set: Vec<(String, String)> = PROXY_VARIABLES
             .iter()
-            .map(|name| ((*name).to_owned(), url.clone()))
+            .map(|name| ((*name).to_owned(), proxy_url.clone()))
             .collect();
         for name in secrets.names() {
             if let Some(key) = moat_grants::vendor_key(&name) {
                 set.push((
                     key.base_url.to_owned(),
-                    format!("{url}{}{name}{}", proxy::SECRET_ROUTE, key.base_url_suffix),
+                    format!("{route}{name}{}", key.base_url_suffix),
                 ));
             }
         }

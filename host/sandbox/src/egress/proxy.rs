@@ -63,6 +63,11 @@ pub(crate) struct Policy {
     pub(crate) connections: Arc<tokio::sync::Semaphore>,
     /// The run's secrets, each on its route ([`SECRET_ROUTE`]).
     pub(crate) secrets: crate::Secrets,
+    /// The credential a request must carry, when the proxy listens where
+    /// processes outside the run could reach it (the host's loopback,
+    /// without namespaces): `Proxy-Authorization: Basic moat:TOKEN`, and
+    /// the token as the first segment of a secret's route.
+    pub(crate) token: Option<String>,
 }
 
 /// The path under which a secret's route starts: `/moat-secret/NAME/…`
@@ -130,6 +135,22 @@ struct Served {
 }
 
 impl Served {
+    /// Whether `request` carries the proxy's credential, when it has one.
+    fn authorized<B>(&self, request: &Request<B>) -> bool {
+        let Some(token) = &self.policy.token else {
+            return true;
+        };
+        use base64::Engine as _;
+        let expected = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("moat:{token}"))
+        );
+        request
+            .headers()
+            .get(http::header::PROXY_AUTHORIZATION)
+            .is_some_and(|given| given.as_bytes() == expected.as_bytes())
+    }
+
     /// Whether `uri` addresses the proxy itself: origin-form, or its own
     /// loopback address and port.
     fn is_for_itself(&self, uri: &http::Uri) -> bool {
@@ -181,10 +202,24 @@ where
 }
 
 async fn handle(request: Request<Incoming>, policy: &Arc<Served>) -> Response<ProxyBody> {
+    let route =
+        request.uri().path().starts_with(SECRET_ROUTE) && policy.is_for_itself(request.uri());
+    // A route carries the token in its path (a program may reach it
+    // without the proxy's variables); anything else, in the header.
+    if !route && !policy.authorized(&request) {
+        let mut refused = answer(
+            StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            "moat's proxy serves only the run it belongs to".into(),
+        );
+        refused.headers_mut().insert(
+            http::header::PROXY_AUTHENTICATE,
+            http::HeaderValue::from_static("Basic realm=\"moat\""),
+        );
+        return refused;
+    }
     if request.method() == Method::CONNECT {
         tunnel(request, policy).await
-    } else if request.uri().path().starts_with(SECRET_ROUTE) && policy.is_for_itself(request.uri())
-    {
+    } else if route {
         secret_route(request, policy).await
     } else {
         forward(request, policy).await
@@ -280,6 +315,21 @@ async fn secret_route(mut request: Request<Incoming>, served: &Served) -> Respon
         .map_or("/", |p| p.as_str())
         .to_owned();
     let rest = &path[SECRET_ROUTE.len()..];
+    let rest = match &served.policy.token {
+        None => rest,
+        Some(token) => match rest
+            .strip_prefix(token.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+        {
+            Some(rest) => rest,
+            None => {
+                return answer(
+                    StatusCode::FORBIDDEN,
+                    "moat's proxy serves only the run it belongs to".into(),
+                );
+            }
+        },
+    };
     let (name, rest) = rest.split_once('/').unwrap_or((rest, ""));
     let Some(secret) = served.policy.secrets.named(name) else {
         return answer(
