@@ -56,6 +56,15 @@ impl HeadRecorder {
     }
 }
 
+/// A directory of the test's own, and in it the paths of a secrets file
+/// and a run store.
+fn scratch() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let secrets = dir.path().join("secrets.json");
+    let store = dir.path().join("moat.db");
+    (dir, secrets, store)
+}
+
 /// `moat` with the secrets file `secrets` and a run store of the test's
 /// own, so the test can read every byte it holds.
 fn moat_with(secrets: &Path, store: &Path) -> std::process::Command {
@@ -125,9 +134,7 @@ fn assert_nowhere(dir: &Path, secrets: &Path, store: &Path, output: &Output) {
 
 #[test]
 fn a_components_requests_carry_a_secret_it_never_holds() {
-    let dir = tempfile::tempdir().unwrap();
-    let secrets = dir.path().join("secrets.json");
-    let store = dir.path().join("moat.db");
+    let (dir, secrets, store) = scratch();
     set_secret(&secrets, &store, "TOKEN", &[]);
     let keyed = HeadRecorder::start();
     let other = HeadRecorder::start();
@@ -174,9 +181,7 @@ fn a_components_requests_carry_a_secret_it_never_holds() {
 
 #[test]
 fn a_program_reaches_the_secrets_host_on_its_route_holding_only_the_placeholder() {
-    let dir = tempfile::tempdir().unwrap();
-    let secrets = dir.path().join("secrets.json");
-    let store = dir.path().join("moat.db");
+    let (dir, secrets, store) = scratch();
     set_secret(
         &secrets,
         &store,
@@ -229,9 +234,7 @@ fn a_program_reaches_the_secrets_host_on_its_route_holding_only_the_placeholder(
 
 #[test]
 fn a_secret_nobody_set_or_a_file_others_may_read_is_refused_with_the_fix() {
-    let dir = tempfile::tempdir().unwrap();
-    let secrets = dir.path().join("secrets.json");
-    let store = dir.path().join("moat.db");
+    let (_dir, secrets, store) = scratch();
     let output = moat_with(&secrets, &store)
         .args(["run", "echo", "hi", "--secret=NOPE@api.example.com"])
         .output()
@@ -287,9 +290,7 @@ fn the_llm_adapters_send_the_key_moat_adds() {
             ("x-api-key", VALUE.to_owned()),
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let secrets = dir.path().join("secrets.json");
-        let store = dir.path().join("moat.db");
+        let (dir, secrets, store) = scratch();
         let header_flag: Vec<&str> = header.map(|h| vec!["--header", h]).unwrap_or_default();
         set_secret(&secrets, &store, key, &header_flag);
         let server = LlmServer::start(Reply::sse(sse));
@@ -328,9 +329,7 @@ fn the_llm_adapters_send_the_key_moat_adds() {
 fn a_secrets_route_speaks_tls_to_its_host() {
     use std::io::Read;
 
-    let dir = tempfile::tempdir().unwrap();
-    let secrets = dir.path().join("secrets.json");
-    let store = dir.path().join("moat.db");
+    let (_dir, secrets, store) = scratch();
     set_secret(&secrets, &store, "ANTHROPIC_API_KEY", &[]);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

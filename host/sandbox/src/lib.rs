@@ -84,7 +84,7 @@ pub use config::{
 };
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion};
 pub use control::stop_all_runs;
-pub use egress::NetworkContainment;
+pub use egress::{NetworkContainment, PROXY_VARIABLES};
 pub use error::{LoadError, SandboxError};
 pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
 pub use precheck::DEFAULT_MAX_FUNCTION_BYTES;

@@ -352,14 +352,7 @@ impl Bench<'_> {
 fn host_shell(script: &str) -> Vec<String> {
     let mut command = Command::new("sh");
     command.args(["-c", script]);
-    for name in [
-        "HTTPS_PROXY",
-        "https_proxy",
-        "HTTP_PROXY",
-        "http_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-    ] {
+    for name in moat_sandbox::PROXY_VARIABLES {
         command.env_remove(name);
     }
     let output = command.output().expect("sh runs");

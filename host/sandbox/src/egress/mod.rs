@@ -37,7 +37,7 @@ use crate::process::isolate::Namespaces;
 /// The variables that point a program at the run's proxy: the common
 /// spellings, upper and lower case (curl reads only `http_proxy` in lower
 /// case; Node and Go programs read either).
-const PROXY_VARIABLES: [&str; 6] = [
+pub const PROXY_VARIABLES: [&str; 6] = [
     "HTTPS_PROXY",
     "https_proxy",
     "HTTP_PROXY",
