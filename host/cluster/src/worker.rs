@@ -54,6 +54,9 @@ pub enum Refusal {
     /// It cannot run here: an unknown adapter, a component that does not
     /// load, limits no run may have.
     Failed(String),
+    /// Its parent ended before it could start (the cancel its parent's end
+    /// sent may have come before the worker took it).
+    ParentEnded(String),
 }
 
 /// What executes a job on this machine: the sandbox and the engine,
@@ -606,6 +609,10 @@ async fn execute(
         }
         Err(Refusal::Failed(text)) => {
             let ending = fail(codes::ADAPTER_ERROR, text, FailReason::AdapterError);
+            cluster.end(id, Some(&config.id), ending).await.map(drop)
+        }
+        Err(Refusal::ParentEnded(text)) => {
+            let ending = fail(codes::RUN_REFUSED, text, FailReason::ParentEnded);
             cluster.end(id, Some(&config.id), ending).await.map(drop)
         }
     };

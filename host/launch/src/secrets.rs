@@ -96,6 +96,7 @@ impl SecretStore {
         // Checked as the sandbox will use it, before it is kept.
         let grant = SecretGrant::parse(&format!("{name}@localhost")).expect("a valid grant");
         Secret::new(grant, header, value).map_err(SecretError::Invalid)?;
+        let _lock = self.lock()?;
         let mut entries = self.read()?;
         entries.insert(
             name,
@@ -109,6 +110,7 @@ impl SecretStore {
 
     /// Forgets secret `name`; whether it was kept.
     pub fn remove(&self, name: &str) -> Result<bool, SecretError> {
+        let _lock = self.lock()?;
         let mut entries = self.read()?;
         let removed = entries.remove(name).is_some();
         if removed {
@@ -171,6 +173,34 @@ impl SecretStore {
         Ok((kept, missing))
     }
 
+    /// Held while the file is read, changed and written back, so two
+    /// `moat secret set` at once do not lose one's change.
+    fn lock(&self) -> Result<std::fs::File, SecretError> {
+        self.make_dir()?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(self.path.with_extension("lock"))
+            .map_err(|e| self.file_error(e))?;
+        lock.lock().map_err(|e| self.file_error(e))?;
+        Ok(lock)
+    }
+
+    fn make_dir(&self) -> Result<(), SecretError> {
+        let dir = self
+            .path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| self.file_error(e))
+    }
+
     fn file_error(&self, reason: impl ToString) -> SecretError {
         SecretError::File {
             path: self.path.clone(),
@@ -203,16 +233,7 @@ impl SecretStore {
     }
 
     fn write(&self, entries: &BTreeMap<String, Entry>) -> Result<(), SecretError> {
-        let dir = self
-            .path
-            .parent()
-            .filter(|dir| !dir.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| self.file_error(e))?;
+        self.make_dir()?;
         let temporary = self
             .path
             .with_extension(format!("tmp-{}", std::process::id()));

@@ -98,6 +98,7 @@ impl JobExecutor {
                 LaunchError::Refused(refusal) => {
                     JobRefusal::Boundary(refusal.message(self.names.as_ref()))
                 }
+                error @ LaunchError::ParentEnded(_) => JobRefusal::ParentEnded(error.to_string()),
                 other => JobRefusal::Failed(other.to_string()),
             })?;
         Ok(self.launcher.start(prepared).boxed())

@@ -11,14 +11,13 @@
 //! as granted ([`RunScope`]). This layer converts and contains; the engine
 //! (`moat-engine`) applies the event rules.
 //!
-//! Embedding moat is this crate and the engine's `run_agent`:
+//! This crate loads and contains; it does not start runs. A program
+//! embedding moat starts them through `moat-launch` (its `Launcher`:
+//! admission under a ceiling, the record, the run, written once), which
+//! hands the engine this crate's [`WasmAdapter`] scoped by a [`RunScope`]:
 //!
 //! ```
-//! use std::sync::Arc;
-//!
-//! use moat_engine::{EventPayload, Registry, RunRequest, run_agent};
-//! use moat_grants::Grants;
-//! use moat_sandbox::{RunScope, Sandbox, SandboxConfig};
+//! use moat_sandbox::{Sandbox, SandboxConfig};
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! // One sandbox per process; it compiles components once and caches them.
@@ -26,19 +25,8 @@
 //! let echo = moat_builtins::component("echo").expect("echo is built in");
 //! let adapter = sandbox.load_bytes("built-in".into(), echo.to_vec()).await?;
 //! // Or any component on disk: `sandbox.load_file(path).await?`.
-//!
-//! let mut registry = Registry::scoped();
-//! registry.register(Arc::new(adapter))?;
-//! // What the run may reach: nothing beyond what is granted here.
-//! let scope = RunScope::granted(Grants::none());
-//! let request = RunRequest::new("echo", "hello from the sandbox").with_scope(scope);
-//!
-//! let mut run = run_agent(&registry, request)?;
-//! while let Some(event) = run.next().await {
-//!     if let EventPayload::Text(text) = &event.payload {
-//!         println!("{}", text.content);
-//!     }
-//! }
+//! // What it declares it needs, before any run is admitted.
+//! println!("{:?}", adapter.needs());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```

@@ -43,7 +43,7 @@ impl Secret {
         let header_name = header.unwrap_or(DEFAULT_HEADER).to_ascii_lowercase();
         let header = HeaderName::from_bytes(header_name.as_bytes())
             .map_err(|_| format!("`{header_name}` is not an HTTP header name"))?;
-        let text = if header == http::header::AUTHORIZATION && header_name == DEFAULT_HEADER {
+        let text = if header == http::header::AUTHORIZATION {
             format!("Bearer {value}")
         } else {
             value.to_owned()
@@ -127,6 +127,7 @@ impl Secrets {
     /// The names, each once, for placeholders.
     pub(crate) fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.0.iter().map(|s| s.grant.name.clone()).collect();
+        names.sort_unstable();
         names.dedup();
         names
     }

@@ -70,6 +70,14 @@ pub(crate) struct Policy {
     pub(crate) token: Option<String>,
 }
 
+/// The answer when the run has all its connections open.
+fn all_connections_open() -> Response<ProxyBody> {
+    answer(
+        StatusCode::TOO_MANY_REQUESTS,
+        "moat's proxy: the run has as many connections open as it may".into(),
+    )
+}
+
 /// The path under which a secret's route starts: `/moat-secret/NAME/…`
 /// goes to the secret's destination with the secret added.
 pub(crate) const SECRET_ROUTE: &str = "/moat-secret/";
@@ -106,7 +114,11 @@ impl Proxy {
             loop {
                 tokio::select! {
                     accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else { continue };
+                        let Ok((stream, _)) = accepted else {
+                            // Out of descriptors, say: wait rather than spin.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        };
                         // A response's head and body go out as two writes:
                         // without this, the body waits for the program's
                         // delayed ACK (~40 ms a request).
@@ -242,8 +254,14 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
         // A program that tunnels every request (Node's proxy agents do,
         // plain http too) tunnels to the proxy's own routes: what comes
         // through is served as a connection of its own.
+        // Each takes one of the run's connections, as any tunnel does, so
+        // tunnels nested in tunnels cannot grow without bound.
+        let Ok(slot) = served.policy.connections.clone().try_acquire_owned() else {
+            return all_connections_open();
+        };
         let again = served.clone();
         served.spawn_until_closed(async move {
+            let _slot = slot;
             if let Ok(upgraded) = hyper::upgrade::on(request).await {
                 serve_connection(upgraded, again).await;
             }
@@ -441,10 +459,7 @@ async fn reach(
         }
     };
     let Ok(slot) = policy.connections.clone().try_acquire_owned() else {
-        return Err(answer(
-            StatusCode::TOO_MANY_REQUESTS,
-            "moat's proxy: the run has as many connections open as it may".into(),
-        ));
+        return Err(all_connections_open());
     };
     let timeout = match policy.deadline {
         Some(deadline) => CONNECT_TIMEOUT.min(deadline.saturating_duration_since(Instant::now())),
