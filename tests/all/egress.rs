@@ -395,6 +395,7 @@ fn a_spawned_program_sees_no_process_outside_its_run_and_no_server_socket() {
         "echo pids=$(ls /proc | grep -c '^[0-9]'); \
          cat /proc/{pid}/environ >/dev/null 2>&1 && echo unrelated=reached || echo unrelated=refused; \
          cat /proc/1/environ >/dev/null 2>&1 && echo init=reached || echo init=refused; \
+         echo init-name=$(cat /proc/1/comm); echo init-cmdline=$(tr -d '\\0' < /proc/1/cmdline | wc -c); \
          cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -e {SECRET} -e MOAT_STORE | sed 's/^/found=/'; \
          {}",
         python(
@@ -420,6 +421,9 @@ fn a_spawned_program_sees_no_process_outside_its_run_and_no_server_socket() {
     assert!(pids <= 6, "{said}");
     assert_eq!(word(&printed, "unrelated"), "refused", "{said}");
     assert_eq!(word(&printed, "init"), "refused", "{said}");
+    // The init, a copy of moat, shows nothing of moat's command line.
+    assert_eq!(word(&printed, "init-name"), "moat-init", "{said}");
+    assert_eq!(word(&printed, "init-cmdline"), "0", "{said}");
     assert_eq!(word(&printed, "found"), "0", "{said}");
     assert_eq!(word(&printed, "serve"), "refused", "{said}");
     // The secret is nowhere in what the run recorded either.

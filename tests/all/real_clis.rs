@@ -165,13 +165,12 @@ fn run_real(
 fn run_real_with(
     cli: &Cli,
     program: &Path,
-    scenario: Scenario,
+    stub: impl Into<StubConfig>,
     trust: TrustLevel,
     scratch: &Path,
     configure: impl FnOnce(&mut moat_testkit::Request, &Path),
 ) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
-    let stub =
-        StubServer::start("127.0.0.1:0", StubConfig::new(scenario)).expect("the stub starts");
+    let stub = StubServer::start("127.0.0.1:0", stub.into()).expect("the stub starts");
     // Inside the scratch directory made before any TMPDIR was changed.
     let home = tempfile::tempdir_in(scratch).unwrap();
     let home_dir = std::fs::canonicalize(home.path()).unwrap();
@@ -473,20 +472,38 @@ fn check_mcp_servers(cli: &Cli, program: &Path, server: &Path, scratch: &Path) {
 /// The API key as a secret (`--secret`), not a granted variable: the CLI
 /// holds the placeholder, reaches the stub on the secret's route through
 /// moat's proxy, and the stub sees the real key, which appears in no
-/// event. Codex keeps its provider's base URL in its own config, which the
-/// route's port (known only once the run starts) cannot be written into:
-/// it is not checked here (issue 31's notes).
+/// event. Codex ignores `OPENAI_BASE_URL`: its adapter, which sees the
+/// route in its own environment, passes it as its provider's base URL.
 fn check_secret(cli: &Cli, program: &Path, scratch: &Path) {
     const REAL_KEY: &str = "sk-moat-real-key-held-by-moat";
     let (key, header) = match cli.program {
-        "claude" => ("ANTHROPIC_API_KEY", "x-api-key"),
-        "gemini" => ("GEMINI_API_KEY", "x-goog-api-key"),
-        _ => return,
+        "claude" => ("ANTHROPIC_API_KEY", Some("x-api-key")),
+        "gemini" => ("GEMINI_API_KEY", Some("x-goog-api-key")),
+        _ => ("OPENAI_API_KEY", None),
     };
+    // The CLI's own shell tool looks for the key: in its environment, its
+    // `/proc/self/environ`, every process's it can see, and its home. It
+    // searches by a form that is not the key (reversed), so the command
+    // itself, which the events show, does not hold it.
+    let reversed: String = REAL_KEY.chars().rev().collect();
+    // (No command substitution, which Gemini CLI blocks, and no grep,
+    // behind which Claude Code's shell puts its own ripgrep: awk turns
+    // the key back and says whether it, and the placeholder, are there.)
+    let check = format!(
+        "tr '\\0' '\\n' | awk -v r={reversed} 'BEGIN {{ for (i = length(r); i > 0; i--) v = v substr(r, i, 1) }} \
+         index($0, v) {{ f = 1 }} index($0, \"{placeholder}\") {{ p = 1 }} \
+         END {{ print (f ? \"found\" : \"none\"), (p ? \"placeholder\" : \"missing\") }}'",
+        placeholder = moat_sandbox::SECRET_PLACEHOLDER
+    );
+    let search = format!(
+        "echo A; printenv {key}; echo B; env | {check}; echo C; cat /proc/self/environ | {check}; \
+         echo D; cat /proc/[0-9]*/environ 2>/dev/null | {check}; \
+         echo E; find \"$HOME\" -type f -exec cat {{}} + 2>/dev/null | {check}"
+    );
     let (events, requests) = run_real_with(
         cli,
         program,
-        Scenario::Text,
+        StubConfig::new(Scenario::ToolUse).with_tool_command(&search),
         TrustLevel::Unrestricted,
         scratch,
         |request, _| {
@@ -494,7 +511,7 @@ fn check_secret(cli: &Cli, program: &Path, scratch: &Path) {
             let grant = moat_grants::SecretGrant::parse(&format!("{key}@http://{stub}")).unwrap();
             request.scope.grants.secrets = vec![grant.clone()];
             request.scope.secrets = moat_sandbox::Secrets::new(vec![
-                moat_sandbox::Secret::new(grant, Some(header), REAL_KEY).unwrap(),
+                moat_sandbox::Secret::new(grant, header, REAL_KEY).unwrap(),
             ]);
         },
     );
@@ -511,8 +528,48 @@ fn check_secret(cli: &Cli, program: &Path, scratch: &Path) {
     for call in model_calls {
         assert_eq!(call.api_key.as_deref(), Some(REAL_KEY), "{}", cli.adapter);
     }
+    let found = text_of(&tool_result(&events).output);
+    let found: Vec<&str> = found.split_whitespace().collect();
+    // The placeholder in its environment, seen by each way of looking;
+    // the key by none (its home holds no placeholder either).
+    assert_eq!(
+        found,
+        [
+            "A",
+            moat_sandbox::SECRET_PLACEHOLDER,
+            "B",
+            "none",
+            "placeholder",
+            "C",
+            "none",
+            "placeholder",
+            "D",
+            "none",
+            "placeholder",
+            "E",
+            "none",
+            "missing"
+        ],
+        "{}: what its shell tool found: {}",
+        cli.adapter,
+        serde_json::to_string(&events).unwrap()
+    );
     let shown = serde_json::to_string(&events).unwrap();
     assert!(!shown.contains(REAL_KEY), "{}", cli.adapter);
+}
+
+/// The text of a tool's output: a string, or a list of strings or text
+/// blocks.
+fn text_of(output: &serde_json::Value) -> String {
+    match output {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|item| item["text"].as_str().or(item.as_str()).unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
 }
 
 /// The tools each trust level leaves the model, as the stub saw them

@@ -192,8 +192,11 @@ fn a_program_reaches_the_secrets_host_on_its_route_holding_only_the_placeholder(
     // The prompt is recorded: the value is searched for by a form of it
     // that is not the value (reversed), turned back by the shell.
     let reversed: String = VALUE.chars().rev().collect();
+    // The adapter itself sees the route and the placeholder (an adapter
+    // whose CLI ignores the variable passes the route on: Codex's).
     let script = format!(
-        "shell printenv ANTHROPIC_API_KEY; \
+        "env ANTHROPIC_BASE_URL\nenv ANTHROPIC_API_KEY\n\
+         shell printenv ANTHROPIC_API_KEY; \
          curl -s \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\"; echo; \
          v=$(echo {reversed} | rev); \
          env | grep -c \"$v\"; grep -c \"$v\" /proc/self/environ; \
@@ -221,6 +224,17 @@ fn a_program_reaches_the_secrets_host_on_its_route_holding_only_the_placeholder(
             moat_sandbox::SECRET_PLACEHOLDER
         )),
         "{printed}"
+    );
+    let shown = texts(&output);
+    assert!(
+        shown[0].starts_with("ok: http://127.0.0.1:")
+            && shown[0].ends_with("/moat-secret/ANTHROPIC_API_KEY"),
+        "the adapter's route: {shown:?}"
+    );
+    assert_eq!(
+        shown[1],
+        format!("ok: {}", moat_sandbox::SECRET_PLACEHOLDER),
+        "{shown:?}"
     );
     let heads = api.heads();
     assert_eq!(heads.len(), 1, "{heads:?}");

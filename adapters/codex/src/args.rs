@@ -12,6 +12,7 @@
 //! | max turns, max budget | refused: Codex has no such switch |
 //! | sub-agents | refused: Codex has none |
 //! | MCP servers | `-c mcp_servers.NAME.command="…"`, `.args=[…]`, `.env.VAR="…"`, or `.url="…"` and `.http_headers.H="…"` |
+//! | `OPENAI_BASE_URL` in the adapter's environment | a provider of its own: `-c model_provider="moat"`, `model_providers.moat.base_url="…"`, Responses API, key from `OPENAI_API_KEY` |
 //! | allowed / disallowed tools | refused: Codex cannot restrict its built-in tools by name |
 //!
 //! Trust levels (Codex's sandbox modes and tool switches):
@@ -38,8 +39,15 @@ pub const PROGRAM: &str = "codex";
 const MAX_THREAD_ID: usize = 128;
 
 /// The command line for one run, or the refusal of an option Codex cannot
-/// honour.
-pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
+/// honour. `endpoint` is the OpenAI base URL the adapter was given
+/// (`OPENAI_BASE_URL`): Codex ignores that variable, so the adapter makes
+/// it the base URL of a provider of its own; with a secret it is the
+/// secret's route through moat, where the key is added.
+pub fn invocation(
+    prompt: &str,
+    options: &Options,
+    endpoint: Option<&str>,
+) -> Result<Invocation, ErrorInfo> {
     let program = moat_cli_support::program("codex", PROGRAM, options)?;
     if options.agents.is_some() {
         return Err(unsupported("codex", "--agents", "Codex has no sub-agents"));
@@ -94,6 +102,11 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
         }
         TrustLevel::Unrestricted => args.push("--sandbox=danger-full-access".to_owned()),
     }
+    if let Some(endpoint) = endpoint.filter(|url| !url.is_empty()) {
+        for setting in provider_settings(endpoint)? {
+            config(&mut args, &setting);
+        }
+    }
     if let Some(model) = &options.model {
         args.push(format!("--model={model}"));
     }
@@ -145,6 +158,29 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     args.push("--".to_owned());
     args.push(prompt.to_owned());
     Ok(Invocation::new(program, args, options))
+}
+
+/// The `-c` settings of a provider whose base URL is `endpoint`: the
+/// Responses API (the only one Codex speaks), its key from
+/// `OPENAI_API_KEY` (the placeholder, with a secret).
+fn provider_settings(endpoint: &str) -> Result<Vec<String>, ErrorInfo> {
+    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+        return Err(unsupported(
+            "codex",
+            "OPENAI_BASE_URL",
+            "the base URL must start with http:// or https://",
+        ));
+    }
+    // A JSON string is a valid TOML basic string (see the system prompt).
+    let quoted = moat_guest::serde_json::to_string(endpoint)
+        .map_err(|error| unsupported("codex", "OPENAI_BASE_URL", &error.to_string()))?;
+    Ok(vec![
+        "model_provider=\"moat\"".to_owned(),
+        "model_providers.moat.name=\"OpenAI through moat\"".to_owned(),
+        format!("model_providers.moat.base_url={quoted}"),
+        "model_providers.moat.wire_api=\"responses\"".to_owned(),
+        "model_providers.moat.env_key=\"OPENAI_API_KEY\"".to_owned(),
+    ])
 }
 
 /// The `-c` settings that give Codex the MCP servers `servers` (the
@@ -211,7 +247,31 @@ mod tests {
     use super::*;
 
     fn run(options: &Options) -> Invocation {
-        invocation("fix it", options).expect("accepted")
+        invocation("fix it", options, None).expect("accepted")
+    }
+
+    #[test]
+    fn an_openai_base_url_becomes_a_provider_of_its_own_and_a_bad_one_is_refused() {
+        let route = "http://127.0.0.1:4000/moat-secret/OPENAI_API_KEY/v1";
+        let call = invocation("hi", &Options::default(), Some(route)).expect("accepted");
+        for setting in [
+            "model_provider=\"moat\"".to_owned(),
+            format!("model_providers.moat.base_url=\"{route}\""),
+            "model_providers.moat.wire_api=\"responses\"".to_owned(),
+            "model_providers.moat.env_key=\"OPENAI_API_KEY\"".to_owned(),
+        ] {
+            assert!(call.has(&setting), "{setting} in {:?}", call.args);
+        }
+        let n = call.args.len();
+        assert_eq!(&call.args[n - 2..], ["--", "hi"]);
+        assert!(
+            !run(&Options::default())
+                .args
+                .iter()
+                .any(|a| a.contains("model_provider"))
+        );
+        let refused = invocation("hi", &Options::default(), Some("file:///etc/passwd"));
+        assert!(refused.unwrap_err().message.contains("OPENAI_BASE_URL"));
     }
 
     #[test]
@@ -309,7 +369,7 @@ mod tests {
                 ..Options::default()
             },
         ];
-        moat_cli_support::testing::assert_refused(invocation, &refused);
+        moat_cli_support::testing::assert_refused(|p, o| invocation(p, o, None), &refused);
     }
 
     #[test]
@@ -323,7 +383,7 @@ mod tests {
             agents: Some("{}".into()),
             ..Options::default()
         };
-        let error = invocation("x", &refused).unwrap_err();
+        let error = invocation("x", &refused, None).unwrap_err();
         assert_eq!(
             error.code.as_deref(),
             Some("UNSUPPORTED_OPTION"),

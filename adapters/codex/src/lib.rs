@@ -51,7 +51,8 @@ impl Cli for CodexCli {
         prompt: &str,
         options: &Options,
     ) -> Result<(Invocation, CodexTranslator), ErrorInfo> {
-        let invocation = args::invocation(prompt, options)?;
+        let endpoint = std::env::var("OPENAI_BASE_URL").ok();
+        let invocation = args::invocation(prompt, options, endpoint.as_deref())?;
         let context = RunContext {
             model: options.model.clone(),
             cwd: options.cwd.clone(),

@@ -105,7 +105,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[".codex"],
         state_files: &[],
         state_vars: &["CODEX_HOME"],
-        secrets: &[],
+        secrets: &["OPENAI_API_KEY@api.openai.com:443"],
     },
     Profile {
         name: "gemini",

@@ -77,8 +77,11 @@ const TRANSIENT: [&str; 5] = [
     "no suitable peers",
 ];
 
-/// How long an operation is retried through transient failures.
-pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long an operation is retried through transient failures. A
+/// failover elects new leaders within seconds on an idle machine; on a
+/// loaded one (two cores, replicated streams being written) CI saw one
+/// take over 20 s, and a submit that fails then is lost work.
+pub(crate) const SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// `operation`, tried again through transient failures for up to
 /// [`SETTLE`].

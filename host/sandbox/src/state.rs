@@ -71,15 +71,8 @@ impl RunState {
     ) -> Result<Self, CapabilityError> {
         let grants = &scope.grants;
         let stderr = GuestOutput::new(adapter.clone(), StreamName::Stderr);
-        let env = capabilities::granted_env(&adapter, grants);
+        let mut env = capabilities::granted_env(&adapter, grants);
         let dirs = capabilities::granted_dirs(grants, &scope.dirs)?;
-        let wasi = capabilities::wasi_context(
-            grants,
-            &dirs,
-            &env,
-            GuestOutput::new(adapter.clone(), StreamName::Stdout),
-            stderr.clone(),
-        )?;
         let denials = DenialLog::default();
         let mut table = ResourceTable::new();
         table.set_max_capacity(crate::limits::max_resources(limits.max_memory_bytes));
@@ -92,11 +85,11 @@ impl RunState {
                 .max_connections
                 .min(tokio::sync::Semaphore::MAX_PERMITS),
         ));
-        let processes = ProcessTable::new(
+        let mut processes = ProcessTable::new(
             adapter.clone(),
             scope,
             &dirs,
-            env,
+            env.clone(),
             control.children.clone(),
             crate::egress::Policy {
                 rules: grants.net.as_slice().into(),
@@ -107,6 +100,18 @@ impl RunState {
                 token: None,
             },
         );
+        // The adapter learns its secrets' routes, which its programs get.
+        for (name, route) in processes.secret_routes() {
+            env.retain(|(set, _)| *set != name);
+            env.push((name, route));
+        }
+        let wasi = capabilities::wasi_context(
+            grants,
+            &dirs,
+            &env,
+            GuestOutput::new(adapter.clone(), StreamName::Stdout),
+            stderr.clone(),
+        )?;
         Ok(Self {
             processes,
             children: scope.children.clone(),

@@ -51,7 +51,7 @@ pub fn handle(
 ) -> io::Result<()> {
     let body = request.json();
     let model = body["model"].as_str().unwrap_or("claude-stub").to_owned();
-    let plan = config.scenario.plan(after_tool_result(&body));
+    let plan = config.plan(after_tool_result(&body));
     let request_id = ids.next("req_stub");
     let Some((blocks, cut)) = plan.blocks_or_error(stream, |_, message| {
         let error = json!({

@@ -55,7 +55,7 @@ pub fn handle(
         .and_then(|last| last.split(':').next())
         .unwrap_or("gemini-stub")
         .to_owned();
-    let plan = config.scenario.plan(after_tool_result(&body));
+    let plan = config.plan(after_tool_result(&body));
     let Some((blocks, cut)) = plan.blocks_or_error(stream, |status, message| {
         let error =
             json!({"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}});

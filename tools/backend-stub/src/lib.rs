@@ -53,6 +53,8 @@ pub struct StubConfig {
     /// The pause after each streamed event, so a recording has realistic
     /// timing.
     pub event_delay: Duration,
+    /// The shell command of a tool call, instead of the scenario's own.
+    pub tool_command: Option<String>,
 }
 
 impl StubConfig {
@@ -61,6 +63,35 @@ impl StubConfig {
         StubConfig {
             scenario,
             event_delay: Duration::from_millis(15),
+            tool_command: None,
+        }
+    }
+
+    /// Makes the tool calls run `command` (e.g. to see what a CLI's shell
+    /// tool finds).
+    pub fn with_tool_command(mut self, command: &str) -> Self {
+        self.tool_command = Some(command.to_owned());
+        self
+    }
+
+    /// What to answer to a model call: the scenario's plan
+    /// ([`Scenario::plan`]) with the tool command set here.
+    pub fn plan(&self, after_tool_result: bool) -> scenario::Plan {
+        let plan = self.scenario.plan(after_tool_result);
+        let Some(command) = &self.tool_command else {
+            return plan;
+        };
+        match plan {
+            scenario::Plan::Reply(blocks) => scenario::Plan::Reply(
+                blocks
+                    .into_iter()
+                    .map(|block| match block {
+                        scenario::Block::Shell(_) => scenario::Block::Shell(command.clone()),
+                        other => other,
+                    })
+                    .collect(),
+            ),
+            other => other,
         }
     }
 
@@ -68,6 +99,12 @@ impl StubConfig {
     pub fn with_event_delay(mut self, delay: Duration) -> Self {
         self.event_delay = delay;
         self
+    }
+}
+
+impl From<Scenario> for StubConfig {
+    fn from(scenario: Scenario) -> Self {
+        Self::new(scenario)
     }
 }
 

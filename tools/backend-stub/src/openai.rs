@@ -52,7 +52,7 @@ pub fn handle(
 ) -> io::Result<()> {
     let body = request.json();
     let model = body["model"].as_str().unwrap_or("gpt-stub").to_owned();
-    let plan = config.scenario.plan(after_tool_result(&body));
+    let plan = config.plan(after_tool_result(&body));
     let Some((blocks, cut)) = plan.blocks_or_error(stream, |_, message| {
         let error = json!({"error": {
             "message": message, "type": "invalid_request_error", "param": null,

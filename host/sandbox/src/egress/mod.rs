@@ -187,32 +187,46 @@ impl RunEgress {
     }
 
     /// Sets the proxy variables in `env`, and the base URLs of the run's
-    /// `secrets` of the vendors' key names ([`moat_grants::VENDOR_KEYS`]),
+    /// `secrets` of the vendors' key names ([`Self::secret_routes`]),
     /// replacing any the adapter set.
     pub(crate) fn proxy_env(&self, env: &mut Vec<(String, String)>, secrets: &crate::Secrets) {
-        let url = format!("http://127.0.0.1:{}", self.port);
-        let (proxy_url, route) = match &self.token {
-            None => (url.clone(), format!("{url}{}", proxy::SECRET_ROUTE)),
-            Some(token) => (
-                format!("http://moat:{token}@127.0.0.1:{}", self.port),
-                format!("{url}{}{token}/", proxy::SECRET_ROUTE),
-            ),
+        let proxy_url = match &self.token {
+            None => self.url(),
+            Some(token) => format!("http://moat:{token}@127.0.0.1:{}", self.port),
         };
         let mut set: Vec<(String, String)> = PROXY_VARIABLES
             .iter()
             .map(|name| ((*name).to_owned(), proxy_url.clone()))
             .collect();
-        for name in secrets.names() {
-            if let Some(key) = moat_grants::vendor_key(&name) {
-                set.push((
-                    key.base_url.to_owned(),
-                    format!("{route}{name}{}", key.base_url_suffix),
-                ));
-            }
-        }
+        set.extend(self.secret_routes(secrets));
         env.retain(|(name, _)| {
             !NO_PROXY_VARIABLES.contains(&name.as_str()) && !set.iter().any(|(s, _)| s == name)
         });
         env.extend(set);
+    }
+
+    /// The base URL of each of `secrets` named after a vendor's key
+    /// ([`moat_grants::VENDOR_KEYS`]), as its variable: the secret's route
+    /// through the proxy, where the key is added on the way out.
+    pub(crate) fn secret_routes(&self, secrets: &crate::Secrets) -> Vec<(String, String)> {
+        let route = match &self.token {
+            None => format!("{}{}", self.url(), proxy::SECRET_ROUTE),
+            Some(token) => format!("{}{}{token}/", self.url(), proxy::SECRET_ROUTE),
+        };
+        secrets
+            .names()
+            .into_iter()
+            .filter_map(|name| {
+                let key = moat_grants::vendor_key(&name)?;
+                Some((
+                    key.base_url.to_owned(),
+                    format!("{route}{name}{}", key.base_url_suffix),
+                ))
+            })
+            .collect()
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 }

@@ -8,10 +8,11 @@
 //! moat's adoption of orphans ([`super::tree`]).
 
 use std::ffi::CString;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How a run's cgroup is named: then the id of the moat process that made
@@ -25,8 +26,20 @@ const EMPTY_WAIT: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub(crate) struct RunCgroup {
     dir: PathBuf,
-    /// `cgroup.procs`, for the child to move itself in before exec.
-    procs: CString,
+    /// How a child gets in; `None` for the cgroup of a moat that is gone,
+    /// only removed.
+    child: Option<ChildCgroup>,
+}
+
+/// What a child needs to be in a run's cgroup, prepared before the fork.
+#[derive(Debug, Clone)]
+pub(crate) struct ChildCgroup {
+    /// `cgroup.procs`, for a child to move itself in.
+    pub(crate) procs: CString,
+    /// The cgroup's directory, for `clone3` to start a child in it
+    /// (`CLONE_INTO_CGROUP`), which spares the move. Close-on-exec: no
+    /// program keeps it.
+    pub(crate) dir: Arc<OwnedFd>,
 }
 
 impl RunCgroup {
@@ -45,13 +58,23 @@ impl RunCgroup {
             tracing::debug!(dir = %dir.display(), "no cgroup for the run: {error}");
             return None;
         }
-        let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).ok()?;
-        Some(Self { dir, procs })
+        let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).ok();
+        let handle = std::fs::File::open(&dir).map(OwnedFd::from);
+        let child = match (procs, handle) {
+            (Some(procs), Ok(handle)) => Some(ChildCgroup {
+                procs,
+                dir: Arc::new(handle),
+            }),
+            _ => None,
+        };
+        let made = Self { dir, child };
+        // Dropped (removed) when a child could not get in.
+        made.child.is_some().then_some(made)
     }
 
-    /// The `cgroup.procs` file a child writes `0` to, to join.
-    pub(crate) fn procs(&self) -> &CString {
-        &self.procs
+    /// What a child needs to get in.
+    pub(crate) fn child(&self) -> Option<&ChildCgroup> {
+        self.child.as_ref()
     }
 
     /// Kills every process in the cgroup.
@@ -124,10 +147,7 @@ fn parent() -> Option<&'static Path> {
 fn remove_stale(parent: &Path) {
     for dir in super::tree::left_by_gone_moats(parent, NAME_PREFIX) {
         tracing::debug!(dir = %dir.display(), "removing the cgroup of a moat that is gone");
-        drop(RunCgroup {
-            dir,
-            procs: CString::default(),
-        });
+        drop(RunCgroup { dir, child: None });
     }
 }
 
@@ -154,7 +174,7 @@ mod tests {
             eprintln!("skipped: no cgroup v2 that this process may write here");
             return;
         };
-        let procs = cgroup.procs().clone();
+        let procs = cgroup.child().unwrap().procs.clone();
         let mut command = std::process::Command::new("sleep");
         command.arg("60");
         // SAFETY: only open/write/close in the child.

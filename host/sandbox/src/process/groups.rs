@@ -9,11 +9,10 @@
 //! orphans ([`super::tree`]).
 
 use std::collections::HashSet;
-use std::ffi::CString;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use super::Signal;
-use super::cgroup::RunCgroup;
+use super::cgroup::{ChildCgroup, RunCgroup};
 use super::tree;
 use crate::Containment;
 
@@ -76,7 +75,7 @@ impl ChildGroups {
     /// Where the next child should join before it runs: the run's cgroup,
     /// made at the first child. `None` when there is no cgroup: then moat
     /// adopts orphans, to find them at the end.
-    pub(crate) fn cgroup_for_child(&self) -> Option<CString> {
+    pub(crate) fn cgroup_for_child(&self) -> Option<ChildCgroup> {
         let mut groups = self.lock();
         if groups.cgroup.is_none() {
             let cgroup = groups.containment.cgroups.then(RunCgroup::create).flatten();
@@ -89,7 +88,8 @@ impl ChildGroups {
             .cgroup
             .as_ref()
             .and_then(Option::as_ref)
-            .map(|cgroup| cgroup.procs().clone())
+            .and_then(RunCgroup::child)
+            .cloned()
     }
 
     /// The run's own empty directory, made now if it has none yet.

@@ -148,6 +148,40 @@ impl ProcessTable {
         }
     }
 
+    /// The base URLs of the run's vendor secrets' routes (e.g.
+    /// `OPENAI_BASE_URL`), for the adapter's own environment: an adapter
+    /// whose CLI takes its endpoint from the command line or a config
+    /// rather than the variable (Codex) passes it on. Only for a contained
+    /// run that may start programs; its proxy starts now for that (else at
+    /// its first program). Empty when it cannot start: the first program
+    /// then reports why.
+    pub(crate) fn secret_routes(&mut self) -> Vec<(String, String)> {
+        let secrets = self.policy.secrets.clone();
+        let routed = (secrets.names().iter()).any(|name| moat_grants::vendor_key(name).is_some());
+        if self.programs.is_empty() || self.rights.is_none() || !routed {
+            return Vec::new();
+        }
+        match self.egress() {
+            Ok(egress) => egress.secret_routes(&secrets),
+            Err(error) => {
+                tracing::debug!(adapter = %self.adapter, "the run's proxy did not start: {error}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// The run's proxy and its programs' network namespace, started at the
+    /// first need.
+    fn egress(&mut self) -> std::io::Result<&RunEgress> {
+        match self.egress {
+            Some(ref egress) => Ok(egress),
+            None => {
+                let started = RunEgress::start(self.policy.clone(), NetworkContainment::detect())?;
+                Ok(self.egress.insert(started))
+            }
+        }
+    }
+
     /// How this run's programs are contained, in a word; `None` when it may
     /// start none.
     pub(crate) fn containment(&self) -> Option<String> {
@@ -236,16 +270,9 @@ impl ProcessTable {
         let cannot = |what: String| {
             ProcessError::Io(format!("cannot contain {}: {what}", program.display()))
         };
-        let egress = match &self.egress {
-            Some(egress) => egress,
-            None => {
-                let how = NetworkContainment::detect();
-                let started = RunEgress::start(self.policy.clone(), how)
-                    .map_err(|e| cannot(e.to_string()))?;
-                self.egress.insert(started)
-            }
-        };
-        egress.proxy_env(&mut env, &self.policy.secrets);
+        let secrets = self.policy.secrets.clone();
+        let egress = self.egress().map_err(|e| cannot(e.to_string()))?;
+        egress.proxy_env(&mut env, &secrets);
         let namespaces = egress.namespaces();
         let port = egress.port();
         let private_dir = self.private_dir()?;
@@ -265,6 +292,7 @@ impl ProcessTable {
                 landlock,
                 proc_access: self::landlock::proc_access(),
                 seccomp: Some(seccomp),
+                startup_text: self::isolate::StartupText::of_moat(),
             },
         ))
     }
