@@ -50,6 +50,7 @@ mod denials;
 mod egress;
 mod error;
 mod failure;
+mod fd_message;
 mod filesystem;
 mod http;
 mod info;

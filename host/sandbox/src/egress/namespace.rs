@@ -239,81 +239,24 @@ unsafe fn listen_on_loopback() -> Result<RawFd, i32> {
 
 /// Sends the step (0: done), an `errno` and `fds` over `socket`.
 fn send(socket: RawFd, step: u8, errno: i32, fds: &[RawFd]) -> Result<(), i32> {
-    let mut payload = [0u8; 5];
-    payload[0] = step;
-    payload[1..].copy_from_slice(&errno.to_ne_bytes());
-    let mut iov = libc::iovec {
-        iov_base: payload.as_mut_ptr().cast(),
-        iov_len: payload.len(),
-    };
-    // Room for three descriptors, aligned as a control message must be.
-    let mut control = [0u64; 8];
-    // SAFETY: a message header over local buffers of the sizes given.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        if !fds.is_empty() {
-            let data = std::mem::size_of_val(fds) as u32;
-            message.msg_control = control.as_mut_ptr().cast();
-            message.msg_controllen = libc::CMSG_SPACE(data) as _;
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(data) as _;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr(),
-                libc::CMSG_DATA(header).cast::<RawFd>(),
-                fds.len(),
-            );
-        }
-        if libc::sendmsg(socket, &message, 0) == -1 {
-            return Err(io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO));
-        }
-    }
-    Ok(())
+    crate::fd_message::send(socket, &[u64::from(step), errno as u32 as u64], fds)
+        .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO))
 }
 
 /// What the helper sent: its step, `errno` and descriptors.
 fn receive(socket: &UnixStream) -> io::Result<(u8, i32, Vec<OwnedFd>)> {
-    let mut payload = [0u8; 5];
-    let mut iov = libc::iovec {
-        iov_base: payload.as_mut_ptr().cast(),
-        iov_len: payload.len(),
-    };
-    let mut control = [0u64; 8];
-    // SAFETY: a message header over local buffers of the sizes given; the
-    // descriptors received are owned from here on.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = std::mem::size_of_val(&control) as _;
-        let read = libc::recvmsg(socket.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC);
-        if read == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        if read as usize != payload.len() {
-            return Err(io::Error::other(
-                "the namespace helper exited without an answer",
-            ));
-        }
-        let mut fds = Vec::new();
-        let mut header = libc::CMSG_FIRSTHDR(&message);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let data = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                let start = libc::CMSG_DATA(header).cast::<RawFd>();
-                for at in 0..data / std::mem::size_of::<RawFd>() {
-                    fds.push(OwnedFd::from_raw_fd(start.add(at).read_unaligned()));
-                }
-            }
-            header = libc::CMSG_NXTHDR(&message, header);
-        }
-        let errno = i32::from_ne_bytes(payload[1..].try_into().expect("four bytes"));
-        Ok((payload[0], errno, fds))
+    let mut words = [0u64; 2];
+    let mut fds = [-1; crate::fd_message::MAX_FDS];
+    let got = crate::fd_message::receive(socket.as_raw_fd(), &mut words, &mut fds)?;
+    // SAFETY: descriptors the kernel just gave this process.
+    let fds = fds[..got.fds]
+        .iter()
+        .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect();
+    if got.words != 2 {
+        return Err(io::Error::other(
+            "the namespace helper exited without an answer",
+        ));
     }
+    Ok((words[0] as u8, words[1] as u32 as i32, fds))
 }

@@ -104,11 +104,28 @@ impl StderrTail {
 /// its process group.
 pub struct RunningChild {
     pub(crate) pid: u32,
-    pub(crate) process: tokio::process::Child,
+    pub(crate) process: ChildProcess,
     pub(crate) stdout: LineReader<ChildStdout>,
     pub(crate) stderr: StderrTail,
     pub(crate) stdin: Option<ChildStdin>,
     pub(crate) groups: ChildGroups,
+}
+
+/// How moat follows a child: its own (an uncontained run's), or one its
+/// run's init started.
+pub(crate) enum ChildProcess {
+    Direct(tokio::process::Child),
+    Contained(super::init::InitChild),
+}
+
+impl ChildProcess {
+    /// Waits for the child's end.
+    pub(crate) async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Self::Direct(child) => child.wait().await,
+            Self::Contained(child) => child.wait().await,
+        }
+    }
 }
 
 impl RunningChild {

@@ -39,6 +39,24 @@ fn started() -> MutexGuard<'static, Started> {
     STARTED.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Starts a helper process of a run (a run's init, [`super::init`]) with
+/// `start`, which returns its pid, and counts it as moat's own: the sweep
+/// of orphans moat adopted at the end of another run must not take it for
+/// one. Under the lock that sweep holds, so no sweep sees it in between.
+pub(crate) fn start_helper(
+    start: impl FnOnce() -> std::io::Result<libc::pid_t>,
+) -> std::io::Result<libc::pid_t> {
+    let mut started = started();
+    let pid = start()?;
+    started.pids.insert(pid as u32);
+    Ok(pid)
+}
+
+/// Forgets helper `pid`, ended and reaped.
+pub(crate) fn end_helper(pid: libc::pid_t) {
+    started().pids.remove(&(pid as u32));
+}
+
 /// A run's children. Cheap to clone; clones share them.
 #[derive(Debug, Clone)]
 pub(crate) struct ChildGroups(Arc<Mutex<Groups>>);

@@ -11,6 +11,9 @@
 //!   removed with the run;
 //! - leads its own process group, so signals and the final kill reach what
 //!   it started too ([`groups`]), and dies with the host ([`spawner`]);
+//! - in a contained run, is started by the run's init ([`init`]): in the
+//!   run's namespaces and cgroup, without capabilities, under the socket
+//!   filter and its own Landlock domain; in an uncontained run, by moat;
 //! - is killed when the guest drops it, and every child is killed when the
 //!   run ends for any reason: done, trap, timeout, abort (`SIGTERM` at the
 //!   abort, `SIGKILL` at the end) or the host shutting down.
@@ -33,12 +36,15 @@ mod cgroup;
 mod child;
 mod env;
 mod groups;
+mod init;
 pub(crate) mod isolate;
 pub(crate) mod landlock;
 mod seccomp;
 mod spawner;
 mod tree;
 
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
@@ -53,7 +59,8 @@ use moat_process_model::{
     MAX_ARGS_AND_VARS, MAX_ARGS_AND_VARS_BYTES, MAX_LINE_BYTES, MAX_LIVE_CHILDREN,
 };
 
-use self::child::{LineReader, StderrTail};
+use self::child::{ChildProcess, LineReader, StderrTail};
+use self::init::{InitSetup, ProgramCall, RunInit};
 use self::isolate::Containment;
 use crate::denials::DenialLog;
 use crate::egress::{NetworkContainment, Policy, RunEgress};
@@ -93,6 +100,11 @@ pub(crate) struct ProcessTable {
     /// The proxy and the namespace of the children, made at the first
     /// contained child.
     egress: Option<RunEgress>,
+    /// The run's init, which starts its contained children; made at the
+    /// first. Declared after `egress`: dropped first.
+    init: Option<RunInit>,
+    /// The Landlock rulesets of the run's programs, built once each.
+    rulesets: HashMap<PathBuf, Option<Arc<OwnedFd>>>,
 }
 
 impl ProcessTable {
@@ -145,6 +157,8 @@ impl ProcessTable {
             denials,
             policy,
             egress: None,
+            init: None,
+            rulesets: HashMap::new(),
         }
     }
 
@@ -207,18 +221,63 @@ impl ProcessTable {
             .map_err(|denial| self.deny(denial))?;
         let cwd = self.cwd(request.cwd.as_deref(), &request.program)?;
         let chose_tmpdir = request.env.iter().any(|(name, _)| name == "TMPDIR");
-        let (env, containment) = self.contain(&program, env, chose_tmpdir)?;
         if self.groups.len() >= MAX_LIVE_CHILDREN {
             return Err(ProcessError::LimitReached(format!(
                 "a run may have {MAX_LIVE_CHILDREN} children at a time; wait for one and drop it before starting another"
             )));
         }
-        let mut command = tokio::process::Command::new(&program);
+        let cannot_start = |error: std::io::Error| {
+            ProcessError::Io(format!("cannot start {}: {error}", program.display()))
+        };
+        if self.rights.is_none() {
+            return self.spawn_uncontained(&program, &request, env, &cwd).await;
+        }
+        let (env, ruleset) = self.contain(&program, env, chose_tmpdir)?;
+        let init = self.init().await.map_err(|error| {
+            ProcessError::Io(format!("cannot contain {}: {error}", program.display()))
+        })?;
+        let started = init
+            .spawn(ProgramCall {
+                program: &program,
+                args: &request.args,
+                env: &env,
+                cwd: &cwd,
+                piped_stdin: matches!(request.stdin, Stdin::Piped),
+                ruleset: ruleset.as_deref(),
+            })
+            .await
+            .map_err(cannot_start)?;
+        let pid = started.child.pid;
+        self.groups.add(pid);
+        tracing::info!(adapter = %self.adapter, pid, program = %program.display(), "child started");
+        Ok(RunningChild {
+            pid,
+            stdin: started.stdin,
+            process: ChildProcess::Contained(started.child),
+            stdout: LineReader::new(started.stdout, MAX_LINE_BYTES),
+            stderr: StderrTail::collect(started.stderr),
+            groups: self.groups.clone(),
+        })
+    }
+
+    /// Starts a child of a run that is not contained: forked by moat, in
+    /// the run's cgroup when it has one.
+    async fn spawn_uncontained(
+        &mut self,
+        program: &Path,
+        request: &SpawnRequest,
+        env: ChildVars,
+        cwd: &Path,
+    ) -> Result<RunningChild, ProcessError> {
+        let containment = Containment {
+            cgroup: self.groups.cgroup_for_child(),
+        };
+        let mut command = tokio::process::Command::new(program);
         command
             .args(&request.args)
             .env_clear()
             .envs(env)
-            .current_dir(&cwd)
+            .current_dir(cwd)
             .stdin(match request.stdin {
                 Stdin::Null => Stdio::null(),
                 Stdin::Piped => Stdio::piped(),
@@ -240,61 +299,69 @@ impl ProcessTable {
         Ok(RunningChild {
             pid,
             stdin: process.stdin.take(),
-            process,
+            process: ChildProcess::Direct(process),
             stdout: LineReader::new(stdout, MAX_LINE_BYTES),
             stderr: StderrTail::collect(stderr),
             groups: self.groups.clone(),
         })
     }
 
-    /// How a child of `program` is contained, and its environment: the
-    /// run's proxy, and `TMPDIR` the run's own directory (the one place
-    /// besides its grants it may write) unless the adapter chose one
-    /// (`chose_tmpdir`): the host's, when granted, is out of its reach.
+    /// The run's init, started at the first contained child: in the run's
+    /// network namespace (with the proxy), cgroup, PID and mount
+    /// namespaces, holding the socket filter.
+    async fn init(&mut self) -> std::io::Result<&RunInit> {
+        if self.init.is_none() {
+            let namespaces = self.egress()?.namespaces();
+            let cgroup = self.groups.cgroup_for_child();
+            let seccomp = socket_filter().map_err(std::io::Error::other)?;
+            let started = RunInit::start(|socket| InitSetup {
+                socket,
+                namespaces,
+                cgroup,
+                seccomp,
+                proc_access: self::landlock::proc_access(),
+                startup_text: self::isolate::StartupText::of_moat(),
+                host_pid: std::process::id(),
+            })
+            .await?;
+            self.init = Some(started);
+        }
+        Ok(self.init.as_ref().expect("started above"))
+    }
+
+    /// The environment of a contained child of `program` and its Landlock
+    /// ruleset (`None` where the kernel has no Landlock): the run's proxy,
+    /// and `TMPDIR` the run's own directory (the one place besides its
+    /// grants it may write) unless the adapter chose one (`chose_tmpdir`):
+    /// the host's, when granted, is out of its reach.
     fn contain(
         &mut self,
         program: &Path,
         mut env: ChildVars,
         chose_tmpdir: bool,
-    ) -> Result<(ChildVars, Containment), ProcessError> {
-        let cgroup = self.groups.cgroup_for_child();
-        let Some(rights) = self.rights.clone() else {
-            return Ok((
-                env,
-                Containment {
-                    cgroup,
-                    ..Containment::default()
-                },
-            ));
-        };
+    ) -> Result<(ChildVars, Option<Arc<OwnedFd>>), ProcessError> {
         let cannot = |what: String| {
             ProcessError::Io(format!("cannot contain {}: {what}", program.display()))
         };
         let secrets = self.policy.secrets.clone();
         let egress = self.egress().map_err(|e| cannot(e.to_string()))?;
         egress.proxy_env(&mut env, &secrets);
-        let namespaces = egress.namespaces();
         let port = egress.port();
         let private_dir = self.private_dir()?;
-        let landlock = rights
-            .ruleset(program, &private_dir, &self.env.path_dirs(), port)
-            .map_err(|e| cannot(e.to_string()))?;
         if !chose_tmpdir {
             env.retain(|(name, _)| name != "TMPDIR");
             env.push(("TMPDIR".into(), private_dir.to_string_lossy().into_owned()));
         }
-        let seccomp = socket_filter().map_err(cannot)?;
-        Ok((
-            env,
-            Containment {
-                cgroup,
-                namespaces,
-                landlock,
-                proc_access: self::landlock::proc_access(),
-                seccomp: Some(seccomp),
-                startup_text: self::isolate::StartupText::of_moat(),
-            },
-        ))
+        if let Some(ruleset) = self.rulesets.get(program) {
+            return Ok((env, ruleset.clone()));
+        }
+        let rights = self.rights.as_ref().expect("a contained run");
+        let ruleset = rights
+            .ruleset(program, &private_dir, &self.env.path_dirs(), port)
+            .map_err(|e| cannot(e.to_string()))?
+            .map(Arc::new);
+        self.rulesets.insert(program.to_path_buf(), ruleset.clone());
+        Ok((env, ruleset))
     }
 
     fn program(&self, requested: &str) -> Result<PathBuf, ProcessError> {
@@ -411,7 +478,7 @@ fn check_sizes(request: &SpawnRequest) -> Result<(), ProcessError> {
 }
 
 /// The socket filter of contained programs, compiled once per process.
-fn socket_filter() -> Result<Arc<seccompiler::BpfProgram>, String> {
+pub(crate) fn socket_filter() -> Result<Arc<seccompiler::BpfProgram>, String> {
     static FILTER: OnceLock<Result<Arc<seccompiler::BpfProgram>, String>> = OnceLock::new();
     FILTER
         .get_or_init(|| {

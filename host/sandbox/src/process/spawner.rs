@@ -16,13 +16,23 @@ use std::sync::mpsc::{Sender, channel};
 use tokio::process::{Child, Command};
 use tokio::runtime::Handle;
 
+use super::init::InitSetup;
 use super::isolate::Containment;
 
-struct Job {
-    command: Command,
-    /// The runtime of the run, whose reaper watches the child.
-    runtime: Handle,
-    reply: tokio::sync::oneshot::Sender<io::Result<Child>>,
+/// What the spawner thread starts.
+enum Job {
+    /// A program of an uncontained run.
+    Command {
+        command: Box<Command>,
+        /// The runtime of the run, whose reaper watches the child.
+        runtime: Handle,
+        reply: tokio::sync::oneshot::Sender<io::Result<Child>>,
+    },
+    /// A contained run's init ([`super::init`]).
+    Init {
+        setup: InitSetup,
+        reply: tokio::sync::oneshot::Sender<io::Result<libc::pid_t>>,
+    },
 }
 
 /// Starts `command` (whose stdio the caller set up) in a new process group,
@@ -38,19 +48,43 @@ pub(crate) async fn spawn(mut command: Command, containment: Containment) -> io:
         command.pre_exec(move || containment.enter(host_pid));
     }
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let job = Job {
-        command,
+    let job = Job::Command {
+        command: Box::new(command),
         runtime: Handle::current(),
         reply,
     };
-    spawner()
-        .send(job)
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
-    // Were this future dropped now (the run stopped), the spawner's reply
-    // fails and the child it started is dropped there: killed.
-    answer
-        .await
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?
+    // Were this future dropped while waiting (the run stopped), the
+    // spawner's reply fails and the child it started is dropped there:
+    // killed.
+    ask(job, answer).await
+}
+
+/// Forks a contained run's init from the spawner thread (its
+/// parent-death signal then means "moat died"); its process id.
+pub(crate) async fn fork_init(setup: InitSetup) -> io::Result<libc::pid_t> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    ask(Job::Init { setup, reply }, answer).await
+}
+
+/// Hands `job` to the spawner thread and waits for its `answer`.
+async fn ask<T>(job: Job, answer: tokio::sync::oneshot::Receiver<io::Result<T>>) -> io::Result<T> {
+    let gone = || io::Error::other("the spawner thread is gone");
+    spawner().send(job).map_err(|_| gone())?;
+    answer.await.map_err(|_| gone())?
+}
+
+/// Forks the init. In the child, only system calls on `setup`, made
+/// before the fork.
+fn fork(setup: &InitSetup) -> io::Result<libc::pid_t> {
+    // SAFETY: the child runs `become_init`, which allocates nothing and
+    // never returns.
+    unsafe {
+        match libc::fork() {
+            -1 => Err(io::Error::last_os_error()),
+            0 => super::init::become_init(setup),
+            pid => Ok(pid),
+        }
+    }
 }
 
 /// Moves the calling process into the cgroup whose `cgroup.procs` is
@@ -98,11 +132,28 @@ fn spawner() -> &'static Sender<Job> {
         std::thread::Builder::new()
             .name("moat-spawner".into())
             .spawn(move || {
-                for mut job in jobs {
-                    let _runtime = job.runtime.enter();
-                    let started = spawn_retrying_busy_text(&mut job.command);
-                    // A dropped receiver drops the child: kill_on_drop.
-                    let _ = job.reply.send(started);
+                for job in jobs {
+                    match job {
+                        Job::Command {
+                            mut command,
+                            runtime,
+                            reply,
+                        } => {
+                            let _runtime = runtime.enter();
+                            let started = spawn_retrying_busy_text(&mut command);
+                            // A dropped receiver drops the child: kill_on_drop.
+                            let _ = reply.send(started);
+                        }
+                        Job::Init { setup, reply } => {
+                            let forked = super::groups::start_helper(|| fork(&setup));
+                            // The host's copy of the init's end closes here.
+                            drop(setup);
+                            if let Err(Ok(pid)) = reply.send(forked) {
+                                // Nobody waits for it: the run stopped.
+                                super::init::end(pid);
+                            }
+                        }
+                    }
                 }
             })
             .expect("start the moat-spawner thread");
