@@ -59,19 +59,25 @@ impl NatsServer {
         }
     }
 
-    fn wait_ready(&mut self) {
+    /// Waits until it is healthy; `Err` when it exited (a port it was
+    /// given was taken meanwhile by another test: the caller tries again
+    /// with fresh ports).
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + READY_WITHIN;
         loop {
             // In a cluster, healthy means JetStream has its leader too.
             if let Some(body) = http_get(self.monitor, "/healthz")
                 && body.contains("\"ok\"")
             {
-                return;
+                return Ok(());
             }
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                panic!("nats-server on port {} exited: {status}", self.port);
+                return Err(format!(
+                    "nats-server on port {} exited: {status}",
+                    self.port
+                ));
             }
             assert!(
                 Instant::now() < deadline,
@@ -89,25 +95,51 @@ impl Drop for NatsServer {
     }
 }
 
+/// How many times servers are started with fresh ports: a free port is
+/// found by binding and closing it, so a test running beside may take it
+/// before the server does.
+const START_TRIES: usize = 3;
+
+/// `start` tried up to [`START_TRIES`] times while a server exits at once.
+fn started<T>(mut start: impl FnMut() -> Result<T, String>) -> T {
+    let mut tries = 1;
+    loop {
+        match start() {
+            Ok(started) => return started,
+            Err(why) if tries < START_TRIES => {
+                eprintln!("{why}; trying again with other ports");
+                tries += 1;
+            }
+            Err(why) => panic!("{why}"),
+        }
+    }
+}
+
 /// One server with JetStream, as `nats-server -js` runs it. `extra`
 /// arguments are added (e.g. `--auth TOKEN`).
 pub fn server(extra: &[&str]) -> NatsServer {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let (port, monitor) = (free_port(), free_port());
-    let mut command = base_command(&dir, port, monitor);
-    command.args(extra);
-    let mut server = NatsServer {
-        child: Some(command.spawn().expect("nats-server starts")),
-        port,
-        monitor,
-        _dir: dir,
-    };
-    server.wait_ready();
-    server
+    started(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (port, monitor) = (free_port(), free_port());
+        let mut command = base_command(&dir, port, monitor);
+        command.args(extra);
+        let mut server = NatsServer {
+            child: Some(command.spawn().expect("nats-server starts")),
+            port,
+            monitor,
+            _dir: dir,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    })
 }
 
 /// A JetStream cluster of three servers on loopback, routes between all.
 pub fn cluster() -> Vec<NatsServer> {
+    started(start_cluster)
+}
+
+fn start_cluster() -> Result<Vec<NatsServer>, String> {
     let route_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let routes = route_ports
         .iter()
@@ -140,9 +172,9 @@ pub fn cluster() -> Vec<NatsServer> {
         })
         .collect();
     for server in &mut servers {
-        server.wait_ready();
+        server.wait_ready()?;
     }
-    servers
+    Ok(servers)
 }
 
 /// The URLs of `servers`, comma-separated, as `--nats` takes them.
