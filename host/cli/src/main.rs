@@ -45,6 +45,11 @@ fn main() -> ExitCode {
             let _ = error.print();
             return ExitCode::SUCCESS;
         }
+        // Bare `moat` shows the help, as cargo and docker do.
+        Err(_) if std::env::args_os().len() == 1 => {
+            let _ = <Cli as clap::CommandFactory>::command().print_help();
+            return ExitCode::SUCCESS;
+        }
         Err(error) => {
             // clap's first paragraph says what is wrong and with which
             // flag; the usage and hint after it are replaced by a shorter one.
@@ -61,6 +66,9 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if only_prints(&cli.command) {
+        die_on_a_closed_pipe();
+    }
     init_logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -164,6 +172,31 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::New(_) => {
             unreachable!("answered above")
         }
+    }
+}
+
+/// Whether `command` only reads and prints: no run, server or socket of
+/// its own, so a reader that goes away (`moat ps | head -1`) may end it.
+fn only_prints(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Ps(_)
+            | Command::Show(_)
+            | Command::Logs(_)
+            | Command::Inspect(_)
+            | Command::Adapters
+            | Command::Secret(_)
+            | Command::Prune(_)
+    )
+}
+
+/// Lets a closed stdout end the process as it ends `ls` or `git log`
+/// (the default action of `SIGPIPE`), instead of the panic of a failed
+/// print: Rust ignores the signal, so a print fails instead.
+fn die_on_a_closed_pipe() {
+    // SAFETY: restoring a signal's default action, before any thread runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -39,7 +39,8 @@ impl Runs for Cluster {
     }
 
     async fn resolve(&self, text: &str) -> Result<RunId, RunsError> {
-        let text = text.trim();
+        let text = RunId::prefix_from(text);
+        let text = text.as_str();
         if let Some(id) = RunId::parse(text)
             && self.get(text).await.map_err(runs_error)?.is_some()
         {

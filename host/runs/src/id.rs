@@ -35,6 +35,17 @@ impl RunId {
         valid.then(|| Self(text.to_owned()))
     }
 
+    /// The id prefix a user's `text` stands for: ids may be given with
+    /// or without their `r_`, which is added when missing.
+    pub fn prefix_from(text: &str) -> String {
+        let text = text.trim();
+        if text.starts_with(PREFIX) || PREFIX.starts_with(text) {
+            text.to_owned()
+        } else {
+            format!("{PREFIX}{text}")
+        }
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -56,6 +67,14 @@ impl fmt::Display for RunId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_may_be_given_without_its_r_() {
+        assert_eq!(RunId::prefix_from("01m8f"), "r_01m8f");
+        assert_eq!(RunId::prefix_from(" r_01m8f "), "r_01m8f");
+        assert_eq!(RunId::prefix_from("r"), "r");
+        assert_eq!(RunId::prefix_from(""), "");
+    }
 
     #[test]
     fn ids_are_unique_sortable_and_parse_back() {

@@ -100,7 +100,9 @@ impl Runs for LocalRuns {
     }
 
     async fn resolve(&self, text: &str) -> Result<RunId, RunsError> {
-        self.store.resolve(text).map_err(runs_error)
+        self.store
+            .resolve(&RunId::prefix_from(text))
+            .map_err(runs_error)
     }
 
     async fn get(&self, id: &RunId) -> Result<Option<RunRecord>, RunsError> {

@@ -6,6 +6,7 @@
 
 mod adapters;
 pub(crate) mod common;
+mod everyday;
 mod installed;
 mod new;
 mod result;

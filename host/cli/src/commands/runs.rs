@@ -55,8 +55,15 @@ pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<Exit
         return Ok(ExitCode::SUCCESS);
     }
     let now = moat_engine::now_ms();
+    // As wide as the longest status with its reason ("failed (cancelled)").
+    let status_width = runs
+        .iter()
+        .map(|run| outcome(run).len())
+        .chain(["STATUS".len(), 10])
+        .max()
+        .unwrap_or(10);
     println!(
-        "{:<28}  {:<12}  {:<10}  {:>8}  {:>8}  {:>9}  PROMPT",
+        "{:<28}  {:<12}  {:<status_width$}  {:>8}  {:>8}  {:>9}  PROMPT",
         "ID", "ADAPTER", "STATUS", "AGE", "TOOK", "TOKENS"
     );
     for run in runs {
@@ -66,10 +73,10 @@ pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<Exit
             .map(|start| ago(run.ended_ms.unwrap_or(now).saturating_sub(start)))
             .unwrap_or_else(|| "-".into());
         println!(
-            "{:<28}  {:<12}  {:<10}  {:>8}  {:>8}  {:>9}  {}",
+            "{:<28}  {:<12}  {:<status_width$}  {:>8}  {:>8}  {:>9}  {}",
             run.id,
             safe::text(&run.run.adapter),
-            run.status,
+            outcome(run),
             age,
             took,
             tokens(run).map_or_else(|| "-".into(), |t| t.to_string()),
@@ -235,6 +242,8 @@ pub async fn wait(globals: &Globals, args: &WaitArgs) -> anyhow::Result<ExitCode
             }
             other => wiring::runs_error(other),
         })?;
+        // Each run's outcome as it ends, as `docker wait` prints its.
+        println!("{id}  {}", outcome(&run));
         all_completed &= run.status == RunStatus::Completed;
     }
     Ok(if all_completed {
@@ -247,14 +256,41 @@ pub async fn wait(globals: &Globals, args: &WaitArgs) -> anyhow::Result<ExitCode
 pub async fn cancel(globals: &Globals, args: &CancelArgs) -> anyhow::Result<ExitCode> {
     let runs = wiring::runs(globals, "moat cancel").await?;
     for run in &args.runs {
-        // Idempotent: a run that is unknown has nothing left to stop.
-        match runs.resolve(run).await {
-            Ok(id) => runs.cancel(&id).await.map_err(wiring::runs_error)?,
-            Err(moat_runs::RunsError::NotFound(_)) => {}
+        // Idempotent: a run that is unknown or ended has nothing left to
+        // stop, which is said, and is no failure.
+        let id = match runs.resolve(run).await {
+            Ok(id) => id,
+            Err(moat_runs::RunsError::NotFound(_)) => {
+                eprintln!(
+                    "moat: no run {} in {}: nothing to cancel",
+                    safe::text(run),
+                    runs.place()
+                );
+                continue;
+            }
             Err(error) => return Err(wiring::runs_error(error)),
+        };
+        let before = runs.get(&id).await.map_err(wiring::runs_error)?;
+        match before {
+            Some(ended) if ended.is_terminal() => {
+                println!("{id}  had ended: {}", outcome(&ended));
+            }
+            _ => {
+                runs.cancel(&id).await.map_err(wiring::runs_error)?;
+                println!("{id}  cancelled");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A run's status with the reason it failed, as `ps` and `wait` show it:
+/// `completed`, `failed (cancelled)`.
+fn outcome(run: &RunRecord) -> String {
+    match &run.reason {
+        Some(reason) => format!("{} ({})", run.status, reason),
+        None => run.status.to_string(),
+    }
 }
 
 pub fn prune(globals: &Globals, args: &PruneArgs) -> anyhow::Result<ExitCode> {

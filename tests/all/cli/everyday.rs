@@ -1,0 +1,97 @@
+//! The everyday commands as a user meets them (issue 32): a reader that
+//! goes away early (`moat ps | head -1`), ids typed without their `r_`,
+//! `wait` and `cancel` saying what happened, bare `moat`.
+
+use std::process::Stdio;
+
+use moat_testkit::components::COOPERATIVE;
+
+use super::common::moat;
+use super::store::Scratch;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn every_printing_command_ends_quietly_when_its_reader_has_gone() {
+    let scratch = Scratch::new();
+    let ran = scratch.run(&["run", "echo", "hi", "--output", "text"]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let listed = scratch.run(&["ps", "--all", "-o", "json"]);
+    let runs: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap().to_owned();
+    for args in [
+        vec!["ps", "--all"],
+        vec!["show", id.as_str()],
+        vec!["logs", id.as_str()],
+        vec!["inspect", "echo"],
+        vec!["adapters"],
+    ] {
+        // The reader closes before moat writes anything.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = scratch
+            .moat()
+            .args(&args)
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let said = text(&output.stderr);
+        assert!(!said.contains("panicked"), "moat {args:?}: {said}");
+        assert_ne!(output.status.code(), Some(101), "moat {args:?}: {said}");
+    }
+}
+
+#[test]
+fn ids_work_without_r_and_wait_and_cancel_say_what_happened() {
+    let scratch = Scratch::new();
+    let started = scratch.run(&["run", COOPERATIVE, "go", "--detach"]);
+    let id = text(&started.stdout).trim().to_owned();
+    assert!(id.starts_with("r_"), "{id}");
+    let bare = id.trim_start_matches("r_");
+
+    let cancelled = scratch.run(&["cancel", &bare[..14]]);
+    assert!(cancelled.status.success(), "{}", text(&cancelled.stderr));
+    assert_eq!(text(&cancelled.stdout).trim(), format!("{id}  cancelled"));
+
+    let waited = scratch.run(&["wait", bare]);
+    assert_eq!(
+        waited.status.code(),
+        Some(1),
+        "a cancelled run is no success"
+    );
+    assert_eq!(
+        text(&waited.stdout).trim(),
+        format!("{id}  failed (cancelled)")
+    );
+    let listed = text(&scratch.run(&["ps", "--all"]).stdout);
+    assert!(listed.contains("failed (cancelled)"), "{listed}");
+
+    // Again: nothing left to stop, said; an unknown id warned of; both
+    // idempotent successes.
+    let again = scratch.run(&["cancel", &id, "r_nosuchrun"]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(
+        text(&again.stdout).trim(),
+        format!("{id}  had ended: failed (cancelled)")
+    );
+    assert!(
+        text(&again.stderr)
+            .contains("no run r_nosuchrun in this machine's run store: nothing to cancel"),
+        "{}",
+        text(&again.stderr)
+    );
+}
+
+#[test]
+fn bare_moat_prints_its_help_and_succeeds() {
+    let output = moat().output().unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let help = text(&output.stdout);
+    assert!(
+        help.contains("Usage: moat") && help.contains("Commands:"),
+        "{help}"
+    );
+}
