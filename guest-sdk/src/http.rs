@@ -139,6 +139,26 @@ pub use component::{Response, send};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{Response, send};
 
+/// The words of a `wasi:http` error code's variant, from its debug form
+/// (`ErrorCode::ConnectionRefused` → "connection refused"), its payload
+/// left out.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+fn variant_words(debug: &str) -> String {
+    let name = debug.trim_start_matches("ErrorCode::");
+    let name = name.split(['(', ' ', '{']).next().unwrap_or(name);
+    let mut words = String::new();
+    for (at, c) in name.char_indices() {
+        if c.is_ascii_uppercase() && at > 0 {
+            words.push(' ');
+        }
+        words.push(c.to_ascii_lowercase());
+    }
+    words
+        .replace("dns", "DNS")
+        .replace("tls", "TLS")
+        .replace("http", "HTTP")
+}
+
 #[cfg(target_arch = "wasm32")]
 mod component {
     use wasi::clocks::monotonic_clock;
@@ -236,7 +256,25 @@ mod component {
     }
 
     fn http_error(code: ErrorCode) -> Error {
-        Error::Http(format!("{code:?}"))
+        Error::Http(describe(&code))
+    }
+
+    /// What `code` says, in words ("connection refused", "DNS lookup
+    /// failed: NXDOMAIN"), never the bindings' debug form with its type
+    /// names.
+    fn describe(code: &ErrorCode) -> String {
+        let with = |what: &str, detail: Option<&str>| match detail {
+            Some(detail) if !detail.is_empty() => format!("{what}: {detail}"),
+            _ => what.to_owned(),
+        };
+        match code {
+            ErrorCode::DnsError(payload) => with("DNS lookup failed", payload.rcode.as_deref()),
+            ErrorCode::TlsAlertReceived(payload) => {
+                with("TLS alert received", payload.alert_message.as_deref())
+            }
+            ErrorCode::InternalError(message) => with("internal error", message.as_deref()),
+            other => super::variant_words(&format!("{other:?}")),
+        }
     }
 
     fn method(name: &str) -> Method {
@@ -364,6 +402,19 @@ mod native {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_codes_variant_is_said_in_words() {
+        assert_eq!(
+            variant_words("ErrorCode::ConnectionRefused"),
+            "connection refused"
+        );
+        assert_eq!(variant_words("ErrorCode::DnsTimeout"), "DNS timeout");
+        assert_eq!(
+            variant_words("ErrorCode::HttpRequestBodySize(Some(3))"),
+            "HTTP request body size"
+        );
+    }
 
     #[test]
     fn urls_split_into_scheme_authority_and_path() {

@@ -398,7 +398,7 @@ pub struct CancelArgs {
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Remove runs that ended longer ago than this, e.g. 7d.
-    #[arg(long, value_name = "AGE", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "AGE", value_parser = parse_duration)]
     pub older_than: Duration,
 }
 
@@ -891,8 +891,11 @@ pub fn parse_timeout(text: &str) -> Result<Timeout, String> {
 
 /// Parses a duration such as `30s`, `5m` or `500ms`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration =
-        humantime::parse_duration(text).map_err(|e| format!("{e}; use e.g. 30s, 5m or 500ms"))?;
+    // humantime's own message lists every unit it knows "(and few
+    // variations)": one line with examples says more.
+    let duration = humantime::parse_duration(text).map_err(|_| {
+        format!("`{text}` is not a duration: write a number and a unit, e.g. 30s, 5m, 2h or 500ms")
+    })?;
     if duration.is_zero() {
         return Err("must be more than zero".into());
     }

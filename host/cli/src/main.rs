@@ -59,8 +59,16 @@ fn main() -> ExitCode {
                 .take_while(|line| !line.trim().is_empty())
                 .map(str::trim)
                 .collect();
+            // clap's suggestion ("a similar subcommand exists: 'run'")
+            // comes in a later paragraph: kept, as the fix.
+            let tip = message
+                .lines()
+                .map(str::trim)
+                .find_map(|line| line.strip_prefix("tip: "))
+                .map(|tip| format!("; {tip}"))
+                .unwrap_or_default();
             eprintln!(
-                "moat: {} (see --help)",
+                "moat: {}{tip} (see --help)",
                 problem.join(" ").trim_start_matches("error: ")
             );
             return ExitCode::from(EXIT_USAGE);
@@ -213,8 +221,10 @@ fn init_logging(verbose: u8) {
             _ => "trace",
         }),
     };
+    // Colours only for a person: a log file or a pipe gets plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();

@@ -95,3 +95,60 @@ fn bare_moat_prints_its_help_and_succeeds() {
         "{help}"
     );
 }
+
+#[test]
+fn a_mistyped_flag_or_duration_is_one_line_with_the_fix() {
+    let flag = moat()
+        .args(["run", "echo", "hi", "--alow-net=x"])
+        .output()
+        .unwrap();
+    assert_eq!(flag.status.code(), Some(2));
+    let said = text(&flag.stderr);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("a similar argument exists: '--allow-net'"),
+        "{said}"
+    );
+
+    let duration = moat()
+        .args(["run", "echo", "hi", "--timeout", "5x"])
+        .output()
+        .unwrap();
+    assert_eq!(duration.status.code(), Some(2));
+    let said = text(&duration.stderr);
+    assert!(said.contains("`5x` is not a duration"), "{said}");
+    assert!(!said.contains("few variations"), "{said}");
+}
+
+#[test]
+fn logs_that_do_not_go_to_a_terminal_carry_no_colour_codes() {
+    // A refused capability is logged as a warning; stderr is a pipe here.
+    let output = moat()
+        .args(["run", moat_testkit::components::ESCAPE, "shell echo hi"])
+        .args(["--output", "text"])
+        .output()
+        .unwrap();
+    let said = text(&output.stderr);
+    assert!(said.contains("WARN"), "{said}");
+    assert!(!said.contains('\u{1b}'), "{said:?}");
+}
+
+#[test]
+fn a_failed_request_is_said_in_words_not_in_binding_types() {
+    let output = moat()
+        .args([
+            "run",
+            moat_testkit::components::ESCAPE,
+            "http GET http://moat-test.invalid/",
+        ])
+        .args(["--allow-net=moat-test.invalid", "--output", "text"])
+        .output()
+        .unwrap();
+    let said = text(&output.stdout);
+    assert!(said.contains("denied: "), "{said}");
+    assert!(said.contains("DNS"), "{said}");
+    assert!(
+        !said.contains("ErrorCode") && !said.contains("Payload"),
+        "{said}"
+    );
+}
