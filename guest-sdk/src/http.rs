@@ -3,7 +3,8 @@
 //!
 //! The host sends a request only to a destination the run was granted
 //! (`--allow-net`); anything else fails with [`Error::Http`] carrying the
-//! host's error code (`HttpRequestDenied`, `DestinationIpProhibited`), and
+//! host's error code ([`HttpFailure`]: its name, `HttpRequestDenied` or
+//! `DestinationIpProhibited`, to act on, and its words, to show), and
 //! the user sees a `CAPABILITY_DENIED` event naming the flag that would
 //! allow it.
 //!
@@ -71,7 +72,7 @@ pub enum Error {
     InvalidHeader(String),
     /// The host's `wasi:http` error code, e.g. `HttpRequestDenied` when the
     /// run was not granted the destination.
-    Http(String),
+    Http(HttpFailure),
     /// Reading or writing a body failed.
     Io(String),
     /// The response body is larger than the limit the caller gave.
@@ -82,6 +83,34 @@ pub enum Error {
     Interrupted,
     /// Not running inside a component.
     Unsupported,
+}
+
+/// A `wasi:http` error code: its name, to act on, and what it says in
+/// words, to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpFailure {
+    /// The code's name in the WIT's case (`HttpRequestDenied`,
+    /// `DnsError`, `ConnectionRefused`, …).
+    pub code: String,
+    /// What it says, in words ("HTTP request denied", "DNS lookup failed:
+    /// NXDOMAIN").
+    pub message: String,
+}
+
+impl HttpFailure {
+    /// The failure `code`, said as `message`.
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for HttpFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl fmt::Display for Error {
@@ -139,13 +168,17 @@ pub use component::{Response, send};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::{Response, send};
 
-/// The words of a `wasi:http` error code's variant, from its debug form
-/// (`ErrorCode::ConnectionRefused` → "connection refused"), its payload
-/// left out.
+/// The name of a `wasi:http` error code's variant, from the bindings'
+/// debug form (`ErrorCode::DnsError(…)` → `DnsError`).
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-fn variant_words(debug: &str) -> String {
+fn variant_name(debug: &str) -> &str {
     let name = debug.trim_start_matches("ErrorCode::");
-    let name = name.split(['(', ' ', '{']).next().unwrap_or(name);
+    name.split(['(', ' ', '{']).next().unwrap_or(name)
+}
+
+/// A variant's name in words (`ConnectionRefused` → "connection refused").
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+fn variant_words(name: &str) -> String {
     let mut words = String::new();
     for (at, c) in name.char_indices() {
         if c.is_ascii_uppercase() && at > 0 {
@@ -256,7 +289,11 @@ mod component {
     }
 
     fn http_error(code: ErrorCode) -> Error {
-        Error::Http(describe(&code))
+        let debug = format!("{code:?}");
+        Error::Http(super::HttpFailure::new(
+            super::variant_name(&debug),
+            describe(&code),
+        ))
     }
 
     /// What `code` says, in words ("connection refused", "DNS lookup
@@ -273,7 +310,7 @@ mod component {
                 with("TLS alert received", payload.alert_message.as_deref())
             }
             ErrorCode::InternalError(message) => with("internal error", message.as_deref()),
-            other => super::variant_words(&format!("{other:?}")),
+            other => super::variant_words(super::variant_name(&format!("{other:?}"))),
         }
     }
 
@@ -315,7 +352,12 @@ mod component {
         let invalid = |what: &str| Error::InvalidUrl(format!("{}: bad {what}", request.url));
         outgoing
             .set_method(&method(&request.method))
-            .map_err(|()| Error::Http(format!("invalid method {:?}", request.method)))?;
+            .map_err(|()| {
+                Error::Http(super::HttpFailure::new(
+                    "HttpRequestMethodInvalid",
+                    format!("invalid method {:?}", request.method),
+                ))
+            })?;
         let scheme = if url.https {
             Scheme::Https
         } else {
@@ -346,7 +388,10 @@ mod component {
             // says why, so it goes first.
             Some(Ok(Err(code))) => return Err(http_error(code)),
             Some(Err(())) | None => {
-                return Err(Error::Http("the response was already taken".into()));
+                return Err(Error::Http(super::HttpFailure::new(
+                    "InternalError",
+                    "the response was already taken",
+                )));
             }
         };
         written?;
@@ -406,12 +451,19 @@ mod tests {
     #[test]
     fn an_error_codes_variant_is_said_in_words() {
         assert_eq!(
-            variant_words("ErrorCode::ConnectionRefused"),
+            variant_words(variant_name("ErrorCode::ConnectionRefused")),
             "connection refused"
         );
-        assert_eq!(variant_words("ErrorCode::DnsTimeout"), "DNS timeout");
         assert_eq!(
-            variant_words("ErrorCode::HttpRequestBodySize(Some(3))"),
+            variant_words(variant_name("ErrorCode::DnsTimeout")),
+            "DNS timeout"
+        );
+        assert_eq!(
+            variant_name("ErrorCode::HttpRequestBodySize(Some(3))"),
+            "HttpRequestBodySize"
+        );
+        assert_eq!(
+            variant_words("HttpRequestBodySize"),
             "HTTP request body size"
         );
     }

@@ -478,7 +478,7 @@ async fn http_to_a_host_not_granted_is_denied_and_reported() {
     let port = server.port;
     let (result, events) = http_probe(&format!("http://127.0.0.1:{port}/"), Grants::none()).await;
     assert_denied(&result);
-    assert!(result.contains("HttpRequestDenied"), "{result}");
+    assert!(result.contains("HTTP request denied"), "{result}");
     assert_capability_denied(
         &events,
         &format!("127.0.0.1:{port}"),
@@ -564,7 +564,7 @@ async fn a_host_not_granted_is_refused_before_any_lookup() {
     // see a DNS error, not a denial.
     let (result, events) = http_probe("http://example.invalid/", Grants::none()).await;
     assert_denied(&result);
-    assert!(result.contains("HttpRequestDenied"), "{result}");
+    assert!(result.contains("HTTP request denied"), "{result}");
     assert_capability_denied(
         &events,
         "http://example.invalid:80",

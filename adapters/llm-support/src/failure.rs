@@ -126,11 +126,8 @@ pub fn transport_failure(endpoint: &Endpoint, error: &http::Error) -> Failure {
             true,
         );
     };
-    // The SDK shows the host's `wasi:http` error code in Debug form, e.g.
-    // `ErrorCode::ConnectionRefused` or `ErrorCode::DnsError(…)`.
-    let bare = code.strip_prefix("ErrorCode::").unwrap_or(code);
-    let kind = bare.split(['(', ' ']).next().unwrap_or_default();
-    match kind {
+    // Acted on by the code's name; shown in its words.
+    match code.code.as_str() {
         "HttpRequestDenied" | "DestinationIpProhibited" => Failure::new(
             "HOST_NOT_GRANTED",
             format!(

@@ -358,6 +358,9 @@ pub struct PsArgs {
     /// `table` (default) or `json`.
     #[arg(long, short, value_enum, default_value = "table")]
     pub output: ListFormat,
+    /// Only the ids, one a line (for scripts: `moat cancel $(moat ps -q)`).
+    #[arg(long, short, conflicts_with = "output")]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Args)]

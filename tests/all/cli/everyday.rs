@@ -51,6 +51,12 @@ fn ids_work_without_r_and_wait_and_cancel_say_what_happened() {
     let id = text(&started.stdout).trim().to_owned();
     assert!(id.starts_with("r_"), "{id}");
     let bare = id.trim_start_matches("r_");
+    let quiet = scratch.run(&["ps", "-q"]);
+    assert_eq!(
+        text(&quiet.stdout),
+        format!("{id}\n"),
+        "only the live run's id"
+    );
 
     let cancelled = scratch.run(&["cancel", &bare[..14]]);
     assert!(cancelled.status.success(), "{}", text(&cancelled.stderr));

@@ -89,21 +89,32 @@ fn rate_limits_and_server_errors_are_recoverable_with_retry_after() {
 
 #[test]
 fn transport_failures_say_what_to_do() {
-    let denied = transport_failure(&local(None), &http::Error::Http("HttpRequestDenied".into()));
+    let denied = transport_failure(
+        &local(None),
+        &http::Error::Http(http::HttpFailure::new(
+            "HttpRequestDenied",
+            "HTTP request denied",
+        )),
+    );
     assert_eq!(denied.error.code.as_deref(), Some("HOST_NOT_GRANTED"));
     assert!(denied.error.message.contains("--allow-net=127.0.0.1:8080"));
     let refused = transport_failure(
         &local(None),
-        &http::Error::Http("ErrorCode::ConnectionRefused".into()),
+        &http::Error::Http(http::HttpFailure::new(
+            "ConnectionRefused",
+            "connection refused",
+        )),
     );
     assert!(refused.error.message.contains("refused"));
     assert!(refused.error.message.contains("set ACME_BASE_URL"));
     assert!(refused.error.recoverable);
     let dns = transport_failure(
         &local(None),
-        &http::Error::Http("DnsError(DnsErrorPayload { rcode: None, info_code: None })".into()),
+        &http::Error::Http(http::HttpFailure::new("DnsError", "DNS lookup failed")),
     );
     assert!(dns.error.message.contains("resolve"));
+    assert!(dns.error.message.contains("DNS lookup failed"));
+    assert!(!dns.error.message.contains("DnsError"));
     assert!(!dns.error.recoverable);
 }
 

@@ -32,6 +32,12 @@ pub async fn ps(globals: &Globals, args: &PsArgs) -> anyhow::Result<ExitCode> {
         limit: args.last,
     };
     let listed = runs.list(&filter).await.map_err(wiring::runs_error)?;
+    if args.quiet {
+        for run in &listed {
+            println!("{}", run.id);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     print_runs(&listed, args.output)
 }
 
