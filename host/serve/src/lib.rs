@@ -141,8 +141,22 @@ pub fn listen(path: &Path) -> Result<tokio::net::UnixListener, ListenError> {
         }
         std::fs::remove_file(path).map_err(io)?;
     }
-    let listener = tokio::net::UnixListener::bind(path).map_err(io)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    // Bound in a directory only the user may enter, made 0600 there, then
+    // linked into place: no other user can connect in between, as they
+    // could between a bind at `path` and its chmod. (A link, not a
+    // rename: it never replaces what appeared at `path` meanwhile.)
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let staging = tempfile::Builder::new()
+        .prefix(".moat-socket-")
+        .tempdir_in(parent)
+        .map_err(io)?;
+    let staged = staging.path().join("socket");
+    let listener = tokio::net::UnixListener::bind(&staged).map_err(io)?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600)).map_err(io)?;
+    std::fs::hard_link(&staged, path).map_err(io)?;
     Ok(listener)
 }
 

@@ -506,6 +506,14 @@ fn a_socket_is_its_owners_and_serves_several_clients_at_once() {
     let server = Server::socket(&socket, &dir.path().join("moat.db"), &[]);
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+    // Bound where only its owner could reach it, then linked into place:
+    // nothing of that is left beside it.
+    let beside: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".moat-socket-"))
+        .collect();
+    assert!(beside.is_empty(), "{beside:?}");
     let mut one = Client::connect(&socket);
     let mut two = Client::connect(&socket);
     let long = start(&mut one, json!({"adapter": COOPERATIVE, "prompt": "go"}));
