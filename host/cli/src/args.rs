@@ -365,7 +365,8 @@ pub struct PsArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ShowArgs {
-    /// A run id, or a prefix naming one run.
+    /// A run id, a prefix naming one run (its `r_` may be left out), or
+    /// `@last` for the newest.
     pub run: String,
     /// As JSON.
     #[arg(long)]
@@ -374,14 +375,16 @@ pub struct ShowArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct WaitArgs {
-    /// Run ids, or prefixes naming one run each.
+    /// Run ids, prefixes naming one run each (`r_` may be left out), or
+    /// `@last` for the newest.
     #[arg(required = true)]
     pub runs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct LogsArgs {
-    /// A run id, or a prefix naming one run.
+    /// A run id, a prefix naming one run (its `r_` may be left out), or
+    /// `@last` for the newest.
     pub run: String,
     /// After the stored events, the live ones, until the run ends.
     #[arg(long, short)]
@@ -393,7 +396,8 @@ pub struct LogsArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CancelArgs {
-    /// Run ids, or prefixes naming one run each.
+    /// Run ids, prefixes naming one run each (`r_` may be left out), or
+    /// `@last` for the newest.
     #[arg(required = true)]
     pub runs: Vec<String>,
 }
@@ -437,7 +441,8 @@ pub struct RunArgs {
     /// process of its own (see `moat ps`, `logs`, `wait`, `cancel`).
     #[arg(long)]
     pub detach: bool,
-    /// Continue the session of the recorded run RUN (an id or a prefix):
+    /// Continue the session of the recorded run RUN (an id, a prefix, or
+    /// `@last`):
     /// its resume token, with the same adapter.
     #[arg(long = "continue", value_name = "RUN", conflicts_with = "resume")]
     pub continue_run: Option<String>,

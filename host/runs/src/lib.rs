@@ -25,5 +25,5 @@ pub use id::{PREFIX as RUN_ID_PREFIX, RunId};
 pub use limits::RecordedLimits;
 pub use record::{NewRun, RunFilter, RunRecord};
 pub use result::{check_from, result};
-pub use runs::{EventStream, Runs, RunsError, StoredEvent};
+pub use runs::{EventStream, LAST, Runs, RunsError, StoredEvent};
 pub use status::{FailReason, Outcome, RunStatus};

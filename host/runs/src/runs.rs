@@ -32,6 +32,9 @@ impl StoredEvent {
     }
 }
 
+/// How a user names the newest run (`moat logs @last`).
+pub const LAST: &str = "@last";
+
 /// A run's events as [`Runs::follow`] gives them.
 pub type EventStream = BoxStream<'static, Result<StoredEvent, RunsError>>;
 
@@ -87,6 +90,24 @@ pub trait Runs: Send + Sync {
 
     /// The run whose id is `text`, or the one run whose id starts with it.
     async fn resolve(&self, text: &str) -> Result<RunId, RunsError>;
+
+    /// The run a user names with `text`: an id or a prefix naming one run
+    /// ([`Runs::resolve`]), or [`LAST`] for the newest run here.
+    async fn find(&self, text: &str) -> Result<RunId, RunsError> {
+        if text.trim() != LAST {
+            return self.resolve(text).await;
+        }
+        let newest = RunFilter {
+            limit: Some(1),
+            ..RunFilter::default()
+        };
+        self.list(&newest)
+            .await?
+            .into_iter()
+            .next()
+            .map(|run| run.id)
+            .ok_or_else(|| RunsError::NotFound(format!("{LAST} (none yet in {})", self.place())))
+    }
 
     /// The run's record; `None` when there is none.
     async fn get(&self, id: &RunId) -> Result<Option<RunRecord>, RunsError>;

@@ -158,3 +158,27 @@ fn a_failed_request_is_said_in_words_not_in_binding_types() {
         "{said}"
     );
 }
+
+#[test]
+fn at_last_names_the_newest_run() {
+    let scratch = Scratch::new();
+    let none = scratch.run(&["show", "@last"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        text(&none.stderr).contains("no run @last"),
+        "{}",
+        text(&none.stderr)
+    );
+    for prompt in ["first", "second"] {
+        let ran = scratch.run(&["run", "echo", prompt, "--output", "text"]);
+        assert!(ran.status.success(), "{}", text(&ran.stderr));
+    }
+    let logs = scratch.run(&["logs", "@last", "--output", "text"]);
+    assert_eq!(text(&logs.stdout).trim(), "second");
+    let waited = scratch.run(&["wait", "@last"]);
+    assert!(
+        text(&waited.stdout).ends_with("  completed\n"),
+        "{}",
+        text(&waited.stdout)
+    );
+}

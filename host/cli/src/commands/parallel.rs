@@ -54,7 +54,7 @@ pub async fn parallel(
     let loaded = loaded?;
     let launcher = wiring::launcher_with(globals, resolver, place?);
     let parent = match (&args.parent, launcher.runs()) {
-        (Some(text), Some(runs)) => Some(runs.resolve(text).await.map_err(wiring::runs_error)?),
+        (Some(text), Some(runs)) => Some(runs.find(text).await.map_err(wiring::runs_error)?),
         _ => None,
     };
     let agents: HashMap<String, String> = loaded

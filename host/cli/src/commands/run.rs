@@ -47,7 +47,7 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
         options.resume = Some(continued_session(runs, run, resolved.name()).await?);
     }
     let parent = match (&args.parent, &runs) {
-        (Some(text), Some(runs)) => Some(runs.resolve(text).await.map_err(wiring::runs_error)?),
+        (Some(text), Some(runs)) => Some(runs.find(text).await.map_err(wiring::runs_error)?),
         _ => None,
     };
     let ceiling = Arc::new(args.run.ceiling("moat run"));
@@ -106,7 +106,7 @@ pub fn warn_uncontained(prepared: &Prepared) {
 /// The resume token `--continue RUN` names: the one the recorded run ended
 /// with, when it ran the same adapter.
 async fn continued_session(runs: &dyn Runs, run: &str, agent: &str) -> anyhow::Result<String> {
-    let id = runs.resolve(run).await.map_err(wiring::runs_error)?;
+    let id = runs.find(run).await.map_err(wiring::runs_error)?;
     let record = runs
         .get(&id)
         .await

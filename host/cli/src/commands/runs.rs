@@ -26,7 +26,7 @@ pub async fn ps(globals: &Globals, args: &PsArgs) -> anyhow::Result<ExitCode> {
         statuses: listed_statuses(args),
         adapter: args.adapter.clone(),
         parent: match &args.parent {
-            Some(text) => Some(runs.resolve(text).await.map_err(wiring::runs_error)?),
+            Some(text) => Some(runs.find(text).await.map_err(wiring::runs_error)?),
             None => None,
         },
         limit: args.last,
@@ -94,7 +94,7 @@ pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<Exit
 
 pub async fn show(globals: &Globals, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let runs = wiring::runs(globals, "moat show").await?;
-    let id = runs.resolve(&args.run).await.map_err(wiring::runs_error)?;
+    let id = runs.find(&args.run).await.map_err(wiring::runs_error)?;
     let run = runs
         .get(&id)
         .await
@@ -170,7 +170,7 @@ fn print_show(
 
 pub async fn logs(globals: &Globals, args: &LogsArgs) -> anyhow::Result<ExitCode> {
     let runs = wiring::runs(globals, "moat logs").await?;
-    let id = runs.resolve(&args.run).await.map_err(wiring::runs_error)?;
+    let id = runs.find(&args.run).await.map_err(wiring::runs_error)?;
     let mut renderer = render::for_format(render::default_format(args.output));
     let mut success = None;
     if args.follow {
@@ -238,7 +238,7 @@ pub async fn wait(globals: &Globals, args: &WaitArgs) -> anyhow::Result<ExitCode
     let runs = wiring::runs(globals, "moat wait").await?;
     let mut ids = Vec::with_capacity(args.runs.len());
     for run in &args.runs {
-        ids.push(runs.resolve(run).await.map_err(wiring::runs_error)?);
+        ids.push(runs.find(run).await.map_err(wiring::runs_error)?);
     }
     let mut all_completed = true;
     for id in ids {
@@ -264,7 +264,7 @@ pub async fn cancel(globals: &Globals, args: &CancelArgs) -> anyhow::Result<Exit
     for run in &args.runs {
         // Idempotent: a run that is unknown or ended has nothing left to
         // stop, which is said, and is no failure.
-        let id = match runs.resolve(run).await {
+        let id = match runs.find(run).await {
             Ok(id) => id,
             Err(moat_runs::RunsError::NotFound(_)) => {
                 eprintln!(
