@@ -28,7 +28,7 @@ fn the_protocol_is_unchanged_when_the_runs_are_on_a_cluster() {
         json!({"adapter": "echo", "prompt": "hello cluster"}),
     );
     let results = client.ok("await", json!({"runs": [run]}));
-    assert_eq!(results["results"][&run]["status"], "success");
+    assert_eq!(results["results"][&run]["status"], "success", "{results}");
     assert_eq!(results["results"][&run]["text"], "hello cluster");
     let record = client.ok("get", json!({"run": run}));
     assert_eq!(record["status"], "completed");

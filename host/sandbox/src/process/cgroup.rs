@@ -7,7 +7,8 @@
 //! services). Where it cannot, the run falls back on process groups and
 //! moat's adoption of orphans ([`super::tree`]).
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
+use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -123,6 +124,26 @@ impl Drop for RunCgroup {
     }
 }
 
+/// Moves the calling process into the cgroup whose `cgroup.procs` is
+/// `procs`. Async-signal-safe: for a child between fork and exec.
+pub(crate) fn join(procs: &CStr) -> io::Result<()> {
+    // SAFETY: open, write and close on a valid C string and a local buffer.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        // "0": the writing process itself.
+        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+        let error = io::Error::last_os_error();
+        libc::close(fd);
+        if written != 1 {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
 /// moat's own cgroup in the cgroup v2 hierarchy, found once.
 fn parent() -> Option<&'static Path> {
     static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -179,9 +200,7 @@ mod tests {
         command.arg("60");
         // SAFETY: only open/write/close in the child.
         unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
-                super::super::spawner::join_cgroup(&procs)
-            });
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || super::join(&procs));
         }
         let mut child = command.spawn().unwrap();
         assert_eq!(cgroup.pids(), [child.id() as libc::pid_t]);

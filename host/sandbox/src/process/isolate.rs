@@ -41,7 +41,7 @@ impl Containment {
             }
         }
         if let Some(cgroup) = &self.cgroup {
-            super::spawner::join_cgroup(&cgroup.procs)?;
+            super::cgroup::join(&cgroup.procs)?;
         }
         Ok(())
     }
@@ -205,7 +205,7 @@ pub(crate) unsafe fn fork_into(cgroup: Option<&ChildCgroup>) -> io::Result<libc:
         if pid == 0
             && let Some(cgroup) = cgroup
         {
-            super::spawner::join_cgroup(&cgroup.procs)?;
+            super::cgroup::join(&cgroup.procs)?;
         }
         Ok(pid)
     }

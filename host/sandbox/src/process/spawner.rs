@@ -8,7 +8,6 @@
 //! that lives as long as the process makes the signal mean what we want:
 //! if the host dies, even by `SIGKILL`, its direct children die with it.
 
-use std::ffi::CStr;
 use std::io;
 use std::sync::OnceLock;
 use std::sync::mpsc::{Sender, channel};
@@ -16,7 +15,6 @@ use std::sync::mpsc::{Sender, channel};
 use tokio::process::{Child, Command};
 use tokio::runtime::Handle;
 
-use super::init::InitSetup;
 use super::isolate::Containment;
 
 /// What the spawner thread starts.
@@ -28,11 +26,9 @@ enum Job {
         runtime: Handle,
         reply: tokio::sync::oneshot::Sender<io::Result<Child>>,
     },
-    /// A contained run's init ([`super::init`]).
-    Init {
-        setup: InitSetup,
-        reply: tokio::sync::oneshot::Sender<io::Result<libc::pid_t>>,
-    },
+    /// Work that must fork from this thread (a contained run's init,
+    /// [`super::init`]), which sends its own answer.
+    Work(Box<dyn FnOnce() + Send>),
 }
 
 /// Starts `command` (whose stdio the caller set up) in a new process group,
@@ -59,11 +55,12 @@ pub(crate) async fn spawn(mut command: Command, containment: Containment) -> io:
     ask(job, answer).await
 }
 
-/// Forks a contained run's init from the spawner thread (its
-/// parent-death signal then means "moat died"); its process id.
-pub(crate) async fn fork_init(setup: InitSetup) -> io::Result<libc::pid_t> {
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    ask(Job::Init { setup, reply }, answer).await
+/// Runs `work` on the spawner thread: what it forks gets a parent-death
+/// signal that means "moat died". `work` answers its caller itself.
+pub(crate) fn on_spawner_thread(work: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    spawner()
+        .send(Job::Work(Box::new(work)))
+        .map_err(|_| io::Error::other("the spawner thread is gone"))
 }
 
 /// Hands `job` to the spawner thread and waits for its `answer`.
@@ -71,40 +68,6 @@ async fn ask<T>(job: Job, answer: tokio::sync::oneshot::Receiver<io::Result<T>>)
     let gone = || io::Error::other("the spawner thread is gone");
     spawner().send(job).map_err(|_| gone())?;
     answer.await.map_err(|_| gone())?
-}
-
-/// Forks the init. In the child, only system calls on `setup`, made
-/// before the fork.
-fn fork(setup: &InitSetup) -> io::Result<libc::pid_t> {
-    // SAFETY: the child runs `become_init`, which allocates nothing and
-    // never returns.
-    unsafe {
-        match libc::fork() {
-            -1 => Err(io::Error::last_os_error()),
-            0 => super::init::become_init(setup),
-            pid => Ok(pid),
-        }
-    }
-}
-
-/// Moves the calling process into the cgroup whose `cgroup.procs` is
-/// `procs`. Async-signal-safe: for a child between fork and exec.
-pub(crate) fn join_cgroup(procs: &CStr) -> io::Result<()> {
-    // SAFETY: open, write and close on a valid C string and a local buffer.
-    unsafe {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        // "0": the writing process itself.
-        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
-        let error = io::Error::last_os_error();
-        libc::close(fd);
-        if written != 1 {
-            return Err(error);
-        }
-    }
-    Ok(())
 }
 
 /// Tries a few times while exec fails with "text file busy": a program
@@ -144,15 +107,7 @@ fn spawner() -> &'static Sender<Job> {
                             // A dropped receiver drops the child: kill_on_drop.
                             let _ = reply.send(started);
                         }
-                        Job::Init { setup, reply } => {
-                            let forked = super::groups::start_helper(|| fork(&setup));
-                            // The host's copy of the init's end closes here.
-                            drop(setup);
-                            if let Err(Ok(pid)) = reply.send(forked) {
-                                // Nobody waits for it: the run stopped.
-                                super::init::end(pid);
-                            }
-                        }
+                        Job::Work(work) => work(),
                     }
                 }
             })

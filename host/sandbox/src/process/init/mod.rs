@@ -35,7 +35,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::oneshot;
 
-pub(crate) use inside::{InitSetup, become_init};
+pub(crate) use inside::InitSetup;
+use inside::become_init;
 use wire::{MAX_FDS, report, request};
 
 /// How often a spawn is tried while exec fails with "text file busy" (a
@@ -46,8 +47,9 @@ const BUSY_TRIES: u32 = 20;
 /// A run's init, seen from the host. Dropping it ends the init.
 pub(crate) struct RunInit {
     socket: Arc<AsyncFd<OwnedFd>>,
-    /// The init's stand-in in moat's namespaces: moat's child.
-    stand_in: libc::pid_t,
+    /// The init's stand-in in moat's namespaces, moat's child: dropped
+    /// with the rest (ending the init) once `drop` has stopped the reader.
+    _stand_in: StandIn,
     reports: Arc<Mutex<Reports>>,
     /// One request at a time: the init answers them in order.
     requesting: tokio::sync::Mutex<()>,
@@ -105,15 +107,19 @@ impl RunInit {
     pub(crate) async fn start(make_setup: impl FnOnce(OwnedFd) -> InitSetup) -> io::Result<Self> {
         let (host_end, init_end) = socket_pair()?;
         let setup = make_setup(init_end);
-        let stand_in = super::spawner::fork_init(setup).await?;
+        let (reply, answer) = oneshot::channel();
+        super::spawner::on_spawner_thread(move || {
+            let forked = super::groups::start_helper(|| fork(&setup)).map(StandIn);
+            // The host's copy of the init's end closes here.
+            drop(setup);
+            // Nobody waiting (the run stopped): the stand-in dropped ends it.
+            let _ = reply.send(forked);
+        })?;
+        let stand_in = answer
+            .await
+            .map_err(|_| io::Error::other("the spawner thread is gone"))??;
         // SAFETY: an OwnedFd, open and the same until the AsyncFd drops it.
-        let socket = match unsafe { AsyncFd::register(host_end) } {
-            Ok(socket) => Arc::new(socket),
-            Err(error) => {
-                end(stand_in);
-                return Err(io::Error::from(error));
-            }
-        };
+        let socket = Arc::new(unsafe { AsyncFd::register(host_end) }.map_err(io::Error::from)?);
         let mut words = [0u64; 3];
         let mut fds = [-1; MAX_FDS];
         let ready = receive(&socket, &mut words, &mut fds).await;
@@ -125,14 +131,13 @@ impl RunInit {
             Err(error) => Some(error),
         };
         if let Some(error) = failed {
-            end(stand_in);
             return Err(error);
         }
         let reports = Arc::new(Mutex::new(Reports::default()));
         let reader = tokio::spawn(read_reports(socket.clone(), reports.clone()));
         Ok(Self {
             socket,
-            stand_in,
+            _stand_in: stand_in,
             reports,
             requesting: tokio::sync::Mutex::new(()),
             next_id: AtomicU64::new(0),
@@ -230,8 +235,31 @@ impl RunInit {
 
 impl Drop for RunInit {
     fn drop(&mut self) {
+        // The stand-in, a field, ends the init when it drops after this.
         self.reader.abort();
-        end(self.stand_in);
+    }
+}
+
+/// The init's stand-in, moat's child; dropping it ends the init.
+struct StandIn(libc::pid_t);
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        end(self.0);
+    }
+}
+
+/// Forks the init from the spawner thread. In the child, only system
+/// calls on `setup`, made before the fork.
+fn fork(setup: &InitSetup) -> io::Result<libc::pid_t> {
+    // SAFETY: the child runs `become_init`, which allocates nothing and
+    // never returns.
+    unsafe {
+        match libc::fork() {
+            -1 => Err(io::Error::last_os_error()),
+            0 => become_init(setup),
+            pid => Ok(pid),
+        }
     }
 }
 
@@ -340,7 +368,7 @@ async fn receive(
 
 /// Ends the init: its stand-in killed, the init dies with it (its
 /// parent-death signal), and with the init everything in its namespace.
-pub(crate) fn end(stand_in: libc::pid_t) {
+fn end(stand_in: libc::pid_t) {
     // SAFETY: kill and waitpid of this process's own child.
     unsafe {
         libc::kill(stand_in, libc::SIGKILL);
