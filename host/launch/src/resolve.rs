@@ -72,10 +72,7 @@ impl Resolved {
             Source::BuiltIn(_) => Ok(None),
             Source::Installed(name) => match catalog().and_then(|c| installed_bytes(&c, name)) {
                 Ok(Some((_, bytes))) => Ok(Some(bytes)),
-                Ok(None) => Err(ResolveError::Unknown {
-                    name: name.clone(),
-                    known: builtin::names().collect(),
-                }),
+                Ok(None) => Err(unknown(name)),
                 Err(error) => Err(error),
             },
             Source::File(path) => std::fs::read(path)
@@ -96,7 +93,8 @@ impl Resolved {
 pub enum ResolveError {
     /// Nothing has that name: not a built-in, not installed, not a file.
     #[error(
-        "unknown adapter `{name}`: not a built-in ({}), not installed (`moat adapter list`) and not a file; pass a path to a .wasm component",
+        "unknown adapter `{name}`{}: not a built-in ({}), not installed (`moat adapter list`) and not a file; pass a path to a .wasm component",
+        suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default(),
         known.join(", ")
     )]
     Unknown {
@@ -104,6 +102,9 @@ pub enum ResolveError {
         name: String,
         /// The built-ins.
         known: Vec<&'static str>,
+        /// The built-in or installed adapter whose name is closest, when
+        /// one is close enough to be a typo of it.
+        suggestion: Option<String>,
     },
     /// The component would not load.
     #[error("cannot load {adapter}: {error}")]
@@ -148,6 +149,28 @@ pub fn catalog() -> Result<Catalog, ResolveError> {
     })
 }
 
+/// The refusal of `name`, which nothing has, with the adapter it is most
+/// likely a typo of (built-in or installed).
+fn unknown(name: &str) -> ResolveError {
+    let installed: Vec<String> = catalog()
+        .and_then(|c| c.list().map_err(|e| ResolveError::Installed(e.to_string())))
+        .map(|manifests| manifests.into_iter().map(|m| m.name).collect())
+        .unwrap_or_default();
+    let suggestion = builtin::names()
+        .map(str::to_owned)
+        .chain(installed)
+        .map(|candidate| (strsim::jaro_winkler(name, &candidate), candidate))
+        // clap's bar for "a similar subcommand exists".
+        .filter(|(likeness, _)| *likeness > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate);
+    ResolveError::Unknown {
+        name: name.to_owned(),
+        known: builtin::names().collect(),
+        suggestion,
+    }
+}
+
 fn installed_bytes(
     catalog: &Catalog,
     name: &str,
@@ -187,10 +210,7 @@ impl Resolver {
         let looks_like_path =
             name_or_path.contains('/') || name_or_path.ends_with(".wasm") || path.exists();
         if !looks_like_path {
-            return Err(ResolveError::Unknown {
-                name: name_or_path.to_owned(),
-                known: builtin::names().collect(),
-            });
+            return Err(unknown(name_or_path));
         }
         self.file(path).await
     }

@@ -182,3 +182,20 @@ fn at_last_names_the_newest_run() {
         text(&waited.stdout)
     );
 }
+
+#[test]
+fn a_mistyped_adapter_name_gets_the_name_it_is_likely_a_typo_of() {
+    let output = moat().args(["run", "echp", "hi"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let said = text(&output.stderr);
+    assert!(
+        said.contains("unknown adapter `echp` (did you mean `echo`?)"),
+        "{said}"
+    );
+    let far = moat().args(["run", "zzz", "hi"]).output().unwrap();
+    assert!(
+        !text(&far.stderr).contains("did you mean"),
+        "{}",
+        text(&far.stderr)
+    );
+}
