@@ -93,6 +93,15 @@ fn set_secret(secrets: &Path, store: &Path, name: &str, extra: &[&str]) {
     assert!(output.status.success(), "{output:?}");
 }
 
+/// Asserts the run of `output` ended in success; `what` names it.
+fn assert_succeeded(output: &Output, what: &str) {
+    assert_eq!(
+        single_done(&events(output)).status,
+        DoneStatus::Success,
+        "{what}: {output:?}"
+    );
+}
+
 fn texts(output: &Output) -> Vec<String> {
     events(output)
         .iter()
@@ -151,11 +160,7 @@ fn a_components_requests_carry_a_secret_it_never_holds() {
         ))
         .output()
         .unwrap();
-    assert_eq!(
-        single_done(&events(&output)).status,
-        DoneStatus::Success,
-        "{output:?}"
-    );
+    assert_succeeded(&output, "");
     let texts = texts(&output);
     assert_eq!(
         texts[0],
@@ -212,11 +217,7 @@ fn a_program_reaches_the_secrets_host_on_its_route_holding_only_the_placeholder(
         .arg(script)
         .output()
         .unwrap();
-    assert_eq!(
-        single_done(&events(&output)).status,
-        DoneStatus::Success,
-        "{output:?}"
-    );
+    assert_succeeded(&output, "");
     let printed = texts(&output).concat();
     assert!(
         printed.contains(&format!(
@@ -321,11 +322,7 @@ fn the_llm_adapters_send_the_key_moat_adds() {
             .arg(format!("--secret={key}@{}", server.grant()))
             .output()
             .unwrap();
-        assert_eq!(
-            single_done(&events(&output)).status,
-            DoneStatus::Success,
-            "{adapter}: {output:?}"
-        );
+        assert_succeeded(&output, adapter);
         let request = server.single_request();
         assert_eq!(
             request.header(expected.0),
@@ -360,11 +357,7 @@ fn a_secrets_route_speaks_tls_to_its_host() {
         .arg("shell curl -s -o /dev/null -w '%{http_code}' \"$ANTHROPIC_BASE_URL/v1/messages\"")
         .output()
         .unwrap();
-    assert_eq!(
-        single_done(&events(&output)).status,
-        DoneStatus::Success,
-        "{output:?}"
-    );
+    assert_succeeded(&output, "");
     // A TLS record: a handshake (22), TLS 1.x.
     let bytes = first_bytes.join().unwrap();
     assert_eq!(bytes[0], 22, "{bytes:?}");

@@ -62,14 +62,7 @@ impl SecretStore {
     /// `$MOAT_SECRETS`, else `$XDG_STATE_HOME/moat/secrets.json`, else
     /// `~/.local/state/moat/secrets.json`: beside the run store.
     pub fn default_path() -> Option<PathBuf> {
-        if let Some(path) = std::env::var_os("MOAT_SECRETS") {
-            return Some(PathBuf::from(path));
-        }
-        if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
-            return Some(PathBuf::from(dir).join("moat").join("secrets.json"));
-        }
-        let home = std::env::var_os("HOME")?;
-        Some(PathBuf::from(home).join(".local/state/moat/secrets.json"))
+        moat_store::state_file("MOAT_SECRETS", "secrets.json")
     }
 
     /// Its file.

@@ -101,18 +101,25 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// A file of moat's state: the path in the variable `override_var` when
+/// set, else `file` in moat's state directory (`$XDG_STATE_HOME/moat`, else
+/// `~/.local/state/moat`); `None` with neither `XDG_STATE_HOME` nor `HOME`.
+pub fn state_file(override_var: &str, file: &str) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(override_var) {
+        return Some(PathBuf::from(path));
+    }
+    let dir = match std::env::var_os("XDG_STATE_HOME") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
+    };
+    Some(dir.join("moat").join(file))
+}
+
 impl Store {
     /// `$MOAT_STORE`, else `$XDG_STATE_HOME/moat/moat.db`, else
     /// `~/.local/state/moat/moat.db`.
     pub fn default_path() -> Option<PathBuf> {
-        if let Some(path) = std::env::var_os("MOAT_STORE") {
-            return Some(PathBuf::from(path));
-        }
-        if let Some(dir) = std::env::var_os("XDG_STATE_HOME") {
-            return Some(PathBuf::from(dir).join("moat").join("moat.db"));
-        }
-        let home = std::env::var_os("HOME")?;
-        Some(PathBuf::from(home).join(".local/state/moat/moat.db"))
+        state_file("MOAT_STORE", "moat.db")
     }
 
     /// Opens (creating, migrating) the store at `path`, takes this

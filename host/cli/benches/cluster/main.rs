@@ -185,8 +185,7 @@ async fn batch(cluster: &Cluster, flood: &Job, runs: usize, events: u64) -> (f64
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let full = common::full_run();
     if !moat_testkit::nats::available() {
         return;
     }

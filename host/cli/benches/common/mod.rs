@@ -5,6 +5,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+/// Whether this is a measuring run (`cargo bench`), not the one-pass
+/// smoke run `cargo test --benches` makes.
+pub fn full_run() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test")
+}
+
 /// Where summaries and the compiled-component cache go: under the
 /// workspace's target directory.
 pub fn bench_dir() -> PathBuf {

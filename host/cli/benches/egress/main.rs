@@ -96,8 +96,7 @@ const SMOKE: Scale = Scale {
 };
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let full = common::full_run();
     let scale = if full { FULL } else { SMOKE };
     let dir = tempfile::tempdir().expect("a temporary directory");
     let store = dir.path().join("moat.db");

@@ -294,8 +294,7 @@ fn ms(duration: Duration) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let full = common::full_run();
     let (deltas, rounds) = if full { (10_000, 7) } else { (200, 1) };
 
     let rt = tokio::runtime::Builder::new_multi_thread()

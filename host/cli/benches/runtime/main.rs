@@ -83,7 +83,7 @@ fn main() {
 
     let args: Vec<String> = std::env::args().collect();
     let has = |flag: &str| args.iter().any(|arg| arg == flag);
-    let full = has("--bench") && !has("--test");
+    let full = common::full_run();
     let scale = if full { &FULL } else { &SMOKE };
 
     // One runtime and one sandbox for the process, as in the real host.

@@ -125,8 +125,7 @@ fn median(mut seconds: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let full = common::full_run();
     let (runs, words) = if full { (7, WORDS) } else { (1, 100) };
     let echoes = build();
     let long: String = (0..words).map(|i| format!("w{i} ")).collect();

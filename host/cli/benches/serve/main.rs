@@ -305,8 +305,7 @@ fn load(dir: &Path, runs: usize, clients: usize, flood: u64) -> Load {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let full = common::full_run();
     let (events, runs, clients, flood) = if full {
         (100_000, 1_000, 10, 200)
     } else {

@@ -156,8 +156,7 @@ fn one_run(store: &Path, times: usize) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let full = common::full_run();
     let (small, large, runs) = if full { (100, 1_000, 10) } else { (5, 20, 1) };
     let dir = tempfile::tempdir().expect("a scratch directory");
     let store = dir.path().join("moat.db");

@@ -107,6 +107,15 @@ pub(crate) struct ProcessTable {
     rulesets: HashMap<PathBuf, Option<Arc<OwnedFd>>>,
 }
 
+/// A child just started, however it was, and moat's ends of its pipes.
+struct Started {
+    pid: u32,
+    process: ChildProcess,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: tokio::process::ChildStdout,
+    stderr: tokio::process::ChildStderr,
+}
+
 impl ProcessTable {
     /// The process capability of a run with `grants`, whose children's
     /// groups are kept in `groups`.
@@ -226,49 +235,68 @@ impl ProcessTable {
                 "a run may have {MAX_LIVE_CHILDREN} children at a time; wait for one and drop it before starting another"
             )));
         }
-        let cannot_start = |error: std::io::Error| {
-            ProcessError::Io(format!("cannot start {}: {error}", program.display()))
-        };
-        if self.rights.is_none() {
-            return self.spawn_uncontained(&program, &request, env, &cwd).await;
-        }
-        let (env, ruleset) = self.contain(&program, env, chose_tmpdir)?;
-        let init = self.init().await.map_err(|error| {
-            ProcessError::Io(format!("cannot contain {}: {error}", program.display()))
-        })?;
-        let started = init
-            .spawn(ProgramCall {
-                program: &program,
-                args: &request.args,
-                env: &env,
-                cwd: &cwd,
-                piped_stdin: matches!(request.stdin, Stdin::Piped),
-                ruleset: ruleset.as_deref(),
-            })
-            .await
-            .map_err(cannot_start)?;
-        let pid = started.child.pid;
+        let started = if self.rights.is_none() {
+            self.start_uncontained(&program, &request, env, &cwd).await
+        } else {
+            self.start_contained(&program, &request, env, &cwd, chose_tmpdir)
+                .await
+        }?;
+        let pid = started.pid;
         self.groups.add(pid);
         tracing::info!(adapter = %self.adapter, pid, program = %program.display(), "child started");
         Ok(RunningChild {
             pid,
             stdin: started.stdin,
-            process: ChildProcess::Contained(started.child),
+            process: started.process,
             stdout: LineReader::new(started.stdout, MAX_LINE_BYTES),
             stderr: StderrTail::collect(started.stderr),
             groups: self.groups.clone(),
         })
     }
 
-    /// Starts a child of a run that is not contained: forked by moat, in
-    /// the run's cgroup when it has one.
-    async fn spawn_uncontained(
+    /// Starts a child of a contained run: by the run's init, in its
+    /// namespaces, under the program's Landlock domain.
+    async fn start_contained(
         &mut self,
         program: &Path,
         request: &SpawnRequest,
         env: ChildVars,
         cwd: &Path,
-    ) -> Result<RunningChild, ProcessError> {
+        chose_tmpdir: bool,
+    ) -> Result<Started, ProcessError> {
+        let (env, ruleset) = self.contain(program, env, chose_tmpdir)?;
+        let init = self.init().await.map_err(|error| {
+            ProcessError::Io(format!("cannot contain {}: {error}", program.display()))
+        })?;
+        let started = init
+            .spawn(ProgramCall {
+                program,
+                args: &request.args,
+                env: &env,
+                cwd,
+                piped_stdin: matches!(request.stdin, Stdin::Piped),
+                ruleset: ruleset.as_deref(),
+            })
+            .await
+            .map_err(|error| cannot_start(program, &error))?;
+        Ok(Started {
+            pid: started.child.pid,
+            process: ChildProcess::Contained(started.child),
+            stdin: started.stdin,
+            stdout: started.stdout,
+            stderr: started.stderr,
+        })
+    }
+
+    /// Starts a child of a run that is not contained: forked by moat, in
+    /// the run's cgroup when it has one.
+    async fn start_uncontained(
+        &mut self,
+        program: &Path,
+        request: &SpawnRequest,
+        env: ChildVars,
+        cwd: &Path,
+    ) -> Result<Started, ProcessError> {
         let containment = Containment {
             cgroup: self.groups.cgroup_for_child(),
         };
@@ -286,23 +314,16 @@ impl ProcessTable {
             .stderr(Stdio::piped());
         let mut process = spawner::spawn(command, containment)
             .await
-            .map_err(|error| {
-                ProcessError::Io(format!("cannot start {}: {error}", program.display()))
-            })?;
+            .map_err(|error| cannot_start(program, &error))?;
         let pid = process
             .id()
             .ok_or_else(|| ProcessError::Io("the child exited at once".into()))?;
-        self.groups.add(pid);
-        tracing::info!(adapter = %self.adapter, pid, program = %program.display(), "child started");
-        let stdout = process.stdout.take().expect("stdout is piped");
-        let stderr = process.stderr.take().expect("stderr is piped");
-        Ok(RunningChild {
+        Ok(Started {
             pid,
             stdin: process.stdin.take(),
+            stdout: process.stdout.take().expect("stdout is piped"),
+            stderr: process.stderr.take().expect("stderr is piped"),
             process: ChildProcess::Direct(process),
-            stdout: LineReader::new(stdout, MAX_LINE_BYTES),
-            stderr: StderrTail::collect(stderr),
-            groups: self.groups.clone(),
         })
     }
 
@@ -448,6 +469,11 @@ impl Drop for ProcessTable {
         // The run is over, whatever ended it: nothing it started survives.
         self.groups.kill_all();
     }
+}
+
+/// Why `program` did not start.
+fn cannot_start(program: &Path, error: &std::io::Error) -> ProcessError {
+    ProcessError::Io(format!("cannot start {}: {error}", program.display()))
 }
 
 fn check_sizes(request: &SpawnRequest) -> Result<(), ProcessError> {

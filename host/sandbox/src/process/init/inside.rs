@@ -261,8 +261,8 @@ unsafe fn spawn(
             call.unmap();
             return refuse(*libc::__errno_location());
         }
-        let pid = isolate::raw_fork().unwrap_or(-1);
-        if pid == 0 {
+        let forked = isolate::raw_fork();
+        if let Ok(0) = forked {
             // (Lazily: without a ruleset there is no fifth descriptor, and
             // nothing here may panic.)
             let ruleset = if with_ruleset {
@@ -283,10 +283,13 @@ unsafe fn spawn(
         }
         libc::close(exec_status[1]);
         call.unmap();
-        if pid == -1 {
-            libc::close(exec_status[0]);
-            return refuse(*libc::__errno_location());
-        }
+        let pid = match forked {
+            Ok(pid) => pid,
+            Err(error) => {
+                libc::close(exec_status[0]);
+                return refuse(error.raw_os_error().unwrap_or(libc::EIO));
+            }
+        };
         let mut errno: i32 = 0;
         let got = loop {
             let got = libc::read(exec_status[0], (&mut errno as *mut i32).cast(), 4);
@@ -302,8 +305,10 @@ unsafe fn spawn(
         }
         let pidfd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as RawFd;
         if pidfd < 0 {
+            let errno = *libc::__errno_location();
+            // Reaped with the others; never reported, never followed.
             libc::kill(pid, libc::SIGKILL);
-            return refuse(*libc::__errno_location());
+            return refuse(errno);
         }
         programs.pids[programs.count] = pid;
         programs.ids[programs.count] = id;

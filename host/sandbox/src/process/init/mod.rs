@@ -196,8 +196,12 @@ impl RunInit {
                 }
             }
         };
-        let pid = lock(&self.reports).pids.remove(&id);
-        let pid = pid.ok_or_else(|| io::Error::other("the program did not say its process id"))?;
+        let Some(pid) = lock(&self.reports).pids.remove(&id) else {
+            // Unfollowable (it died before its hello, or the init did):
+            // nothing of it may go on unseen.
+            kill_abandoned(&pidfd);
+            return Err(io::Error::other("the program did not say its process id"));
+        };
         Ok(StartedProgram {
             child: InitChild {
                 pid,
