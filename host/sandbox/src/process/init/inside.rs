@@ -142,18 +142,16 @@ unsafe fn stand_in(init: libc::pid_t) -> ! {
     }
 }
 
-/// The programs the init follows: pid → request id.
+/// The programs the init follows: (pid, request id) pairs.
 struct Programs {
-    pids: [libc::pid_t; MAX_PROGRAMS],
-    ids: [u64; MAX_PROGRAMS],
+    followed: [(libc::pid_t, u64); MAX_PROGRAMS],
     count: usize,
 }
 
 /// Serves requests until the host closes its end.
 unsafe fn serve(socket: RawFd, signals: RawFd, setup: &InitSetup) -> ! {
     let mut programs = Programs {
-        pids: [0; MAX_PROGRAMS],
-        ids: [0; MAX_PROGRAMS],
+        followed: [(0, 0); MAX_PROGRAMS],
         count: 0,
     };
     // SAFETY: see the module's doc.
@@ -217,16 +215,15 @@ unsafe fn reap(socket: RawFd, signals: RawFd, programs: &mut Programs) {
             if pid <= 0 {
                 return;
             }
-            let Some(at) = programs.pids[..programs.count]
+            let Some(at) = programs.followed[..programs.count]
                 .iter()
-                .position(|&p| p == pid)
+                .position(|&(followed, _)| followed == pid)
             else {
                 continue;
             };
-            let id = programs.ids[at];
+            let (_, id) = programs.followed[at];
             programs.count -= 1;
-            programs.pids[at] = programs.pids[programs.count];
-            programs.ids[at] = programs.ids[programs.count];
+            programs.followed[at] = programs.followed[programs.count];
             let _ = wire::send(socket, &[report::EXITED, id, status as u32 as u64], &[]);
         }
     }
@@ -310,8 +307,7 @@ unsafe fn spawn(
             libc::kill(pid, libc::SIGKILL);
             return refuse(errno);
         }
-        programs.pids[programs.count] = pid;
-        programs.ids[programs.count] = id;
+        programs.followed[programs.count] = (pid, id);
         programs.count += 1;
         let _ = wire::send(socket, &[report::STARTED, id, 0], &[pidfd]);
         libc::close(pidfd);

@@ -167,34 +167,34 @@ impl RunInit {
             fds.push(ruleset.as_raw_fd());
             flags |= request::HAS_RULESET;
         }
+        // moat's ends, made ready before anything starts: a failure here
+        // leaves no program behind.
+        let stdin = stdin_write
+            .map(|fd| ChildStdin::from_std(std::process::ChildStdin::from(fd)))
+            .transpose()?;
+        let stdout = ChildStdout::from_std(std::process::ChildStdout::from(stdout_read))?;
+        let stderr = ChildStderr::from_std(std::process::ChildStderr::from(stderr_read))?;
         let mut tries = 1;
         let (id, pidfd, exit) = loop {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             // Waited for before the request: a program may end at once.
             let (sender, exit) = oneshot::channel();
             lock(&self.reports).exits.insert(id, sender);
-            let answer = self.request(id, flags, &fds).await;
-            let refused = |reports: &Mutex<Reports>| {
-                let mut reports = lock(reports);
+            let error = match self.request(id, flags, &fds).await {
+                Ok(Started(Ok(pidfd))) => break (id, pidfd, exit),
+                Ok(Started(Err(errno))) => io::Error::from_raw_os_error(errno),
+                Err(error) => error,
+            };
+            {
+                let mut reports = lock(&self.reports);
                 reports.exits.remove(&id);
                 reports.pids.remove(&id);
-            };
-            match answer {
-                Ok(Started(Ok(pidfd))) => break (id, pidfd, exit),
-                Ok(Started(Err(libc::ETXTBSY))) if tries < BUSY_TRIES => {
-                    refused(&self.reports);
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Ok(Started(Err(errno))) => {
-                    refused(&self.reports);
-                    return Err(io::Error::from_raw_os_error(errno));
-                }
-                Err(error) => {
-                    refused(&self.reports);
-                    return Err(error);
-                }
             }
+            if error.raw_os_error() != Some(libc::ETXTBSY) || tries == BUSY_TRIES {
+                return Err(error);
+            }
+            tries += 1;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         };
         let Some(pid) = lock(&self.reports).pids.remove(&id) else {
             // Unfollowable (it died before its hello, or the init did):
@@ -209,11 +209,9 @@ impl RunInit {
                 status: None,
                 _pidfd: pidfd,
             },
-            stdin: stdin_write
-                .map(|fd| ChildStdin::from_std(std::process::ChildStdin::from(fd)))
-                .transpose()?,
-            stdout: ChildStdout::from_std(std::process::ChildStdout::from(stdout_read))?,
-            stderr: ChildStderr::from_std(std::process::ChildStderr::from(stderr_read))?,
+            stdin,
+            stdout,
+            stderr,
         })
     }
 
