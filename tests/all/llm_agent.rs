@@ -255,7 +255,7 @@ async fn the_loop_calls_the_tool_and_feeds_the_result_back(vendor: &Vendor) {
     }
     let result = fold.finish();
     assert_eq!(result.text.as_deref(), Some("The tool said hi."));
-    assert_eq!(result.usage.turns, Some(2));
+    assert_eq!(result.turns, Some(2));
     assert_eq!(result.usage.tool_uses, 1);
     assert!(
         error_codes(&events).is_empty(),

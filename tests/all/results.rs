@@ -56,16 +56,16 @@ async fn tool_turn(
     assert_eq!(result.usage.tool_uses, 1, "{adapter}");
     // Reported by Claude Code, implied by the others' events: the call,
     // then the answer after its result.
-    assert_eq!(result.usage.turns, Some(2), "{adapter}");
+    assert_eq!(result.turns, Some(2), "{adapter}");
     assert!(result.resume_token.is_some(), "{adapter}");
-    assert!(result.usage.input_tokens.is_some(), "{adapter}");
+    assert!(result.usage.tokens.is_some(), "{adapter}");
     result
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_narration_call_and_answer_apart_with_its_cost() {
     let result = tool_turn("claude-code", "claude", "Bash", "Run `echo moat-tool-use`").await;
-    assert!(result.usage.cost_usd.is_some());
+    assert!(result.usage.cost.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

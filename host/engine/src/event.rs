@@ -85,9 +85,11 @@ pub struct OutputTokens {
     pub reasoning: Option<u64>,
 }
 
-/// Token usage exactly as the backend reported it.
+/// Token usage exactly as the backend reported it. On the wire it is
+/// cligent's `TokenUsageReport` (`{coverage, totals: {input, output}}`);
+/// the earlier `{coverage, input, output}` is still read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(into = "TokenReportOut", from = "TokenReportIn")]
 pub struct TokenReport {
     /// Whether every model call is counted.
     pub coverage: TokenCoverage,
@@ -97,29 +99,131 @@ pub struct TokenReport {
     pub output: OutputTokens,
 }
 
-/// Where a cost figure comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CostSource {
-    /// The vendor billed or reported this amount.
-    Vendor,
-    /// The agent (CLI) estimated it.
-    AgentEstimate,
-    /// The adapter computed it from a price table.
-    AdapterEstimate,
-    /// The host computed it from the price table the user supplied
-    /// (`moat_engine::price`).
-    PriceTable,
+/// Inclusive totals, cligent's `TokenUsage`.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+struct TokenTotals {
+    input: InputTokens,
+    output: OutputTokens,
 }
 
-/// The money a run cost.
+#[derive(Serialize)]
+struct TokenReportOut {
+    coverage: TokenCoverage,
+    totals: TokenTotals,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TokenReportIn {
+    Current {
+        coverage: TokenCoverage,
+        totals: TokenTotals,
+    },
+    Earlier {
+        coverage: TokenCoverage,
+        input: InputTokens,
+        output: OutputTokens,
+    },
+}
+
+impl From<TokenReport> for TokenReportOut {
+    fn from(report: TokenReport) -> Self {
+        TokenReportOut {
+            coverage: report.coverage,
+            totals: TokenTotals {
+                input: report.input,
+                output: report.output,
+            },
+        }
+    }
+}
+
+impl From<TokenReportIn> for TokenReport {
+    fn from(wire: TokenReportIn) -> Self {
+        match wire {
+            TokenReportIn::Current { coverage, totals } => TokenReport {
+                coverage,
+                input: totals.input,
+                output: totals.output,
+            },
+            TokenReportIn::Earlier {
+                coverage,
+                input,
+                output,
+            } => TokenReport {
+                coverage,
+                input,
+                output,
+            },
+        }
+    }
+}
+
+/// Where a cost figure comes from, in cligent's words (DR-014). Earlier
+/// moat names (`vendor`, `agent_estimate`, `adapter_estimate`,
+/// `price_table`) are still read, so runs recorded before keep loading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CostSource {
+    /// The vendor billed or reported this amount.
+    #[serde(alias = "vendor")]
+    ProviderReported,
+    /// The agent estimated it: the CLI from its own prices, or the adapter
+    /// from its price table.
+    #[serde(alias = "agent_estimate", alias = "adapter_estimate")]
+    AgentEstimate,
+    /// The host computed it from the price table the user supplied — the
+    /// prices of their account (`moat_engine::price`).
+    #[serde(alias = "price_table")]
+    AccountEstimate,
+}
+
+/// The money a run cost, in US dollars. On the wire it is cligent's
+/// `{amount, currency: "USD", source}`; the earlier `{usd, source}` is
+/// still read.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(into = "CostWire", try_from = "CostWire")]
 pub struct Cost {
     /// The amount, in US dollars.
     pub usd: f64,
     /// Where the figure comes from.
     pub source: CostSource,
+}
+
+/// The only currency a cost is given in.
+const USD: &str = "USD";
+
+#[derive(Serialize, Deserialize)]
+struct CostWire {
+    #[serde(alias = "usd")]
+    amount: f64,
+    #[serde(default)]
+    currency: Option<String>,
+    source: CostSource,
+}
+
+impl From<Cost> for CostWire {
+    fn from(cost: Cost) -> Self {
+        CostWire {
+            amount: cost.usd,
+            currency: Some(USD.to_owned()),
+            source: cost.source,
+        }
+    }
+}
+
+impl TryFrom<CostWire> for Cost {
+    type Error = String;
+
+    fn try_from(wire: CostWire) -> Result<Self, String> {
+        match wire.currency.as_deref() {
+            None | Some(USD) => Ok(Cost {
+                usd: wire.amount,
+                source: wire.source,
+            }),
+            Some(other) => Err(format!("a cost in `{other}`: costs are in USD")),
+        }
+    }
 }
 
 /// What a run used. `tokens` and `cost` are absent when unknown.
@@ -136,7 +240,78 @@ pub struct Usage {
     pub cost: Option<Cost>,
 }
 
+impl Usage {
+    /// Adds `more` (another run's usage: a workflow's attempts, a tree of
+    /// runs) to this one. Tool uses and token figures add up; a token
+    /// detail stays only where both sides report it, and the sum covers
+    /// every call only when both did; a report on one side alone is kept
+    /// as it is (a run without one, like `echo`, called no model it
+    /// reports). Costs add up, and the sum is only as authoritative as
+    /// its weakest part.
+    pub fn add(&mut self, more: &Usage) {
+        self.tool_uses = self.tool_uses.saturating_add(more.tool_uses);
+        self.tokens = match (self.tokens, more.tokens) {
+            (Some(a), Some(b)) => Some(a.plus(&b)),
+            (a, b) => a.or(b),
+        };
+        self.cost = match (self.cost, more.cost) {
+            (Some(a), Some(b)) => Some(Cost {
+                usd: a.usd + b.usd,
+                source: a.source.weaker(b.source),
+            }),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+impl TokenReport {
+    /// Both reports' tokens together.
+    fn plus(&self, more: &TokenReport) -> TokenReport {
+        fn both(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            Some(a?.saturating_add(b?))
+        }
+        TokenReport {
+            coverage: match (self.coverage, more.coverage) {
+                (TokenCoverage::Complete, TokenCoverage::Complete) => TokenCoverage::Complete,
+                _ => TokenCoverage::Partial,
+            },
+            input: InputTokens {
+                total: self.input.total.saturating_add(more.input.total),
+                cache_read: both(self.input.cache_read, more.input.cache_read),
+                cache_write: both(self.input.cache_write, more.input.cache_write),
+            },
+            output: OutputTokens {
+                total: self.output.total.saturating_add(more.output.total),
+                reasoning: both(self.output.reasoning, more.output.reasoning),
+            },
+        }
+    }
+}
+
+impl CostSource {
+    /// The less authoritative of two sources: what a vendor reported, then
+    /// the user's own prices, then an agent's estimate.
+    fn weaker(self, other: CostSource) -> CostSource {
+        let rank = |source| match source {
+            CostSource::ProviderReported => 0,
+            CostSource::AccountEstimate => 1,
+            CostSource::AgentEstimate => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
 /// `init`: the session has started.
+///
+/// The engine fills `model` and `cwd` when the adapter leaves them out
+/// (cligent's `InitPayload` requires both), and the host sets `run_id` and
+/// `containment`: those two are moat's additions to cligent's shape, so on
+/// the wire they are the init event's `metadata` (`runId`,
+/// `containment`), not part of its payload.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InitPayload {
@@ -153,9 +328,14 @@ pub struct InitPayload {
     pub capabilities: Option<JsonObject>,
     /// How the programs the run starts are contained (`namespaces`,
     /// `landlock+seccomp`, `off`…), set by the host, never by the adapter;
-    /// absent for a run that may start no program.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// absent for a run that may start no program. Read from the payload
+    /// too, where moat wrote it before.
+    #[serde(default, skip_serializing)]
     pub containment: Option<String>,
+    /// The run's id in the run store, set by the host, never by the
+    /// adapter; absent for a run recorded nowhere.
+    #[serde(skip)]
+    pub run_id: Option<String>,
 }
 
 /// `text`: a complete piece of assistant text.
@@ -256,8 +436,10 @@ pub struct DonePayload {
     pub usage: Usage,
     /// How long the run took, in milliseconds.
     pub duration_ms: u64,
-    /// Backend-specific details.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Backend-specific details: on the wire, the done event's `metadata`
+    /// (cligent's place for them); read from the payload too, where moat
+    /// wrote them before.
+    #[serde(default, skip_serializing)]
     pub metadata: Option<JsonObject>,
 }
 
@@ -459,7 +641,61 @@ struct WireOut<'a> {
     session_id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     role: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<MetadataOut<'a>>,
     payload: PayloadBody<'a>,
+}
+
+/// An event's `metadata`: the host's facts about the run on `init`, the
+/// adapter's details on `done`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum MetadataOut<'a> {
+    Init(InitMetadata<'a>),
+    Done(&'a JsonObject),
+}
+
+/// The metadata keys of an `init` event.
+const RUN_ID_KEY: &str = "runId";
+const CONTAINMENT_KEY: &str = "containment";
+
+#[derive(Serialize)]
+struct InitMetadata<'a> {
+    #[serde(rename = "runId", skip_serializing_if = "Option::is_none")]
+    run_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    containment: Option<&'a str>,
+}
+
+impl EventPayload {
+    /// What goes into the event's `metadata`, if anything.
+    fn metadata(&self) -> Option<MetadataOut<'_>> {
+        match self {
+            EventPayload::Init(init) if init.run_id.is_some() || init.containment.is_some() => {
+                Some(MetadataOut::Init(InitMetadata {
+                    run_id: init.run_id.as_deref(),
+                    containment: init.containment.as_deref(),
+                }))
+            }
+            EventPayload::Done(done) => done.metadata.as_ref().map(MetadataOut::Done),
+            _ => None,
+        }
+    }
+
+    /// Takes an event's `metadata` back into the payload it belongs to;
+    /// other events have none (moat writes none on them), and what a
+    /// foreign one carries is left out.
+    fn take_metadata(&mut self, metadata: JsonObject) {
+        match self {
+            EventPayload::Init(init) => {
+                let text = |key: &str| metadata.get(key).and_then(Value::as_str).map(str::to_owned);
+                init.run_id = text(RUN_ID_KEY).or(init.run_id.take());
+                init.containment = text(CONTAINMENT_KEY).or(init.containment.take());
+            }
+            EventPayload::Done(done) => done.metadata = Some(metadata),
+            _ => {}
+        }
+    }
 }
 
 /// The wire shape, owned, for parsing; the payload is typed afterwards by
@@ -475,6 +711,8 @@ struct WireIn {
     #[serde(default)]
     role: Option<String>,
     #[serde(default)]
+    metadata: Option<JsonObject>,
+    #[serde(default)]
     payload: Value,
 }
 
@@ -486,6 +724,7 @@ impl Serialize for AgentEvent {
             timestamp: self.timestamp,
             session_id: &self.session_id,
             role: self.role.as_deref(),
+            metadata: self.payload.metadata(),
             payload: PayloadBody(&self.payload),
         }
         .serialize(s)
@@ -495,8 +734,11 @@ impl Serialize for AgentEvent {
 impl<'de> Deserialize<'de> for AgentEvent {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let wire = WireIn::deserialize(d)?;
-        let payload =
+        let mut payload =
             EventPayload::from_parts(&wire.kind, wire.payload).map_err(D::Error::custom)?;
+        if let Some(metadata) = wire.metadata {
+            payload.take_metadata(metadata);
+        }
         Ok(AgentEvent {
             agent: wire.agent,
             timestamp: wire.timestamp,
@@ -610,6 +852,13 @@ mod tests {
         )
     }
 
+    /// The same, with the event's `metadata`.
+    fn wire_with(kind: &str, metadata: &str, payload: &str) -> String {
+        format!(
+            r#"{{"type":"{kind}","agent":"echo","timestamp":1763769600123,"sessionId":"s-1","metadata":{metadata},"payload":{payload}}}"#
+        )
+    }
+
     fn object(value: Value) -> JsonObject {
         match value {
             Value::Object(map) => map,
@@ -657,6 +906,7 @@ mod tests {
                     tools: vec![],
                     capabilities: None,
                     containment: None,
+                    run_id: None,
                 }))),
                 wire("init", r#"{"tools":[]}"#),
             ),
@@ -667,10 +917,12 @@ mod tests {
                     tools: vec!["read".into(), "write".into()],
                     capabilities: Some(object(json!({"streaming": true}))),
                     containment: Some("namespaces".into()),
+                    run_id: Some("r_1".into()),
                 }))),
-                wire(
+                wire_with(
                     "init",
-                    r#"{"model":"m","cwd":"/w","tools":["read","write"],"capabilities":{"streaming":true},"containment":"namespaces"}"#,
+                    r#"{"runId":"r_1","containment":"namespaces"}"#,
+                    r#"{"model":"m","cwd":"/w","tools":["read","write"],"capabilities":{"streaming":true}}"#,
                 ),
             ),
             (
@@ -782,15 +1034,16 @@ mod tests {
             ),
             (
                 event(EventPayload::Done(Box::new(full_done()))),
-                wire(
+                wire_with(
                     "done",
+                    r#"{"stopReason":"end_turn"}"#,
                     concat!(
                         r#"{"status":"max_turns","result":"ok","resumeToken":"r-1","#,
-                        r#""usage":{"toolUses":2,"tokens":{"coverage":"partial","#,
+                        r#""usage":{"toolUses":2,"tokens":{"coverage":"partial","totals":{"#,
                         r#""input":{"total":100,"cacheRead":40,"cacheWrite":10},"#,
-                        r#""output":{"total":50,"reasoning":20}},"#,
-                        r#""cost":{"usd":0.25,"source":"agent_estimate"}},"#,
-                        r#""durationMs":1234,"metadata":{"stopReason":"end_turn"}}"#
+                        r#""output":{"total":50,"reasoning":20}}},"#,
+                        r#""cost":{"amount":0.25,"currency":"USD","source":"agent-estimate"}},"#,
+                        r#""durationMs":1234}"#
                     ),
                 ),
             ),
@@ -847,9 +1100,91 @@ mod tests {
         assert_eq!(s(DoneStatus::MaxBudget), r#""max_budget""#);
         assert_eq!(s(DoneStatus::Success), r#""success""#);
         assert_eq!(s(ToolStatus::Denied), r#""denied""#);
-        assert_eq!(s(CostSource::AdapterEstimate), r#""adapter_estimate""#);
-        assert_eq!(s(CostSource::Vendor), r#""vendor""#);
+        assert_eq!(s(CostSource::AgentEstimate), r#""agent-estimate""#);
+        assert_eq!(s(CostSource::ProviderReported), r#""provider-reported""#);
+        assert_eq!(s(CostSource::AccountEstimate), r#""account-estimate""#);
         assert_eq!(s(TokenCoverage::Complete), r#""complete""#);
+    }
+
+    #[test]
+    fn events_moat_wrote_before_in_its_earlier_shape_still_load() {
+        let init = r#"{"type":"init","agent":"echo","timestamp":1,"sessionId":"s","payload":{"tools":[],"containment":"off"}}"#;
+        let init: AgentEvent = serde_json::from_str(init).unwrap();
+        let EventPayload::Init(init) = init.payload else {
+            panic!("not an init");
+        };
+        assert_eq!(init.containment.as_deref(), Some("off"));
+        let done = concat!(
+            r#"{"type":"done","agent":"echo","timestamp":1,"sessionId":"s","payload":{"status":"max_turns","#,
+            r#""result":"ok","resumeToken":"r-1","usage":{"toolUses":2,"tokens":{"coverage":"partial","#,
+            r#""input":{"total":100,"cacheRead":40,"cacheWrite":10},"output":{"total":50,"reasoning":20}},"#,
+            r#""cost":{"usd":0.25,"source":"agent_estimate"}},"durationMs":1234,"#,
+            r#""metadata":{"stopReason":"end_turn"}}}"#
+        );
+        let done: AgentEvent = serde_json::from_str(done).unwrap();
+        assert_eq!(done.as_done(), Some(&full_done()));
+        for (old, new) in [
+            ("vendor", CostSource::ProviderReported),
+            ("adapter_estimate", CostSource::AgentEstimate),
+            ("price_table", CostSource::AccountEstimate),
+        ] {
+            let source: CostSource = serde_json::from_value(json!(old)).unwrap();
+            assert_eq!(source, new);
+        }
+    }
+
+    #[test]
+    fn a_cost_in_another_currency_is_refused() {
+        let cost = serde_json::from_value::<Cost>(
+            json!({"amount": 1.0, "currency": "EUR", "source": "agent-estimate"}),
+        );
+        assert!(cost.unwrap_err().to_string().contains("costs are in USD"));
+    }
+
+    #[test]
+    fn metadata_on_other_events_is_left_out() {
+        let text = r#"{"type":"text","agent":"echo","timestamp":1,"sessionId":"s","metadata":{"a":1},"payload":{"content":"x"}}"#;
+        let parsed: AgentEvent = serde_json::from_str(text).unwrap();
+        assert_eq!(parsed.payload, EventPayload::text("x"));
+    }
+
+    #[test]
+    fn usages_add_up_and_a_sum_is_only_as_good_as_its_parts() {
+        let mut total = Usage::default();
+        total.add(&full_done().usage);
+        assert_eq!(total, full_done().usage, "a sum of one is that one");
+        let other = Usage {
+            tool_uses: 1,
+            tokens: Some(TokenReport {
+                coverage: TokenCoverage::Complete,
+                input: InputTokens {
+                    total: 1,
+                    cache_read: Some(1),
+                    cache_write: None,
+                },
+                output: OutputTokens {
+                    total: 2,
+                    reasoning: None,
+                },
+            }),
+            cost: Some(Cost {
+                usd: 0.5,
+                source: CostSource::ProviderReported,
+            }),
+        };
+        total.add(&other);
+        total.add(&Usage::default());
+        let tokens = total.tokens.unwrap();
+        assert_eq!(total.tool_uses, 3);
+        assert_eq!(tokens.coverage, TokenCoverage::Partial);
+        assert_eq!(
+            (tokens.input.total, tokens.input.cache_read),
+            (101, Some(41))
+        );
+        assert_eq!(tokens.input.cache_write, None, "reported on one side only");
+        assert_eq!((tokens.output.total, tokens.output.reasoning), (52, None));
+        let cost = total.cost.unwrap();
+        assert_eq!((cost.usd, cost.source), (0.75, CostSource::AgentEstimate));
     }
 
     #[test]

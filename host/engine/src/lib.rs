@@ -108,12 +108,12 @@ pub use parallel::{ParallelRun, ParallelTask, TaskEvent, run_parallel};
 pub use price::{ModelPrice, PriceTable, PriceTableError};
 pub use registry::{Registry, RegistryError};
 pub use result::{
-    EngineCallbacks, EngineResult, ResultError, ResultFold, ResultUsage, TOOL_USE_SUMMARY_EVENT,
+    EngineCallbacks, EngineResult, ResultError, ResultFold, TOOL_USE_SUMMARY_EVENT,
     TURNS_METADATA_KEY, run_to_result,
 };
 pub use run::{
     AgentRun, DEFAULT_DRAIN, EngineError, MAX_CALL_IDS, RESUME_FALLBACK_EVENT, RunRequest,
-    run_agent,
+    UNKNOWN_MODEL, run_agent,
 };
 pub use tool_policy::{ToolPolicy, ToolPolicyViolation};
 pub use validate::{InvalidEvent, MAX_CALL_ID_BYTES, MAX_SAFE_INTEGER, ValidEvent, validate_event};

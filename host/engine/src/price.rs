@@ -2,7 +2,7 @@
 //! reports tokens but no cost (the API adapters, Codex, Gemini CLI). The
 //! engine applies it to a `done` that has a complete token report and no
 //! cost of its own, for the model the backend named (`init`) or the run
-//! asked for; the cost is marked [`CostSource::PriceTable`]. A reported
+//! asked for; the cost is marked [`CostSource::AccountEstimate`]. A reported
 //! cost is never replaced, and without a price for the model the cost
 //! stays absent.
 //!
@@ -121,7 +121,7 @@ impl PriceTable {
             + tokens.output.total as f64 * price.output_per_m_tok;
         Some(Cost {
             usd: dollars / 1_000_000.0,
-            source: CostSource::PriceTable,
+            source: CostSource::AccountEstimate,
         })
     }
 }
@@ -161,7 +161,7 @@ mod tests {
             .unwrap();
         // 600k fresh × 2.5 + 400k read × 1.25 + 100k out × 10 = 1.5 + 0.5 + 1.0
         assert!((cost.usd - 3.0).abs() < 1e-9, "{cost:?}");
-        assert_eq!(cost.source, CostSource::PriceTable);
+        assert_eq!(cost.source, CostSource::AccountEstimate);
         let sonnet = table
             .cost("claude-sonnet-4-5", &tokens(1_000_000, None, 0))
             .unwrap();

@@ -14,7 +14,7 @@
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentEvent, CostSource, DoneStatus, EventPayload, JsonObject};
+use crate::{AgentEvent, DoneStatus, EventPayload, JsonObject, Usage};
 
 /// The `done.metadata` key under which an adapter reports its turns (model
 /// round trips) when the backend reports or implies them.
@@ -27,6 +27,11 @@ pub const TOOL_USE_SUMMARY_EVENT: &str = ":tool_use_summary";
 /// The result of one run: the final answer, the session to resume, what it
 /// used and, when it failed, why. Every field is what the stream said, or
 /// absent — never made up.
+///
+/// The engine contract names the usage figures flat (`inputTokens`,
+/// `costUsd`…); moat gives `usage` the one shape its `done` events have
+/// (cligent's `DoneUsage`), so a figure reads the same wherever it is
+/// seen, and keeps the run's duration and turns beside it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineResult {
@@ -41,44 +46,31 @@ pub struct EngineResult {
     /// What resumes this session later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_token: Option<String>,
-    /// What the run used.
-    pub usage: ResultUsage,
-    /// Why it failed, when it did and said so.
+    /// The run's id in the run store, as its `init` said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ResultError>,
-}
-
-/// What a run used, flattened as the engine contract names it; each figure
-/// authentic or absent.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ResultUsage {
-    /// All input tokens, cache reads and writes included.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_tokens: Option<u64>,
-    /// All output tokens, reasoning included.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_tokens: Option<u64>,
-    /// Input tokens read from the prompt cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_read_tokens: Option<u64>,
-    /// Input tokens written to the prompt cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_tokens: Option<u64>,
-    /// What the run cost, in US dollars.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-    /// Where the cost figure comes from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_source: Option<CostSource>,
+    pub run_id: Option<String>,
+    /// What the run used, as its `done` said.
+    pub usage: Usage,
     /// How long the run took, as its `done` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
     /// Model round trips, when the adapter reports them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<u64>,
-    /// Distinct tool calls.
-    pub tool_uses: u32,
+    /// Why it failed, when it did and said so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ResultError>,
+}
+
+/// What the `done` of a run said, as the result keeps it.
+#[derive(Debug)]
+struct DoneSaid {
+    status: DoneStatus,
+    result: Option<String>,
+    resume_token: Option<String>,
+    usage: Usage,
+    duration_ms: u64,
+    turns: Option<u64>,
 }
 
 /// The error a failed run reported last (the last one that ended it, else
@@ -121,10 +113,11 @@ pub struct ResultFold {
     /// Deltas since the last finished text.
     streaming: String,
     session_id: Option<String>,
+    run_id: Option<String>,
     last_error: Option<ResultError>,
     fatal_error: Option<ResultError>,
     /// The `done`, once it came.
-    done: Option<(DoneStatus, Option<String>, Option<String>, ResultUsage)>,
+    done: Option<DoneSaid>,
 }
 
 impl ResultFold {
@@ -142,6 +135,9 @@ impl ResultFold {
         }
         self.session_id = Some(event.session_id.clone());
         match &event.payload {
+            EventPayload::Init(init) if init.run_id.is_some() => {
+                self.run_id.clone_from(&init.run_id);
+            }
             EventPayload::TextDelta(delta) => self.streaming.push_str(&delta.delta),
             EventPayload::Text(text) => {
                 self.streaming.clear();
@@ -179,24 +175,18 @@ impl ResultFold {
                 }
             }
             EventPayload::Done(done) => {
-                let tokens = done.usage.tokens;
-                let usage = ResultUsage {
-                    input_tokens: tokens.map(|t| t.input.total),
-                    output_tokens: tokens.map(|t| t.output.total),
-                    cache_read_tokens: tokens.and_then(|t| t.input.cache_read),
-                    cache_write_tokens: tokens.and_then(|t| t.input.cache_write),
-                    cost_usd: done.usage.cost.map(|c| c.usd),
-                    cost_source: done.usage.cost.map(|c| c.source),
-                    duration_ms: Some(done.duration_ms),
+                self.done = Some(DoneSaid {
+                    status: done.status,
+                    result: done.result.clone().filter(|r| !r.is_empty()),
+                    resume_token: done.resume_token.clone(),
+                    usage: done.usage,
+                    duration_ms: done.duration_ms,
                     turns: done
                         .metadata
                         .as_ref()
                         .and_then(|m| m.get(TURNS_METADATA_KEY))
                         .and_then(|t| t.as_u64()),
-                    tool_uses: done.usage.tool_uses,
-                };
-                let result = done.result.clone().filter(|r| !r.is_empty());
-                self.done = Some((done.status, result, done.resume_token.clone(), usage));
+                });
             }
             _ => {}
         }
@@ -212,10 +202,8 @@ impl ResultFold {
     /// people shows it; the result leaves it out).
     pub fn finish_with_leftover(mut self) -> (EngineResult, Option<String>) {
         let answer = self.take_text();
-        let (status, result, resume_token, usage) =
-            self.done
-                .take()
-                .unwrap_or((DoneStatus::Error, None, None, ResultUsage::default()));
+        let done = self.done.take();
+        let status = done.as_ref().map_or(DoneStatus::Error, |done| done.status);
         let error = (status != DoneStatus::Success)
             .then(|| self.fatal_error.or(self.last_error))
             .flatten();
@@ -227,10 +215,13 @@ impl ResultFold {
         };
         let result = EngineResult {
             status,
-            text: result.or(answer),
+            text: done.as_ref().and_then(|d| d.result.clone()).or(answer),
             session_id: self.session_id,
-            resume_token,
-            usage,
+            resume_token: done.as_ref().and_then(|d| d.resume_token.clone()),
+            run_id: self.run_id,
+            usage: done.as_ref().map(|d| d.usage).unwrap_or_default(),
+            duration_ms: done.as_ref().map(|d| d.duration_ms),
+            turns: done.and_then(|d| d.turns),
             error,
         };
         (result, leftover)
@@ -268,8 +259,8 @@ mod tests {
 
     use super::*;
     use crate::{
-        Cost, DonePayload, ErrorPayload, ExtensionPayload, InputTokens, OutputTokens,
-        TokenCoverage, TokenReport, ToolResultPayload, ToolStatus, ToolUsePayload, Usage,
+        Cost, CostSource, DonePayload, ErrorPayload, ExtensionPayload, InitPayload, InputTokens,
+        OutputTokens, TokenCoverage, TokenReport, ToolResultPayload, ToolStatus, ToolUsePayload,
     };
 
     fn event(payload: EventPayload) -> AgentEvent {
@@ -360,10 +351,14 @@ mod tests {
             tokens: Some(tokens),
             cost: Some(Cost {
                 usd: 0.25,
-                source: CostSource::Vendor,
+                source: CostSource::ProviderReported,
             }),
         };
         let (result, log) = fold(vec![
+            EventPayload::Init(Box::new(InitPayload {
+                run_id: Some("r_1".into()),
+                ..InitPayload::default()
+            })),
             EventPayload::text_delta("Let me "),
             EventPayload::text_delta("look."),
             tool_use("t1", Some("Read a.rs")),
@@ -392,24 +387,9 @@ mod tests {
         assert_eq!(result.session_id.as_deref(), Some("s-1"));
         assert_eq!(result.resume_token.as_deref(), Some("resume-1"));
         assert_eq!(result.error, None);
-        let usage = &result.usage;
-        assert_eq!(
-            (
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cache_read_tokens
-            ),
-            (Some(100), Some(7), Some(40))
-        );
-        assert_eq!(usage.cache_write_tokens, None, "absent, not zero");
-        assert_eq!(
-            (usage.cost_usd, usage.cost_source),
-            (Some(0.25), Some(CostSource::Vendor))
-        );
-        assert_eq!(
-            (usage.turns, usage.tool_uses, usage.duration_ms),
-            (Some(2), 1, Some(1234))
-        );
+        assert_eq!(result.run_id.as_deref(), Some("r_1"));
+        assert_eq!(result.usage, usage, "the done's usage, whole");
+        assert_eq!((result.turns, result.duration_ms), (Some(2), Some(1234)));
     }
 
     #[test]
@@ -430,9 +410,14 @@ mod tests {
         ]);
         assert_eq!(log, ["thinking"]);
         assert_eq!(result.text, None, "text before a failure is no answer");
-        assert_eq!(result.error.unwrap().code.as_deref(), Some("TIMEOUT"));
-        let json = serde_json::to_value(&result.usage).unwrap();
-        assert_eq!(json, json!({"durationMs": 1234, "toolUses": 0}));
+        assert_eq!(
+            result.error.as_ref().unwrap().code.as_deref(),
+            Some("TIMEOUT")
+        );
+        let json = serde_json::to_value(&result).unwrap();
+        assert_eq!(json["usage"], json!({"toolUses": 0}));
+        assert_eq!(json["durationMs"], json!(1234));
+        assert!(json.get("turns").is_none() && json.get("runId").is_none());
     }
 
     #[test]

@@ -47,7 +47,8 @@ use super::adapter::{
 use super::codes;
 use super::dormant;
 use super::event::{
-    AgentEvent, DonePayload, DoneStatus, EventPayload, ExtensionPayload, Usage, new_session_id,
+    AgentEvent, DonePayload, DoneStatus, EventPayload, ExtensionPayload, InitPayload, Usage,
+    new_session_id,
 };
 use super::names::{FieldNames, Setting, SettingNames};
 use super::price::PriceTable;
@@ -118,7 +119,15 @@ pub struct RunRequest<S = ()> {
     /// before anything else happened) starts the run again as a fresh
     /// session, announced by a [`RESUME_FALLBACK_EVENT`]. On by default.
     pub resume_fallback: bool,
+    /// The id under which the layer above records the run, which its
+    /// `init` carries (`InitPayload::run_id`); `None` for a run recorded
+    /// nowhere.
+    pub run_id: Option<String>,
 }
+
+/// The model an `init` names when neither the backend nor the caller
+/// named one.
+pub const UNKNOWN_MODEL: &str = "unknown";
 
 /// The extension event that says a run fell back from a resume the
 /// backend could not honour to a fresh session: `{"reason", "resume"}`.
@@ -153,6 +162,7 @@ impl RunRequest {
             names: Arc::new(FieldNames),
             price_table: None,
             resume_fallback: true,
+            run_id: None,
         }
     }
 }
@@ -172,6 +182,7 @@ impl<S> RunRequest<S> {
             names: self.names,
             price_table: self.price_table,
             resume_fallback: self.resume_fallback,
+            run_id: self.run_id,
         }
     }
 
@@ -451,6 +462,7 @@ struct Driver<S> {
     model: Option<String>,
     price_table: Option<Arc<PriceTable>>,
     resume_fallback: bool,
+    run_id: Option<String>,
     /// The backend said the session to resume is gone: why, until the
     /// attempt's `done` arrives and the run starts again afresh.
     session_gone: Option<String>,
@@ -486,6 +498,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
             model: None,
             price_table: request.price_table,
             resume_fallback: request.resume_fallback,
+            run_id: request.run_id,
             session_gone: None,
             output_seen: false,
             watch: None,
@@ -727,12 +740,11 @@ impl<S: Send + Sync + 'static> Driver<S> {
             .and_then(|valid| self.within_capacity(valid));
         match checked {
             Ok(mut valid) => {
-                if let EventPayload::Init(init) = &mut valid.payload {
-                    // The host's word, whatever the adapter claimed.
-                    init.containment = live.session.containment();
-                }
                 let unmatched = self.unmatched_result(&valid.payload);
                 self.observe(&valid);
+                if let EventPayload::Init(init) = &mut valid.payload {
+                    self.complete_init(init, live.session.containment());
+                }
                 if !aborting && let Some(reason) = self.resume_gone(&valid.payload) {
                     // Held back: the attempt's done comes next, and a
                     // fresh session after it.
@@ -908,6 +920,31 @@ impl<S: Send + Sync + 'static> Driver<S> {
         self.tool_use_ids.clear();
         self.permission_ids.clear();
         self.phase = Phase::Idle;
+    }
+
+    /// Gives an `init` the host's facts about the run — its id, how its
+    /// programs are contained (the host's word, whatever the adapter
+    /// claimed) — and what cligent's shape requires where the adapter named
+    /// none: the model asked for (else [`UNKNOWN_MODEL`], as cligent's own
+    /// adapters say) and the working directory asked for (else moat's own,
+    /// where a run without one starts).
+    fn complete_init(&self, init: &mut InitPayload, containment: Option<String>) {
+        init.containment = containment;
+        init.run_id.clone_from(&self.run_id);
+        if init.model.is_none() {
+            init.model = Some(
+                self.options
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| UNKNOWN_MODEL.to_owned()),
+            );
+        }
+        if init.cwd.is_none() {
+            init.cwd = Some(self.options.cwd.clone().unwrap_or_else(|| {
+                std::env::current_dir()
+                    .map_or_else(|_| ".".to_owned(), |dir| dir.to_string_lossy().into_owned())
+            }));
+        }
     }
 
     /// Gives a `done` that reports tokens but no cost the cost the price

@@ -166,6 +166,7 @@ fn payload(
                 .map(|c| json_object("init", "capabilities", &c))
                 .transpose()?,
             containment: None,
+            run_id: None,
         })),
         AdapterEventKind::Text(content) => EventPayload::Text(TextPayload { content }),
         AdapterEventKind::TextDelta(delta) => EventPayload::TextDelta(TextDeltaPayload { delta }),
@@ -628,7 +629,7 @@ mod tests {
                 tokens: None,
                 cost: Some(Cost {
                     usd,
-                    source: CostSource::Vendor,
+                    source: CostSource::ProviderReported,
                 }),
             };
             assert_eq!(field_error(done(usage, None)).1, "usage.cost.usd");

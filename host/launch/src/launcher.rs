@@ -297,6 +297,7 @@ impl Launcher {
             names: spec.names,
             price_table: spec.price_table,
             resume_fallback: spec.resume_fallback,
+            run_id: id.as_ref().map(RunId::to_string),
             ..RunRequest::new(resolved.name(), spec.prompt).with_scope(scope)
         };
         Prepared {

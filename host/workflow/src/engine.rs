@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
-use moat_engine::ResultUsage;
+use moat_engine::Usage;
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinError};
 use tokio_util::sync::CancellationToken;
@@ -601,7 +601,7 @@ impl<'a> Round<'a> {
                     }
                 },
                 run: None,
-                usage: ResultUsage::default(),
+                usage: Usage::default(),
                 duration: Duration::ZERO,
             },
         };
@@ -609,7 +609,7 @@ impl<'a> Round<'a> {
         // The attempt ended: its run is no longer in flight.
         state.run = None;
         state.runs.extend(report.run);
-        add_usage(&mut state.usage, &report.usage);
+        state.usage.add(&report.usage);
         state.duration_ms = state
             .duration_ms
             .saturating_add(u64::try_from(report.duration.as_millis()).unwrap_or(u64::MAX));
@@ -625,7 +625,7 @@ impl<'a> Round<'a> {
                 state.handover = Some(handover);
                 state.error = None;
                 let (runs, duration_ms, usage) =
-                    (state.runs.clone(), state.duration_ms, state.usage.clone());
+                    (state.runs.clone(), state.duration_ms, state.usage);
                 self.emit(WorkflowEvent::TaskCompleted {
                     task: id.to_owned(),
                     runs,
@@ -776,25 +776,4 @@ impl<'a> Round<'a> {
             state: self.state.clone(),
         })
     }
-}
-
-/// Adds `more` to `total`: a figure stays absent only while no attempt
-/// reported it.
-pub fn add_usage(total: &mut ResultUsage, more: &ResultUsage) {
-    fn add(total: &mut Option<u64>, more: Option<u64>) {
-        if let Some(more) = more {
-            *total = Some(total.unwrap_or(0).saturating_add(more));
-        }
-    }
-    add(&mut total.input_tokens, more.input_tokens);
-    add(&mut total.output_tokens, more.output_tokens);
-    add(&mut total.cache_read_tokens, more.cache_read_tokens);
-    add(&mut total.cache_write_tokens, more.cache_write_tokens);
-    add(&mut total.turns, more.turns);
-    add(&mut total.duration_ms, more.duration_ms);
-    if let Some(cost) = more.cost_usd {
-        total.cost_usd = Some(total.cost_usd.unwrap_or(0.0) + cost);
-        total.cost_source = more.cost_source.or(total.cost_source);
-    }
-    total.tool_uses = total.tool_uses.saturating_add(more.tool_uses);
 }

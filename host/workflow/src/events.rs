@@ -1,7 +1,7 @@
 //! What a running workflow reports, as it happens: one NDJSON line each
 //! when moat's output is piped, the live view on a terminal.
 
-use moat_engine::ResultUsage;
+use moat_engine::Usage;
 use serde::Serialize;
 
 use crate::state::WorkflowStatus;
@@ -103,7 +103,7 @@ pub enum WorkflowEvent {
         /// Its wall time, in milliseconds.
         duration_ms: u64,
         /// Its tokens and cost.
-        usage: ResultUsage,
+        usage: Usage,
     },
     /// A task failed for good.
     TaskFailed {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use moat_engine::ResultUsage;
+use moat_engine::Usage;
 use moat_runs::RunId;
 
 use crate::runner::{AttemptStatus, Reattach, TaskDispatch, TaskReport, TaskRunner};
@@ -192,7 +192,7 @@ fn finish(
         status,
         answer,
         run,
-        usage: ResultUsage::default(),
+        usage: Usage::default(),
     }
 }
 

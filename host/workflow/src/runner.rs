@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use moat_engine::ResultUsage;
+use moat_engine::Usage;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -63,7 +63,7 @@ pub struct TaskReport {
     /// The id of its run, when it was recorded.
     pub run: Option<String>,
     /// Its tokens and cost, as far as known.
-    pub usage: ResultUsage,
+    pub usage: Usage,
 }
 
 impl TaskReport {
@@ -73,7 +73,7 @@ impl TaskReport {
             status: AttemptStatus::Cancelled,
             answer: String::new(),
             run: None,
-            usage: ResultUsage::default(),
+            usage: Usage::default(),
         }
     }
 
@@ -85,7 +85,7 @@ impl TaskReport {
             },
             answer: String::new(),
             run: None,
-            usage: ResultUsage::default(),
+            usage: Usage::default(),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use moat_engine::ResultUsage;
+use moat_engine::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -145,7 +145,7 @@ pub struct TaskState {
     pub run: Option<String>,
     /// Tokens and cost of all its attempts.
     #[serde(default)]
-    pub usage: ResultUsage,
+    pub usage: Usage,
     /// Wall time of all its attempts, in milliseconds.
     #[serde(default)]
     pub duration_ms: u64,
@@ -166,7 +166,7 @@ impl TaskState {
             blocked_by: None,
             runs: Vec::new(),
             run: None,
-            usage: ResultUsage::default(),
+            usage: Usage::default(),
             duration_ms: 0,
         }
     }

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moat_engine::ResultUsage;
+use moat_engine::Usage;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -71,7 +71,7 @@ pub enum Verdict {
 pub struct StepReport {
     pub verdict: Verdict,
     pub run: Option<String>,
-    pub usage: ResultUsage,
+    pub usage: Usage,
     pub duration: Duration,
 }
 
@@ -93,11 +93,11 @@ impl Step {
         if !backoff.is_zero() {
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
-                () = self.abort.cancelled() => return self.report(Verdict::Cancelled, None, ResultUsage::default(), started),
+                () = self.abort.cancelled() => return self.report(Verdict::Cancelled, None, Usage::default(), started),
             }
         }
         let mut run = None;
-        let mut usage = ResultUsage::default();
+        let mut usage = Usage::default();
         let outcome = self.attempt(&mut run, &mut usage).await;
         let verdict = match outcome {
             Ok(verdict) => verdict,
@@ -126,7 +126,7 @@ impl Step {
         &self,
         verdict: Verdict,
         run: Option<String>,
-        usage: ResultUsage,
+        usage: Usage,
         started: Instant,
     ) -> StepReport {
         StepReport {
@@ -239,7 +239,7 @@ impl Step {
     async fn attempt(
         &self,
         run: &mut Option<String>,
-        usage: &mut ResultUsage,
+        usage: &mut Usage,
     ) -> Result<Verdict, Failure> {
         let report = match self.reattached().await {
             Some(report) => report,

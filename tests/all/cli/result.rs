@@ -41,20 +41,28 @@ fn a_claude_code_run_gives_its_answer_usage_turns_and_cost_but_not_its_narration
     let session = "e46c405f-a3fd-49f0-beda-50dd63f16bb5";
     assert_eq!(result["sessionId"], session);
     assert_eq!(result["resumeToken"], session);
+    assert_eq!(result["turns"], 2);
+    assert!(result["durationMs"].as_u64().is_some());
+    assert!(
+        result["runId"].as_str().unwrap().starts_with("r_"),
+        "{result}"
+    );
+    // The usage has the shape of the done's (cligent's DoneUsage).
     let usage = &result["usage"];
-    assert_eq!(usage["turns"], 2);
     assert_eq!(usage["toolUses"], 1);
-    assert_eq!(usage["costUsd"], 0.0037158);
-    assert_eq!(usage["costSource"], "agent_estimate");
-    for tokens in [
-        "inputTokens",
-        "outputTokens",
-        "cacheReadTokens",
-        "cacheWriteTokens",
+    assert_eq!(
+        usage["cost"],
+        serde_json::json!({"amount": 0.0037158, "currency": "USD", "source": "agent-estimate"})
+    );
+    let totals = &usage["tokens"]["totals"];
+    for figure in [
+        &totals["input"]["total"],
+        &totals["output"]["total"],
+        &totals["input"]["cacheRead"],
+        &totals["input"]["cacheWrite"],
     ] {
-        assert!(usage[tokens].as_u64().is_some(), "{tokens}: {usage}");
+        assert!(figure.as_u64().is_some(), "{usage}");
     }
-    assert!(usage["durationMs"].as_u64().is_some());
     assert!(result.get("error").is_none());
 }
 
@@ -69,12 +77,13 @@ fn what_the_backend_did_not_report_is_absent_and_a_crash_carries_its_error() {
     assert_eq!(echoed["status"], "success");
     assert!(echoed["text"].as_str().unwrap().contains("hello"));
     let usage = echoed["usage"].as_object().unwrap();
-    for absent in ["inputTokens", "outputTokens", "costUsd", "turns"] {
+    for absent in ["tokens", "cost"] {
         assert!(
             !usage.contains_key(absent),
             "{absent} was invented: {usage:?}"
         );
     }
+    assert!(echoed.get("turns").is_none(), "{echoed}");
 
     let crash = moat()
         .args(["run", PANIC, "x", "--output", "json", "--no-store"])
@@ -411,9 +420,9 @@ fn moat_run_openai_with_an_mcp_config_runs_the_tool_loop_and_reports_its_turns()
     let result = result(&output);
     assert_eq!(result["status"], "success", "{result}");
     assert_eq!(result["text"], "It said: from the tool.");
-    assert_eq!(result["usage"]["turns"], 2);
+    assert_eq!(result["turns"], 2);
     assert_eq!(result["usage"]["toolUses"], 1);
-    assert_eq!(result["usage"]["inputTokens"], 100);
-    assert_eq!(result["usage"]["outputTokens"], 14);
+    assert_eq!(result["usage"]["tokens"]["totals"]["input"]["total"], 100);
+    assert_eq!(result["usage"]["tokens"]["totals"]["output"]["total"], 14);
     assert_eq!(server.requests().len(), 2);
 }

@@ -70,3 +70,110 @@ fn ndjson_keeps_the_adapters_strings_exactly_escaped_as_json() {
     assert!(!stdout.contains('\x1b'), "JSON escapes controls itself");
     assert!(stdout.contains("\\u001b]52;c;"), "{stdout}");
 }
+
+/// A pseudo-terminal: what moat writes to the secondary end, read from the
+/// primary as a person's terminal shows it, each piece with when it came.
+struct Pty {
+    primary: std::fs::File,
+    secondary: std::os::fd::OwnedFd,
+}
+
+impl Pty {
+    fn open() -> Pty {
+        use std::os::fd::FromRawFd;
+        let (mut primary, mut secondary) = (-1, -1);
+        // SAFETY: openpty writes two new descriptors into the integers it
+        // is given; the null name, termios and size ask for its defaults.
+        let status = unsafe {
+            libc::openpty(
+                &mut primary,
+                &mut secondary,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(status, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: both descriptors are new and owned by nothing else.
+        unsafe {
+            Pty {
+                primary: std::fs::File::from_raw_fd(primary),
+                secondary: std::os::fd::OwnedFd::from_raw_fd(secondary),
+            }
+        }
+    }
+
+    /// Runs `command` with its stdout and stderr on the terminal; returns
+    /// everything shown, piece by piece with the time it arrived, and how
+    /// the command ended.
+    fn run(
+        self,
+        mut command: std::process::Command,
+    ) -> (Vec<(std::time::Instant, String)>, std::process::ExitStatus) {
+        use std::io::Read;
+        let Pty {
+            mut primary,
+            secondary,
+        } = self;
+        let mut child = command
+            .stdout(secondary.try_clone().unwrap())
+            .stderr(secondary)
+            .spawn()
+            .expect("moat starts");
+        // The command's copies are its own now: the reader sees the end
+        // (EIO) once the command and its children close theirs.
+        drop(command);
+        let mut pieces = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while let Ok(n) = primary.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            let text = String::from_utf8_lossy(&buffer[..n]).into_owned();
+            pieces.push((std::time::Instant::now(), text));
+        }
+        (pieces, child.wait().unwrap())
+    }
+}
+
+/// When `needle` first showed on the terminal.
+fn shown_at(pieces: &[(std::time::Instant, String)], needle: &str) -> Option<std::time::Instant> {
+    let mut seen = String::new();
+    pieces.iter().find_map(|(at, text)| {
+        seen.push_str(text);
+        seen.contains(needle).then_some(*at)
+    })
+}
+
+#[test]
+fn on_a_terminal_the_answer_streams_before_the_run_is_done() {
+    use moat_testkit::llm_server::{LlmServer, Reply, Step};
+    let body: &[u8] = include_bytes!("../../../adapters/openai/fixtures/text_usage.sse");
+    let text = std::str::from_utf8(body).unwrap();
+    // The backend sends its first words, then holds the rest back a while.
+    let first = text.find(r#""content":"Hello""#).unwrap();
+    let cut = first + text[first..].find("\n\n").unwrap() + 2;
+    let hold = std::time::Duration::from_secs(4);
+    let server = LlmServer::start(Reply::stream(vec![
+        Step::Send(body[..cut].to_vec()),
+        Step::Pause(hold),
+        Step::Send(body[cut..].to_vec()),
+    ]));
+    let mut command = moat();
+    command
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
+        .env("OPENAI_API_KEY", "sk-moat-pty-test")
+        .args(["run", "openai", "Say hello", "--model", "m", "--no-store"])
+        .arg(format!("--allow-net={}", server.grant()));
+    let (pieces, status) = Pty::open().run(command);
+    let shown: String = pieces.iter().map(|(_, text)| text.as_str()).collect();
+    assert!(status.success(), "{shown}");
+    let hello = shown_at(&pieces, "Hello").expect("the answer's first words");
+    let done = shown_at(&pieces, "success").expect("the summary line");
+    assert!(
+        done.duration_since(hello) >= hold / 2,
+        "the first words came with the end, not before it: {shown}"
+    );
+    assert!(shown.contains("Hello! How can I help"), "{shown}");
+    assert_eq!(shown.matches("How can I help").count(), 1, "{shown}");
+}

@@ -1169,8 +1169,7 @@ until = { command = "true" }
         serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     state["tasks"]["A"]["iterations"] = serde_json::json!(u32::MAX);
     state["tasks"]["A"]["duration_ms"] = serde_json::json!(u64::MAX);
-    state["tasks"]["A"]["usage"] =
-        serde_json::json!({"inputTokens": u64::MAX, "toolUses": u32::MAX});
+    state["tasks"]["A"]["usage"] = serde_json::json!({"tokens": {"coverage": "complete", "totals": {"input": {"total": u64::MAX}, "output": {"total": 1}}}, "toolUses": u32::MAX});
     std::fs::write(&path, serde_json::to_vec(&state).unwrap()).unwrap();
     let (resumed, _) = run(
         &project,

@@ -27,8 +27,13 @@ pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
     let line = match &event.payload {
         EventPayload::Init(init) => {
             let model = init.model.as_deref().unwrap_or("default model");
+            let run = init
+                .run_id
+                .as_deref()
+                .map(|id| format!(" · {id}"))
+                .unwrap_or_default();
             s.dim(&format!(
-                "● {} · {model} · session {}",
+                "● {}{run} · {model} · session {}",
                 event.agent, event.session_id
             ))
         }

@@ -2,6 +2,7 @@
 
 mod json;
 mod lines;
+mod live;
 mod ndjson;
 mod parallel;
 mod pretty;
@@ -15,6 +16,8 @@ use std::io::{self, IsTerminal};
 use moat_engine::AgentEvent;
 
 use super::args::OutputFormat;
+
+pub use live::LogWriter;
 
 /// Turns a run's events into output.
 pub trait Renderer {

@@ -1,7 +1,7 @@
-//! For people at a terminal, with the engine contract's split (the fold of
-//! moat_engine::result): narration and tool calls (with their summaries)
-//! as they happen, errors set apart, a spinner while the agent is silent
-//! or writing, and the answer set apart at the end with a summary line.
+//! For people at a terminal: the answer streams as the agent writes it,
+//! tool calls (with their summaries) and errors are lines of their own, a
+//! spinner shows only while the agent is silent, and a summary line ends
+//! the run. The run's id is in the first line, to find the run again.
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
@@ -11,31 +11,33 @@ use moat_engine::{AgentEvent, EngineCallbacks, EventPayload, JsonObject, ResultF
 
 use super::Renderer;
 use super::lines::{done_line, event_line, tool_line};
+use super::live;
 use super::style::Style;
+use super::text_flow::TextFlow;
 
 pub struct Pretty<W: Write> {
     out: W,
     style: Style,
     spinner: Option<ProgressBar>,
-    /// Tells narration from the answer.
+    /// Tells the answer from narration, for the `done`'s own answer.
     fold: ResultFold,
-    /// Characters of assistant text held back until it is known whether
-    /// they are narration or the answer.
-    writing: usize,
+    /// Where the streamed text stands.
+    flow: TextFlow,
+    /// The text streamed since the last other event.
+    block: String,
+    /// Something other than text was printed last: the next text is set
+    /// apart from it by a blank line.
+    after_lines: bool,
 }
 
-/// What the fold says to print as it goes: narration, and tool calls as
-/// one line each.
-struct Lines {
+/// The tool calls the fold reports, one line each (narration needs no
+/// line of its own: it streamed as it came).
+struct ToolLines {
     style: Style,
     lines: Vec<String>,
 }
 
-impl EngineCallbacks for Lines {
-    fn on_assistant_message(&mut self, text: &str) {
-        self.lines.push(text.trim_end().to_owned());
-    }
-
+impl EngineCallbacks for ToolLines {
     fn on_tool_use(&mut self, name: &str, input: &JsonObject, summary: &str) {
         // The fold names the tool when the adapter gave no summary.
         let summary = (summary != name).then_some(summary);
@@ -52,18 +54,43 @@ impl<W: Write> Pretty<W> {
             },
             spinner: None,
             fold: ResultFold::new(),
-            writing: 0,
+            flow: TextFlow::default(),
+            block: String::new(),
+            after_lines: false,
         }
     }
 
     fn stop_spinner(&mut self) {
         if let Some(spinner) = self.spinner.take() {
+            live::set_spinner(None);
             spinner.finish_and_clear();
         }
     }
 
     fn line(&mut self, text: String) -> io::Result<()> {
+        self.end_text()?;
+        self.after_lines = true;
         writeln!(self.out, "{text}")
+    }
+
+    /// Starts a block of streamed text, set apart from the lines before.
+    fn start_text(&mut self) -> io::Result<()> {
+        if self.after_lines {
+            self.after_lines = false;
+            self.out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    /// Ends the line streamed text left unfinished (unless a log line
+    /// ended it meanwhile).
+    fn end_text(&mut self) -> io::Result<()> {
+        if !live::line_open() {
+            self.flow.line_closed();
+        }
+        self.flow.end_line(&mut self.out)?;
+        live::set_line_open(false);
+        Ok(())
     }
 }
 
@@ -71,41 +98,55 @@ impl<W: Write> Renderer for Pretty<W> {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()> {
         let event = &*super::safe::for_terminal(event);
         let s = self.style;
-        let mut said = Lines {
+        let mut tools = ToolLines {
             style: s,
             lines: Vec::new(),
         };
-        self.fold.observe(event, &mut said);
+        self.fold.observe(event, &mut tools);
         match &event.payload {
             EventPayload::TextDelta(delta) => {
-                self.writing += delta.delta.chars().count();
-                if let Some(spinner) = &self.spinner {
-                    spinner.set_message(format!(
-                        "the agent is writing… ({} characters)",
-                        self.writing
-                    ));
-                }
-                return Ok(());
+                self.stop_spinner();
+                self.start_text()?;
+                self.flow.delta(&mut self.out, &delta.delta)?;
+                self.block.push_str(&delta.delta);
+                live::set_line_open(self.flow.line_open());
+                return self.out.flush();
             }
-            EventPayload::Text(_) => return Ok(()),
+            EventPayload::Text(text) => {
+                self.stop_spinner();
+                if self.block.is_empty() {
+                    self.start_text()?;
+                } else if self.block.trim() != text.content.trim() {
+                    // A text replaces the deltas before it; when it says
+                    // something else than they did, it is shown too.
+                    self.end_text()?;
+                    self.flow = TextFlow::default();
+                }
+                self.flow.text(&mut self.out, &text.content)?;
+                self.block.clone_from(&text.content);
+                live::set_line_open(false);
+                return self.out.flush();
+            }
             _ => {}
         }
         self.stop_spinner();
-        self.writing = 0;
-        for line in said.lines {
+        let block = std::mem::take(&mut self.block);
+        for line in tools.lines {
             self.line(line)?;
         }
         match &event.payload {
             EventPayload::Done(done) => {
-                let (result, leftover) = std::mem::take(&mut self.fold).finish_with_leftover();
-                if let Some(text) = leftover {
-                    self.line(text.trim_end().to_owned())?;
+                let result = std::mem::take(&mut self.fold).finish();
+                // The answer streamed; a `done` that names another one
+                // (a backend's own final result) shows it too.
+                if let Some(answer) = result.text.filter(|a| a.trim() != block.trim()) {
+                    self.end_text()?;
+                    self.start_text()?;
+                    writeln!(self.out, "{}", answer.trim_end())?;
                 }
-                if let Some(answer) = &result.text {
-                    // The answer, set apart from what led to it.
-                    self.line(String::new())?;
-                    self.line(answer.trim_end().to_owned())?;
-                    self.line(String::new())?;
+                self.end_text()?;
+                if !self.after_lines {
+                    self.out.write_all(b"\n")?;
                 }
                 self.line(done_line(s, done))?;
                 if let Some(token) = &done.resume_token {
@@ -124,7 +165,9 @@ impl<W: Write> Renderer for Pretty<W> {
     }
 
     fn waiting(&mut self) {
-        if self.spinner.is_some() || !io::stderr().is_terminal() {
+        // The spinner only while the agent is silent, and never over a
+        // line of answer it has not finished.
+        if self.spinner.is_some() || !io::stderr().is_terminal() || live::line_open() {
             return;
         }
         let spinner = ProgressBar::new_spinner();
@@ -133,11 +176,13 @@ impl<W: Write> Renderer for Pretty<W> {
         }
         spinner.set_message("waiting for the agent…");
         spinner.enable_steady_tick(Duration::from_millis(100));
+        live::set_spinner(Some(spinner.clone()));
         self.spinner = Some(spinner);
     }
 
     fn finish(&mut self) -> io::Result<()> {
         self.stop_spinner();
+        self.end_text()?;
         self.out.flush()
     }
 }

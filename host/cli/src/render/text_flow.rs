@@ -33,6 +33,16 @@ impl TextFlow {
         self.end_line(out)
     }
 
+    /// Whether the last text written left its line unfinished.
+    pub fn line_open(&self) -> bool {
+        self.line_open
+    }
+
+    /// Someone else ended the unfinished line (a log line did).
+    pub fn line_closed(&mut self) {
+        self.line_open = false;
+    }
+
     /// Ends an unfinished line, so what follows starts on its own.
     pub fn end_line(&mut self, out: &mut impl Write) -> io::Result<()> {
         if self.line_open {

@@ -139,10 +139,9 @@ fn status(args: &WorkflowStatusArgs) -> anyhow::Result<ExitCode> {
             continue;
         };
         let usage = &task_state.usage;
-        let tokens = match (usage.input_tokens, usage.output_tokens) {
-            (None, None) => "-".into(),
-            (input, output) => format!("{}→{}", input.unwrap_or(0), output.unwrap_or(0)),
-        };
+        let tokens = usage.tokens.map_or("-".into(), |tokens| {
+            format!("{}→{}", tokens.input.total, tokens.output.total)
+        });
         // A running task's run may be going on (in a cluster): its id
         // finds it.
         let in_flight = task_state
@@ -172,8 +171,8 @@ fn status(args: &WorkflowStatusArgs) -> anyhow::Result<ExitCode> {
             },
             tokens,
             usage
-                .cost_usd
-                .map_or("-".into(), |cost| format!("${cost:.4}")),
+                .cost
+                .map_or("-".into(), |cost| format!("${:.4}", cost.usd)),
             note,
         ]);
     }

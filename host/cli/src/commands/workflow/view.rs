@@ -172,11 +172,12 @@ impl View for Live {
             } => {
                 self.end(task);
                 let mut text = format!("✓ {task} ({})", seconds(*duration_ms));
-                if let (Some(input), Some(output)) = (usage.input_tokens, usage.output_tokens) {
+                if let Some(tokens) = usage.tokens {
+                    let (input, output) = (tokens.input.total, tokens.output.total);
                     text.push_str(&format!(", {input}→{output} tokens"));
                 }
-                if let Some(cost) = usage.cost_usd {
-                    text.push_str(&format!(", ${cost:.4}"));
+                if let Some(cost) = usage.cost {
+                    text.push_str(&format!(", ${:.4}", cost.usd));
                 }
                 self.line(text);
             }

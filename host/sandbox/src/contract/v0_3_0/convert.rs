@@ -150,9 +150,12 @@ fn usage(usage: wit::Usage) -> Usage {
         cost: usage.cost.map(|c| Cost {
             usd: c.usd,
             source: match c.source {
-                wit::CostSource::Vendor => CostSource::Vendor,
-                wit::CostSource::AgentEstimate => CostSource::AgentEstimate,
-                wit::CostSource::AdapterEstimate => CostSource::AdapterEstimate,
+                wit::CostSource::Vendor => CostSource::ProviderReported,
+                // cligent's words have one for an estimate by the agent's
+                // side, the CLI's or the adapter's own.
+                wit::CostSource::AgentEstimate | wit::CostSource::AdapterEstimate => {
+                    CostSource::AgentEstimate
+                }
             },
         }),
     }

@@ -1,0 +1,79 @@
+//! The live line a person watches while a run goes on: the spinner (on
+//! stderr), or an unfinished line of streamed answer (on stdout). Both
+//! share the terminal with moat's log lines (tracing, on stderr), which go
+//! through [`LogWriter`]: a log line is printed above the spinner, which is
+//! drawn again below it, and after an unfinished line, never into it.
+
+use std::io::{self, Write};
+use std::sync::{Mutex, MutexGuard};
+
+use indicatif::ProgressBar;
+use tracing_subscriber::fmt::MakeWriter;
+
+/// What is live on the terminal now.
+struct Live {
+    spinner: Option<ProgressBar>,
+    /// Streamed text left its line unfinished.
+    line_open: bool,
+}
+
+static LIVE: Mutex<Live> = Mutex::new(Live {
+    spinner: None,
+    line_open: false,
+});
+
+fn live() -> MutexGuard<'static, Live> {
+    // A panic while holding it leaves nothing half-done worth refusing.
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The spinner now shown, or none.
+pub fn set_spinner(spinner: Option<ProgressBar>) {
+    live().spinner = spinner;
+}
+
+/// Whether streamed text has left its line unfinished.
+pub fn set_line_open(open: bool) {
+    live().line_open = open;
+}
+
+/// Whether the unfinished line is still unfinished (a log line ends it).
+pub fn line_open() -> bool {
+    live().line_open
+}
+
+/// Where log lines go: stderr, around the live line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogWriter;
+
+impl<'a> MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LogWriter
+    }
+}
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut live = live();
+        if let Some(spinner) = &live.spinner {
+            return spinner.suspend(|| io::stderr().write_all(buf).map(|()| buf.len()));
+        }
+        let mut stderr = io::stderr().lock();
+        if live.line_open {
+            // Streamed text goes to stdout; what it printed must show
+            // before the log line, which starts a line of its own.
+            io::stdout().flush()?;
+            stderr.write_all(b"\n")?;
+            live.line_open = false;
+        }
+        stderr.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
+    }
+}
