@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -358,9 +358,18 @@ pub struct PsArgs {
     /// `table` (default) or `json`.
     #[arg(long, short, value_enum, default_value = "table")]
     pub output: ListFormat,
-    /// Only the ids, one a line (for scripts: `moat cancel $(moat ps -q)`).
+    /// Only the ids, one a line, whole (for scripts: `moat cancel $(moat
+    /// ps -q)`).
     #[arg(long, short, conflicts_with = "output")]
     pub quiet: bool,
+    /// Whole ids in the table (by default each is as short as it can be
+    /// and stay unique among those listed, at least 12 characters).
+    #[arg(long)]
+    pub no_trunc: bool,
+    /// Keep the table up to date: redrawn each second on a terminal,
+    /// printed again whenever it changes otherwise; Ctrl-C ends it.
+    #[arg(long, short, conflicts_with_all = ["quiet", "output"])]
+    pub watch: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -389,9 +398,33 @@ pub struct LogsArgs {
     /// After the stored events, the live ones, until the run ends.
     #[arg(long, short)]
     pub follow: bool,
+    /// Only the last N events (then the live ones with --follow).
+    #[arg(long, value_name = "N")]
+    pub tail: Option<u64>,
+    /// Only events from this long ago on (e.g. 10m, 2h), or from a time
+    /// (e.g. 2026-11-28T09:00:00Z).
+    #[arg(long, value_name = "AGE|TIME", value_parser = parse_since)]
+    pub since: Option<SystemTime>,
+    /// Each line with the time of its event (pretty output; NDJSON events
+    /// carry their `timestamp`).
+    #[arg(long, short = 't')]
+    pub timestamps: bool,
     /// Output format [default: pretty on a terminal, ndjson otherwise].
     #[arg(long, short, value_enum)]
     pub output: Option<OutputFormat>,
+}
+
+/// A `--since`: an age before now, or a time (RFC 3339).
+pub fn parse_since(text: &str) -> Result<SystemTime, String> {
+    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        return Ok(time);
+    }
+    let age = parse_duration(text).map_err(|_| {
+        format!("`{text}` is neither an age (e.g. 10m, 2h) nor a time (e.g. 2026-11-28T09:00:00Z)")
+    })?;
+    Ok(SystemTime::now()
+        .checked_sub(age)
+        .unwrap_or(SystemTime::UNIX_EPOCH))
 }
 
 #[derive(Debug, Clone, Args)]

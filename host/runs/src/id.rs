@@ -52,6 +52,34 @@ impl RunId {
     }
 }
 
+/// The fewest characters a short id shows: `r_` and the ten digits of its
+/// creation time in milliseconds, so runs made in different milliseconds
+/// (nearly all) stay apart by their short ids even beside runs not listed
+/// with them, as docker's twelve characters do.
+pub const SHORT_MIN: usize = PREFIX.len() + 10;
+
+/// The short forms of `ids`, git-style: each the shortest prefix of at
+/// least [`SHORT_MIN`] characters that no other of `ids` starts with (the
+/// whole id when another id is the same).
+pub fn short_ids<'a>(ids: &[&'a RunId]) -> Vec<&'a str> {
+    fn common(a: &str, b: &str) -> usize {
+        a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
+    }
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by(|&a, &b| ids[a].cmp(ids[b]));
+    let mut lengths = vec![SHORT_MIN; ids.len()];
+    for pair in order.windows(2) {
+        let (a, b) = (ids[pair[0]].as_str(), ids[pair[1]].as_str());
+        let needed = common(a, b) + 1;
+        lengths[pair[0]] = lengths[pair[0]].max(needed);
+        lengths[pair[1]] = lengths[pair[1]].max(needed);
+    }
+    ids.iter()
+        .zip(lengths)
+        .map(|(id, length)| &id.as_str()[..length.min(id.as_str().len())])
+        .collect()
+}
+
 impl Default for RunId {
     fn default() -> Self {
         Self::new()
@@ -74,6 +102,34 @@ mod tests {
         assert_eq!(RunId::prefix_from(" r_01m8f "), "r_01m8f");
         assert_eq!(RunId::prefix_from("r"), "r");
         assert_eq!(RunId::prefix_from(""), "");
+    }
+
+    #[test]
+    fn short_ids_are_the_shortest_unique_prefixes_of_at_least_the_minimum() {
+        let parse = |text: &str| RunId::parse(text).unwrap();
+        let ids = [
+            parse("r_01m8fxa0y2essrasa9azn84z4d"),
+            parse("r_01m8fxa0y2essrbsa9azn84z4d"),
+            parse("r_01m8fwyvfserrr05t0573bvcnw"),
+        ];
+        let refs: Vec<&RunId> = ids.iter().collect();
+        assert_eq!(
+            short_ids(&refs),
+            ["r_01m8fxa0y2essra", "r_01m8fxa0y2essrb", "r_01m8fwyvfs"]
+        );
+        assert_eq!(short_ids(&refs[2..]), ["r_01m8fwyvfs"]);
+        let same = [ids[0].clone(), ids[0].clone()];
+        let refs: Vec<&RunId> = same.iter().collect();
+        assert_eq!(short_ids(&refs), [ids[0].as_str(), ids[0].as_str()]);
+        let many: Vec<RunId> = (0..500).map(|_| RunId::new()).collect();
+        let refs: Vec<&RunId> = many.iter().collect();
+        let shorts = short_ids(&refs);
+        for (short, id) in shorts.iter().zip(&many) {
+            let starting = many
+                .iter()
+                .filter(|other| other.as_str().starts_with(short));
+            assert_eq!(starting.count(), 1, "{short} names more than {id}");
+        }
     }
 
     #[test]

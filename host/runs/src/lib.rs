@@ -21,7 +21,7 @@ pub mod result;
 pub mod runs;
 pub mod status;
 
-pub use id::{PREFIX as RUN_ID_PREFIX, RunId};
+pub use id::{PREFIX as RUN_ID_PREFIX, RunId, SHORT_MIN as SHORT_ID_MIN, short_ids};
 pub use limits::RecordedLimits;
 pub use record::{NewRun, RunFilter, RunRecord};
 pub use result::{check_from, result};

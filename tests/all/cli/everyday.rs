@@ -199,3 +199,122 @@ fn a_mistyped_adapter_name_gets_the_name_it_is_likely_a_typo_of() {
         text(&far.stderr)
     );
 }
+
+#[test]
+fn ps_shows_short_ids_that_name_one_run_each() {
+    let scratch = Scratch::new();
+    // Started together, some may share their millisecond: their short ids
+    // grow until they differ.
+    let ran = scratch.run(&[
+        "parallel", "--task", "a:echo=1", "--task", "b:echo=2", "--task", "c:echo=3",
+    ]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let ran = scratch.run(&["run", "echo", "later", "--output", "text"]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let full: Vec<String> = text(&scratch.run(&["ps", "-q", "--all"]).stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(full.len(), 4, "{full:?}");
+    let table = text(&scratch.run(&["ps", "--all"]).stdout);
+    let shorts: Vec<&str> = table
+        .lines()
+        .skip(1)
+        .map(|row| row.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(shorts.len(), 4, "{table}");
+    for (short, id) in shorts.iter().zip(&full) {
+        assert!(short.len() >= 12 && short.len() < id.len(), "{table}");
+        assert!(id.starts_with(short), "{short} is not {id}'s: {table}");
+        let named = full.iter().filter(|other| other.starts_with(short));
+        assert_eq!(named.count(), 1, "{short} names more than one run");
+        let shown = scratch.run(&["show", short, "--json"]);
+        assert!(
+            text(&shown.stdout).contains(id.as_str()),
+            "{}",
+            text(&shown.stderr)
+        );
+    }
+    let whole = text(&scratch.run(&["ps", "--all", "--no-trunc"]).stdout);
+    for id in &full {
+        assert!(whole.contains(id.as_str()), "{whole}");
+    }
+}
+
+#[test]
+fn logs_take_a_tail_a_since_and_show_times() {
+    let scratch = Scratch::new();
+    let ran = scratch.run(&["run", "echo", "one two three", "--output", "text"]);
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let all = text(&scratch.run(&["logs", "@last"]).stdout);
+    let all: Vec<&str> = all.lines().collect();
+    assert!(all.len() > 3, "{all:?}");
+
+    let tail = text(&scratch.run(&["logs", "@last", "--tail", "2"]).stdout);
+    assert_eq!(tail.lines().collect::<Vec<_>>(), all[all.len() - 2..]);
+    let more = text(&scratch.run(&["logs", "@last", "--tail", "1000"]).stdout);
+    assert_eq!(more.lines().count(), all.len());
+
+    let recent = text(&scratch.run(&["logs", "@last", "--since", "1h"]).stdout);
+    assert_eq!(recent.lines().count(), all.len());
+    let future = scratch.run(&["logs", "@last", "--since", "2999-01-01T00:00:00Z"]);
+    assert!(future.status.success(), "the run's outcome still decides");
+    assert_eq!(text(&future.stdout), "");
+    let bad = scratch.run(&["logs", "@last", "--since", "5x"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("neither an age"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    // -t: pretty lines led by their event's time (RFC 3339, UTC).
+    let timed = text(&scratch.run(&["logs", "@last", "-t"]).stdout);
+    let year = format!("{}-", 1970 + moat_engine::now_ms() / 31_557_600_000);
+    let summary = timed.lines().find(|l| l.contains("success")).unwrap();
+    assert!(
+        summary.starts_with(&year) && summary.contains("Z "),
+        "{timed}"
+    );
+    let refused = scratch.run(&["logs", "@last", "-t", "--output", "ndjson"]);
+    assert_eq!(refused.status.code(), Some(2));
+}
+
+#[test]
+fn ps_watch_prints_the_table_again_when_a_run_changes() {
+    use std::io::{BufRead, BufReader};
+    let scratch = Scratch::new();
+    let started = scratch.run(&["run", COOPERATIVE, "go", "--detach"]);
+    let id = text(&started.stdout).trim().to_owned();
+    let mut watching = scratch
+        .moat()
+        .args(["ps", "--watch"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Should a table never come, the reads below end with the watcher.
+    let pid = i32::try_from(watching.id()).unwrap();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        // SAFETY: a signal to a pid; at worst the process has gone.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    });
+    let mut lines = BufReader::new(watching.stdout.take().unwrap()).lines();
+    let mut next = || lines.next().expect("a line").expect("UTF-8");
+    // The first table: the header and the live run.
+    assert!(next().starts_with("ID"));
+    let row = next();
+    assert!(
+        id.starts_with(row.split_whitespace().next().unwrap()),
+        "{row}"
+    );
+    assert!(row.contains("running"), "{row}");
+    // Cancelled elsewhere, the run is no longer live: a blank line, then
+    // the table again, now empty.
+    let cancelled = scratch.run(&["cancel", &id]);
+    assert!(cancelled.status.success(), "{}", text(&cancelled.stderr));
+    assert_eq!(next(), "");
+    assert!(next().starts_with("ID"));
+    watching.kill().unwrap();
+    watching.wait().unwrap();
+}

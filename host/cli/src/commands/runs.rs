@@ -3,6 +3,7 @@
 //! `--nats` the cluster's.
 
 use std::process::ExitCode;
+use std::time::UNIX_EPOCH;
 
 use anyhow::Context;
 use serde_json::Value;
@@ -10,7 +11,9 @@ use serde_json::Value;
 use moat_engine::{DoneStatus, EngineResult};
 use moat_runs::{RunFilter, RunId, RunRecord, RunStatus, StoredEvent};
 
-use crate::args::{CancelArgs, ListFormat, LogsArgs, PruneArgs, PsArgs, ShowArgs, WaitArgs};
+use crate::args::{
+    CancelArgs, ListFormat, LogsArgs, OutputFormat, PruneArgs, PsArgs, ShowArgs, WaitArgs,
+};
 use crate::render::{self, Renderer, safe};
 use crate::{Globals, UsageError, wiring};
 
@@ -31,6 +34,9 @@ pub async fn ps(globals: &Globals, args: &PsArgs) -> anyhow::Result<ExitCode> {
         },
         limit: args.last,
     };
+    if args.watch {
+        return watch(runs.as_ref(), &filter, args.no_trunc).await;
+    }
     let listed = runs.list(&filter).await.map_err(wiring::runs_error)?;
     if args.quiet {
         for run in &listed {
@@ -38,7 +44,65 @@ pub async fn ps(globals: &Globals, args: &PsArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    print_runs(&listed, args.output)
+    if args.output == ListFormat::Json {
+        let records: Vec<Value> = listed.iter().map(RunRecord::to_json).collect();
+        println!("{}", serde_json::to_string_pretty(&records)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", runs_table(&listed, args.no_trunc));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How often `ps --watch` looks again.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `ps --watch`: the table, kept up to date until Ctrl-C.
+async fn watch(
+    runs: &dyn moat_runs::Runs,
+    filter: &RunFilter,
+    full_ids: bool,
+) -> anyhow::Result<ExitCode> {
+    use std::io::{IsTerminal, Write};
+    let terminal = std::io::stdout().is_terminal();
+    let mut shown = String::new();
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let listed = runs.list(filter).await.map_err(wiring::runs_error)?;
+        let table = runs_table(&listed, full_ids);
+        // The ages in a terminal's table tick; elsewhere a table is
+        // printed again only when a run came, went or changed status.
+        let changed = terminal || without_times(&table) != without_times(&shown);
+        if changed {
+            let mut out = std::io::stdout().lock();
+            if terminal {
+                // Home, then clear: the table replaces the last one.
+                out.write_all(b"\x1b[H\x1b[2J")?;
+            } else if !shown.is_empty() {
+                out.write_all(b"\n")?;
+            }
+            out.write_all(table.as_bytes())?;
+            out.flush()?;
+            shown = table;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(WATCH_EVERY) => {}
+            _ = &mut ctrl_c => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+/// A table without its AGE and TOOK columns, which change every second.
+fn without_times(table: &str) -> String {
+    table
+        .lines()
+        .map(|row| {
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            let mut kept = cells.iter().take(3).copied().collect::<Vec<_>>().join(" ");
+            kept.push('\n');
+            kept
+        })
+        .collect()
 }
 
 /// The statuses `ps` lists when asked for `args`: the flag's, every one
@@ -53,13 +117,10 @@ fn listed_statuses(args: &PsArgs) -> Vec<RunStatus> {
     }
 }
 
-/// `moat ps`'s table (or JSON) of `runs`.
-pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<ExitCode> {
-    if output == ListFormat::Json {
-        let records: Vec<Value> = runs.iter().map(RunRecord::to_json).collect();
-        println!("{}", serde_json::to_string_pretty(&records)?);
-        return Ok(ExitCode::SUCCESS);
-    }
+/// `moat ps`'s table of `runs`: each id as short as it can be and stay
+/// unique among them, or whole with `full_ids`.
+pub fn runs_table(runs: &[RunRecord], full_ids: bool) -> String {
+    use std::fmt::Write;
     let now = moat_engine::now_ms();
     // As wide as the longest status with its reason ("failed (cancelled)").
     let status_width = runs
@@ -68,19 +129,28 @@ pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<Exit
         .chain(["STATUS".len(), 10])
         .max()
         .unwrap_or(10);
-    println!(
-        "{:<28}  {:<12}  {:<status_width$}  {:>8}  {:>8}  {:>9}  PROMPT",
+    let ids: Vec<&RunId> = runs.iter().map(|run| &run.id).collect();
+    let ids = match full_ids {
+        true => ids.iter().map(|id| id.as_str()).collect(),
+        false => moat_runs::short_ids(&ids),
+    };
+    let id_width = ids.iter().map(|id| id.len()).max().unwrap_or(0).max(2);
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "{:<id_width$}  {:<12}  {:<status_width$}  {:>8}  {:>8}  {:>9}  PROMPT",
         "ID", "ADAPTER", "STATUS", "AGE", "TOOK", "TOKENS"
     );
-    for run in runs {
+    for (run, id) in runs.iter().zip(ids) {
         let age = ago(now.saturating_sub(run.created_ms));
         let took = run
             .started_ms
             .map(|start| ago(run.ended_ms.unwrap_or(now).saturating_sub(start)))
             .unwrap_or_else(|| "-".into());
-        println!(
-            "{:<28}  {:<12}  {:<status_width$}  {:>8}  {:>8}  {:>9}  {}",
-            run.id,
+        let _ = writeln!(
+            table,
+            "{:<id_width$}  {:<12}  {:<status_width$}  {:>8}  {:>8}  {:>9}  {}",
+            id,
             safe::text(&run.run.adapter),
             outcome(run),
             age,
@@ -89,7 +159,7 @@ pub fn print_runs(runs: &[RunRecord], output: ListFormat) -> anyhow::Result<Exit
             first_line(&run.run.prompt),
         );
     }
-    Ok(ExitCode::SUCCESS)
+    table
 }
 
 pub async fn show(globals: &Globals, args: &ShowArgs) -> anyhow::Result<ExitCode> {
@@ -169,22 +239,53 @@ fn print_show(
 }
 
 pub async fn logs(globals: &Globals, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+    // Times are shown in pretty output: asking for them asks for it.
+    let format = match (args.timestamps, args.output) {
+        (true, None) => OutputFormat::Pretty,
+        (_, asked) => render::default_format(asked),
+    };
+    let mut renderer = match (args.timestamps, format) {
+        (false, format) => render::for_format(format),
+        (true, OutputFormat::Pretty) => render::pretty_with_times(),
+        (true, _) => {
+            return Err(UsageError(
+                "-t shows times in pretty output; NDJSON events carry their `timestamp`, \
+                 and json is one result"
+                    .into(),
+            )
+            .into());
+        }
+    };
     let runs = wiring::runs(globals, "moat logs").await?;
     let id = runs.find(&args.run).await.map_err(wiring::runs_error)?;
-    let mut renderer = render::for_format(render::default_format(args.output));
-    let mut success = None;
+    let from = match args.tail {
+        Some(tail) => stored_count(runs.as_ref(), &id).await?.saturating_sub(tail),
+        None => 0,
+    };
+    let since = args.since.map(|time| {
+        let ms = time
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        u64::try_from(ms).unwrap_or(u64::MAX)
+    });
+    let mut shown = Shown {
+        id: &id,
+        since,
+        success: None,
+    };
     if args.follow {
         // Stored, then live, to its done.
-        let mut events = runs.follow(&id, 0).await.map_err(wiring::runs_error)?;
+        let mut events = runs.follow(&id, from).await.map_err(wiring::runs_error)?;
         while let Some(event) = render::next_shown(&mut events, renderer.as_mut())
             .await
             .context("cannot write the output")?
         {
             let event = event.map_err(wiring::runs_error)?;
-            show_stored(&id, &event, renderer.as_mut(), &mut success)?;
+            shown.show(&event, renderer.as_mut())?;
         }
     } else {
-        let mut next = 0;
+        let mut next = from;
         loop {
             // A page at a time, so a long run's replay holds one page.
             let page = runs
@@ -194,16 +295,61 @@ pub async fn logs(globals: &Globals, args: &LogsArgs) -> anyhow::Result<ExitCode
             let Some(last) = page.last() else { break };
             next = last.seq + 1;
             for event in &page {
-                show_stored(&id, event, renderer.as_mut(), &mut success)?;
+                shown.show(event, renderer.as_mut())?;
             }
         }
     }
     renderer.finish().context("cannot write the output")?;
     // As `moat run` would have exited; a run still going is not a failure.
-    Ok(match success {
+    Ok(match shown.success {
         Some(false) => ExitCode::FAILURE,
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// How many events run `id` has stored so far.
+async fn stored_count(runs: &dyn moat_runs::Runs, id: &RunId) -> anyhow::Result<u64> {
+    let mut next = 0;
+    loop {
+        let page = runs
+            .stored(id, next, LOGS_PAGE)
+            .await
+            .map_err(wiring::runs_error)?;
+        match page.last() {
+            Some(last) => next = last.seq + 1,
+            None => return Ok(next),
+        }
+    }
+}
+
+/// What `moat logs` shows of a run's stored events, and how the run ended.
+struct Shown<'a> {
+    id: &'a RunId,
+    /// Only events stamped at or after this (ms since the epoch).
+    since: Option<u64>,
+    success: Option<bool>,
+}
+
+impl Shown<'_> {
+    fn show(&mut self, stored: &StoredEvent, renderer: &mut dyn Renderer) -> anyhow::Result<()> {
+        #[derive(serde::Deserialize)]
+        struct Stamp {
+            timestamp: u64,
+        }
+        if let Some(since) = self.since {
+            let stamp = serde_json::from_str::<Stamp>(&stored.json).map_or(0, |s| s.timestamp);
+            if stamp < since {
+                if stored.done {
+                    // How the run ended still decides the exit code.
+                    self.success = stored
+                        .event()
+                        .and_then(|e| e.as_done().map(|done| done.status == DoneStatus::Success));
+                }
+                return Ok(());
+            }
+        }
+        show_stored(self.id, stored, renderer, &mut self.success)
+    }
 }
 
 /// Renders one stored event of run `id`; a `done` sets `success`. The

@@ -65,6 +65,11 @@ pub fn for_format(format: OutputFormat) -> Box<dyn Renderer> {
     }
 }
 
+/// The pretty renderer with each line led by the time of its event.
+pub fn pretty_with_times() -> Box<dyn Renderer> {
+    Box::new(pretty::Pretty::new(io::stdout()).with_times())
+}
+
 /// The format asked for, else pretty on a terminal and ndjson otherwise.
 pub fn default_format(asked: Option<OutputFormat>) -> OutputFormat {
     asked.unwrap_or(if io::stdout().is_terminal() {

@@ -28,6 +28,10 @@ pub struct Pretty<W: Write> {
     /// Something other than text was printed last: the next text is set
     /// apart from it by a blank line.
     after_lines: bool,
+    /// Each line led by its event's time, when asked for (`logs -t`).
+    times: bool,
+    /// The time of the event being shown, in ms since the epoch.
+    at: u64,
 }
 
 /// The tool calls the fold reports, one line each (narration needs no
@@ -57,7 +61,28 @@ impl<W: Write> Pretty<W> {
             flow: TextFlow::default(),
             block: String::new(),
             after_lines: false,
+            times: false,
+            at: 0,
         }
+    }
+
+    /// Leads each line with the time of its event.
+    pub fn with_times(mut self) -> Self {
+        self.times = true;
+        self
+    }
+
+    /// The time the line of the current event starts with, if asked for.
+    fn time(&self) -> String {
+        if !self.times {
+            return String::new();
+        }
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(self.at);
+        format!(
+            "{} ",
+            self.style
+                .dim(&humantime::format_rfc3339_millis(at).to_string())
+        )
     }
 
     fn stop_spinner(&mut self) {
@@ -70,7 +95,7 @@ impl<W: Write> Pretty<W> {
     fn line(&mut self, text: String) -> io::Result<()> {
         self.end_text()?;
         self.after_lines = true;
-        writeln!(self.out, "{text}")
+        writeln!(self.out, "{}{text}", self.time())
     }
 
     /// Starts a block of streamed text, set apart from the lines before.
@@ -79,7 +104,8 @@ impl<W: Write> Pretty<W> {
             self.after_lines = false;
             self.out.write_all(b"\n")?;
         }
-        Ok(())
+        let time = self.time();
+        self.out.write_all(time.as_bytes())
     }
 
     /// Ends the line streamed text left unfinished (unless a log line
@@ -98,6 +124,7 @@ impl<W: Write> Renderer for Pretty<W> {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()> {
         let event = &*super::safe::for_terminal(event);
         let s = self.style;
+        self.at = event.timestamp;
         let mut tools = ToolLines {
             style: s,
             lines: Vec::new(),
@@ -106,7 +133,9 @@ impl<W: Write> Renderer for Pretty<W> {
         match &event.payload {
             EventPayload::TextDelta(delta) => {
                 self.stop_spinner();
-                self.start_text()?;
+                if self.block.is_empty() {
+                    self.start_text()?;
+                }
                 self.flow.delta(&mut self.out, &delta.delta)?;
                 self.block.push_str(&delta.delta);
                 live::set_line_open(self.flow.line_open());
@@ -121,6 +150,7 @@ impl<W: Write> Renderer for Pretty<W> {
                     // something else than they did, it is shown too.
                     self.end_text()?;
                     self.flow = TextFlow::default();
+                    self.start_text()?;
                 }
                 self.flow.text(&mut self.out, &text.content)?;
                 self.block.clone_from(&text.content);
