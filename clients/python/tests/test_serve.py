@@ -69,7 +69,8 @@ async def test_get_list_adapters_and_inspect(spawn: Spawn) -> None:
     assert await client.list(status=["pending", "running"]) == []
     # Each record says what its run was admitted with.
     assert record["trust"] == "sandbox"
-    assert record["limits"]["maxMemoryBytes"] > 0
+    limits = record["limits"]
+    assert limits is not None and limits["maxMemoryBytes"] > 0
 
     names = [a["name"] for a in await client.adapters()]
     assert "echo" in names

@@ -1,16 +1,15 @@
 import { spawn as spawnProcess, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createConnection } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 
 import { MoatError } from './errors.js';
 import { EventStream, type EventsOptions, type StreamHost } from './events.js';
+import { interruptedDone, runTasks, splitOptions, type ParallelTask } from './parallel.js';
 import type {
   AdapterDescription,
   AdapterInspection,
   AgentEvent,
-  DoneEvent,
   EngineResult,
   EventMessage,
   Op,
@@ -300,19 +299,12 @@ export class MoatClient extends EventEmitter implements StreamHost {
    * interrupted. Leaving the loop early cancels the run.
    */
   async *runAgent(adapter: string, prompt: string, options: RunAgentOptions = {}): AsyncGenerator<AgentEvent, void, void> {
-    const { abortSignal, options: nested, trust, grants, limits, parent, highWaterMark, ...flat } = options;
+    const { request, abortSignal, highWaterMark, resume } = splitOptions(options);
     if (abortSignal?.aborted) {
-      yield interruptedDone(adapter, options.resume ?? nested?.resume);
+      yield interruptedDone(adapter, resume);
       return;
     }
-    const runOptions: RunOptions = { ...flat, ...nested };
-    const runId = await this.run(adapter, prompt, {
-      options: Object.keys(runOptions).length > 0 ? runOptions : undefined,
-      trust,
-      grants,
-      limits,
-      parent,
-    });
+    const runId = await this.run(adapter, prompt, request);
     let cancelled = false;
     const cancel = (): void => {
       if (!cancelled) {
@@ -337,6 +329,28 @@ export class MoatClient extends EventEmitter implements StreamHost {
         cancel(); // the loop was left early: the run is this loop's
       }
     }
+  }
+
+  /**
+   * cligent's `runParallel`: starts a run per task at once and yields the
+   * events of them all as they come, one merged stream, each event with its
+   * task's `role` (when the task has one), until every run's `done`. Each
+   * run's events keep their order; each run ends with exactly one `done`.
+   *
+   * - Aborting any task's `abortSignal` cancels every run: each then ends
+   *   with its `done` interrupted. Aborted before the start: no run starts,
+   *   and each task yields one `done` interrupted.
+   * - A task the server refuses to start (an unknown adapter, grants beyond
+   *   the server's, …) yields an `error` (the protocol's code and message,
+   *   not recoverable) and a `done` error; the other tasks go on.
+   * - Leaving the loop early cancels every run still going. A lost
+   *   connection ends the stream with its `CONNECTION_CLOSED` error.
+   *
+   * Each task is a run of its own (recorded, cancellable alone); roles are
+   * the client's (the server's runs have none).
+   */
+  runParallel(tasks: readonly ParallelTask[]): AsyncGenerator<AgentEvent, void, void> {
+    return runTasks(this, tasks);
   }
 
   /**
@@ -576,22 +590,6 @@ function onceClosed(stream: Readable): Promise<void> {
   return new Promise((resolve) => stream.once('close', () => resolve()));
 }
 
-/** The `done` of a run that never started, as cligent gives for a signal aborted before the start. */
-function interruptedDone(agent: string, resumeToken?: string): DoneEvent {
-  return {
-    type: 'done',
-    agent,
-    timestamp: Date.now(),
-    sessionId: randomUUID(),
-    payload: {
-      status: 'interrupted',
-      ...(resumeToken ? { resumeToken } : {}),
-      usage: { toolUses: 0 },
-      durationMs: 0,
-    },
-  };
-}
-
 /**
  * cligent's `runAgent(agent, prompt, options, registry)` with a
  * {@link MoatClient} in the registry's place: the same loop, run by moat.
@@ -603,4 +601,13 @@ export function runAgent(
   client: MoatClient,
 ): AsyncGenerator<AgentEvent, void, void> {
   return client.runAgent(agent, prompt, options ?? {});
+}
+
+/**
+ * cligent's `runParallel(tasks)` with a {@link MoatClient} to run them: see
+ * {@link MoatClient.runParallel}. A task names its adapter (`adapter: 'echo'`)
+ * where cligent's holds an adapter object, and may carry a `role`.
+ */
+export function runParallel(tasks: readonly ParallelTask[], client: MoatClient): AsyncGenerator<AgentEvent, void, void> {
+  return client.runParallel(tasks);
 }

@@ -5,7 +5,11 @@
 export type JsonObject = { [key: string]: unknown };
 
 // ---------------------------------------------------------------------------
-// The Unified Event Stream (host/engine/src/event.rs), as cligent's AgentEvent.
+// The Unified Event Stream (host/engine/src/event.rs): exactly the shapes of
+// cligent's `AgentEvent` (sublang-ai/cligent, src/types.ts), so that a
+// cligent consumer accepts moat's events. tests/fixtures/cligent checks the
+// events moat prints against cligent's own types; test/cligent-compat.ts
+// checks these types against them.
 
 /** How a run ended. */
 export type DoneStatus = 'success' | 'error' | 'interrupted' | 'max_turns' | 'max_budget';
@@ -13,27 +17,107 @@ export type DoneStatus = 'success' | 'error' | 'interrupted' | 'max_turns' | 'ma
 /** How a tool call ended. */
 export type ToolStatus = 'success' | 'error' | 'denied';
 
-/** Where a cost figure comes from. */
-export type CostSource = 'vendor' | 'agent_estimate' | 'adapter_estimate' | 'price_table';
+/** Whether a token report covers every model request of the run (cligent's). */
+export type UsageCoverage = 'complete' | 'partial';
 
-/** Token usage exactly as the backend reported it. */
-export interface TokenReport {
-  coverage: 'complete' | 'partial';
-  input: { total: number; cacheRead?: number; cacheWrite?: number };
-  output: { total: number; reasoning?: number };
+/** Inclusive input-token accounting for one measured scope (cligent's). */
+export interface InputTokenUsage {
+  /** All input tokens, including every reported cache tier. */
+  total: number;
+  /** Input tokens that were neither cache reads nor cache writes. */
+  uncached?: number;
+  /** Input tokens served from a prompt cache. */
+  cacheRead?: number;
+  /** Input tokens written into a prompt cache. */
+  cacheWrite?: number;
 }
 
-/** What a run used (in a `done` event); `tokens` and `cost` absent when unknown. */
-export interface Usage {
+/** Inclusive output-token accounting for one measured scope (cligent's). */
+export interface OutputTokenUsage {
+  /** All model-generated output, including reasoning or thinking. */
+  total: number;
+  /** Output excluding reasoning or thinking. */
+  visible?: number;
+  /** Reasoning or thinking tokens included in `total`. */
+  reasoning?: number;
+}
+
+/**
+ * Inclusive token totals with the exact subsets the backend reported
+ * (cligent's): an absent detail is unreported, a present zero measured.
+ */
+export interface TokenUsage {
+  input: InputTokenUsage;
+  output: OutputTokenUsage;
+}
+
+/**
+ * Where a cost figure comes from (cligent's, DR-014): `provider-reported`
+ * (the vendor billed or reported it), `agent-estimate` (the agent or the
+ * adapter estimated it from its own prices), `account-estimate` (moat
+ * computed it from the prices the user gave, `--price-table`).
+ */
+export type UsageCostSource = 'provider-reported' | 'agent-estimate' | 'account-estimate';
+
+/** What a run (or a usage record) cost, as reported; never made up (cligent's). */
+export interface UsageCost {
+  amount: number;
+  currency: 'USD';
+  source: UsageCostSource;
+}
+
+/** A separately priced non-token unit (cligent's). */
+export interface PricedUsageUnit {
+  name: string;
+  quantity: number;
+}
+
+/** One rate-card group of a run's work (cligent's, DR-014). */
+export interface UsageRecord {
+  /** The rate-card key as the backend named it; absent when it did not say. */
+  model?: string;
+  /** The rate-card family, where the backend distinguishes one. */
+  provider?: string;
+  /** API requests this record covers (`1`: a context-length tier is determinable). */
+  requests?: number;
+  tokens: TokenUsage;
+  cost?: UsageCost;
+  pricedUnits?: PricedUsageUnit[];
+}
+
+/** The tokens of one run, exactly as the backend reported them (cligent's). */
+export interface TokenUsageReport {
+  /** Whether the report covers every model request of the run. */
+  coverage: UsageCoverage;
+  /** Inclusive totals of the requests it covers. */
+  totals: TokenUsage;
+  /** The same totals by rate-card group, where reported. */
+  records?: UsageRecord[];
+}
+
+/**
+ * What a run used (cligent's `DoneUsage`): in a `done` payload, and as an
+ * {@link EngineResult}'s `usage`. `tokens` and `cost` are absent when the
+ * backend did not report them.
+ */
+export interface DoneUsage {
+  /** Distinct tool calls observed in the run. */
   toolUses: number;
-  tokens?: TokenReport;
-  cost?: { usd: number; source: CostSource };
+  tokens?: TokenUsageReport;
+  cost?: UsageCost;
 }
+
+/** moat's name for {@link DoneUsage}. */
+export type Usage = DoneUsage;
 
 export interface InitPayload {
-  model?: string;
-  cwd?: string;
+  /** The model the backend uses; `"unknown"` when nobody knows. */
+  model: string;
+  /** The backend's working directory. */
+  cwd: string;
+  /** The tools the backend offers in this session. */
   tools: string[];
+  /** What the backend can do, as it describes it. */
   capabilities?: JsonObject;
 }
 export interface TextPayload {
@@ -72,27 +156,50 @@ export interface ErrorPayload {
 }
 export interface DonePayload {
   status: DoneStatus;
+  /** The final answer. */
   result?: string;
+  /** Resumes the session (`resume` of a later run). */
   resumeToken?: string;
-  usage: Usage;
+  usage: DoneUsage;
   durationMs: number;
-  metadata?: JsonObject;
 }
 
-/** The fields every event has. */
-export interface BaseEvent<T extends string, P> {
+/**
+ * moat's additions to an `init` event, in its `metadata` (cligent's
+ * `BaseEvent.metadata`), never in its payload.
+ */
+export type InitMetadata = JsonObject & {
+  /** The run's id in moat's run store (`r_…`), when the run is recorded. */
+  runId?: string;
+  /**
+   * How the programs the run starts are contained (`namespaces`,
+   * `landlock+seccomp`, `off`, …); absent for a run that may start none.
+   */
+  containment?: string;
+};
+
+/** The adapter's details about a run, in its `done` event's `metadata`. */
+export type DoneMetadata = JsonObject & {
+  /** The turns the run took, when the adapter counted them. */
+  turns?: number;
+};
+
+/** The fields every event has (cligent's `BaseEvent`, with `type` and `payload`). */
+export interface BaseEvent<T extends string = string, P = unknown, M extends JsonObject = JsonObject> {
   type: T;
   /** The adapter's registered name. */
   agent: string;
   /** Milliseconds since the Unix epoch. */
   timestamp: number;
   sessionId: string;
-  /** The task's role in a parallel run; absent for a single run. */
+  /** The task's role in a parallel run (cligent's `CligentEvent`); absent for a single run. */
   role?: string;
+  /** What moat or the adapter says beside the payload (cligent's `BaseEvent.metadata`). */
+  metadata?: M;
   payload: P;
 }
 
-export type InitEvent = BaseEvent<'init', InitPayload>;
+export type InitEvent = BaseEvent<'init', InitPayload, InitMetadata>;
 export type TextEvent = BaseEvent<'text', TextPayload>;
 export type TextDeltaEvent = BaseEvent<'text_delta', TextDeltaPayload>;
 export type ThinkingEvent = BaseEvent<'thinking', ThinkingPayload>;
@@ -100,14 +207,14 @@ export type ToolUseEvent = BaseEvent<'tool_use', ToolUsePayload>;
 export type ToolResultEvent = BaseEvent<'tool_result', ToolResultPayload>;
 export type PermissionRequestEvent = BaseEvent<'permission_request', PermissionRequestPayload>;
 export type ErrorEvent = BaseEvent<'error', ErrorPayload>;
-export type DoneEvent = BaseEvent<'done', DonePayload>;
+export type DoneEvent = BaseEvent<'done', DonePayload, DoneMetadata>;
 /**
  * A namespaced extension event: its `type` is its `vendor:name`
- * (e.g. `codex:file_change`), its payload any JSON value.
+ * (e.g. `codex:file_change`, `moat:resume_fallback`), its payload any JSON value.
  */
 export type ExtensionEvent = BaseEvent<`${string}:${string}`, unknown>;
 
-/** One event of a run: a union discriminated on `type`. */
+/** One event of a run: a union discriminated on `type` (cligent's `AgentEvent`). */
 export type AgentEvent =
   | InitEvent
   | TextEvent
@@ -120,8 +227,36 @@ export type AgentEvent =
   | DoneEvent
   | ExtensionEvent;
 
+/**
+ * cligent's `CligentEvent` (an event with its task's `role`): moat's
+ * {@link AgentEvent} already carries `role`, so they are one type.
+ */
+export type CligentEvent = AgentEvent;
+
 /** The `type` strings of the built-in events. */
 export type BuiltInEventType = Exclude<AgentEvent['type'], `${string}:${string}`>;
+
+/** cligent's `AgentEventType`: a built-in event's `type`. */
+export type AgentEventType = BuiltInEventType;
+
+/**
+ * cligent's `AgentType`: an event's `agent`, the adapter's name (in moat a
+ * built-in's, an installed adapter's, or a component's).
+ */
+export type AgentType = string;
+
+/** Each built-in event's payload by its `type` (cligent's `AgentEventMap`). */
+export interface AgentEventMap {
+  init: InitPayload;
+  text: TextPayload;
+  text_delta: TextDeltaPayload;
+  thinking: ThinkingPayload;
+  error: ErrorPayload;
+  permission_request: PermissionRequestPayload;
+  tool_use: ToolUsePayload;
+  tool_result: ToolResultPayload;
+  done: DonePayload;
+}
 
 // ---------------------------------------------------------------------------
 // Runs.
@@ -184,27 +319,25 @@ export interface RunRequest {
   parent?: string;
 }
 
-/** Usage in an EngineResult: each figure authentic or absent. */
-export interface ResultUsage {
-  inputTokens?: number;
-  outputTokens?: number;
-  cacheReadTokens?: number;
-  cacheWriteTokens?: number;
-  costUsd?: number;
-  costSource?: CostSource;
-  durationMs?: number;
-  turns?: number;
-  toolUses: number;
-}
-
-/** The result of one run (the engine contract's). */
+/**
+ * The result of one run (the engine contract's): what `moat run -o json`
+ * prints and `await` answers.
+ */
 export interface EngineResult {
   status: DoneStatus;
   /** The final answer. */
   text?: string;
   sessionId?: string;
+  /** Resumes the session (`resume` of a later run). */
   resumeToken?: string;
-  usage: ResultUsage;
+  /** The run's id in moat's run store, when it is recorded. */
+  runId?: string;
+  /** Exactly the `usage` of the run's `done`. */
+  usage: DoneUsage;
+  /** How long the run took, in milliseconds, when known. */
+  durationMs?: number;
+  /** The turns the run took, when the adapter counted them. */
+  turns?: number;
   /** Why it failed, when it did and said so. */
   error?: { code?: string; message: string };
 }

@@ -3,10 +3,15 @@
 import {
   MoatClient,
   MoatError,
+  isAgentEvent,
   isMoatError,
   runAgent,
+  runParallel,
   type AgentEvent,
+  type CligentEvent,
+  type DoneUsage,
   type EngineResult,
+  type ParallelTask,
   type EventStream,
   type Grants,
   type MoatErrorCode,
@@ -24,6 +29,12 @@ export async function consumer(): Promise<void> {
   const results: Record<string, EngineResult> = await client.await([id]);
   const result: EngineResult = await client.awaitRun(id);
   const status: 'success' | 'error' | 'interrupted' | 'max_turns' | 'max_budget' = result.status;
+  // The result's usage is the done's; duration, turns and the run's id beside it.
+  result.usage satisfies DoneUsage;
+  result.usage.tokens?.coverage satisfies 'complete' | 'partial' | undefined;
+  result.durationMs satisfies number | undefined;
+  result.turns satisfies number | undefined;
+  result.runId satisfies string | undefined;
   const record: RunRecord = await client.get(id);
   const records: RunRecord[] = await client.list({ status: ['completed'], adapter: 'echo', parent: id, limit: 1 });
   const raw: unknown = await client.request('get', { run: 7 });
@@ -44,9 +55,18 @@ export async function consumer(): Promise<void> {
       case 'done':
         event.payload.status satisfies typeof status;
         event.payload.usage.toolUses satisfies number;
+        event.payload.usage.tokens?.totals.input.total satisfies number | undefined;
+        event.payload.usage.tokens?.records?.[0]?.tokens.output.reasoning satisfies number | undefined;
+        event.payload.usage.cost?.amount satisfies number | undefined;
+        event.payload.usage.cost?.source satisfies 'provider-reported' | 'agent-estimate' | 'account-estimate' | undefined;
+        event.metadata?.turns satisfies number | undefined;
         break;
       case 'init':
         event.payload.tools satisfies string[];
+        event.payload.model satisfies string;
+        event.payload.cwd satisfies string;
+        event.metadata?.runId satisfies string | undefined;
+        event.metadata?.containment satisfies string | undefined;
         break;
       default:
         event.type satisfies string;
@@ -61,6 +81,23 @@ export async function consumer(): Promise<void> {
   for await (const event of client.runAgent('echo', 'hi', { model: 'm', grants })) {
     if (event.type === 'text') event.payload.content satisfies string;
   }
+
+  // cligent's runParallel: tasks with roles, one stream; the client last.
+  const tasks: ParallelTask[] = [
+    { adapter: 'echo', prompt: 'a', role: 'writer', options: { model: 'm', abortSignal: controller.signal } },
+    { adapter: 'echo', prompt: 'b', options: { options: { cwd: '/tmp' }, grants: { read: ['/tmp'] } } },
+  ];
+  for await (const event of runParallel(tasks, client)) {
+    event satisfies CligentEvent;
+    event.role satisfies string | undefined;
+  }
+  for await (const event of client.runParallel([{ adapter: 'echo', prompt: 'c', role: 'r' }])) {
+    if (event.type === 'done') event.payload.durationMs satisfies number;
+  }
+
+  // cligent's guard.
+  const value: unknown = JSON.parse('{}');
+  if (isAgentEvent(value)) value satisfies AgentEvent;
 
   try {
     await client.awaitRun(id);
@@ -77,6 +114,13 @@ export async function consumer(): Promise<void> {
   await client.run('echo', 'x', { trust: 'full' });
   // @ts-expect-error: grants has no such kind
   await client.run('echo', 'x', { grants: { disk: ['/'] } });
+  // @ts-expect-error: a cost is {amount, currency, source} in cligent's words, not moat's earlier {usd, source}
+  const oldCost: DoneUsage = { toolUses: 0, cost: { usd: 1, source: 'vendor' } };
+  // @ts-expect-error: tokens are {coverage, totals: {input, output}}
+  const oldTokens: DoneUsage = { toolUses: 0, tokens: { coverage: 'complete', input: { total: 1 }, output: { total: 1 } } };
+  // @ts-expect-error: the result's usage has no flat figures any more
+  const oldResult: EngineResult = { status: 'success', usage: { toolUses: 0, inputTokens: 1 } };
+  void [oldCost, oldTokens, oldResult];
 
   await client.shutdown();
   await client.close();

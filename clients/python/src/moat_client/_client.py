@@ -11,11 +11,13 @@ import json
 import logging
 import os
 import shutil
+import time
+import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TypeGuard, TypeVar, cast
 
 from ._errors import MoatConnectionError, MoatError
 from ._types import (
@@ -24,13 +26,14 @@ from ._types import (
     EngineResult,
     Grants,
     Limits,
+    ParallelTask,
     RunOptions,
     RunRecord,
     RunStatus,
     Trust,
 )
 
-__all__ = ["EventStream", "MoatClient", "RunAgentStream"]
+__all__ = ["EventStream", "MoatClient", "RunAgentStream", "RunParallelStream", "is_agent_event"]
 
 log = logging.getLogger("moat_client")
 
@@ -359,6 +362,29 @@ class MoatClient:
             run_kwargs=run_kwargs,
             max_buffered=max_buffered,
         )
+
+    def run_parallel(
+        self,
+        tasks: Iterable[ParallelTask],
+        *,
+        cancel_event: asyncio.Event | None = None,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+    ) -> RunParallelStream:
+        """cligent's `runParallel`: starts a run per task at once and yields
+        the events of them all as they come, one merged stream, each event
+        with its task's `role` (when it has one), until every run's `done`.
+        Each run's events keep their order; each run ends with one `done`.
+
+        Setting `cancel_event` (or any task's own `cancel_event`) cancels
+        every run: each then ends with its `done` interrupted; one set
+        before the start starts no run, and each task yields one `done`
+        interrupted. A task the server refuses to start (an unknown adapter,
+        grants beyond the server's, …) yields an `error` (the protocol's
+        code, not recoverable) and a `done` error; the others go on.
+        Leaving the loop early (`aclose`, `async with`, or dropping the
+        stream) cancels every run still going; a lost connection raises
+        :class:`MoatConnectionError`. See :class:`ParallelTask`."""
+        return RunParallelStream(self, tasks, cancel_event=cancel_event, max_buffered=max_buffered)
 
     # ---- the connection --------------------------------------------------
 
@@ -872,6 +898,312 @@ class RunAgentStream(AsyncIterator[AgentEvent]):
         self._finish()
 
     async def __aenter__(self) -> RunAgentStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._leave()
+
+    def __del__(self) -> None:
+        try:
+            self._leave()
+        except Exception:  # noqa: BLE001, S110  (a finalizer must not raise)
+            pass
+
+
+#: The server's refusals of a request: a parallel task it refuses fails alone.
+_REFUSALS = frozenset({"INVALID_REQUEST", "NOT_FOUND", "BOUNDARY_VIOLATION", "RUN_FAILED"})
+
+#: A parallel task's keys that are :meth:`MoatClient.run`'s.
+_RUN_KEYS = ("options", "trust", "grants", "limits", "parent")
+
+
+def is_agent_event(value: object) -> TypeGuard[AgentEvent]:
+    """Whether `value` has an event's shape: a `type`, `agent`,
+    `timestamp`, `sessionId` and a `payload` (cligent's `isAgentEvent`, the
+    same test; the payload is not checked against the type)."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("type"), str)
+        and isinstance(value.get("agent"), str)
+        and isinstance(value.get("timestamp"), (int, float))
+        and not isinstance(value.get("timestamp"), bool)
+        and isinstance(value.get("sessionId"), str)
+        and "payload" in value
+    )
+
+
+def _with_role(event: AgentEvent, role: str | None) -> AgentEvent:
+    """`event` with `role` set where `moat parallel` prints it (before
+    `metadata` and `payload`)."""
+    if role is None:
+        return event
+    out: dict[str, Any] = {}
+    for key, value in event.items():
+        if key == "role":
+            continue
+        if key in ("metadata", "payload") and "role" not in out:
+            out["role"] = role
+        out[key] = value
+    out.setdefault("role", role)
+    return cast(AgentEvent, out)
+
+
+def _synthetic(agent: str, type: str, payload: Json, session_id: str) -> AgentEvent:
+    return {
+        "type": type,
+        "agent": agent,
+        "timestamp": int(time.time() * 1000),
+        "sessionId": session_id,
+        "payload": payload,
+    }
+
+
+def _interrupted_done(agent: str, resume: Any) -> AgentEvent:
+    """The `done` of a task that never started (cligent's, for a signal
+    aborted before the start)."""
+    payload: Json = {"status": "interrupted"}
+    if isinstance(resume, str) and resume:
+        payload["resumeToken"] = resume
+    payload.update(usage={"toolUses": 0}, durationMs=0)
+    return _synthetic(agent, "done", payload, str(uuid.uuid4()))
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Marks an abandoned future's outcome as seen (no "never retrieved")."""
+    if not future.cancelled():
+        future.exception()
+
+
+class _Task:
+    """One task of a :class:`RunParallelStream`."""
+
+    def __init__(self, index: int, task: ParallelTask) -> None:
+        if not isinstance(task.get("adapter"), str) or not isinstance(task.get("prompt"), str):
+            raise TypeError(
+                f"parallel task {index} needs an adapter and a prompt (strings): {task!r}"
+            )
+        self.index = index
+        self.adapter: str = task["adapter"]
+        self.prompt: str = task["prompt"]
+        self.role: str | None = task.get("role")
+        self.run_kwargs: dict[str, Any] = {k: v for k, v in task.items() if k in _RUN_KEYS}
+        self.cancel_event: asyncio.Event | None = task.get("cancel_event")
+        self.start: asyncio.Future[str] | None = None
+        self.run_id: str | None = None
+        self.events: EventStream | None = None
+        #: Its `done` was yielded (or queued), or it was refused.
+        self.done = False
+        self.cancelled = False
+
+    @property
+    def resume(self) -> Any:
+        options = self.run_kwargs.get("options")
+        return options.get("resume") if isinstance(options, Mapping) else None
+
+
+class RunParallelStream(AsyncIterator[AgentEvent]):
+    """cligent's `runParallel` over moat (:meth:`MoatClient.run_parallel`):
+    starts a run per task on the first iteration, then yields the events of
+    them all as they come, each with its task's `role`, until every run's
+    `done`. `run_ids` are the runs' ids, by task, once started."""
+
+    def __init__(
+        self,
+        client: MoatClient,
+        tasks: Iterable[ParallelTask],
+        *,
+        cancel_event: asyncio.Event | None = None,
+        max_buffered: int = DEFAULT_MAX_BUFFERED,
+    ) -> None:
+        self._client = client
+        self._tasks = [_Task(index, task) for index, task in enumerate(tasks)]
+        self._cancel_events = [
+            event
+            for event in [cancel_event, *(task.cancel_event for task in self._tasks)]
+            if event is not None
+        ]
+        self._max_buffered = max_buffered
+        self._ready: collections.deque[AgentEvent] = collections.deque()
+        #: What is awaited: a task's start (`client.run`) or its next event.
+        self._pending: dict[asyncio.Future[Any], tuple[str, _Task]] = {}
+        self._watches: builtins.list[asyncio.Future[Any]] = []
+        self._started = False
+        self._finished = False
+        self._aborted = False
+        self._started_at = time.time()
+
+    @property
+    def run_ids(self) -> builtins.list[str | None]:
+        """Each task's run id, once its run started (None before, or when
+        the server refused it)."""
+        return [task.run_id for task in self._tasks]
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stream has ended."""
+        return self._finished and not self._ready
+
+    def __aiter__(self) -> RunParallelStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        if not self._started and not self._finished:
+            self._started = True
+            self._start()
+        while True:
+            if self._ready:
+                return self._ready.popleft()
+            if self._finished or not self._pending:
+                self._finish()
+                raise StopAsyncIteration
+            done, _ = await asyncio.wait(self._pending, return_when=asyncio.FIRST_COMPLETED)
+            # Task order among what came at once; each task's own order is kept.
+            for future in sorted(done, key=lambda f: self._pending[f][1].index):
+                kind, task = self._pending.pop(future)
+                try:
+                    if kind == "start":
+                        self._on_start(task, future)
+                    else:
+                        self._on_event(task, future)
+                except BaseException:
+                    self._leave()
+                    raise
+
+    def _start(self) -> None:
+        if not self._tasks:
+            self._finished = True
+            return
+        if self._aborted or any(event.is_set() for event in self._cancel_events):
+            # As cligent: no run starts; each task ends interrupted.
+            for task in self._tasks:
+                task.done = True
+                self._ready.append(
+                    _with_role(_interrupted_done(task.adapter, task.resume), task.role)
+                )
+            self._finished = True
+            return
+        for task in self._tasks:
+            task.start = asyncio.ensure_future(
+                self._client.run(task.adapter, task.prompt, **task.run_kwargs)
+            )
+            self._pending[task.start] = ("start", task)
+        # Weakly: a stream left early is dropped (and so cancels its runs)
+        # even while the events are still unset.
+        me = weakref.ref(self)
+
+        def on_cancel_event(watch: asyncio.Future[Any]) -> None:
+            stream = me()
+            if stream is not None and not watch.cancelled():
+                stream.cancel()
+
+        for event in self._cancel_events:
+            watch = asyncio.ensure_future(event.wait())
+            watch.add_done_callback(on_cancel_event)
+            self._watches.append(watch)
+
+    def _on_start(self, task: _Task, future: asyncio.Future[Any]) -> None:
+        error = future.exception()
+        if error is not None:
+            if isinstance(error, MoatConnectionError) or not (
+                isinstance(error, MoatError) and error.code in _REFUSALS
+            ):
+                raise error
+            # Refused: this task fails alone, as cligent's does.
+            task.done = True
+            session = str(uuid.uuid4())
+            duration = int((time.time() - self._started_at) * 1000)
+            for event in (
+                _synthetic(
+                    task.adapter,
+                    "error",
+                    {"code": error.code, "message": error.message, "recoverable": False},
+                    session,
+                ),
+                _synthetic(
+                    task.adapter,
+                    "done",
+                    {"status": "error", "usage": {"toolUses": 0}, "durationMs": duration},
+                    session,
+                ),
+            ):
+                self._ready.append(_with_role(event, task.role))
+            return
+        task.run_id = cast(str, future.result())
+        task.events = EventStream(self._client, task.run_id, 0, max_buffered=self._max_buffered)
+        if self._aborted:
+            self._cancel_run(task)
+        self._next(task)
+
+    def _on_event(self, task: _Task, future: asyncio.Future[Any]) -> None:
+        error = future.exception()
+        if isinstance(error, StopAsyncIteration):
+            task.done = True  # (a stream ends after its done, or raises)
+            return
+        if error is not None:
+            raise error
+        event = cast(AgentEvent, future.result())
+        if event.get("type") == "done":
+            task.done = True
+        else:
+            self._next(task)
+        self._ready.append(_with_role(event, task.role))
+
+    def _next(self, task: _Task) -> None:
+        assert task.events is not None
+        self._pending[asyncio.ensure_future(task.events.__anext__())] = ("event", task)
+
+    def cancel(self) -> None:
+        """Cancels every run (those not started yet when they start); each
+        then ends with its `done` interrupted. Before the first iteration:
+        no run starts, and each task yields one `done` interrupted."""
+        if self._aborted or self._finished:
+            return
+        self._aborted = True
+        for task in self._tasks:
+            self._cancel_run(task)
+
+    def _cancel_run(self, task: _Task) -> None:
+        if task.run_id is not None and not task.done and not task.cancelled:
+            task.cancelled = True
+            self._client._send_nowait("cancel", {"run": task.run_id})
+
+    def _finish(self) -> None:
+        self._finished = True
+        watches, self._watches = self._watches, []
+        for watch in watches:
+            if not watch.done():
+                watch.cancel()
+
+    async def aclose(self) -> None:
+        """Leaves early: cancels every run still going. Idempotent."""
+        self._leave()
+
+    def _leave(self) -> None:
+        if self._finished and not self._pending:
+            return
+        self._finish()
+        self._ready.clear()
+        client = self._client
+        for future, (kind, task) in builtins.list(self._pending.items()):
+            if kind == "event":
+                future.cancel()  # the event stream itself is stopped below
+                future.add_done_callback(_retrieve)
+            else:
+                # The run may be recorded already: cancel it once its id comes.
+                def cancel_started(start: asyncio.Future[Any]) -> None:
+                    if not start.cancelled() and start.exception() is None:
+                        client._send_nowait("cancel", {"run": start.result()})
+
+                future.add_done_callback(cancel_started)
+        self._pending.clear()
+        for task in self._tasks:
+            if task.done:
+                continue
+            self._cancel_run(task)
+            if task.events is not None:
+                task.events._stop()
+
+    async def __aenter__(self) -> RunParallelStream:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -6,23 +6,46 @@ they are plain dicts. Keys keep the protocol's camelCase spelling.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
 __all__ = [
     "AdapterInfo",
     "AdapterNeeds",
     "AgentEvent",
+    "DoneMetadata",
+    "DonePayload",
+    "DoneUsage",
     "EngineError",
     "EngineResult",
+    "ErrorPayload",
     "EventType",
     "Grants",
+    "InitMetadata",
+    "InitPayload",
+    "InputTokenUsage",
     "Limits",
+    "OutputTokenUsage",
+    "ParallelTask",
+    "PricedUsageUnit",
     "ResultStatus",
     "RunOptions",
     "RunRecord",
     "RunStatus",
+    "TextDeltaPayload",
+    "TextPayload",
+    "ThinkingPayload",
+    "TokenUsage",
+    "TokenUsageReport",
+    "ToolResultPayload",
+    "ToolUsePayload",
     "Trust",
     "Usage",
+    "UsageCost",
+    "UsageCostSource",
+    "UsageCoverage",
+    "UsageRecord",
 ]
 
 EventType = Literal[
@@ -52,31 +75,236 @@ Trust = Literal["sandbox", "controlled", "unrestricted"]
 class _AgentEventRequired(TypedDict):
     #: An :data:`EventType`, or an extension event's `vendor:name`.
     type: str
+    #: The adapter's registered name.
     agent: str
+    #: Milliseconds since the Unix epoch.
     timestamp: int
+    sessionId: str
+    #: The event's payload: its type's (:class:`InitPayload`,
+    #: :class:`DonePayload`, …; `typing.cast` to read it typed), an
+    #: extension event's its own object.
     payload: dict[str, Any]
 
 
 class AgentEvent(_AgentEventRequired, total=False):
-    """One event of a run, as `moat run --output ndjson` prints it (cligent's
-    AgentEvent): `{type, agent, timestamp, sessionId, payload}`."""
+    """One event of a run, as `moat run --output ndjson` prints it: exactly
+    cligent's `CligentEvent`, `{type, agent, timestamp, sessionId, role?,
+    metadata?, payload}`.
 
-    sessionId: str
+    `role` is the task's in a parallel run (absent otherwise); `metadata`
+    is cligent's `BaseEvent.metadata`: an `init`'s holds moat's additions
+    (:class:`InitMetadata`), a `done`'s the adapter's details
+    (:class:`DoneMetadata`)."""
+
     role: str
+    metadata: dict[str, Any]
 
 
-class Usage(TypedDict, total=False):
-    """What a run used; each figure present only when known."""
+class _InitPayloadRequired(TypedDict):
+    #: The model the backend uses; `"unknown"` when nobody knows.
+    model: str
+    #: The backend's working directory.
+    cwd: str
+    #: The tools the backend offers in this session.
+    tools: list[str]
 
-    inputTokens: int
-    outputTokens: int
-    cacheReadTokens: int
-    cacheWriteTokens: int
-    costUsd: float
-    costSource: str
+
+class InitPayload(_InitPayloadRequired, total=False):
+    """An `init` event's payload (cligent's `InitPayload`)."""
+
+    capabilities: dict[str, Any]
+
+
+class InitMetadata(TypedDict, total=False):
+    """moat's additions to an `init` event, in its `metadata` (never in its
+    payload)."""
+
+    #: The run's id in moat's run store (`r_…`), when the run is recorded.
+    runId: str
+    #: How the programs the run starts are contained (`namespaces`,
+    #: `landlock+seccomp`, `off`, …); absent for a run that may start none.
+    containment: str
+
+
+class TextPayload(TypedDict):
+    """A `text` event's payload: a complete piece of assistant text."""
+
+    content: str
+
+
+class TextDeltaPayload(TypedDict):
+    """A `text_delta` event's payload: a streamed fragment."""
+
+    delta: str
+
+
+class ThinkingPayload(TypedDict):
+    """A `thinking` event's payload."""
+
+    summary: str
+
+
+class _ToolUsePayloadRequired(TypedDict):
+    toolName: str
+    toolUseId: str
+    input: dict[str, Any]
+
+
+class ToolUsePayload(_ToolUsePayloadRequired, total=False):
+    """A `tool_use` (or `permission_request`, with `reason` instead of
+    `description`) event's payload."""
+
+    description: str
+
+
+class _ToolResultPayloadRequired(TypedDict):
+    toolUseId: str
+    toolName: str
+    status: Literal["success", "error", "denied"]
+    #: Any JSON value (a string for plain text).
+    output: Any
+
+
+class ToolResultPayload(_ToolResultPayloadRequired, total=False):
+    """A `tool_result` event's payload."""
+
     durationMs: int
-    turns: int
+
+
+class _ErrorPayloadRequired(TypedDict):
+    message: str
+    #: Whether the run goes on after it.
+    recoverable: bool
+
+
+class ErrorPayload(_ErrorPayloadRequired, total=False):
+    """An `error` event's payload."""
+
+    code: str
+
+
+UsageCoverage = Literal["complete", "partial"]
+"""Whether a token report covers every model request of the run."""
+
+UsageCostSource = Literal["provider-reported", "agent-estimate", "account-estimate"]
+"""Where a cost comes from (cligent's words, DR-014): the vendor reported it,
+the agent (or adapter) estimated it, or moat computed it from the prices the
+user gave (`--price-table`)."""
+
+
+class _InputTokenUsageRequired(TypedDict):
+    #: All input tokens, every reported cache tier included.
+    total: int
+
+
+class InputTokenUsage(_InputTokenUsageRequired, total=False):
+    """Input tokens: the inclusive total and the exact subsets reported (an
+    absent detail is unreported, a present zero measured)."""
+
+    uncached: int
+    cacheRead: int
+    cacheWrite: int
+
+
+class _OutputTokenUsageRequired(TypedDict):
+    #: All output, reasoning included.
+    total: int
+
+
+class OutputTokenUsage(_OutputTokenUsageRequired, total=False):
+    """Output tokens: the inclusive total and the exact subsets reported."""
+
+    visible: int
+    reasoning: int
+
+
+class TokenUsage(TypedDict):
+    """Inclusive token totals (cligent's `TokenUsage`)."""
+
+    input: InputTokenUsage
+    output: OutputTokenUsage
+
+
+class UsageCost(TypedDict):
+    """What a run cost, as reported (cligent's `UsageCost`); never made up."""
+
+    amount: float
+    currency: Literal["USD"]
+    source: UsageCostSource
+
+
+class PricedUsageUnit(TypedDict):
+    """A separately priced non-token unit."""
+
+    name: str
+    quantity: float
+
+
+class _UsageRecordRequired(TypedDict):
+    tokens: TokenUsage
+
+
+class UsageRecord(_UsageRecordRequired, total=False):
+    """One rate-card group of a run's work (cligent's `UsageRecord`)."""
+
+    model: str
+    provider: str
+    requests: int
+    cost: UsageCost
+    pricedUnits: list[PricedUsageUnit]
+
+
+class _TokenUsageReportRequired(TypedDict):
+    coverage: UsageCoverage
+    totals: TokenUsage
+
+
+class TokenUsageReport(_TokenUsageReportRequired, total=False):
+    """A run's tokens exactly as the backend reported them (cligent's
+    `TokenUsageReport`)."""
+
+    records: list[UsageRecord]
+
+
+class _UsageRequired(TypedDict):
+    #: Distinct tool calls observed in the run.
     toolUses: int
+
+
+class Usage(_UsageRequired, total=False):
+    """What a run used: cligent's `DoneUsage`, in a `done` payload and as an
+    :class:`EngineResult`'s `usage` alike. `tokens` and `cost` are absent
+    when the backend did not report them."""
+
+    tokens: TokenUsageReport
+    cost: UsageCost
+
+
+DoneUsage = Usage
+"""cligent's name for :class:`Usage`."""
+
+
+class _DonePayloadRequired(TypedDict):
+    status: ResultStatus
+    usage: Usage
+    durationMs: int
+
+
+class DonePayload(_DonePayloadRequired, total=False):
+    """A `done` event's payload (cligent's `DonePayload`); the adapter's
+    details are the event's `metadata` (:class:`DoneMetadata`)."""
+
+    #: The final answer.
+    result: str
+    resumeToken: str
+
+
+class DoneMetadata(TypedDict, total=False):
+    """The adapter's details about a run, in its `done` event's `metadata`
+    (any other keys too)."""
+
+    #: The turns the run took, when the adapter counted them.
+    turns: int
 
 
 class _EngineErrorRequired(TypedDict):
@@ -91,15 +319,24 @@ class EngineError(_EngineErrorRequired, total=False):
 
 class _EngineResultRequired(TypedDict):
     status: ResultStatus
+    #: Exactly the `usage` of the run's `done`.
     usage: Usage
 
 
 class EngineResult(_EngineResultRequired, total=False):
-    """The engine contract's result of a run."""
+    """The engine contract's result of a run: what `moat run -o json` prints
+    and `await` answers."""
 
+    #: The final answer.
     text: str
     sessionId: str
     resumeToken: str
+    #: The run's id in moat's run store, when it is recorded.
+    runId: str
+    #: How long the run took, in milliseconds.
+    durationMs: int
+    #: The turns the run took, when the adapter counted them.
+    turns: int
     error: EngineError
 
 
@@ -166,7 +403,8 @@ class RunRecord(_RunRecordRequired, total=False):
     timeoutMs: int | None
     ownerPid: int | None
     componentSha256: str | None
-    done: dict[str, Any] | None
+    #: The payload of the run's `done`, once it ended.
+    done: DonePayload | None
     result: EngineResult | None
 
 
@@ -193,3 +431,26 @@ class AdapterInfo(_AdapterInfoRequired, total=False):
     run of it may be granted by this server."""
 
     allowed: Grants
+
+
+class _ParallelTaskRequired(TypedDict):
+    #: The adapter: a built-in's name, an installed adapter's, or a
+    #: component's path.
+    adapter: str
+    prompt: str
+
+
+class ParallelTask(_ParallelTaskRequired, total=False):
+    """One task of :meth:`MoatClient.run_parallel` (cligent's
+    `ParallelTask`, with the adapter by name): `options`, `trust`,
+    `grants`, `limits` and `parent` are :meth:`MoatClient.run`'s."""
+
+    #: Set as `role` on every event of this task; absent: no role.
+    role: str
+    options: RunOptions | Mapping[str, Any]
+    trust: Trust
+    grants: Grants
+    limits: Limits
+    parent: str
+    #: Setting it cancels every task (as run_parallel's own `cancel_event`).
+    cancel_event: asyncio.Event

@@ -1,0 +1,158 @@
+import { type ChildProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import { MoatError } from './errors.js';
+import { EventStream, type EventsOptions, type StreamHost } from './events.js';
+import { type ParallelTask } from './parallel.js';
+import type { AdapterDescription, AdapterInspection, AgentEvent, EngineResult, Op, RunOptions, RunRecord, RunRequest, RunStatus } from './types.js';
+/** The longest request line the server reads (4 MiB). */
+export declare const MAX_REQUEST_BYTES: number;
+/** Options of {@link MoatClient.spawn}. */
+export interface SpawnOptions {
+    /** The `moat` binary (default: `$MOAT_BIN`, else `moat` on the PATH). */
+    bin?: string;
+    /** Flags after `moat serve`, e.g. `['--allow-env', 'HOME']`. */
+    args?: string[];
+    /** Variables set over this process's environment (e.g. `MOAT_STORE`). */
+    env?: Record<string, string | undefined>;
+    /** The server's working directory. */
+    cwd?: string;
+    /**
+     * The server's stderr: `pipe` (default) keeps its tail for error
+     * messages, `inherit` shares this process's, `ignore` drops it.
+     */
+    stderr?: 'pipe' | 'inherit' | 'ignore';
+}
+/** How a spawned server exited. */
+export interface ExitStatus {
+    code: number | null;
+    signal: NodeJS.Signals | null;
+}
+/** Options of {@link MoatClient.list}. */
+export interface ListOptions {
+    status?: RunStatus[];
+    /** Only runs of this adapter. */
+    adapter?: string;
+    /** Only the children of this run (an id or a prefix). */
+    parent?: string;
+    limit?: number;
+}
+/** Options of {@link MoatClient.runAgent}: the run's options (flat, as cligent's), its request fields, and an abort signal. */
+export interface RunAgentOptions extends RunOptions, RunRequest {
+    /** Aborting it cancels the run: the stream then ends with its `done` interrupted. */
+    abortSignal?: AbortSignal;
+    /** See {@link EventsOptions.highWaterMark}. */
+    highWaterMark?: number;
+}
+/**
+ * A connection to `moat serve`: over a spawned server's stdin/stdout
+ * ({@link MoatClient.spawn}) or a Unix socket ({@link MoatClient.connect}).
+ *
+ * Requests get ids and promises; responses are matched by id, in whatever
+ * order they come; events go to their {@link EventStream}. Errors are
+ * {@link MoatError}s. When the connection ends, pending requests reject with
+ * `CONNECTION_CLOSED` and live event streams end with that error.
+ *
+ * Emits `event` (every event message as sent: `run_event`, `lagged`) and
+ * `close` (the {@link MoatError} saying why the connection ended).
+ */
+export declare class MoatClient extends EventEmitter implements StreamHost {
+    #private;
+    /** The spawned server, when there is one. */
+    readonly process: ChildProcess | undefined;
+    /** Resolves with the reason once the connection has ended (never rejects). */
+    readonly closed: Promise<MoatError>;
+    /** Resolves when a spawned server exited (with its status); `null` for a socket, once closed. */
+    readonly exited: Promise<ExitStatus | null>;
+    private constructor();
+    /** Starts `moat serve` (stdio) as a child and connects to it. */
+    static spawn(options?: SpawnOptions): Promise<MoatClient>;
+    /** Connects to a server on a Unix socket (`moat serve --socket PATH`). */
+    static connect(socketPath: string): Promise<MoatClient>;
+    /** Whether the connection has ended. */
+    get isClosed(): boolean;
+    /**
+     * Sends one request as it is: `{id, op, ...fields}`; its result, or a
+     * {@link MoatError} with the server's code. The low-level door to every op.
+     */
+    request<T = unknown>(op: Op | (string & {}), fields?: Record<string, unknown>): Promise<T>;
+    /** Starts a run of `adapter` (a built-in's name or a component's path); its id, as soon as it is recorded. */
+    run(adapter: string, prompt: string, request?: RunRequest): Promise<string>;
+    /**
+     * Waits for every run to end; their results by id. When one did not
+     * complete: a `RUN_FAILED` {@link MoatError} whose `data.results` has them.
+     */
+    await(runIds: string[]): Promise<Record<string, EngineResult>>;
+    /** Waits for one run to end; its result (`RUN_FAILED` as {@link MoatClient.await}). */
+    awaitRun(runId: string): Promise<EngineResult>;
+    /** Cancels a run; an unknown, ended or cancelled run is a success too. */
+    cancel(runId: string): Promise<void>;
+    /** A run's record. */
+    get(runId: string): Promise<RunRecord>;
+    /** Run records, newest first. */
+    list(options?: ListOptions): Promise<RunRecord[]>;
+    /** The adapters the server knows. */
+    adapters(): Promise<AdapterDescription[]>;
+    /** An adapter's description, with the most a run of it may be granted here. */
+    inspect(adapter: string): Promise<AdapterInspection>;
+    /** Stops the server: it starts no new run, ends its live runs (with `done` interrupted) and exits. */
+    shutdown(): Promise<void>;
+    /**
+     * The events of a run (the `data` of its `run_event`s), from `fromSeq`,
+     * each once and in order, ending after its `done`. Lags are handled
+     * inside; breaking out of the loop unsubscribes.
+     */
+    events(runId: string, options?: EventsOptions): EventStream;
+    /**
+     * cligent's `runAgent` loop: starts a run and yields its every event until
+     * its `done`. Options are the run's options (flat: `model`, `cwd`, …, or
+     * under `options`), `trust`, `grants`, `limits`, `parent`, and
+     * `abortSignal`: aborting it cancels the run, whose stream then ends with
+     * its `done` interrupted. Aborted before the start: no run, one `done`
+     * interrupted. Leaving the loop early cancels the run.
+     */
+    runAgent(adapter: string, prompt: string, options?: RunAgentOptions): AsyncGenerator<AgentEvent, void, void>;
+    /**
+     * cligent's `runParallel`: starts a run per task at once and yields the
+     * events of them all as they come, one merged stream, each event with its
+     * task's `role` (when the task has one), until every run's `done`. Each
+     * run's events keep their order; each run ends with exactly one `done`.
+     *
+     * - Aborting any task's `abortSignal` cancels every run: each then ends
+     *   with its `done` interrupted. Aborted before the start: no run starts,
+     *   and each task yields one `done` interrupted.
+     * - A task the server refuses to start (an unknown adapter, grants beyond
+     *   the server's, …) yields an `error` (the protocol's code and message,
+     *   not recoverable) and a `done` error; the other tasks go on.
+     * - Leaving the loop early cancels every run still going. A lost
+     *   connection ends the stream with its `CONNECTION_CLOSED` error.
+     *
+     * Each task is a run of its own (recorded, cancellable alone); roles are
+     * the client's (the server's runs have none).
+     */
+    runParallel(tasks: readonly ParallelTask[]): AsyncGenerator<AgentEvent, void, void>;
+    /**
+     * Ends the connection: pending requests reject with `CONNECTION_CLOSED`.
+     * A spawned server sees its stdin close and stops (its live runs end
+     * interrupted); it is killed if it has not exited after `timeoutMs`
+     * (default 10 s).
+     */
+    close(options?: {
+        timeoutMs?: number;
+    }): Promise<void>;
+    /** @internal */
+    subscribeStream(stream: EventStream, fromSeq: number): void;
+    /** @internal */
+    detachStream(subscriptionId: string, unsubscribe: boolean): Promise<void>;
+}
+/**
+ * cligent's `runAgent(agent, prompt, options, registry)` with a
+ * {@link MoatClient} in the registry's place: the same loop, run by moat.
+ */
+export declare function runAgent(agent: string, prompt: string, options: RunAgentOptions | undefined, client: MoatClient): AsyncGenerator<AgentEvent, void, void>;
+/**
+ * cligent's `runParallel(tasks)` with a {@link MoatClient} to run them: see
+ * {@link MoatClient.runParallel}. A task names its adapter (`adapter: 'echo'`)
+ * where cligent's holds an adapter object, and may carry a `role`.
+ */
+export declare function runParallel(tasks: readonly ParallelTask[], client: MoatClient): AsyncGenerator<AgentEvent, void, void>;
+//# sourceMappingURL=client.d.ts.map

@@ -1,0 +1,520 @@
+import { spawn as spawnProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import { createConnection } from 'node:net';
+import { MoatError } from './errors.js';
+import { EventStream } from './events.js';
+import { interruptedDone, runTasks, splitOptions } from './parallel.js';
+/** The longest request line the server reads (4 MiB). */
+export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+/** How much of a spawned server's stderr is kept for error messages. */
+const STDERR_TAIL = 8 * 1024;
+function protocolError(error) {
+    return new MoatError(error.code, error.message, error.data);
+}
+/**
+ * A connection to `moat serve`: over a spawned server's stdin/stdout
+ * ({@link MoatClient.spawn}) or a Unix socket ({@link MoatClient.connect}).
+ *
+ * Requests get ids and promises; responses are matched by id, in whatever
+ * order they come; events go to their {@link EventStream}. Errors are
+ * {@link MoatError}s. When the connection ends, pending requests reject with
+ * `CONNECTION_CLOSED` and live event streams end with that error.
+ *
+ * Emits `event` (every event message as sent: `run_event`, `lagged`) and
+ * `close` (the {@link MoatError} saying why the connection ended).
+ */
+export class MoatClient extends EventEmitter {
+    /** The spawned server, when there is one. */
+    process;
+    /** Resolves with the reason once the connection has ended (never rejects). */
+    closed;
+    /** Resolves when a spawned server exited (with its status); `null` for a socket, once closed. */
+    exited;
+    #input;
+    #output;
+    #nextId = 1;
+    #pending = new Map();
+    #streams = new Map();
+    /** Events of subscriptions whose subscribe answer has not come yet. */
+    #orphans = new Map();
+    #subscribing = 0;
+    #closedError = null;
+    #resolveClosed;
+    #partial = '';
+    #stderrTail = '';
+    constructor(input, output, child) {
+        super();
+        this.#input = input;
+        this.#output = output;
+        this.process = child;
+        this.closed = new Promise((resolve) => {
+            this.#resolveClosed = resolve;
+        });
+        if (child) {
+            this.exited = new Promise((resolve) => {
+                if (child.exitCode !== null || child.signalCode !== null) {
+                    resolve({ code: child.exitCode, signal: child.signalCode });
+                }
+                else {
+                    child.once('exit', (code, signal) => resolve({ code, signal }));
+                }
+            });
+            child.stderr?.setEncoding('utf8');
+            child.stderr?.on('data', (chunk) => {
+                this.#stderrTail = (this.#stderrTail + chunk).slice(-STDERR_TAIL);
+            });
+            child.stderr?.on('error', () => { });
+            child.on('error', (error) => this.#lose(`the moat server failed: ${error.message}`, error));
+        }
+        else {
+            this.exited = this.closed.then(() => null);
+        }
+        output.setEncoding('utf8');
+        output.on('data', (chunk) => this.#read(chunk));
+        output.on('error', (error) => this.#lost(error));
+        output.on('end', () => this.#lost());
+        output.on('close', () => this.#lost());
+        if (input !== output) {
+            input.on('error', (error) => this.#lost(error));
+        }
+    }
+    /** Starts `moat serve` (stdio) as a child and connects to it. */
+    static spawn(options = {}) {
+        const bin = options.bin ?? process.env['MOAT_BIN'] ?? 'moat';
+        const args = ['serve', ...(options.args ?? [])];
+        const env = { ...process.env };
+        for (const [name, value] of Object.entries(options.env ?? {})) {
+            if (value === undefined) {
+                delete env[name];
+            }
+            else {
+                env[name] = value;
+            }
+        }
+        return new Promise((resolve, reject) => {
+            let child;
+            try {
+                child = spawnProcess(bin, args, {
+                    env,
+                    cwd: options.cwd,
+                    stdio: ['pipe', 'pipe', options.stderr ?? 'pipe'],
+                });
+            }
+            catch (error) {
+                reject(new MoatError('CONNECTION_CLOSED', `could not start ${bin} serve: ${String(error)}`, undefined, { cause: error }));
+                return;
+            }
+            const failed = (error) => {
+                reject(new MoatError('CONNECTION_CLOSED', `could not start ${bin} serve: ${error.message}`, undefined, { cause: error }));
+            };
+            child.once('error', failed);
+            child.once('spawn', () => {
+                child.off('error', failed);
+                resolve(new MoatClient(child.stdin, child.stdout, child));
+            });
+        });
+    }
+    /** Connects to a server on a Unix socket (`moat serve --socket PATH`). */
+    static connect(socketPath) {
+        return new Promise((resolve, reject) => {
+            const socket = createConnection(socketPath);
+            const failed = (error) => {
+                reject(new MoatError('CONNECTION_CLOSED', `could not connect to ${socketPath}: ${error.message}`, undefined, { cause: error }));
+            };
+            socket.once('error', failed);
+            socket.once('connect', () => {
+                socket.off('error', failed);
+                resolve(new MoatClient(socket, socket));
+            });
+        });
+    }
+    /** Whether the connection has ended. */
+    get isClosed() {
+        return this.#closedError !== null;
+    }
+    // ----- operations ----------------------------------------------------------
+    /**
+     * Sends one request as it is: `{id, op, ...fields}`; its result, or a
+     * {@link MoatError} with the server's code. The low-level door to every op.
+     */
+    request(op, fields = {}) {
+        return new Promise((resolve, reject) => {
+            this.#send(op, fields, {
+                settle: (response) => {
+                    if (response.error) {
+                        reject(protocolError(response.error));
+                    }
+                    else {
+                        resolve(response.result);
+                    }
+                },
+                fail: reject,
+            });
+        });
+    }
+    /** Starts a run of `adapter` (a built-in's name or a component's path); its id, as soon as it is recorded. */
+    async run(adapter, prompt, request = {}) {
+        const { options, trust, grants, limits, parent } = request;
+        const result = await this.request('run', { adapter, prompt, options, trust, grants, limits, parent });
+        return result.run;
+    }
+    /**
+     * Waits for every run to end; their results by id. When one did not
+     * complete: a `RUN_FAILED` {@link MoatError} whose `data.results` has them.
+     */
+    async await(runIds) {
+        const result = await this.request('await', { runs: runIds });
+        return result.results;
+    }
+    /** Waits for one run to end; its result (`RUN_FAILED` as {@link MoatClient.await}). */
+    async awaitRun(runId) {
+        const results = await this.await([runId]);
+        const result = results[runId] ?? Object.values(results)[0];
+        if (!result) {
+            throw new MoatError('PROTOCOL_ERROR', `await of ${runId} answered no result`, { results });
+        }
+        return result;
+    }
+    /** Cancels a run; an unknown, ended or cancelled run is a success too. */
+    async cancel(runId) {
+        await this.request('cancel', { run: runId });
+    }
+    /** A run's record. */
+    get(runId) {
+        return this.request('get', { run: runId });
+    }
+    /** Run records, newest first. */
+    async list(options = {}) {
+        const { status, adapter, parent, limit } = options;
+        const result = await this.request('list', { status, adapter, parent, limit });
+        return result.runs;
+    }
+    /** The adapters the server knows. */
+    async adapters() {
+        const result = await this.request('adapters');
+        return result.adapters;
+    }
+    /** An adapter's description, with the most a run of it may be granted here. */
+    inspect(adapter) {
+        return this.request('inspect', { adapter });
+    }
+    /** Stops the server: it starts no new run, ends its live runs (with `done` interrupted) and exits. */
+    async shutdown() {
+        await this.request('shutdown');
+    }
+    /**
+     * The events of a run (the `data` of its `run_event`s), from `fromSeq`,
+     * each once and in order, ending after its `done`. Lags are handled
+     * inside; breaking out of the loop unsubscribes.
+     */
+    events(runId, options = {}) {
+        return new EventStream(this, runId, options);
+    }
+    /**
+     * cligent's `runAgent` loop: starts a run and yields its every event until
+     * its `done`. Options are the run's options (flat: `model`, `cwd`, …, or
+     * under `options`), `trust`, `grants`, `limits`, `parent`, and
+     * `abortSignal`: aborting it cancels the run, whose stream then ends with
+     * its `done` interrupted. Aborted before the start: no run, one `done`
+     * interrupted. Leaving the loop early cancels the run.
+     */
+    async *runAgent(adapter, prompt, options = {}) {
+        const { request, abortSignal, highWaterMark, resume } = splitOptions(options);
+        if (abortSignal?.aborted) {
+            yield interruptedDone(adapter, resume);
+            return;
+        }
+        const runId = await this.run(adapter, prompt, request);
+        let cancelled = false;
+        const cancel = () => {
+            if (!cancelled) {
+                cancelled = true;
+                this.cancel(runId).catch(() => { });
+            }
+        };
+        abortSignal?.addEventListener('abort', cancel, { once: true });
+        if (abortSignal?.aborted) {
+            cancel();
+        }
+        let done = false;
+        const stream = this.events(runId, highWaterMark === undefined ? {} : { highWaterMark });
+        try {
+            for await (const event of stream) {
+                done = event.type === 'done';
+                yield event;
+            }
+        }
+        finally {
+            abortSignal?.removeEventListener('abort', cancel);
+            if (!done && !this.isClosed) {
+                cancel(); // the loop was left early: the run is this loop's
+            }
+        }
+    }
+    /**
+     * cligent's `runParallel`: starts a run per task at once and yields the
+     * events of them all as they come, one merged stream, each event with its
+     * task's `role` (when the task has one), until every run's `done`. Each
+     * run's events keep their order; each run ends with exactly one `done`.
+     *
+     * - Aborting any task's `abortSignal` cancels every run: each then ends
+     *   with its `done` interrupted. Aborted before the start: no run starts,
+     *   and each task yields one `done` interrupted.
+     * - A task the server refuses to start (an unknown adapter, grants beyond
+     *   the server's, …) yields an `error` (the protocol's code and message,
+     *   not recoverable) and a `done` error; the other tasks go on.
+     * - Leaving the loop early cancels every run still going. A lost
+     *   connection ends the stream with its `CONNECTION_CLOSED` error.
+     *
+     * Each task is a run of its own (recorded, cancellable alone); roles are
+     * the client's (the server's runs have none).
+     */
+    runParallel(tasks) {
+        return runTasks(this, tasks);
+    }
+    /**
+     * Ends the connection: pending requests reject with `CONNECTION_CLOSED`.
+     * A spawned server sees its stdin close and stops (its live runs end
+     * interrupted); it is killed if it has not exited after `timeoutMs`
+     * (default 10 s).
+     */
+    async close(options = {}) {
+        this.#lose('the client was closed');
+        const timeoutMs = options.timeoutMs ?? 10_000;
+        this.#input.end();
+        const child = this.process;
+        if (child) {
+            if (!(await within(this.exited, timeoutMs))) {
+                child.kill('SIGKILL');
+                await this.exited;
+            }
+            this.#output.destroy();
+        }
+        else {
+            const socket = this.#output;
+            if (!(await within(onceClosed(socket), timeoutMs))) {
+                socket.destroy();
+            }
+        }
+    }
+    // ----- StreamHost ----------------------------------------------------------
+    /** @internal */
+    subscribeStream(stream, fromSeq) {
+        this.#subscribing += 1;
+        let counted = true;
+        const settled = () => {
+            if (counted) {
+                counted = false;
+                this.#subscribing -= 1;
+                if (this.#subscribing === 0) {
+                    this.#orphans.clear();
+                }
+            }
+        };
+        this.#send('subscribe', { runs: [stream.runId], fromSeq }, {
+            settle: (response) => {
+                if (response.error) {
+                    settled();
+                    stream.fail(protocolError(response.error));
+                    return;
+                }
+                const id = response.result?.subscriptionId;
+                if (typeof id !== 'string') {
+                    settled();
+                    stream.fail(new MoatError('PROTOCOL_ERROR', 'subscribe answered no subscriptionId', response.result));
+                    return;
+                }
+                const early = this.#orphans.get(id) ?? [];
+                this.#orphans.delete(id);
+                settled();
+                this.#streams.set(id, stream);
+                if (!stream.attach(id, early)) {
+                    void this.detachStream(id, true);
+                }
+            },
+            fail: (error) => {
+                settled();
+                stream.fail(error);
+            },
+        });
+    }
+    /** @internal */
+    async detachStream(subscriptionId, unsubscribe) {
+        this.#streams.delete(subscriptionId);
+        if (unsubscribe && !this.isClosed) {
+            await this.request('unsubscribe', { subscriptionId }).catch(() => { });
+        }
+    }
+    // ----- the wire ------------------------------------------------------------
+    #send(op, fields, pending) {
+        if (this.#closedError) {
+            pending.fail(this.#closedError);
+            return;
+        }
+        const id = this.#nextId++;
+        const line = JSON.stringify(Object.assign({ id, op }, fields, { id, op }));
+        if (Buffer.byteLength(line) > MAX_REQUEST_BYTES) {
+            pending.fail(new MoatError('INVALID_REQUEST', `a request line is at most ${MAX_REQUEST_BYTES} bytes; this ${op} is longer`));
+            return;
+        }
+        this.#pending.set(id, pending);
+        try {
+            this.#input.write(`${line}\n`);
+        }
+        catch (error) {
+            this.#lost(error);
+        }
+    }
+    #read(chunk) {
+        let text = this.#partial + chunk;
+        let start = 0;
+        for (;;) {
+            const end = text.indexOf('\n', start);
+            if (end === -1) {
+                break;
+            }
+            const line = text.slice(start, end);
+            start = end + 1;
+            if (this.#closedError) {
+                return;
+            }
+            this.#line(line);
+        }
+        text = text.slice(start);
+        this.#partial = text;
+    }
+    #line(line) {
+        if (line.trim() === '') {
+            return;
+        }
+        let message;
+        try {
+            message = JSON.parse(line);
+        }
+        catch {
+            this.emit('unmatched', line);
+            return;
+        }
+        if (message === null || typeof message !== 'object') {
+            this.emit('unmatched', message);
+            return;
+        }
+        if ('event' in message) {
+            const event = message;
+            if (this.listenerCount('event') > 0) {
+                this.emit('event', event);
+            }
+            if (event.event === 'run_event') {
+                this.#route(event.subscriptionId, event);
+            }
+            else if (event.event === 'lagged') {
+                for (const id of event.subscriptionIds) {
+                    this.#route(id, event);
+                }
+            }
+            return;
+        }
+        const response = message;
+        const pending = typeof response.id === 'number' ? this.#pending.get(response.id) : undefined;
+        if (!pending) {
+            // An answer to no request of ours (an INVALID line whose id could not be read).
+            this.emit('unmatched', response);
+            return;
+        }
+        this.#pending.delete(response.id);
+        pending.settle(response);
+    }
+    #route(subscriptionId, message) {
+        const stream = this.#streams.get(subscriptionId);
+        if (stream) {
+            stream.handle(message);
+        }
+        else if (this.#subscribing > 0) {
+            // Perhaps the subscription whose answer is on its way: its events may
+            // come before it.
+            let early = this.#orphans.get(subscriptionId);
+            if (!early) {
+                early = [];
+                this.#orphans.set(subscriptionId, early);
+            }
+            early.push(message);
+        }
+    }
+    /** The connection broke or ended from the server's side. */
+    #lost(error) {
+        if (this.#closedError) {
+            return;
+        }
+        const child = this.process;
+        const why = error ? `: ${error.message}` : '';
+        if (!child) {
+            this.#lose(`the moat server closed the connection${why}`, error);
+            return;
+        }
+        // Say how the server ended, if it ends soon.
+        void within(this.exited, 1000).then((status) => {
+            const how = status
+                ? status.signal
+                    ? ` (killed by ${status.signal})`
+                    : ` (exit code ${status.code})`
+                : '';
+            const stderr = this.#stderrTail.trim();
+            this.#lose(`the moat server closed the connection${how}${why}${stderr ? `; its stderr ends: ${stderr.slice(-2000)}` : ''}`, error);
+        });
+    }
+    #lose(message, cause) {
+        if (this.#closedError) {
+            return;
+        }
+        const error = new MoatError('CONNECTION_CLOSED', message, undefined, cause === undefined ? undefined : { cause });
+        this.#closedError = error;
+        const pending = [...this.#pending.values()];
+        this.#pending.clear();
+        const streams = [...this.#streams.values()];
+        this.#streams.clear();
+        this.#orphans.clear();
+        for (const request of pending) {
+            request.fail(error);
+        }
+        for (const stream of streams) {
+            stream.fail(error);
+        }
+        this.#resolveClosed(error);
+        this.emit('close', error);
+    }
+}
+/** Resolves with `promise`'s value, or `undefined` after `ms`. */
+async function within(promise, ms) {
+    let timer;
+    const timeout = new Promise((resolve) => {
+        timer = setTimeout(() => resolve(undefined), ms);
+    });
+    try {
+        return await Promise.race([promise, timeout]);
+    }
+    finally {
+        clearTimeout(timer);
+    }
+}
+function onceClosed(stream) {
+    if (stream.destroyed || stream.closed) {
+        return Promise.resolve();
+    }
+    return new Promise((resolve) => stream.once('close', () => resolve()));
+}
+/**
+ * cligent's `runAgent(agent, prompt, options, registry)` with a
+ * {@link MoatClient} in the registry's place: the same loop, run by moat.
+ */
+export function runAgent(agent, prompt, options, client) {
+    return client.runAgent(agent, prompt, options ?? {});
+}
+/**
+ * cligent's `runParallel(tasks)` with a {@link MoatClient} to run them: see
+ * {@link MoatClient.runParallel}. A task names its adapter (`adapter: 'echo'`)
+ * where cligent's holds an adapter object, and may carry a `role`.
+ */
+export function runParallel(tasks, client) {
+    return client.runParallel(tasks);
+}
+//# sourceMappingURL=client.js.map

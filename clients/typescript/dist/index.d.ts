@@ -1,0 +1,10 @@
+export { MoatClient, runAgent, runParallel, MAX_REQUEST_BYTES } from './client.js';
+export type { SpawnOptions, ExitStatus, ListOptions, RunAgentOptions } from './client.js';
+export type { ParallelTask } from './parallel.js';
+export { EventStream } from './events.js';
+export { isAgentEvent } from './guards.js';
+export type { EventsOptions } from './events.js';
+export { MoatError, isMoatError } from './errors.js';
+export type { MoatErrorCode } from './errors.js';
+export type * from './types.js';
+//# sourceMappingURL=index.d.ts.map

@@ -1,0 +1,38 @@
+import type { MoatClient, RunAgentOptions } from './client.js';
+import type { AgentEvent, DoneEvent, RunRequest } from './types.js';
+/**
+ * One task of {@link MoatClient.runParallel}: cligent's `ParallelTask`, with
+ * the adapter by name (as `runAgent` takes it) and the task's `role`.
+ */
+export interface ParallelTask {
+    /** The adapter: a built-in's name, an installed adapter's, or a component's path. */
+    adapter: string;
+    prompt: string;
+    /**
+     * Set as `role` on every event of this task (cligent's `CligentEvent`),
+     * which tells the tasks' events apart in the merged stream; absent: the
+     * events have none.
+     */
+    role?: string;
+    /**
+     * The run's options, as {@link RunAgentOptions}: flat (`model`, `cwd`, …)
+     * or under `options`, with `trust`, `grants`, `limits`, `parent`,
+     * `highWaterMark` and `abortSignal`. Aborting any task's signal cancels
+     * every task.
+     */
+    options?: RunAgentOptions;
+}
+/** The parts of {@link RunAgentOptions}: the run request, and what the loop keeps. */
+export declare function splitOptions(options?: RunAgentOptions): {
+    request: RunRequest;
+    abortSignal: AbortSignal | undefined;
+    highWaterMark: number | undefined;
+    resume: string | undefined;
+};
+/** The `done` of a run that never started, as cligent gives for a signal aborted before the start. */
+export declare function interruptedDone(agent: string, resumeToken?: string): DoneEvent;
+/** `event` with `role` set (where moat's `parallel` puts it: before `metadata` and `payload`). */
+export declare function withRole(event: AgentEvent, role: string | undefined): AgentEvent;
+/** See {@link MoatClient.runParallel}. */
+export declare function runTasks(client: MoatClient, tasks: readonly ParallelTask[]): AsyncGenerator<AgentEvent, void, void>;
+//# sourceMappingURL=parallel.d.ts.map

@@ -1,0 +1,387 @@
+/** A JSON object, as carried by tool inputs, capabilities and metadata. */
+export type JsonObject = {
+    [key: string]: unknown;
+};
+/** How a run ended. */
+export type DoneStatus = 'success' | 'error' | 'interrupted' | 'max_turns' | 'max_budget';
+/** How a tool call ended. */
+export type ToolStatus = 'success' | 'error' | 'denied';
+/** Whether a token report covers every model request of the run (cligent's). */
+export type UsageCoverage = 'complete' | 'partial';
+/** Inclusive input-token accounting for one measured scope (cligent's). */
+export interface InputTokenUsage {
+    /** All input tokens, including every reported cache tier. */
+    total: number;
+    /** Input tokens that were neither cache reads nor cache writes. */
+    uncached?: number;
+    /** Input tokens served from a prompt cache. */
+    cacheRead?: number;
+    /** Input tokens written into a prompt cache. */
+    cacheWrite?: number;
+}
+/** Inclusive output-token accounting for one measured scope (cligent's). */
+export interface OutputTokenUsage {
+    /** All model-generated output, including reasoning or thinking. */
+    total: number;
+    /** Output excluding reasoning or thinking. */
+    visible?: number;
+    /** Reasoning or thinking tokens included in `total`. */
+    reasoning?: number;
+}
+/**
+ * Inclusive token totals with the exact subsets the backend reported
+ * (cligent's): an absent detail is unreported, a present zero measured.
+ */
+export interface TokenUsage {
+    input: InputTokenUsage;
+    output: OutputTokenUsage;
+}
+/**
+ * Where a cost figure comes from (cligent's, DR-014): `provider-reported`
+ * (the vendor billed or reported it), `agent-estimate` (the agent or the
+ * adapter estimated it from its own prices), `account-estimate` (moat
+ * computed it from the prices the user gave, `--price-table`).
+ */
+export type UsageCostSource = 'provider-reported' | 'agent-estimate' | 'account-estimate';
+/** What a run (or a usage record) cost, as reported; never made up (cligent's). */
+export interface UsageCost {
+    amount: number;
+    currency: 'USD';
+    source: UsageCostSource;
+}
+/** A separately priced non-token unit (cligent's). */
+export interface PricedUsageUnit {
+    name: string;
+    quantity: number;
+}
+/** One rate-card group of a run's work (cligent's, DR-014). */
+export interface UsageRecord {
+    /** The rate-card key as the backend named it; absent when it did not say. */
+    model?: string;
+    /** The rate-card family, where the backend distinguishes one. */
+    provider?: string;
+    /** API requests this record covers (`1`: a context-length tier is determinable). */
+    requests?: number;
+    tokens: TokenUsage;
+    cost?: UsageCost;
+    pricedUnits?: PricedUsageUnit[];
+}
+/** The tokens of one run, exactly as the backend reported them (cligent's). */
+export interface TokenUsageReport {
+    /** Whether the report covers every model request of the run. */
+    coverage: UsageCoverage;
+    /** Inclusive totals of the requests it covers. */
+    totals: TokenUsage;
+    /** The same totals by rate-card group, where reported. */
+    records?: UsageRecord[];
+}
+/**
+ * What a run used (cligent's `DoneUsage`): in a `done` payload, and as an
+ * {@link EngineResult}'s `usage`. `tokens` and `cost` are absent when the
+ * backend did not report them.
+ */
+export interface DoneUsage {
+    /** Distinct tool calls observed in the run. */
+    toolUses: number;
+    tokens?: TokenUsageReport;
+    cost?: UsageCost;
+}
+/** moat's name for {@link DoneUsage}. */
+export type Usage = DoneUsage;
+export interface InitPayload {
+    /** The model the backend uses; `"unknown"` when nobody knows. */
+    model: string;
+    /** The backend's working directory. */
+    cwd: string;
+    /** The tools the backend offers in this session. */
+    tools: string[];
+    /** What the backend can do, as it describes it. */
+    capabilities?: JsonObject;
+}
+export interface TextPayload {
+    content: string;
+}
+export interface TextDeltaPayload {
+    delta: string;
+}
+export interface ThinkingPayload {
+    summary: string;
+}
+export interface ToolUsePayload {
+    toolName: string;
+    toolUseId: string;
+    input: JsonObject;
+    description?: string;
+}
+export interface ToolResultPayload {
+    toolUseId: string;
+    toolName: string;
+    status: ToolStatus;
+    /** Any JSON value (a string for plain text). */
+    output: unknown;
+    durationMs?: number;
+}
+export interface PermissionRequestPayload {
+    toolName: string;
+    toolUseId: string;
+    input: JsonObject;
+    reason?: string;
+}
+export interface ErrorPayload {
+    code?: string;
+    message: string;
+    recoverable: boolean;
+}
+export interface DonePayload {
+    status: DoneStatus;
+    /** The final answer. */
+    result?: string;
+    /** Resumes the session (`resume` of a later run). */
+    resumeToken?: string;
+    usage: DoneUsage;
+    durationMs: number;
+}
+/**
+ * moat's additions to an `init` event, in its `metadata` (cligent's
+ * `BaseEvent.metadata`), never in its payload.
+ */
+export type InitMetadata = JsonObject & {
+    /** The run's id in moat's run store (`r_…`), when the run is recorded. */
+    runId?: string;
+    /**
+     * How the programs the run starts are contained (`namespaces`,
+     * `landlock+seccomp`, `off`, …); absent for a run that may start none.
+     */
+    containment?: string;
+};
+/** The adapter's details about a run, in its `done` event's `metadata`. */
+export type DoneMetadata = JsonObject & {
+    /** The turns the run took, when the adapter counted them. */
+    turns?: number;
+};
+/** The fields every event has (cligent's `BaseEvent`, with `type` and `payload`). */
+export interface BaseEvent<T extends string = string, P = unknown, M extends JsonObject = JsonObject> {
+    type: T;
+    /** The adapter's registered name. */
+    agent: string;
+    /** Milliseconds since the Unix epoch. */
+    timestamp: number;
+    sessionId: string;
+    /** The task's role in a parallel run (cligent's `CligentEvent`); absent for a single run. */
+    role?: string;
+    /** What moat or the adapter says beside the payload (cligent's `BaseEvent.metadata`). */
+    metadata?: M;
+    payload: P;
+}
+export type InitEvent = BaseEvent<'init', InitPayload, InitMetadata>;
+export type TextEvent = BaseEvent<'text', TextPayload>;
+export type TextDeltaEvent = BaseEvent<'text_delta', TextDeltaPayload>;
+export type ThinkingEvent = BaseEvent<'thinking', ThinkingPayload>;
+export type ToolUseEvent = BaseEvent<'tool_use', ToolUsePayload>;
+export type ToolResultEvent = BaseEvent<'tool_result', ToolResultPayload>;
+export type PermissionRequestEvent = BaseEvent<'permission_request', PermissionRequestPayload>;
+export type ErrorEvent = BaseEvent<'error', ErrorPayload>;
+export type DoneEvent = BaseEvent<'done', DonePayload, DoneMetadata>;
+/**
+ * A namespaced extension event: its `type` is its `vendor:name`
+ * (e.g. `codex:file_change`, `moat:resume_fallback`), its payload any JSON value.
+ */
+export type ExtensionEvent = BaseEvent<`${string}:${string}`, unknown>;
+/** One event of a run: a union discriminated on `type` (cligent's `AgentEvent`). */
+export type AgentEvent = InitEvent | TextEvent | TextDeltaEvent | ThinkingEvent | ToolUseEvent | ToolResultEvent | PermissionRequestEvent | ErrorEvent | DoneEvent | ExtensionEvent;
+/**
+ * cligent's `CligentEvent` (an event with its task's `role`): moat's
+ * {@link AgentEvent} already carries `role`, so they are one type.
+ */
+export type CligentEvent = AgentEvent;
+/** The `type` strings of the built-in events. */
+export type BuiltInEventType = Exclude<AgentEvent['type'], `${string}:${string}`>;
+/** cligent's `AgentEventType`: a built-in event's `type`. */
+export type AgentEventType = BuiltInEventType;
+/**
+ * cligent's `AgentType`: an event's `agent`, the adapter's name (in moat a
+ * built-in's, an installed adapter's, or a component's).
+ */
+export type AgentType = string;
+/** Each built-in event's payload by its `type` (cligent's `AgentEventMap`). */
+export interface AgentEventMap {
+    init: InitPayload;
+    text: TextPayload;
+    text_delta: TextDeltaPayload;
+    thinking: ThinkingPayload;
+    error: ErrorPayload;
+    permission_request: PermissionRequestPayload;
+    tool_use: ToolUsePayload;
+    tool_result: ToolResultPayload;
+    done: DonePayload;
+}
+/** What a run may reach; each list empty or absent means nothing of that kind. */
+export interface Grants {
+    /** host, host:port, *.domain or scheme://host:port */
+    net?: string[];
+    /** absolute directories */
+    read?: string[];
+    /** absolute directories */
+    write?: string[];
+    env?: string[];
+    run?: string[];
+    /** NAME@HOST: a secret the server keeps, added to requests to HOST (the run holds a placeholder) */
+    secrets?: string[];
+}
+/** Options for one run, as the adapter receives them (camelCase). */
+export interface RunOptions {
+    cwd?: string;
+    model?: string;
+    maxTurns?: number;
+    maxBudgetUsd?: number;
+    effort?: string;
+    resume?: string;
+    /** Absent: no restriction from the caller; `[]`: no tools. */
+    allowedTools?: string[];
+    disallowedTools?: string[];
+    systemPrompt?: string;
+    /** Adapter-specific options (a JSON object). */
+    extra?: JsonObject;
+    /** Directories the backend may use besides `cwd` (absolute). */
+    directories?: string[];
+    /** MCP servers, the common `mcpServers` JSON object. */
+    mcpServers?: JsonObject;
+    /** Sub-agents for backends that have them. */
+    agents?: JsonObject;
+}
+/** The backend's own switches. */
+export type Trust = 'sandbox' | 'controlled' | 'unrestricted';
+/** Resource limits of a run request. */
+export interface RunLimits {
+    timeoutMs?: number;
+    fuel?: number;
+    maxMemoryBytes?: number;
+    maxEventBytes?: number;
+}
+/** The optional fields of a `run` request. */
+export interface RunRequest {
+    options?: RunOptions;
+    trust?: Trust;
+    /** Only narrows the server's allowance; more is BOUNDARY_VIOLATION. */
+    grants?: Grants;
+    limits?: RunLimits;
+    /** A live run; the new run ends when it ends. */
+    parent?: string;
+}
+/**
+ * The result of one run (the engine contract's): what `moat run -o json`
+ * prints and `await` answers.
+ */
+export interface EngineResult {
+    status: DoneStatus;
+    /** The final answer. */
+    text?: string;
+    sessionId?: string;
+    /** Resumes the session (`resume` of a later run). */
+    resumeToken?: string;
+    /** The run's id in moat's run store, when it is recorded. */
+    runId?: string;
+    /** Exactly the `usage` of the run's `done`. */
+    usage: DoneUsage;
+    /** How long the run took, in milliseconds, when known. */
+    durationMs?: number;
+    /** The turns the run took, when the adapter counted them. */
+    turns?: number;
+    /** Why it failed, when it did and said so. */
+    error?: {
+        code?: string;
+        message: string;
+    };
+}
+export type RunStatus = 'pending' | 'running' | 'completed' | 'failed';
+/** A run's record (as `moat show --json`). */
+export interface RunRecord {
+    id: string;
+    parent: string | null;
+    adapter: string;
+    componentSha256?: string | null;
+    status: RunStatus;
+    /** e.g. `cancelled`, `parent ended`, `engine restart`. */
+    reason: string | null;
+    prompt: string;
+    options: {
+        [K in keyof RunOptions]-?: RunOptions[K] | null;
+    } & JsonObject;
+    /** The effective grants. */
+    grants: Required<Grants>;
+    /** The effective trust level (null for a workflow's own record). */
+    trust?: Trust | null;
+    /** The effective limits (null for a workflow's own record). */
+    limits: {
+        timeoutMs: number | null;
+        fuel: number | null;
+        maxMemoryBytes: number | null;
+        maxEventBytes: number | null;
+        maxConnections?: number | null;
+        maxOpenFiles?: number | null;
+        [key: string]: unknown;
+    } | null;
+    /** The cluster worker that runs (or ran) it. */
+    worker?: string | null;
+    timeoutMs?: number | null;
+    ownerPid?: number | null;
+    createdMs: number;
+    startedMs?: number | null;
+    endedMs?: number | null;
+    /** The payload of the run's `done`, once it ended. */
+    done?: DonePayload | null;
+    /** The EngineResult once it ended, else null (`get` only). */
+    result?: EngineResult | null;
+}
+/** What an adapter says it needs from the host. */
+export interface AdapterNeeds {
+    env: string[];
+    hosts: string[];
+    programs: string[];
+    [key: string]: unknown;
+}
+/** An adapter's description (`adapters`). */
+export interface AdapterDescription {
+    name: string;
+    version: string;
+    description: string;
+    contract: string;
+    sha256: string;
+    needs: AdapterNeeds;
+    builtIn: boolean;
+    [key: string]: unknown;
+}
+/** An adapter's description with the most a run of it may be granted (`inspect`). */
+export interface AdapterInspection extends AdapterDescription {
+    allowed: Required<Grants>;
+}
+/** A request's id. */
+export type RequestId = number | string;
+export type Op = 'run' | 'await' | 'cancel' | 'get' | 'list' | 'subscribe' | 'unsubscribe' | 'adapters' | 'inspect' | 'shutdown';
+/** The error codes of the protocol. */
+export type ProtocolErrorCode = 'INVALID_REQUEST' | 'NOT_FOUND' | 'BOUNDARY_VIOLATION' | 'RUN_FAILED';
+export interface WireError {
+    code: ProtocolErrorCode;
+    message: string;
+    data?: unknown;
+}
+export interface ResponseMessage {
+    id: RequestId | null;
+    result?: unknown;
+    error?: WireError;
+}
+export interface RunEventMessage {
+    event: 'run_event';
+    subscriptionId: string;
+    run: string;
+    seq: number;
+    data: AgentEvent;
+}
+export interface LaggedMessage {
+    event: 'lagged';
+    subscriptionIds: string[];
+    run: string;
+    nextSeq: number;
+}
+export type EventMessage = RunEventMessage | LaggedMessage;
+//# sourceMappingURL=types.d.ts.map
