@@ -64,6 +64,20 @@ fn the_typescript_client_suite_passes_against_the_real_server() {
     let mut npm = Command::new("npm");
     npm.arg("test").current_dir(&dir);
     run_suite("TypeScript client", npm);
+    // The suite builds dist/ from src/; the committed dist/ (what `npm
+    // install ./clients/typescript` installs without a compiler) must be
+    // that build.
+    let status = Command::new("git")
+        .args(["status", "--porcelain", "--", "dist"])
+        .current_dir(&dir)
+        .output();
+    if let Some(status) = status.ok().filter(|s| s.status.success()) {
+        let changed = String::from_utf8_lossy(&status.stdout);
+        assert!(
+            changed.trim().is_empty(),
+            "clients/typescript/dist is not the build of src/: commit the rebuilt dist/\n{changed}"
+        );
+    }
 }
 
 #[test]

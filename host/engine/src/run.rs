@@ -812,7 +812,8 @@ impl<S: Send + Sync + 'static> Driver<S> {
     }
 
     fn emit_denial(&mut self, denial: &Denial) {
-        warn!(agent = %self.agent, capability = denial.request.capability(), target = %denial.request, "capability denied");
+        // The error event is the report; a log line would say it twice.
+        debug!(agent = %self.agent, capability = denial.request.capability(), target = %denial.request, "capability denied");
         let message = denial.message(self.names.as_ref());
         self.emit(EventPayload::error(codes::CAPABILITY_DENIED, message, true));
     }

@@ -318,3 +318,29 @@ fn ps_watch_prints_the_table_again_when_a_run_changes() {
     watching.kill().unwrap();
     watching.wait().unwrap();
 }
+
+#[test]
+fn one_missing_grant_is_reported_once() {
+    let output = moat()
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("OPENAI_API_KEY", "sk-moat-test")
+        .args(["run", "openai", "hi", "--model", "m", "--output", "pretty"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert_eq!(said.matches("--allow-net=127.0.0.1:9").count(), 1, "{said}");
+    assert!(!said.contains("WARN"), "{said}");
+    // The events keep both reports: the host's refusal and the adapter's.
+    let events = moat()
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .env("OPENAI_API_KEY", "sk-moat-test")
+        .args(["run", "openai", "hi", "--model", "m", "--output", "ndjson"])
+        .output()
+        .unwrap();
+    let events = text(&events.stdout);
+    assert!(
+        events.contains("CAPABILITY_DENIED") && events.contains("HOST_NOT_GRANTED"),
+        "{events}"
+    );
+}

@@ -7,7 +7,7 @@ use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use moat_engine::{AgentEvent, EngineCallbacks, EventPayload, JsonObject, ResultFold};
+use moat_engine::{AgentEvent, EngineCallbacks, EventPayload, JsonObject, ResultFold, codes};
 
 use super::Renderer;
 use super::lines::{done_line, event_line, tool_line};
@@ -32,6 +32,9 @@ pub struct Pretty<W: Write> {
     times: bool,
     /// The time of the event being shown, in ms since the epoch.
     at: u64,
+    /// The grant flags refusals of this run named (`--allow-net=…`): an
+    /// adapter's own error naming one again says nothing new.
+    remedies: Vec<String>,
 }
 
 /// The tool calls the fold reports, one line each (narration needs no
@@ -63,6 +66,7 @@ impl<W: Write> Pretty<W> {
             after_lines: false,
             times: false,
             at: 0,
+            remedies: Vec::new(),
         }
     }
 
@@ -185,6 +189,20 @@ impl<W: Write> Renderer for Pretty<W> {
             }
             // Printed by the fold's callbacks, with its summary.
             EventPayload::ToolUse(_) => {}
+            EventPayload::Error(error) => {
+                let flags = grant_flags(&error.message);
+                if error.code.as_deref() == Some(codes::CAPABILITY_DENIED) {
+                    self.remedies.extend(flags.iter().map(|f| (*f).to_owned()));
+                } else if !flags.is_empty()
+                    && flags.iter().all(|f| self.remedies.iter().any(|r| r == f))
+                {
+                    // One missing grant is one line: the refusal said it.
+                    return self.out.flush();
+                }
+                if let Some(line) = event_line(s, event) {
+                    self.line(line)?;
+                }
+            }
             _ => {
                 if let Some(line) = event_line(s, event) {
                     self.line(line)?;
@@ -215,4 +233,13 @@ impl<W: Write> Renderer for Pretty<W> {
         self.end_text()?;
         self.out.flush()
     }
+}
+
+/// The grant flags a message names (`--allow-net=example.com:443`).
+fn grant_flags(message: &str) -> Vec<&str> {
+    message
+        .split(|c: char| c.is_whitespace() || c == '`' || c == ',' || c == ';')
+        .filter(|word| word.starts_with("--allow-"))
+        .map(|word| word.trim_end_matches(['.', ')']))
+        .collect()
 }
