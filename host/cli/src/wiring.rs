@@ -58,6 +58,11 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
         cgroups: std::env::var_os("MOAT_RUN_CGROUPS").is_none_or(|v| v != "0"),
         adopt_orphans: true,
     };
+    // A person waiting for a command sees a first compile; a server's or
+    // a worker's log says it (at info).
+    if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
+        config.compile_watcher = crate::render::compile_watcher();
+    }
     Sandbox::new(config).context("cannot start the sandbox")
 }
 

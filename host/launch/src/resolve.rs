@@ -222,7 +222,7 @@ impl Resolver {
         };
         let adapter = self
             .sandbox
-            .load_bytes("built-in".into(), bytes.to_vec())
+            .load_bytes(format!("built-in {name}"), bytes.to_vec())
             .await
             .map_err(|error| ResolveError::Load {
                 adapter: format!("the built-in adapter `{name}`"),

@@ -25,7 +25,7 @@ use crate::state::RunState;
 /// Where a component came from and what loading it found, for `moat inspect`.
 #[derive(Debug, Clone)]
 pub struct ComponentDetails {
-    /// A path, or "built-in".
+    /// A path, or "built-in NAME".
     pub origin: String,
     /// The component's size in bytes.
     pub size_bytes: u64,

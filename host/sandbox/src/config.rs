@@ -2,6 +2,7 @@
 //! derived from them.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -33,6 +34,35 @@ pub struct SandboxConfig {
     /// the runs it will make (`--max-memory`), so a component that needs
     /// more than the default can be loaded once the user raises it.
     pub info_max_memory_bytes: u64,
+    /// Told when a component is compiled rather than found in the cache.
+    pub compile_watcher: Option<CompileWatcher>,
+}
+
+/// What a [`CompileWatcher`] is told.
+#[derive(Debug, Clone, Copy)]
+pub enum Compiling<'a> {
+    /// A component not in the cache is being compiled: its origin (a path
+    /// or a built-in's name) and size.
+    Started {
+        /// Where the component came from.
+        origin: &'a str,
+        /// Its size in bytes.
+        size_bytes: u64,
+    },
+    /// That compile ended, compiled or not.
+    Ended,
+}
+
+/// Told when a component is compiled: the first run of a large component
+/// (a TypeScript or Python one) compiles for seconds, and a person waiting
+/// for it should see why. Called on the compiling thread.
+#[derive(Clone)]
+pub struct CompileWatcher(pub Arc<dyn Fn(Compiling<'_>) + Send + Sync>);
+
+impl std::fmt::Debug for CompileWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CompileWatcher")
+    }
 }
 
 /// How the processes a run starts are kept from outliving it (beyond
@@ -71,6 +101,7 @@ impl Default for SandboxConfig {
             epoch_tick: Duration::from_millis(1),
             containment: Containment::default(),
             info_max_memory_bytes: moat_engine::RunLimits::DEFAULT_MAX_MEMORY_BYTES,
+            compile_watcher: None,
         }
     }
 }

@@ -69,7 +69,8 @@ pub use adapter::{ComponentDetails, WasmAdapter};
 pub use cache::CacheOutcome;
 pub use children::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns};
 pub use config::{
-    Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir, default_memory_budget,
+    CompileWatcher, Compiling, Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir,
+    default_memory_budget,
 };
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion};
 pub use control::stop_all_runs;

@@ -11,7 +11,7 @@ use wasmtime::component::{Component, Linker};
 
 use crate::adapter::{ComponentDetails, Linking, WasmAdapter};
 use crate::cache::{CacheOutcome, ComponentCache, DIGEST_LEN, hex};
-use crate::config::{SandboxConfig, wasmtime_config};
+use crate::config::{Compiling, SandboxConfig, wasmtime_config};
 use crate::contract::{self, ContractVersion};
 use crate::error::{LoadError, SandboxError};
 use crate::info;
@@ -106,7 +106,7 @@ impl Sandbox {
         let digest = sha256(&bytes);
         let cache_path = self.inner.cache.entry_path(&digest);
         let started = Instant::now();
-        let (component, cache) = self.compile(bytes, digest).await?;
+        let (component, cache) = self.compile(&origin, bytes, digest).await?;
         let load_time = started.elapsed();
         let inner = &self.inner;
         let supported = contract::version_of(&inner.engine, &component)?;
@@ -148,7 +148,8 @@ impl Sandbox {
         let digest = sha256(&bytes);
         let cache_path = self.inner.cache.entry_path(&digest);
         let started = Instant::now();
-        let (component, cache) = self.compile(bytes, digest).await?;
+        let origin = path.display().to_string();
+        let (component, cache) = self.compile(&origin, bytes, digest).await?;
         let supported = contract::version_of(&self.inner.engine, &component)?;
         Ok(CompileReport {
             contract: supported.version,
@@ -182,6 +183,7 @@ impl Sandbox {
     /// the cache or compiled now.
     async fn compile(
         &self,
+        origin: &str,
         bytes: Vec<u8>,
         digest: [u8; DIGEST_LEN],
     ) -> Result<(Component, CacheOutcome), LoadError> {
@@ -189,13 +191,28 @@ impl Sandbox {
         contract::check_binary_kind(&bytes)?;
         let inner = self.inner.clone();
         let timeout = inner.config.compile_timeout;
+        let origin = origin.to_owned();
         let task = tokio::task::spawn_blocking(move || {
             let engine = &inner.engine;
             inner.cache.load_or_compile(engine, &digest, || {
                 // Guards the compiler (its time and memory); a cached
                 // entry was compiled after passing it and is not parsed.
                 crate::precheck::check_functions(&bytes, inner.config.max_function_bytes)?;
-                Component::new(engine, &bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))
+                let size_bytes = bytes.len() as u64;
+                tracing::info!(%origin, size_bytes, "compiling a component");
+                let watcher = inner.config.compile_watcher.as_ref();
+                if let Some(watcher) = watcher {
+                    (watcher.0)(Compiling::Started {
+                        origin: &origin,
+                        size_bytes,
+                    });
+                }
+                let compiled = Component::new(engine, &bytes)
+                    .map_err(|e| LoadError::Compile(format!("{e:#}")));
+                if let Some(watcher) = watcher {
+                    (watcher.0)(Compiling::Ended);
+                }
+                compiled
             })
         });
         match tokio::time::timeout(timeout, task).await {

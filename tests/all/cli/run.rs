@@ -322,7 +322,7 @@ fn inspect_shows_contract_needs_and_cache_state() {
     for needle in [
         "name         echo",
         contract,
-        "origin       built-in",
+        "origin       built-in echo",
         "needs hosts  none",
         "cache",
     ] {

@@ -177,3 +177,25 @@ fn on_a_terminal_the_answer_streams_before_the_run_is_done() {
     assert!(shown.contains("Hello! How can I help"), "{shown}");
     assert_eq!(shown.matches("How can I help").count(), 1, "{shown}");
 }
+
+#[test]
+fn on_a_terminal_a_first_compile_says_what_it_does_and_a_cached_run_does_not() {
+    let cache = tempfile::tempdir().unwrap();
+    let run = || {
+        let mut command = moat();
+        command
+            .env("MOAT_CACHE_DIR", cache.path())
+            .args(["run", "echo", "hi", "--no-store"]);
+        let (pieces, status) = Pty::open().run(command);
+        let shown: String = pieces.into_iter().map(|(_, text)| text).collect();
+        assert!(status.success(), "{shown}");
+        shown
+    };
+    let first = run();
+    assert!(
+        first.contains("compiling built-in echo (") && first.contains("once"),
+        "{first}"
+    );
+    let second = run();
+    assert!(!second.contains("compiling"), "{second}");
+}

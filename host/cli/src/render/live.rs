@@ -4,10 +4,14 @@
 //! through [`LogWriter`]: a log line is printed above the spinner, which is
 //! drawn again below it, and after an unfinished line, never into it.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::sync::{Mutex, MutexGuard};
 
-use indicatif::ProgressBar;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use moat_sandbox::{CompileWatcher, Compiling};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// What is live on the terminal now.
@@ -76,4 +80,48 @@ impl Write for LogWriter {
     fn flush(&mut self) -> io::Result<()> {
         io::stderr().flush()
     }
+}
+
+/// On a terminal, a spinner while a component compiles: "compiling
+/// adapter.wasm (12.3 MiB), once: later runs start at once (8s)". `None`
+/// when stderr is no terminal (the log says it at info).
+pub fn compile_watcher() -> Option<CompileWatcher> {
+    if !io::stderr().is_terminal() {
+        return None;
+    }
+    let shown: Arc<Mutex<Option<ProgressBar>>> = Arc::default();
+    Some(CompileWatcher(Arc::new(move |compiling| {
+        let mut shown = shown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match compiling {
+            Compiling::Started { origin, size_bytes } => {
+                // A file by its name; a built-in as "built-in NAME".
+                let name = match origin.contains('/') {
+                    true => std::path::Path::new(origin)
+                        .file_name()
+                        .map_or_else(|| origin.to_owned(), |n| n.to_string_lossy().into_owned()),
+                    false => origin.to_owned(),
+                };
+                let spinner = ProgressBar::new_spinner();
+                if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+                    spinner.set_style(style);
+                }
+                spinner.set_message(format!(
+                    "compiling {} ({}), once: later runs of it start at once",
+                    super::safe::text(&name),
+                    bytesize::ByteSize::b(size_bytes).display().iec()
+                ));
+                spinner.enable_steady_tick(Duration::from_millis(100));
+                set_spinner(Some(spinner.clone()));
+                *shown = Some(spinner);
+            }
+            Compiling::Ended => {
+                if let Some(spinner) = shown.take() {
+                    set_spinner(None);
+                    spinner.finish_and_clear();
+                }
+            }
+        }
+    })))
 }

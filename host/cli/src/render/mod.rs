@@ -17,7 +17,7 @@ use moat_engine::AgentEvent;
 
 use super::args::OutputFormat;
 
-pub use live::LogWriter;
+pub use live::{LogWriter, compile_watcher};
 
 /// Turns a run's events into output.
 pub trait Renderer {
