@@ -103,7 +103,7 @@ pub mod validate;
 pub use adapter::*;
 pub use event::*;
 pub use mcp::{McpConfigError, McpServer, McpServers};
-pub use names::{FieldNames, Setting, SettingNames};
+pub use names::{FieldNames, Setting, SettingNames, likely_meant};
 pub use parallel::{ParallelRun, ParallelTask, TaskEvent, run_parallel};
 pub use price::{ModelPrice, PriceTable, PriceTableError};
 pub use registry::{Registry, RegistryError};

@@ -14,6 +14,18 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The one of `known` a mistyped `word` most likely meant, when one is
+/// close enough: the likeness clap uses for "a similar argument exists"
+/// (Jaro-Winkler over 0.8), so every "did you mean" of moat agrees.
+pub fn likely_meant<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    known
+        .into_iter()
+        .map(|candidate| (strsim::jaro_winkler(word, candidate), candidate))
+        .filter(|(likeness, candidate)| *likeness > 0.8 && *candidate != word)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate)
+}
+
 /// A setting of a run that a message can point the user to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Setting {

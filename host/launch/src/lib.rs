@@ -79,7 +79,7 @@ pub use events::Launched;
 pub use launcher::{Launcher, Place, Prepared};
 pub use limits::{AskedLimits, MAX_COUNT, Timeout};
 pub use refusal::{Bound, Refusal};
-pub use resolve::{ResolveError, Resolved, Resolver, Source, catalog};
+pub use resolve::{ResolveError, Resolved, Resolver, Source, catalog, check_exists};
 pub use secrets::{SecretError, SecretStore};
 pub use spec::{AdapterRef, LaunchSpec};
 pub use worker::JobExecutor;

@@ -149,6 +149,39 @@ pub fn catalog() -> Result<Catalog, ResolveError> {
     })
 }
 
+/// Whether `name_or_path` names an adapter [`Resolver::resolve`] would
+/// find — a built-in, an installed adapter, a component file — without
+/// loading it: what checking a file that names adapters needs (`moat
+/// workflow validate`). Only that the file exists is checked of a path.
+pub fn check_exists(name_or_path: &str) -> Result<(), ResolveError> {
+    if builtin::component(name_or_path).is_some() {
+        return Ok(());
+    }
+    if moat_installed::valid_name(name_or_path)
+        && let Ok(catalog) = catalog()
+        && catalog
+            .get(name_or_path)
+            .map_err(|e| ResolveError::Installed(e.to_string()))?
+            .is_some()
+    {
+        return Ok(());
+    }
+    let path = Path::new(name_or_path);
+    if !(name_or_path.contains('/') || name_or_path.ends_with(".wasm") || path.exists()) {
+        return Err(unknown(name_or_path));
+    }
+    match path.is_file() {
+        true => Ok(()),
+        false => Err(ResolveError::Load {
+            adapter: name_or_path.to_owned(),
+            error: moat_sandbox::LoadError::Read {
+                path: path.to_path_buf(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            },
+        }),
+    }
+}
+
 /// The refusal of `name`, which nothing has, with the adapter it is most
 /// likely a typo of (built-in or installed).
 fn unknown(name: &str) -> ResolveError {
@@ -156,14 +189,10 @@ fn unknown(name: &str) -> ResolveError {
         .and_then(|c| c.list().map_err(|e| ResolveError::Installed(e.to_string())))
         .map(|manifests| manifests.into_iter().map(|m| m.name).collect())
         .unwrap_or_default();
-    let suggestion = builtin::names()
-        .map(str::to_owned)
-        .chain(installed)
-        .map(|candidate| (strsim::jaro_winkler(name, &candidate), candidate))
-        // clap's bar for "a similar subcommand exists".
-        .filter(|(likeness, _)| *likeness > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, candidate)| candidate);
+    let known = builtin::names().map(str::to_owned).chain(installed);
+    let known: Vec<String> = known.collect();
+    let suggestion =
+        moat_engine::likely_meant(name, known.iter().map(String::as_str)).map(str::to_owned);
     ResolveError::Unknown {
         name: name.to_owned(),
         known: builtin::names().collect(),

@@ -95,16 +95,7 @@ impl LaunchRunner {
         if let Some(resolved) = loaded.get(&task.adapter) {
             return Ok(resolved.clone());
         }
-        // A relative component path is the project's, like every path in
-        // the file.
-        let adapter = if task.adapter.contains('/') || task.adapter.ends_with(".wasm") {
-            self.project
-                .join(&task.adapter)
-                .to_string_lossy()
-                .into_owned()
-        } else {
-            task.adapter.clone()
-        };
+        let adapter = task.adapter_in(&self.project);
         let resolved = self
             .launcher
             .resolver()

@@ -95,6 +95,16 @@ impl Task {
     pub fn produces(&self) -> impl Iterator<Item = &PathBuf> {
         self.outputs.iter().chain(&self.save_answer)
     }
+
+    /// Its adapter as the resolver takes it: a relative component path is
+    /// the project's, like every path in the file; a name is a name.
+    pub fn adapter_in(&self, project: &Path) -> String {
+        if self.adapter.contains('/') || self.adapter.ends_with(".wasm") {
+            project.join(&self.adapter).to_string_lossy().into_owned()
+        } else {
+            self.adapter.clone()
+        }
+    }
 }
 
 /// A task's options for its adapter.

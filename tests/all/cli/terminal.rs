@@ -4,7 +4,7 @@
 
 use moat_testkit::components::ESCAPES;
 
-use super::common::moat;
+use super::common::{Pty, moat, shown_at};
 
 /// Characters a terminal acts on: C0 (but newline and tab), DEL, C1, and
 /// the bidirectional overrides.
@@ -69,80 +69,6 @@ fn ndjson_keeps_the_adapters_strings_exactly_escaped_as_json() {
     let stdout = String::from_utf8(output.stdout).expect("UTF-8");
     assert!(!stdout.contains('\x1b'), "JSON escapes controls itself");
     assert!(stdout.contains("\\u001b]52;c;"), "{stdout}");
-}
-
-/// A pseudo-terminal: what moat writes to the secondary end, read from the
-/// primary as a person's terminal shows it, each piece with when it came.
-struct Pty {
-    primary: std::fs::File,
-    secondary: std::os::fd::OwnedFd,
-}
-
-impl Pty {
-    fn open() -> Pty {
-        use std::os::fd::FromRawFd;
-        let (mut primary, mut secondary) = (-1, -1);
-        // SAFETY: openpty writes two new descriptors into the integers it
-        // is given; the null name, termios and size ask for its defaults.
-        let status = unsafe {
-            libc::openpty(
-                &mut primary,
-                &mut secondary,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(status, 0, "openpty: {}", std::io::Error::last_os_error());
-        // SAFETY: both descriptors are new and owned by nothing else.
-        unsafe {
-            Pty {
-                primary: std::fs::File::from_raw_fd(primary),
-                secondary: std::os::fd::OwnedFd::from_raw_fd(secondary),
-            }
-        }
-    }
-
-    /// Runs `command` with its stdout and stderr on the terminal; returns
-    /// everything shown, piece by piece with the time it arrived, and how
-    /// the command ended.
-    fn run(
-        self,
-        mut command: std::process::Command,
-    ) -> (Vec<(std::time::Instant, String)>, std::process::ExitStatus) {
-        use std::io::Read;
-        let Pty {
-            mut primary,
-            secondary,
-        } = self;
-        let mut child = command
-            .stdout(secondary.try_clone().unwrap())
-            .stderr(secondary)
-            .spawn()
-            .expect("moat starts");
-        // The command's copies are its own now: the reader sees the end
-        // (EIO) once the command and its children close theirs.
-        drop(command);
-        let mut pieces = Vec::new();
-        let mut buffer = [0u8; 4096];
-        while let Ok(n) = primary.read(&mut buffer) {
-            if n == 0 {
-                break;
-            }
-            let text = String::from_utf8_lossy(&buffer[..n]).into_owned();
-            pieces.push((std::time::Instant::now(), text));
-        }
-        (pieces, child.wait().unwrap())
-    }
-}
-
-/// When `needle` first showed on the terminal.
-fn shown_at(pieces: &[(std::time::Instant, String)], needle: &str) -> Option<std::time::Instant> {
-    let mut seen = String::new();
-    pieces.iter().find_map(|(at, text)| {
-        seen.push_str(text);
-        seen.contains(needle).then_some(*at)
-    })
 }
 
 #[test]

@@ -522,3 +522,57 @@ fn on_a_terminal_the_live_view_shows_each_running_task_and_each_end() {
         "no NDJSON on a terminal: {screen}"
     );
 }
+
+#[test]
+fn on_a_terminal_each_line_of_the_live_view_ends_with_a_newline() {
+    let project = Project::example();
+    let mut command = project.moat();
+    command.args(["workflow", "run", "workflow.toml"]);
+    let (pieces, status) = crate::cli::common::Pty::open().run(command);
+    let shown: String = pieces.into_iter().map(|(_, text)| text).collect();
+    assert!(status.success(), "{shown}");
+    // Each task that ended is a line of its own, not padded to the
+    // terminal's width for it to wrap.
+    let ended: Vec<&str> = shown.lines().filter(|l| l.contains("✓ ")).collect();
+    assert!(ended.len() >= 4, "{shown:?}");
+    for line in ended {
+        assert!(!line.ends_with("    "), "padded: {line:?}");
+        assert_eq!(line.matches("✓ ").count(), 1, "run together: {line:?}");
+    }
+}
+
+#[test]
+fn validate_refuses_what_run_would_and_a_mistyped_field_gets_its_likely_name() {
+    let project = Project::example();
+    project.write(
+        "adapters.toml",
+        "[[task]]\nid = \"a\"\nadapter = \"ecko\"\nprompt = \"p\"\n\n\
+         [[task]]\nid = \"b\"\nadapter = \"missing.wasm\"\nprompt = \"p\"\n",
+    );
+    let refused = project.run(&["workflow", "validate", "adapters.toml"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let message = stderr(&refused);
+    assert!(
+        message.contains("task a: unknown adapter `ecko` (did you mean `echo`?)"),
+        "{message}"
+    );
+    assert!(message.contains("task b: cannot load"), "{message}");
+    assert_eq!(message.lines().count(), 2, "a line a problem: {message}");
+
+    project.write(
+        "typo.toml",
+        "[[task]]\nid = \"a\"\nadapter = \"echo\"\nprompt = \"p\"\ndepends = []\n",
+    );
+    let typo = project.run(&["workflow", "validate", "typo.toml"]);
+    assert_eq!(typo.status.code(), Some(2));
+    let message = stderr(&typo);
+    assert!(
+        message.contains("typo.toml:5:1: not a workflow: unknown field `depends`"),
+        "{message}"
+    );
+    assert!(
+        message.contains("(did you mean `depends_on`?)"),
+        "{message}"
+    );
+    assert!(!message.contains("()"), "an empty context: {message}");
+}

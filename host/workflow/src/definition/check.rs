@@ -49,7 +49,7 @@ pub fn check(text: &str, is_json: bool, source: Source<'_>) -> Result<Workflow, 
                 parse_problem(
                     &source,
                     Some((e.line(), e.column())),
-                    format!("not a workflow: {e}"),
+                    not_a_workflow(&e.to_string()),
                 )
             }),
             Locator::json(),
@@ -58,7 +58,7 @@ pub fn check(text: &str, is_json: bool, source: Source<'_>) -> Result<Workflow, 
         (
             toml::from_str::<WorkflowFile>(text).map_err(|e| {
                 let at = e.span().map(|span| line_col(text, span.start));
-                parse_problem(&source, at, format!("not a workflow: {}", e.message()))
+                parse_problem(&source, at, not_a_workflow(e.message()))
             }),
             Locator::toml(text),
         )
@@ -93,6 +93,29 @@ fn parse_problem(
             }),
             message,
         }],
+    }
+}
+
+/// A parser's complaint, with the field a mistyped one likely meant
+/// ("unknown field `depends`, expected one of `id`, … `depends_on` …").
+fn not_a_workflow(complaint: &str) -> String {
+    let quoted = |text: &str| -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    };
+    let suggestion = complaint
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .and_then(|(field, expected)| {
+            let known = quoted(expected);
+            moat_engine::likely_meant(field, known.iter().map(String::as_str)).map(str::to_owned)
+        });
+    match suggestion {
+        Some(meant) => format!("not a workflow: {complaint} (did you mean `{meant}`?)"),
+        None => format!("not a workflow: {complaint}"),
     }
 }
 

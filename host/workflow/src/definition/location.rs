@@ -19,6 +19,8 @@ pub struct Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line_col {
+            // A parse error knows its place but no path of keys.
+            Some((line, column)) if self.path.is_empty() => write!(f, "{line}:{column}"),
             Some((line, column)) => write!(f, "{line}:{column} ({})", self.path),
             None => f.write_str(&self.path),
         }

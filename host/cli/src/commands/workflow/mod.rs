@@ -80,6 +80,20 @@ fn load(file: &Path) -> anyhow::Result<Workflow> {
 
 fn validate(file: &Path) -> anyhow::Result<ExitCode> {
     let workflow = load(file)?;
+    // What `run` would refuse, refused here: an adapter nothing has.
+    let unknown: Vec<String> = workflow
+        .tasks
+        .iter()
+        .filter_map(|task| {
+            let adapter = task.adapter_in(&workflow.project);
+            moat_launch::check_exists(&adapter)
+                .err()
+                .map(|error| format!("{}: task {}: {error}", file.display(), task.id))
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(UsageError(unknown.join("\nmoat: ")).into());
+    }
     println!(
         "{}: ok — workflow {}, {} tasks, {} hooks",
         file.display(),

@@ -57,7 +57,13 @@ impl Live {
 
     fn line(&self, text: String) {
         if self.tty {
-            let _ = self.bars.println(safe::text(&text));
+            // Printed with its newline while the spinners are away (a
+            // MultiProgress's println pads the line to the terminal's
+            // width instead: a copied or recorded view was one long line).
+            self.bars.suspend(|| {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{}", safe::text(&text)).and_then(|()| stdout.flush());
+            });
         } else {
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{}", safe::text(&text)).and_then(|()| stdout.flush());
