@@ -32,6 +32,11 @@ const INSTALL_HINTS: &[(&str, &str)] = &[
     ("gemini", "npm install -g @google/gemini-cli"),
 ];
 
+/// The agent CLIs the built-in CLI adapters run.
+pub fn agent_programs() -> impl Iterator<Item = &'static str> {
+    INSTALL_HINTS.iter().map(|(program, _)| *program)
+}
+
 /// How to install `program`, when it is one a built-in adapter runs.
 pub fn install_hint(program: &str) -> Option<&'static str> {
     INSTALL_HINTS

@@ -22,19 +22,37 @@ pub const COMMAND_SESSIONS: usize = 64;
 pub struct Cli {
     /// More logs on stderr (-v: info, -vv: debug, -vvv: trace). MOAT_LOG
     /// takes a tracing filter instead.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Output")]
     pub verbose: u8,
     /// Where compiled components are cached [default: ~/.cache/moat].
-    #[arg(long, global = true, env = "MOAT_CACHE_DIR", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "MOAT_CACHE_DIR",
+        value_name = "DIR",
+        help_heading = "Store"
+    )]
     pub cache_dir: Option<PathBuf>,
     /// Do not read or write the compiled-component cache.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Store")]
     pub no_cache: bool,
     /// The run store [default: ~/.local/state/moat/moat.db].
-    #[arg(long, global = true, env = "MOAT_STORE", value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        env = "MOAT_STORE",
+        value_name = "PATH",
+        help_heading = "Store"
+    )]
     pub store: Option<PathBuf>,
     /// The secrets file (mode 0600) [default: ~/.local/state/moat/secrets.json].
-    #[arg(long, global = true, env = "MOAT_SECRETS", value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        env = "MOAT_SECRETS",
+        value_name = "PATH",
+        help_heading = "Store"
+    )]
     pub secrets: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterFlags,
@@ -85,6 +103,29 @@ pub enum Command {
     /// Execute runs submitted to a NATS JetStream cluster, here, within
     /// the grants given (docs/cluster.md).
     Worker(WorkerArgs),
+    /// Check what moat needs and finds here: containment, the store and
+    /// cache, the agent CLIs, the tools to build adapters, the config.
+    Doctor,
+    /// Print the completion script of a shell (e.g. `source <(moat
+    /// completions bash)`).
+    Completions(CompletionsArgs),
+    /// Print moat's man page (or write one per command with --out).
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write `moat.1` and a `moat-COMMAND.1` per command into this
+    /// directory instead.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// Where the cluster is: with `--nats`, `run`, `ps`, `show`, `logs`,
@@ -94,17 +135,23 @@ pub enum Command {
 pub struct ClusterFlags {
     /// NATS servers of the cluster, comma-separated (nats://HOST:PORT).
     /// Credentials never go here: see --nats-auth.
-    #[arg(long, global = true, env = "MOAT_NATS", value_name = "URLS")]
+    #[arg(
+        long,
+        global = true,
+        env = "MOAT_NATS",
+        value_name = "URLS",
+        help_heading = "Cluster"
+    )]
     pub nats: Option<String>,
     /// A file with the NATS credentials (token, user/password, nkey or a
     /// .creds file) and TLS settings [default: $MOAT_NATS_AUTH, else the
     /// MOAT_NATS_TOKEN/USER/PASSWORD/NKEY/CREDS variables].
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Cluster")]
     pub nats_auth: Option<PathBuf>,
     /// Copies of each stream and bucket this moat creates in the cluster
     /// (3 on a three-node cluster); existing ones are used as they are.
     #[arg(long, global = true, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u8).range(1..=5))]
+          value_parser = clap::value_parser!(u8).range(1..=5), help_heading = "Cluster")]
     pub nats_replicas: u8,
 }
 
@@ -465,28 +512,38 @@ pub struct RunArgs {
     #[command(flatten)]
     pub run: RunFlags,
     /// Output format [default: pretty on a terminal, ndjson otherwise].
-    #[arg(long, short, value_enum)]
+    #[arg(long, short, value_enum, help_heading = "Output")]
     pub output: Option<OutputFormat>,
     /// Leave nothing on disk: no record of the run in the store.
-    #[arg(long, conflicts_with = "detach")]
+    #[arg(long, conflicts_with = "detach", help_heading = "Store")]
     pub no_store: bool,
     /// Print the run's id and return at once; the run goes on in a moat
     /// process of its own (see `moat ps`, `logs`, `wait`, `cancel`).
-    #[arg(long)]
+    #[arg(long, help_heading = "Session")]
     pub detach: bool,
     /// Continue the session of the recorded run RUN (an id, a prefix, or
     /// `@last`):
     /// its resume token, with the same adapter.
-    #[arg(long = "continue", value_name = "RUN", conflicts_with = "resume")]
+    #[arg(
+        long = "continue",
+        value_name = "RUN",
+        conflicts_with = "resume",
+        help_heading = "Session"
+    )]
     pub continue_run: Option<String>,
     /// Record the run as a child of the live run RUN (an id or a prefix):
     /// when RUN ends, this run is stopped and ends `parent ended`.
-    #[arg(long, value_name = "RUN", conflicts_with = "no_store")]
+    #[arg(
+        long,
+        value_name = "RUN",
+        conflicts_with = "no_store",
+        help_heading = "Session"
+    )]
     pub parent: Option<String>,
     /// With --nats: when the worker running it is lost, run it again on
     /// another worker from the start (off: a coding agent may have changed
     /// files already).
-    #[arg(long)]
+    #[arg(long, help_heading = "Cluster")]
     pub retry_on_worker_loss: bool,
     /// The process a `--detach` started: prints the run's id once it is
     /// recorded, then renders nothing.
@@ -512,17 +569,17 @@ pub struct ParallelArgs {
     /// The most memory the running tasks may have together (the sum of
     /// their --max-memory), e.g. 4GiB; tasks beyond it wait for room
     /// [default: half of this machine's memory].
-    #[arg(long, value_name = "SIZE", value_parser = parse_total_memory)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_total_memory, help_heading = "Limits")]
     pub max_total_memory: Option<u64>,
     /// Leave nothing on disk: no record of the tasks in the store.
-    #[arg(long, conflicts_with = "parent")]
+    #[arg(long, conflicts_with = "parent", help_heading = "Store")]
     pub no_store: bool,
     /// Record every task as a child of the live run RUN (an id or a
     /// prefix): within its grants, trust and limits, stopped when it ends.
-    #[arg(long, value_name = "RUN")]
+    #[arg(long, value_name = "RUN", help_heading = "Session")]
     pub parent: Option<String>,
     /// Output format [default: pretty on a terminal, ndjson otherwise].
-    #[arg(long, short, value_enum)]
+    #[arg(long, short, value_enum, help_heading = "Output")]
     pub output: Option<OutputFormat>,
 }
 
@@ -591,85 +648,85 @@ impl LimitCeilingFlags {
 #[derive(Debug, Clone, Args)]
 pub struct RunFlags {
     /// Model for the backend.
-    #[arg(long)]
+    #[arg(long, help_heading = "Agent")]
     pub model: Option<String>,
     /// Working directory for the backend (an existing directory; the
     /// adapter receives its absolute path). Trust `controlled` and
     /// `unrestricted` grant it read-write.
-    #[arg(long, value_name = "DIR", value_parser = parse_cwd)]
+    #[arg(long, value_name = "DIR", value_parser = parse_cwd, help_heading = "Agent")]
     pub cwd: Option<String>,
     /// A directory the backend may use besides the working directory (an
     /// existing directory; repeat for more). It reaches the backend through
     /// its own switch, and trust `controlled` and `unrestricted` grant it
     /// read-write, as they do the working directory.
-    #[arg(long = "add-dir", value_name = "DIR", value_parser = parse_cwd)]
+    #[arg(long = "add-dir", value_name = "DIR", value_parser = parse_cwd, help_heading = "Agent")]
     pub add_dirs: Vec<String>,
     /// Sub-agents for backends that have them (Claude Code), from a JSON
     /// file: {"NAME": {"description": …, "prompt": …, "tools"?: […],
     /// "model"?: …}}. Adapters whose backend has none refuse the run.
-    #[arg(long, value_name = "FILE", value_parser = parse_agents)]
+    #[arg(long, value_name = "FILE", value_parser = parse_agents, help_heading = "Agent")]
     pub agents: Option<serde_json::Value>,
     /// MCP servers for the backend, from a JSON file of the common shape:
     /// {"mcpServers": {"NAME": {"command": …, "args": […]} or {"url": …}}}.
     /// A stdio server's command must be granted (--allow-run) like any
     /// program.
-    #[arg(long, value_name = "FILE", value_parser = parse_mcp_config)]
+    #[arg(long, value_name = "FILE", value_parser = parse_mcp_config, help_heading = "Agent")]
     pub mcp_config: Option<McpServers>,
     /// Resume token of an earlier session.
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, value_name = "TOKEN", help_heading = "Session")]
     pub resume: Option<String>,
     /// When the backend no longer has the session to resume, end the run
     /// with the error instead of starting a fresh session.
-    #[arg(long)]
+    #[arg(long, help_heading = "Session")]
     pub no_resume_fallback: bool,
     /// Maximum number of agent turns.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Agent")]
     pub max_turns: Option<u32>,
     /// System prompt for the backend.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", help_heading = "Agent")]
     pub system: Option<String>,
     /// Adapter-specific options as a JSON object, inline or `@FILE`
     /// (e.g. the openai adapter's tools: `{"tools":[…]}`).
-    #[arg(long, value_name = "JSON|@FILE", value_parser = parse_extra)]
+    #[arg(long, value_name = "JSON|@FILE", value_parser = parse_extra, help_heading = "Agent")]
     pub extra: Option<serde_json::Value>,
     /// How much the backend may do on its own; also presets grants
     /// (docs/security.md).
-    #[arg(long, value_name = "LEVEL", value_parser = trust_parser(), default_value = "sandbox")]
+    #[arg(long, value_name = "LEVEL", value_parser = trust_parser(), default_value = "sandbox", help_heading = "Grants")]
     pub trust: TrustLevel,
     /// The only tools the agent may use, comma-separated; an empty value
     /// allows none. A tool call outside them ends the run.
-    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list)]
+    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list, help_heading = "Agent")]
     pub allowed_tools: Option<ToolList>,
     /// Tools the agent must not use, comma-separated.
-    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list)]
+    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list, help_heading = "Agent")]
     pub disallowed_tools: Option<ToolList>,
     /// Wall-clock limit for the run, e.g. 30s, 5m, or `none` for no limit
     /// [default: the adapter's (see `moat inspect`), else 1h].
-    #[arg(long, value_name = "DURATION|none", value_parser = parse_timeout)]
+    #[arg(long, value_name = "DURATION|none", value_parser = parse_timeout, help_heading = "Limits")]
     pub timeout: Option<Timeout>,
     /// CPU budget in fuel units (about one per guest instruction).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Limits")]
     pub fuel: Option<u64>,
     /// Memory cap for the adapter, e.g. 256MiB (at most 1GiB).
-    #[arg(long, value_name = "SIZE", value_parser = parse_memory, default_value = "256MiB")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory, default_value = "256MiB", help_heading = "Limits")]
     pub max_memory: u64,
     /// Largest event accepted from the adapter, e.g. 1MiB; larger ones are
     /// dropped with an INVALID_EVENT error.
-    #[arg(long, value_name = "SIZE", value_parser = parse_event_size, default_value = "1MiB")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_event_size, default_value = "1MiB", help_heading = "Limits")]
     pub max_event_size: usize,
     /// Most network connections the adapter may have open at once.
-    #[arg(long, value_name = "N", default_value_t = RunLimits::DEFAULT_MAX_CONNECTIONS, value_parser = parse_count)]
+    #[arg(long, value_name = "N", default_value_t = RunLimits::DEFAULT_MAX_CONNECTIONS, value_parser = parse_count, help_heading = "Limits")]
     pub max_connections: usize,
     /// Most files and directories the adapter may have open at once.
-    #[arg(long, value_name = "N", default_value_t = RunLimits::DEFAULT_MAX_OPEN_FILES, value_parser = parse_count)]
+    #[arg(long, value_name = "N", default_value_t = RunLimits::DEFAULT_MAX_OPEN_FILES, value_parser = parse_count, help_heading = "Limits")]
     pub max_open_files: usize,
     /// How long an interrupted adapter may take to wind down, e.g. 500ms.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "500ms", help_heading = "Limits")]
     pub drain: Duration,
     /// Prices per model (JSON: {"models": {"gpt-4o": {"inputPerMTok": 2.5,
     /// "outputPerMTok": 10}}}) for runs whose backend reports tokens but no
     /// cost; such a cost is marked `price_table`.
-    #[arg(long, value_name = "FILE", value_parser = parse_price_table)]
+    #[arg(long, value_name = "FILE", value_parser = parse_price_table, help_heading = "Output")]
     pub price_table: Option<Arc<PriceTable>>,
     #[command(flatten)]
     pub grants: GrantFlags,
@@ -708,38 +765,38 @@ pub struct GrantFlags {
     /// Hosts the adapter may reach over HTTP(S), comma-separated: host,
     /// host:port, *.example.com or https://host:port. Loopback and private
     /// addresses only when named exactly (localhost:11434, 127.0.0.1).
-    #[arg(long, value_name = "HOSTS", value_delimiter = ',', value_parser = parse_net_rule)]
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', value_parser = parse_net_rule, help_heading = "Grants")]
     pub allow_net: Vec<NetRule>,
     /// Directories the adapter may read, comma-separated. It sees each
     /// under its absolute path.
-    #[arg(long, value_name = "DIRS", value_delimiter = ',', value_parser = parse_dir)]
+    #[arg(long, value_name = "DIRS", value_delimiter = ',', value_parser = parse_dir, help_heading = "Grants")]
     pub allow_read: Vec<PathBuf>,
     /// Directories the adapter may read and write, comma-separated.
-    #[arg(long, value_name = "DIRS", value_delimiter = ',', value_parser = parse_dir)]
+    #[arg(long, value_name = "DIRS", value_delimiter = ',', value_parser = parse_dir, help_heading = "Grants")]
     pub allow_write: Vec<PathBuf>,
     /// Environment variables the adapter may see, comma-separated names.
-    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_env_name)]
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_env_name, help_heading = "Grants")]
     pub allow_env: Vec<String>,
     /// Programs the adapter may spawn, comma-separated: names (found on
     /// PATH when the run starts) or absolute paths.
-    #[arg(long, value_name = "PROGRAMS", value_delimiter = ',', value_parser = parse_program)]
+    #[arg(long, value_name = "PROGRAMS", value_delimiter = ',', value_parser = parse_program, help_heading = "Grants")]
     pub allow_run: Vec<String>,
     /// Secrets moat adds to the adapter's requests, comma-separated
     /// NAME@HOST[:PORT] (a secret kept by `moat secret set NAME`); the
     /// adapter never holds the value. The host must be granted too
     /// (--allow-net).
-    #[arg(long, value_name = "NAME@HOST", value_delimiter = ',', value_parser = parse_secret_grant)]
+    #[arg(long, value_name = "NAME@HOST", value_delimiter = ',', value_parser = parse_secret_grant, help_heading = "Grants")]
     pub secret: Vec<SecretGrant>,
     /// A policy file (TOML) with grants per adapter; they add to the flags.
-    #[arg(long, value_name = "FILE", value_parser = parse_policy)]
+    #[arg(long, value_name = "FILE", value_parser = parse_policy, help_heading = "Grants")]
     pub policy: Option<Policy>,
     /// Grant a component loaded from a path what it declares (see
     /// `moat inspect`). Built-in adapters always get their declared needs.
-    #[arg(long)]
+    #[arg(long, help_heading = "Grants")]
     pub grant_declared: bool,
     /// Run the programs the adapter starts with all of your rights instead
     /// of contained to the run's grants (Landlock; docs/security.md).
-    #[arg(long)]
+    #[arg(long, help_heading = "Grants")]
     pub no_contain: bool,
 }
 

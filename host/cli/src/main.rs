@@ -7,6 +7,7 @@
 
 mod args;
 mod commands;
+mod config;
 mod names;
 mod render;
 mod tasks;
@@ -123,7 +124,11 @@ pub struct Globals {
     pub secrets: Option<std::path::PathBuf>,
 }
 
-async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
+    let config = config::load()?;
+    if let Some(config) = &config {
+        config.apply(&mut cli);
+    }
     if cli.cluster.nats.is_none() && matches!(cli.command, Command::Worker(_)) {
         return Err(UsageError(
             "moat worker executes a cluster's runs: pass --nats nats://HOST:PORT (docs/cluster.md)"
@@ -146,6 +151,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cancel(args) => return commands::cancel(&globals, args).await,
         Command::Prune(args) => return commands::prune(&globals, args),
         Command::New(args) => return commands::new(args),
+        Command::Completions(args) => return commands::completions(args),
+        Command::Man(args) => return commands::man(args),
+        Command::Doctor => return commands::doctor(&globals, config.as_ref()).await,
         Command::Secret(command) => return commands::secret(&globals, command),
         Command::Workflow(command) => {
             if let Some(answer) = commands::workflow_without_sandbox(command) {
@@ -177,7 +185,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Cancel(_)
         | Command::Prune(_)
         | Command::Secret(_)
-        | Command::New(_) => {
+        | Command::New(_)
+        | Command::Completions(_)
+        | Command::Man(_)
+        | Command::Doctor => {
             unreachable!("answered above")
         }
     }
@@ -195,6 +206,9 @@ fn only_prints(command: &Command) -> bool {
             | Command::Adapters
             | Command::Secret(_)
             | Command::Prune(_)
+            | Command::Completions(_)
+            | Command::Man(_)
+            | Command::Doctor
     )
 }
 

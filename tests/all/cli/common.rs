@@ -24,6 +24,12 @@ pub fn moat() -> Command {
             "MOAT_SECRETS",
             moat_testkit::repo_root().join("target/e2e-data/no-secrets.json"),
         )
+        // Defaults for flags: none of the user's config file.
+        .env(
+            "XDG_CONFIG_HOME",
+            moat_testkit::repo_root().join("target/e2e-data/no-config"),
+        )
+        .env_remove("MOAT_CONFIG")
         .env_remove("MOAT_LOG")
         .stdin(Stdio::null());
     command

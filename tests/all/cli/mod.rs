@@ -7,6 +7,7 @@
 mod adapters;
 mod cligent;
 pub(crate) mod common;
+mod discovery;
 mod everyday;
 mod installed;
 mod new;

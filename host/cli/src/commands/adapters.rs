@@ -60,7 +60,7 @@ pub async fn adapters(sandbox: &Sandbox) -> anyhow::Result<ExitCode> {
 
 /// "claude: /usr/bin/claude (2.1.197 (Claude Code))", or where to get a
 /// program that is not on PATH.
-fn availability(program: &str, path: Option<&OsStr>) -> String {
+pub(crate) fn availability(program: &str, path: Option<&OsStr>) -> String {
     match moat_grants::programs::locate(program, path) {
         Some(found) => match version(&found) {
             Some(version) => format!("{program}: {} ({version})", found.display()),

@@ -2,7 +2,9 @@
 
 mod adapters;
 mod compile;
+mod doctor;
 mod drive;
+mod help;
 mod inspect;
 mod installed;
 mod new;
@@ -16,6 +18,8 @@ mod workflow;
 
 pub use adapters::adapters;
 pub use compile::compile;
+pub use doctor::doctor;
+pub use help::{completions, man};
 pub use inspect::inspect;
 pub use installed::{adapter, without_sandbox as adapter_without_sandbox};
 pub use new::new;
