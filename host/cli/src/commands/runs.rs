@@ -395,7 +395,7 @@ pub async fn wait(globals: &Globals, args: &WaitArgs) -> anyhow::Result<ExitCode
             other => wiring::runs_error(other),
         })?;
         // Each run's outcome as it ends, as `docker wait` prints its.
-        println!("{id}  {}", outcome(&run));
+        say(&format!("{id}  {}", outcome(&run)));
         all_completed &= run.status == RunStatus::Completed;
     }
     Ok(if all_completed {
@@ -425,11 +425,11 @@ pub async fn cancel(globals: &Globals, args: &CancelArgs) -> anyhow::Result<Exit
         let before = runs.get(&id).await.map_err(wiring::runs_error)?;
         match before {
             Some(ended) if ended.is_terminal() => {
-                println!("{id}  had ended: {}", outcome(&ended));
+                say(&format!("{id}  had ended: {}", outcome(&ended)));
             }
             _ => {
                 runs.cancel(&id).await.map_err(wiring::runs_error)?;
-                println!("{id}  cancelled");
+                say(&format!("{id}  cancelled"));
             }
         }
     }
@@ -545,4 +545,13 @@ fn ago(ms: u64) -> String {
 fn time(ms: u64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     humantime::format_rfc3339_seconds(at).to_string()
+}
+
+/// A line of what `wait` or `cancel` did: the waiting and cancelling go
+/// on when nobody reads it any more (`moat cancel … | head -1`), so a
+/// closed stdout loses the line, not the work.
+fn say(line: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
 }
