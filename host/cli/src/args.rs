@@ -184,8 +184,9 @@ pub struct NewArgs {
     /// Where to create it [default: ./NAME].
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// moat's guest SDK for the language [default: the one beside this
-    /// moat's sources].
+    /// Reference this moat checkout's guest SDK (or the language's SDK
+    /// folder itself) where it is, by absolute path, instead of copying
+    /// it into the project's vendor/ (for working on the SDK itself).
     #[arg(long, value_name = "PATH")]
     pub sdk: Option<PathBuf>,
 }
