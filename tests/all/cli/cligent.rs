@@ -2,8 +2,8 @@
 //! from cligent's engine; TypeScript users type its stream with cligent's
 //! `AgentEvent`): the events of every built-in against its stand-in (each
 //! recorded scenario of the agent CLIs, each recorded stream of the LLM
-//! APIs), of every misbehaving component, of a parallel run (with roles)
-//! and of `moat logs` are compiled by the TypeScript compiler as
+//! APIs), of every misbehaving component, of a parallel run (with roles),
+//! of `moat logs` and of the protocol's `run_event`s are compiled by the TypeScript compiler as
 //! `CligentEvent` values typed by cligent's own `types.ts`
 //! (tests/fixtures/cligent, with its licence and commit).
 
@@ -153,6 +153,24 @@ fn other_paths(saved: &mut Saved) {
     saved.save("logs", &logs);
 }
 
+/// A `run_event`'s `data` is the event as `moat run` prints it.
+fn protocol_runs(saved: &mut Saved) {
+    use serde_json::json;
+    let (_server, mut client) = crate::serve::client::Server::stdio(&[]);
+    for (name, adapter) in [("echo", "echo"), ("panic", moat_testkit::components::PANIC)] {
+        let run = crate::serve::start(&mut client, json!({"adapter": adapter, "prompt": "hello"}));
+        client.ok("subscribe", json!({"runs": [run]}));
+        let events = client.events_until_done(&run);
+        let lines: Vec<String> = events.iter().map(|e| e["data"].to_string()).collect();
+        let output = Output {
+            status: std::process::ExitStatus::default(),
+            stdout: (lines.join("\n") + "\n").into_bytes(),
+            stderr: Vec::new(),
+        };
+        saved.save(&format!("protocol-{name}"), &output);
+    }
+}
+
 fn check(files: &[PathBuf], out: &Path) -> Output {
     let checker = moat_testkit::repo_root().join("tests/fixtures/cligent/check-events.mjs");
     Command::new("node")
@@ -173,6 +191,7 @@ fn every_event_moat_prints_type_checks_as_cligents_agent_event() {
         files: Vec::new(),
     };
     other_paths(&mut saved);
+    protocol_runs(&mut saved);
     stand_in_runs(&mut saved);
     llm_runs(&mut saved);
     misbehaving_runs(&mut saved);
