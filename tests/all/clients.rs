@@ -103,3 +103,60 @@ fn the_python_client_suite_passes_against_the_real_server() {
         .current_dir(&dir);
     run_suite("Python client", pytest);
 }
+
+/// `npm install ./clients/typescript`, as its README says, from a fresh
+/// clone (only the files git tracks: no node_modules, no compiler): the
+/// package installs and its entry point loads.
+#[test]
+fn the_typescript_client_installs_from_a_fresh_clone_without_a_compiler() {
+    let root = moat_testkit::repo_root();
+    let tracked = Command::new("git")
+        .args(["ls-files", "clients/typescript"])
+        .current_dir(&root)
+        .output();
+    let Some(tracked) = tracked.ok().filter(|o| o.status.success()) else {
+        eprintln!("skipped: not a git checkout");
+        return;
+    };
+    let has_npm = Command::new("npm").arg("--version").output().is_ok();
+    if !has_npm && skip("TypeScript client", "Node.js 20+ with npm") {
+        return;
+    }
+    let clone = tempfile::tempdir().unwrap();
+    for file in String::from_utf8_lossy(&tracked.stdout).lines() {
+        let to = clone.path().join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), &to).unwrap();
+    }
+    let user = tempfile::tempdir().unwrap();
+    std::fs::write(
+        user.path().join("package.json"),
+        r#"{"name":"user","private":true,"type":"module"}"#,
+    )
+    .unwrap();
+    let installed = Command::new("npm")
+        .args(["install", "--offline", "--no-audit", "--no-fund"])
+        .arg(clone.path().join("clients/typescript"))
+        .current_dir(user.path())
+        .output()
+        .unwrap();
+    assert!(
+        installed.status.success(),
+        "npm install failed:\n{}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let loaded = Command::new("node")
+        .args([
+            "-e",
+            "import('@moat/client').then(m => console.log(typeof m.MoatClient, typeof m.runParallel, typeof m.isAgentEvent))",
+        ])
+        .current_dir(user.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&loaded.stdout).trim(),
+        "function function function",
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+}
