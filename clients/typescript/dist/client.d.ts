@@ -2,8 +2,8 @@ import { type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { MoatError } from './errors.js';
 import { EventStream, type EventsOptions, type StreamHost } from './events.js';
-import { type ParallelTask } from './parallel.js';
-import type { AdapterDescription, AdapterInspection, AgentEvent, EngineResult, Op, RunOptions, RunRecord, RunRequest, RunStatus } from './types.js';
+import { type ParallelTask, type RunAgentOptions } from './parallel.js';
+import type { AdapterDescription, AdapterInspection, AgentEvent, EngineResult, Op, RunRecord, RunRequest, RunStatus } from './types.js';
 /** The longest request line the server reads (4 MiB). */
 export declare const MAX_REQUEST_BYTES: number;
 /** Options of {@link MoatClient.spawn}. */
@@ -37,12 +37,7 @@ export interface ListOptions {
     limit?: number;
 }
 /** Options of {@link MoatClient.runAgent}: the run's options (flat, as cligent's), its request fields, and an abort signal. */
-export interface RunAgentOptions extends RunOptions, RunRequest {
-    /** Aborting it cancels the run: the stream then ends with its `done` interrupted. */
-    abortSignal?: AbortSignal;
-    /** See {@link EventsOptions.highWaterMark}. */
-    highWaterMark?: number;
-}
+export type { RunAgentOptions } from './parallel.js';
 /**
  * A connection to `moat serve`: over a spawned server's stdin/stdout
  * ({@link MoatClient.spawn}) or a Unix socket ({@link MoatClient.connect}).

@@ -1,7 +1,8 @@
-import type { MoatClient, RunAgentOptions } from './client.js';
-import type { AgentEvent, DoneEvent, RunRequest } from './types.js';
+import type { EventsOptions } from './events.js';
+import type { EventStream } from './events.js';
+import type { AgentEvent, DoneEvent, RunOptions, RunRequest } from './types.js';
 /**
- * One task of {@link MoatClient.runParallel}: cligent's `ParallelTask`, with
+ * One task of `MoatClient.runParallel`: cligent's `ParallelTask`, with
  * the adapter by name (as `runAgent` takes it) and the task's `role`.
  */
 export interface ParallelTask {
@@ -33,6 +34,20 @@ export declare function splitOptions(options?: RunAgentOptions): {
 export declare function interruptedDone(agent: string, resumeToken?: string): DoneEvent;
 /** `event` with `role` set (where moat's `parallel` puts it: before `metadata` and `payload`). */
 export declare function withRole(event: AgentEvent, role: string | undefined): AgentEvent;
-/** See {@link MoatClient.runParallel}. */
-export declare function runTasks(client: MoatClient, tasks: readonly ParallelTask[]): AsyncGenerator<AgentEvent, void, void>;
+/** The options of `runAgent` and of a parallel task: flat run options, the run request, and the loop's own. */
+export interface RunAgentOptions extends RunOptions, RunRequest {
+    /** Aborting it cancels the run: the stream then ends with its `done` interrupted. */
+    abortSignal?: AbortSignal;
+    /** See {@link EventsOptions.highWaterMark}. */
+    highWaterMark?: number;
+}
+/** What the loop needs of a client (a `MoatClient`). */
+export interface RunsHost {
+    readonly isClosed: boolean;
+    run(adapter: string, prompt: string, request?: RunRequest): Promise<string>;
+    cancel(runId: string): Promise<void>;
+    events(runId: string, options?: EventsOptions): EventStream;
+}
+/** See `MoatClient.runParallel`. */
+export declare function runTasks(client: RunsHost, tasks: readonly ParallelTask[]): AsyncGenerator<AgentEvent, void, void>;
 //# sourceMappingURL=parallel.d.ts.map

@@ -80,7 +80,7 @@ function refused(agent, error, startedMs) {
         },
     ];
 }
-/** See {@link MoatClient.runParallel}. */
+/** See `MoatClient.runParallel`. */
 export async function* runTasks(client, tasks) {
     if (tasks.length === 0) {
         return;

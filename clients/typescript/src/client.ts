@@ -5,7 +5,7 @@ import type { Readable, Writable } from 'node:stream';
 
 import { MoatError } from './errors.js';
 import { EventStream, type EventsOptions, type StreamHost } from './events.js';
-import { interruptedDone, runTasks, splitOptions, type ParallelTask } from './parallel.js';
+import { interruptedDone, runTasks, splitOptions, type ParallelTask, type RunAgentOptions } from './parallel.js';
 import type {
   AdapterDescription,
   AdapterInspection,
@@ -14,7 +14,6 @@ import type {
   EventMessage,
   Op,
   ResponseMessage,
-  RunOptions,
   RunRecord,
   RunRequest,
   RunStatus,
@@ -61,12 +60,7 @@ export interface ListOptions {
 }
 
 /** Options of {@link MoatClient.runAgent}: the run's options (flat, as cligent's), its request fields, and an abort signal. */
-export interface RunAgentOptions extends RunOptions, RunRequest {
-  /** Aborting it cancels the run: the stream then ends with its `done` interrupted. */
-  abortSignal?: AbortSignal;
-  /** See {@link EventsOptions.highWaterMark}. */
-  highWaterMark?: number;
-}
+export type { RunAgentOptions } from './parallel.js';
 
 interface Pending {
   /** Called synchronously when the response is read. */

@@ -1,13 +1,13 @@
 // cligent's `runParallel` over `moat serve`: several runs, one stream.
 import { randomUUID } from 'node:crypto';
 
-import type { MoatClient, RunAgentOptions } from './client.js';
+import type { EventsOptions } from './events.js';
 import { MoatError } from './errors.js';
 import type { EventStream } from './events.js';
 import type { AgentEvent, DoneEvent, ErrorEvent, ProtocolErrorCode, RunOptions, RunRequest } from './types.js';
 
 /**
- * One task of {@link MoatClient.runParallel}: cligent's `ParallelTask`, with
+ * One task of `MoatClient.runParallel`: cligent's `ParallelTask`, with
  * the adapter by name (as `runAgent` takes it) and the task's `role`.
  */
 export interface ParallelTask {
@@ -135,8 +135,24 @@ type Step =
   | { index: number; kind: 'event'; result: IteratorResult<AgentEvent, undefined> }
   | { index: number; kind: 'failed'; error: unknown };
 
-/** See {@link MoatClient.runParallel}. */
-export async function* runTasks(client: MoatClient, tasks: readonly ParallelTask[]): AsyncGenerator<AgentEvent, void, void> {
+/** The options of `runAgent` and of a parallel task: flat run options, the run request, and the loop's own. */
+export interface RunAgentOptions extends RunOptions, RunRequest {
+  /** Aborting it cancels the run: the stream then ends with its `done` interrupted. */
+  abortSignal?: AbortSignal;
+  /** See {@link EventsOptions.highWaterMark}. */
+  highWaterMark?: number;
+}
+
+/** What the loop needs of a client (a `MoatClient`). */
+export interface RunsHost {
+  readonly isClosed: boolean;
+  run(adapter: string, prompt: string, request?: RunRequest): Promise<string>;
+  cancel(runId: string): Promise<void>;
+  events(runId: string, options?: EventsOptions): EventStream;
+}
+
+/** See `MoatClient.runParallel`. */
+export async function* runTasks(client: RunsHost, tasks: readonly ParallelTask[]): AsyncGenerator<AgentEvent, void, void> {
   if (tasks.length === 0) {
     return;
   }
