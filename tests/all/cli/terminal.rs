@@ -125,3 +125,45 @@ fn on_a_terminal_a_first_compile_says_what_it_does_and_a_cached_run_does_not() {
     let second = run();
     assert!(!second.contains("compiling"), "{second}");
 }
+
+#[test]
+fn on_a_terminal_a_log_line_never_lands_on_the_spinners_line() {
+    use moat_testkit::llm_server::{LlmServer, Reply, Step};
+    // The first probe waits on a slow server (the spinner shows); the
+    // second is refused meanwhile, which -v logs at info.
+    let server = LlmServer::start(Reply::stream(vec![
+        Step::Pause(std::time::Duration::from_millis(1500)),
+        Step::Send(b"late".to_vec()),
+    ]));
+    let mut command = moat();
+    command
+        .args(["-v", "run", moat_testkit::components::ESCAPE, "--no-store"])
+        .arg(format!(
+            "http GET {}/slow\nhttp GET http://moat-test.invalid/",
+            server.url()
+        ))
+        .arg(format!("--allow-net={}", server.grant()));
+    let (pieces, status) = Pty::open().run(command);
+    let shown: String = pieces.into_iter().map(|(_, text)| text).collect();
+    assert!(status.success(), "{shown:?}");
+    assert!(
+        shown.contains("waiting for the agent"),
+        "no spinner: {shown:?}"
+    );
+    // What a terminal shows of each line: what follows its last carriage
+    // return (the spinner redraws itself after one).
+    let logged = shown
+        .split('\n')
+        .map(|line| {
+            let line = line.trim_end_matches('\r');
+            line.rsplit('\r').next().unwrap_or(line)
+        })
+        .find(|line| line.contains("capability denied"))
+        .unwrap_or_else(|| panic!("no log line: {shown:?}"));
+    assert!(
+        !logged.contains("waiting for the agent"),
+        "on the spinner's line: {logged:?}"
+    );
+    // Each text the adapter gave is shown once (no answer repeated at the end).
+    assert_eq!(shown.matches("ok: 200 late").count(), 1, "{shown:?}");
+}

@@ -23,8 +23,10 @@ pub struct Pretty<W: Write> {
     fold: ResultFold,
     /// Where the streamed text stands.
     flow: TextFlow,
-    /// The text streamed since the last other event.
+    /// The text block streaming now (its deltas so far).
     block: String,
+    /// The text blocks finished since the last other event.
+    said: Vec<String>,
     /// Something other than text was printed last: the next text is set
     /// apart from it by a blank line.
     after_lines: bool,
@@ -63,6 +65,7 @@ impl<W: Write> Pretty<W> {
             fold: ResultFold::new(),
             flow: TextFlow::default(),
             block: String::new(),
+            said: Vec::new(),
             after_lines: false,
             times: false,
             at: 0,
@@ -157,23 +160,28 @@ impl<W: Write> Renderer for Pretty<W> {
                     self.start_text()?;
                 }
                 self.flow.text(&mut self.out, &text.content)?;
-                self.block.clone_from(&text.content);
+                self.block.clear();
+                self.said.push(text.content.clone());
                 live::set_line_open(false);
                 return self.out.flush();
             }
             _ => {}
         }
         self.stop_spinner();
-        let block = std::mem::take(&mut self.block);
+        let mut streamed = std::mem::take(&mut self.said);
+        if !self.block.is_empty() {
+            streamed.push(std::mem::take(&mut self.block));
+        }
+        let streamed = streamed.join("\n");
         for line in tools.lines {
             self.line(line)?;
         }
         match &event.payload {
             EventPayload::Done(done) => {
-                let result = std::mem::take(&mut self.fold).finish();
                 // The answer streamed; a `done` that names another one
                 // (a backend's own final result) shows it too.
-                if let Some(answer) = result.text.filter(|a| a.trim() != block.trim()) {
+                let named = done.result.as_deref().map(str::trim);
+                if let Some(answer) = named.filter(|a| !a.is_empty() && *a != streamed.trim()) {
                     self.end_text()?;
                     self.start_text()?;
                     writeln!(self.out, "{}", answer.trim_end())?;
