@@ -1,0 +1,509 @@
+//! A workspace per run: the run works on its own copy of the project — a
+//! git worktree on a branch of its own, or a copy of the directory — and
+//! the user reviews what it changed ([`Workspace::diff`]) and applies it
+//! to the project ([`Workspace::apply`]), all or nothing.
+//!
+//! Each workspace lives under a root directory (moat's state directory by
+//! default), named by its run's id, beside a `RUN.json` that describes it:
+//! a workspace outlives the moat that made it (a `kill -9` leaves it to be
+//! listed, diffed and removed by the next one). moat never commits in the
+//! project: a worktree's branch stays at its base, and the diff is the
+//! worktree's files against that base. A copy gets a snapshot repository
+//! of its own outside the copy (`RUN.git`), so a project without git is
+//! diffed by git too, and nothing is added to what the run sees.
+//!
+//! This crate only moves files and runs `git`: which runs get a workspace,
+//! and what they may write, is the launch layer's.
+
+mod copy;
+mod git;
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// How a run gets its workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A git worktree of the project at the base, on a branch named after
+    /// the run.
+    Worktree,
+    /// A copy of the project's directory (reflinked where the filesystem
+    /// can).
+    Copy,
+}
+
+impl Mode {
+    /// Its name, as `--workspace` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Worktree => "worktree",
+            Mode::Copy => "copy",
+        }
+    }
+}
+
+/// What a run asks of its workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Worktree or copy.
+    pub mode: Mode,
+    /// The project: the directory the run would have worked in.
+    pub project: PathBuf,
+    /// What a worktree starts from (a commit, branch or tag); HEAD when
+    /// `None`.
+    pub base: Option<String>,
+    /// Carry the project's uncommitted changes into a worktree instead of
+    /// refusing a dirty project.
+    pub include_dirty: bool,
+    /// Where workspaces live.
+    pub root: PathBuf,
+}
+
+/// Why a workspace could not be made, diffed, applied or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// The project is not what the mode needs.
+    #[error("{0}")]
+    Project(String),
+    /// The project has uncommitted changes a worktree would not carry.
+    #[error(
+        "{project} has uncommitted changes, which a worktree of {base} would not have; commit or stash them, pass --include-dirty to carry them over, or use --workspace copy"
+    )]
+    Dirty {
+        /// The project.
+        project: PathBuf,
+        /// The base asked for.
+        base: String,
+    },
+    /// The changes do not apply to the project as it is now.
+    #[error(
+        "the changes of run {run} do not apply to {project} as it is now (nothing was changed): {reason}"
+    )]
+    Conflict {
+        /// The run.
+        run: String,
+        /// The project.
+        project: PathBuf,
+        /// What git said.
+        reason: String,
+    },
+    /// No workspace has this run.
+    #[error("run {0} has no workspace here")]
+    NotFound(String),
+    /// A git command failed.
+    #[error("{command}: {message}")]
+    Git {
+        /// The command.
+        command: String,
+        /// What git said.
+        message: String,
+    },
+    /// A file operation failed.
+    #[error("{what}: {error}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        error: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> WorkspaceError {
+    let what = what.into();
+    move |error| WorkspaceError::Io { what, error }
+}
+
+/// A run's workspace, as its `RUN.json` describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workspace {
+    /// The run it belongs to.
+    pub run: String,
+    /// Worktree or copy.
+    pub mode: Mode,
+    /// The directory the run works in.
+    pub dir: PathBuf,
+    /// What the changes apply to: the repository's top level (worktree) or
+    /// the copied directory (copy).
+    pub project: PathBuf,
+    /// The commit the workspace started from (of the project's repository,
+    /// or of the copy's snapshot repository).
+    pub base: String,
+    /// The base as the user named it (`HEAD`, `main`…).
+    pub base_name: String,
+    /// The worktree's branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// How a copy was made: `reflink` (shares blocks until written) or
+    /// `full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied: Option<String>,
+    /// The repository the base commit is in.
+    pub git_dir: PathBuf,
+    /// When it was made, in ms since the Unix epoch.
+    pub created_ms: u64,
+}
+
+/// The branch a run's worktree is on.
+pub fn branch_of(run: &str) -> String {
+    format!("moat/{run}")
+}
+
+/// Makes run `run`'s workspace as `request` asks. Nothing is left behind
+/// when it fails half way.
+pub fn create(request: &Request, run: &str) -> Result<Workspace, WorkspaceError> {
+    std::fs::create_dir_all(&request.root)
+        .map_err(io(format!("cannot create {}", request.root.display())))?;
+    let dir = request.root.join(run);
+    if dir.exists() {
+        return Err(WorkspaceError::Project(format!(
+            "{} exists already: run {run} has a workspace",
+            dir.display()
+        )));
+    }
+    let made = match request.mode {
+        Mode::Worktree => worktree(request, run, &dir),
+        Mode::Copy => copy_of(request, run, &dir),
+    };
+    let workspace = match made {
+        Ok(workspace) => workspace,
+        Err(error) => {
+            discard(request, run, &dir);
+            return Err(error);
+        }
+    };
+    if let Err(error) = workspace.save(&request.root) {
+        let _ = workspace.remove(&request.root);
+        return Err(error);
+    }
+    tracing::info!(run, dir = %workspace.dir.display(), mode = workspace.mode.as_str(), "workspace made");
+    Ok(workspace)
+}
+
+/// Removes what a failed [`create`] made.
+fn discard(request: &Request, run: &str, dir: &Path) {
+    if request.mode == Mode::Worktree
+        && let Ok(top) = git::text(&request.project, &["rev-parse", "--show-toplevel"])
+    {
+        let top = PathBuf::from(top);
+        let _ = git::run(
+            &top,
+            &["worktree", "remove", "--force", &dir.to_string_lossy()],
+            &[],
+        );
+        let _ = git::run(&top, &["worktree", "prune"], &[]);
+        let _ = git::run(&top, &["branch", "-D", &branch_of(run)], &[]);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(request.root.join(format!("{run}.git")));
+}
+
+fn worktree(request: &Request, run: &str, dir: &Path) -> Result<Workspace, WorkspaceError> {
+    let project = &request.project;
+    let top = git::text(project, &["rev-parse", "--show-toplevel"]).map_err(|_| {
+        WorkspaceError::Project(format!(
+            "{} is not in a git repository: a worktree needs one; use --workspace copy",
+            project.display()
+        ))
+    })?;
+    let top = PathBuf::from(top);
+    let base_name = request.base.clone().unwrap_or_else(|| "HEAD".to_owned());
+    let base = git::text(
+        &top,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{base_name}^{{commit}}"),
+        ],
+    )
+    .map_err(|_| {
+        WorkspaceError::Project(format!("{base_name} names no commit of {}", top.display()))
+    })?;
+    let dirty = !git::text(&top, &["status", "--porcelain"])?.is_empty();
+    if dirty && !request.include_dirty {
+        return Err(WorkspaceError::Dirty {
+            project: top,
+            base: base_name,
+        });
+    }
+    let branch = branch_of(run);
+    git::run(
+        &top,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            &branch,
+            &dir.to_string_lossy(),
+            &base,
+        ],
+        &[],
+    )?;
+    if dirty {
+        carry_dirty(&top, dir)?;
+    }
+    let git_dir = PathBuf::from(git::text(
+        &top,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )?);
+    Ok(Workspace {
+        run: run.to_owned(),
+        mode: Mode::Worktree,
+        dir: dir.to_path_buf(),
+        project: top,
+        base,
+        base_name,
+        branch: Some(branch),
+        copied: None,
+        git_dir,
+        created_ms: now_ms(),
+    })
+}
+
+/// The project's uncommitted changes, tracked and untracked, into `dir`.
+fn carry_dirty(top: &Path, dir: &Path) -> Result<(), WorkspaceError> {
+    let patch = git::run(top, &["diff", "--binary", "HEAD"], &[])?;
+    if !patch.is_empty() {
+        let file = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary file"))?;
+        std::fs::write(file.path(), &patch).map_err(io("cannot write the patch"))?;
+        git::run(
+            dir,
+            &["apply", "--binary", &file.path().to_string_lossy()],
+            &[],
+        )?;
+    }
+    let untracked = git::run(
+        top,
+        &["ls-files", "--others", "--exclude-standard", "-z"],
+        &[],
+    )?;
+    for name in untracked.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = String::from_utf8_lossy(name).into_owned();
+        let to = dir.join(&name);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(io(format!("cannot create {}", parent.display())))?;
+        }
+        std::fs::copy(top.join(&name), &to).map_err(io(format!("cannot copy {name}")))?;
+    }
+    Ok(())
+}
+
+fn copy_of(request: &Request, run: &str, dir: &Path) -> Result<Workspace, WorkspaceError> {
+    let project = std::fs::canonicalize(&request.project)
+        .map_err(io(format!("cannot read {}", request.project.display())))?;
+    if request.base.is_some() {
+        return Err(WorkspaceError::Project(
+            "--base names a commit of a worktree; a copy is of the directory as it is".into(),
+        ));
+    }
+    let copied = copy::copy_dir(&project, dir)?;
+    // The snapshot the diff is against, outside what the run sees.
+    let git_dir = request.root.join(format!("{run}.git"));
+    let env: [(&str, &Path); 2] = [("GIT_DIR", &git_dir), ("GIT_WORK_TREE", dir)];
+    git::run(dir, &["init", "--quiet"], &env)?;
+    git::run(dir, &["add", "--all", "--force", "."], &env)?;
+    git::run(
+        dir,
+        &[
+            "commit",
+            "--quiet",
+            "--allow-empty",
+            "--no-verify",
+            "-m",
+            "base",
+        ],
+        &env,
+    )?;
+    let base = String::from_utf8_lossy(&git::run(dir, &["rev-parse", "HEAD"], &env)?)
+        .trim()
+        .to_owned();
+    Ok(Workspace {
+        run: run.to_owned(),
+        mode: Mode::Copy,
+        dir: dir.to_path_buf(),
+        project,
+        base,
+        base_name: "the copy".to_owned(),
+        branch: None,
+        copied: Some(copied.to_owned()),
+        git_dir,
+        created_ms: now_ms(),
+    })
+}
+
+impl Workspace {
+    /// The file describing run `run`'s workspace under `root`.
+    fn record_path(root: &Path, run: &str) -> PathBuf {
+        root.join(format!("{run}.json"))
+    }
+
+    /// Writes its description, atomically.
+    fn save(&self, root: &Path) -> Result<(), WorkspaceError> {
+        let text = serde_json::to_vec_pretty(self).expect("a workspace serializes");
+        let mut file =
+            tempfile::NamedTempFile::new_in(root).map_err(io("cannot write a workspace record"))?;
+        std::io::Write::write_all(&mut file, &text)
+            .map_err(io("cannot write a workspace record"))?;
+        file.persist(Self::record_path(root, &self.run))
+            .map_err(|e| WorkspaceError::Io {
+                what: "cannot write a workspace record".into(),
+                error: e.error,
+            })?;
+        Ok(())
+    }
+
+    /// Run `run`'s workspace under `root`.
+    pub fn find(root: &Path, run: &str) -> Result<Workspace, WorkspaceError> {
+        let path = Self::record_path(root, run);
+        let text = match std::fs::read(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(WorkspaceError::NotFound(run.to_owned()));
+            }
+            Err(error) => return Err(io(format!("cannot read {}", path.display()))(error)),
+        };
+        serde_json::from_slice(&text).map_err(|e| {
+            WorkspaceError::Project(format!("{} is not a workspace record: {e}", path.display()))
+        })
+    }
+
+    /// Every workspace under `root`, oldest first.
+    pub fn list(root: &Path) -> Result<Vec<Workspace>, WorkspaceError> {
+        let entries = match std::fs::read_dir(root) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(io(format!("cannot list {}", root.display()))(error)),
+        };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(run) = name.strip_suffix(".json")
+                && let Ok(workspace) = Self::find(root, run)
+            {
+                found.push(workspace);
+            }
+        }
+        found.sort_by_key(|w| w.created_ms);
+        Ok(found)
+    }
+
+    /// Its changes against its base, as a unified diff (binary-safe, as
+    /// `git apply` takes it); with `stat`, git's summary instead; `color`
+    /// for a terminal. Untracked files count; files the project ignores
+    /// do not. Nothing of the workspace or the project is changed.
+    pub fn diff(&self, stat: bool, color: bool) -> Result<Vec<u8>, WorkspaceError> {
+        let index = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary index"))?;
+        let env: [(&str, &Path); 3] = [
+            ("GIT_DIR", &self.git_dir),
+            ("GIT_WORK_TREE", &self.dir),
+            ("GIT_INDEX_FILE", index.path()),
+        ];
+        git::run(&self.dir, &["read-tree", &self.base], &env)?;
+        git::run(&self.dir, &["add", "--all", "."], &env)?;
+        let mut args = vec!["diff", "--cached", "--no-ext-diff", "--no-renames"];
+        args.push(if color {
+            "--color=always"
+        } else {
+            "--color=never"
+        });
+        if stat {
+            args.push("--stat");
+        } else {
+            args.push("--binary");
+        }
+        args.push(&self.base);
+        git::run(&self.dir, &args, &env)
+    }
+
+    /// Applies its changes to the project's working tree — all of them or,
+    /// when one does not apply, none (git apply checks the whole patch
+    /// first). Returns how many bytes of patch were applied (0: nothing
+    /// had changed).
+    pub fn apply(&self) -> Result<usize, WorkspaceError> {
+        let patch = self.diff(false, false)?;
+        if patch.is_empty() {
+            return Ok(0);
+        }
+        let file = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary file"))?;
+        std::fs::write(file.path(), &patch).map_err(io("cannot write the patch"))?;
+        let path = file.path().to_string_lossy().into_owned();
+        git::run(&self.project, &["apply", "--binary", "--check", &path], &[]).map_err(
+            |error| WorkspaceError::Conflict {
+                run: self.run.clone(),
+                project: self.project.clone(),
+                reason: match error {
+                    WorkspaceError::Git { message, .. } => message,
+                    other => other.to_string(),
+                },
+            },
+        )?;
+        git::run(&self.project, &["apply", "--binary", &path], &[])?;
+        Ok(patch.len())
+    }
+
+    /// Removes the workspace: its directory, its branch or snapshot, its
+    /// record.
+    pub fn remove(&self, root: &Path) -> Result<(), WorkspaceError> {
+        match self.mode {
+            Mode::Worktree => {
+                let dir = self.dir.to_string_lossy().into_owned();
+                if git::run(&self.project, &["worktree", "remove", "--force", &dir], &[]).is_err() {
+                    // Gone already, or its .git file was: git forgets it.
+                    let _ = std::fs::remove_dir_all(&self.dir);
+                    git::run(&self.project, &["worktree", "prune"], &[])?;
+                }
+                if let Some(branch) = &self.branch {
+                    let exists = git::run(
+                        &self.project,
+                        &[
+                            "rev-parse",
+                            "--verify",
+                            "--quiet",
+                            &format!("refs/heads/{branch}"),
+                        ],
+                        &[],
+                    )
+                    .is_ok();
+                    if exists {
+                        git::run(&self.project, &["branch", "--quiet", "-D", branch], &[])?;
+                    }
+                }
+            }
+            Mode::Copy => {
+                remove_if_there(&self.dir)?;
+                remove_if_there(&self.git_dir)?;
+            }
+        }
+        let record = Self::record_path(root, &self.run);
+        match std::fs::remove_file(&record) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                Err(io(format!("cannot remove {}", record.display()))(error))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn remove_if_there(dir: &Path) -> Result<(), WorkspaceError> {
+    match std::fs::remove_dir_all(dir) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(io(format!("cannot remove {}", dir.display()))(error))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests;

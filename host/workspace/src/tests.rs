@@ -1,0 +1,166 @@
+//! Real git repositories in temporary directories.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::*;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A repository with one commit: `notes.txt` = "one\n".
+fn repository() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "--quiet", "-b", "main"]);
+    std::fs::write(dir.path().join("notes.txt"), "one\n").unwrap();
+    git(dir.path(), &["add", "."]);
+    git(dir.path(), &["commit", "--quiet", "-m", "first"]);
+    dir
+}
+
+fn request(project: &Path, root: &Path, mode: Mode) -> Request {
+    Request {
+        mode,
+        project: project.to_path_buf(),
+        base: None,
+        include_dirty: false,
+        root: root.to_path_buf(),
+    }
+}
+
+#[test]
+fn two_worktrees_change_one_file_the_first_applies_and_the_second_conflicts_changing_nothing() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    let first = create(&request(project.path(), root.path(), Mode::Worktree), "r_1").unwrap();
+    let second = create(&request(project.path(), root.path(), Mode::Worktree), "r_2").unwrap();
+    std::fs::write(first.dir.join("notes.txt"), "one\nfirst\n").unwrap();
+    std::fs::write(first.dir.join("new.txt"), "made by the first\n").unwrap();
+    std::fs::write(second.dir.join("notes.txt"), "one\nsecond\n").unwrap();
+
+    let diff = String::from_utf8(first.diff(false, false).unwrap()).unwrap();
+    assert!(
+        diff.contains("+first") && diff.contains("new.txt"),
+        "{diff}"
+    );
+    let stat = String::from_utf8(first.diff(true, false).unwrap()).unwrap();
+    assert!(stat.contains("2 files changed"), "{stat}");
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
+        "one\n"
+    );
+
+    assert!(first.apply().unwrap() > 0);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
+        "one\nfirst\n"
+    );
+    assert!(project.path().join("new.txt").is_file());
+    let conflict = second.apply().unwrap_err();
+    assert!(
+        matches!(conflict, WorkspaceError::Conflict { .. }),
+        "{conflict}"
+    );
+    assert!(
+        conflict.to_string().contains("nothing was changed"),
+        "{conflict}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
+        "one\nfirst\n"
+    );
+
+    // moat made no commit: both branches are at the base.
+    let head = git(project.path(), &["rev-parse", "HEAD"]);
+    assert_eq!(git(project.path(), &["rev-parse", "moat/r_1"]), head);
+    for workspace in [&first, &second] {
+        workspace.remove(root.path()).unwrap();
+    }
+    assert_eq!(
+        git(project.path(), &["worktree", "list"]).lines().count(),
+        1
+    );
+    assert!(!git(project.path(), &["branch"]).contains("moat/"));
+    assert!(Workspace::list(root.path()).unwrap().is_empty());
+}
+
+#[test]
+fn a_dirty_project_is_refused_or_its_changes_carried_over() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("notes.txt"), "one\nuncommitted\n").unwrap();
+    std::fs::write(project.path().join("draft.txt"), "untracked\n").unwrap();
+    let refused = create(&request(project.path(), root.path(), Mode::Worktree), "r_1").unwrap_err();
+    assert!(refused.to_string().contains("--include-dirty"), "{refused}");
+    assert!(
+        Workspace::list(root.path()).unwrap().is_empty(),
+        "nothing left half-made"
+    );
+    assert!(!root.path().join("r_1").exists());
+    assert!(!git(project.path(), &["branch"]).contains("moat/"));
+
+    let mut carried = request(project.path(), root.path(), Mode::Worktree);
+    carried.include_dirty = true;
+    let workspace = create(&carried, "r_2").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(workspace.dir.join("notes.txt")).unwrap(),
+        "one\nuncommitted\n"
+    );
+    assert!(workspace.dir.join("draft.txt").is_file());
+}
+
+#[test]
+fn a_copy_of_a_directory_without_git_is_diffed_and_applied_too() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("a.txt"), "a\n").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let workspace = create(&request(project.path(), root.path(), Mode::Copy), "r_1").unwrap();
+    assert!(matches!(
+        workspace.copied.as_deref(),
+        Some("reflink" | "full")
+    ));
+    assert!(
+        !workspace.dir.join(".git").exists(),
+        "the snapshot is outside the copy"
+    );
+    std::fs::write(workspace.dir.join("a.txt"), "a\nb\n").unwrap();
+    let diff = String::from_utf8(workspace.diff(false, false).unwrap()).unwrap();
+    assert!(diff.contains("+b"), "{diff}");
+    workspace.apply().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("a.txt")).unwrap(),
+        "a\nb\n"
+    );
+    assert_eq!(Workspace::find(root.path(), "r_1").unwrap(), workspace);
+    workspace.remove(root.path()).unwrap();
+    assert!(!workspace.dir.exists() && !workspace.git_dir.exists());
+}
+
+#[test]
+fn a_run_that_deletes_the_worktrees_git_file_cannot_harm_the_repository() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    let workspace = create(&request(project.path(), root.path(), Mode::Worktree), "r_1").unwrap();
+    std::fs::remove_file(workspace.dir.join(".git")).unwrap();
+    std::fs::write(workspace.dir.join("notes.txt"), "one\nstill diffed\n").unwrap();
+    let diff = String::from_utf8(workspace.diff(false, false).unwrap()).unwrap();
+    assert!(diff.contains("+still diffed"), "{diff}");
+    assert_eq!(git(project.path(), &["status", "--porcelain"]), "");
+    workspace.remove(root.path()).unwrap();
+    assert!(!git(project.path(), &["branch"]).contains("moat/"));
+}
