@@ -54,6 +54,16 @@ pub struct Cli {
         help_heading = "Store"
     )]
     pub secrets: Option<PathBuf>,
+    /// Where runs' workspaces are made [default:
+    /// ~/.local/state/moat/workspaces].
+    #[arg(
+        long,
+        global = true,
+        env = "MOAT_WORKSPACE_DIR",
+        value_name = "DIR",
+        help_heading = "Workspace"
+    )]
+    pub workspace_dir: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterFlags,
     #[command(subcommand)]
@@ -111,6 +121,63 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print moat's man page (or write one per command with --out).
     Man(ManArgs),
+    /// Show what a run changed in its workspace, against its base.
+    Diff(DiffArgs),
+    /// Apply what a run changed in its workspace to the project: all of
+    /// it, or nothing when it conflicts.
+    Apply(ApplyArgs),
+    /// List or remove runs' workspaces.
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+}
+
+/// How a run gets a workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkspaceMode {
+    /// A git worktree of the project.
+    Worktree,
+    /// A copy of the project's directory.
+    Copy,
+    /// None: the run works where it is told.
+    None,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A run id, a prefix naming one run, or `@last`.
+    pub run: String,
+    /// Only which files changed, and how much.
+    #[arg(long)]
+    pub stat: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A run id, a prefix naming one run, or `@last`.
+    pub run: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// List the workspaces (of live and ended runs, and of runs a killed
+    /// moat left).
+    Ls,
+    /// Remove workspaces (directory, branch, snapshot); never one of a
+    /// live run.
+    Rm(WorkspaceRmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkspaceRmArgs {
+    /// Runs whose workspaces to remove.
+    #[arg(required_unless_present_any = ["ended", "older_than"])]
+    pub runs: Vec<String>,
+    /// Every workspace whose run has ended.
+    #[arg(long, conflicts_with = "runs")]
+    pub ended: bool,
+    /// Every workspace of an ended run made longer ago than this, e.g. 7d.
+    #[arg(long, value_name = "AGE", value_parser = parse_duration, conflicts_with = "runs")]
+    pub older_than: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -729,6 +796,20 @@ pub struct RunFlags {
     /// cost; such a cost is marked `price_table`.
     #[arg(long, value_name = "FILE", value_parser = parse_price_table, help_heading = "Output")]
     pub price_table: Option<Arc<PriceTable>>,
+    /// A workspace of the run's own: `worktree` (a git worktree of the
+    /// project — the --cwd, else this directory — on a branch named after
+    /// the run), `copy` (a copy of the directory), or `none`. The run may
+    /// write its workspace only; review with `moat diff`, land with
+    /// `moat apply`.
+    #[arg(long, value_enum, default_value = "none", help_heading = "Workspace")]
+    pub workspace: WorkspaceMode,
+    /// What a worktree starts from: a commit, branch or tag [default: HEAD].
+    #[arg(long, value_name = "REF", help_heading = "Workspace")]
+    pub base: Option<String>,
+    /// Carry the project's uncommitted changes into the worktree (without
+    /// it, a dirty project is refused).
+    #[arg(long, help_heading = "Workspace")]
+    pub include_dirty: bool,
     #[command(flatten)]
     pub grants: GrantFlags,
 }
@@ -844,6 +925,29 @@ pub struct ToolList(pub Vec<String>);
 
 impl RunFlags {
     /// The options the adapter receives.
+    /// The workspace `--workspace` asks for, made under `root`; `None` for
+    /// `none`. The project is the `--cwd`, else this directory.
+    pub fn workspace_request(&self, root: &Path) -> Option<moat_workspace::Request> {
+        let mode = match self.workspace {
+            WorkspaceMode::None => return None,
+            WorkspaceMode::Worktree => moat_workspace::Mode::Worktree,
+            WorkspaceMode::Copy => moat_workspace::Mode::Copy,
+        };
+        let project = self
+            .cwd
+            .as_deref()
+            .map(PathBuf::from)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."));
+        Some(moat_workspace::Request {
+            mode,
+            project,
+            base: self.base.clone(),
+            include_dirty: self.include_dirty,
+            root: root.to_path_buf(),
+        })
+    }
+
     pub fn options(&self) -> RunOptions {
         RunOptions {
             cwd: self.cwd.clone(),

@@ -7,6 +7,7 @@
 //! store = "~/moat/runs.db"      # --store
 //! cache-dir = "~/.cache/moat"   # --cache-dir
 //! secrets = "~/moat/secrets.json"  # --secrets
+//! workspace-dir = "~/moat/ws"   # --workspace-dir
 //! output = "text"               # -o of run, parallel and logs
 //! policy = "policy.toml"        # --policy: grants per adapter (beside this file)
 //!
@@ -45,6 +46,7 @@ pub struct ConfigFile {
     pub store: Option<PathBuf>,
     pub cache_dir: Option<PathBuf>,
     pub secrets: Option<PathBuf>,
+    pub workspace_dir: Option<PathBuf>,
     pub output: Option<String>,
     pub policy: Option<PathBuf>,
     pub adapters: BTreeMap<String, AdapterDefaults>,
@@ -108,6 +110,7 @@ pub fn load() -> Result<Option<Config>, UsageError> {
             store: file.store.as_deref().map(beside),
             cache_dir: file.cache_dir.as_deref().map(beside),
             secrets: file.secrets.as_deref().map(beside),
+            workspace_dir: file.workspace_dir.as_deref().map(beside),
             policy: file.policy.as_deref().map(beside),
             ..file
         },
@@ -133,6 +136,7 @@ impl Config {
         fill(&mut cli.store, &file.store);
         fill(&mut cli.cache_dir, &file.cache_dir);
         fill(&mut cli.secrets, &file.secrets);
+        fill(&mut cli.workspace_dir, &file.workspace_dir);
         match &mut cli.command {
             Command::Run(args) => {
                 fill(&mut args.output, &self.output);

@@ -122,6 +122,8 @@ pub struct Globals {
     pub cache_dir: Option<std::path::PathBuf>,
     /// The secrets file (`--secrets`).
     pub secrets: Option<std::path::PathBuf>,
+    /// Where workspaces are made (`--workspace-dir`).
+    pub workspace_dir: Option<std::path::PathBuf>,
 }
 
 async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
@@ -141,6 +143,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         cluster: cli.cluster.clone(),
         cache_dir: cli.cache_dir.clone(),
         secrets: cli.secrets.clone(),
+        workspace_dir: cli.workspace_dir.clone(),
     };
     // The commands that need no sandbox.
     match &cli.command {
@@ -152,6 +155,9 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Prune(args) => return commands::prune(&globals, args),
         Command::New(args) => return commands::new(args),
         Command::Completions(args) => return commands::completions(args),
+        Command::Diff(args) => return commands::diff(&globals, args).await,
+        Command::Apply(args) => return commands::apply(&globals, args).await,
+        Command::Workspace(command) => return commands::workspace(&globals, command).await,
         Command::Man(args) => return commands::man(args),
         Command::Doctor => return commands::doctor(&globals, config.as_ref()).await,
         Command::Secret(command) => return commands::secret(&globals, command),
@@ -188,6 +194,9 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::New(_)
         | Command::Completions(_)
         | Command::Man(_)
+        | Command::Diff(_)
+        | Command::Apply(_)
+        | Command::Workspace(_)
         | Command::Doctor => {
             unreachable!("answered above")
         }
@@ -208,6 +217,7 @@ fn only_prints(command: &Command) -> bool {
             | Command::Prune(_)
             | Command::Completions(_)
             | Command::Man(_)
+            | Command::Diff(_)
             | Command::Doctor
     )
 }

@@ -2,7 +2,7 @@
 //! are (this machine's store or a cluster) and the launcher that starts
 //! them; and the library's errors as the command line reports them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -64,6 +64,29 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
         config.compile_watcher = crate::render::compile_watcher();
     }
     Sandbox::new(config).context("cannot start the sandbox")
+}
+
+/// Where workspaces are made: `--workspace-dir` (`MOAT_WORKSPACE_DIR`, the
+/// config's `workspace-dir`), else `workspaces` in moat's state directory.
+pub fn workspace_root(globals: &Globals) -> anyhow::Result<PathBuf> {
+    globals
+        .workspace_dir
+        .clone()
+        .or_else(|| moat_store::state_file("MOAT_WORKSPACE_DIR", "workspaces"))
+        .ok_or_else(|| {
+            UsageError("no home directory for workspaces: pass --workspace-dir DIR".into()).into()
+        })
+}
+
+/// The workspace `flags` ask for (`--workspace`), under the workspace root.
+pub fn workspace(
+    globals: &Globals,
+    flags: &crate::args::RunFlags,
+) -> anyhow::Result<Option<moat_workspace::Request>> {
+    if flags.workspace == crate::args::WorkspaceMode::None {
+        return Ok(None);
+    }
+    Ok(flags.workspace_request(&workspace_root(globals)?))
 }
 
 /// The run store the flags name (or the default one), opened: its runs of
@@ -174,6 +197,7 @@ pub fn launch_error(error: LaunchError) -> anyhow::Error {
         error @ (LaunchError::ParentEnded(_) | LaunchError::Secret(_)) => {
             UsageError(error.to_string()).into()
         }
+        LaunchError::Workspace(error) => crate::commands::workspace_error(error),
         other => other.into(),
     }
 }

@@ -32,6 +32,9 @@ pub enum LaunchError {
     /// A secret it was granted is not set where it runs.
     #[error(transparent)]
     Secret(#[from] crate::SecretError),
+    /// Its workspace could not be made or given.
+    #[error("workspace: {0}")]
+    Workspace(#[from] moat_workspace::WorkspaceError),
     /// Whoever launches runs here is stopping.
     #[error("runs are no longer started here: it is shutting down")]
     Stopping,

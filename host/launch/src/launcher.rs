@@ -192,6 +192,12 @@ impl Launcher {
     pub async fn prepare(&self, spec: LaunchSpec) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec, None).await?;
         match &self.inner.place {
+            Place::Cluster(_) if spec.workspace.is_some() => {
+                Err(moat_workspace::WorkspaceError::Project(
+                    "runs on a cluster have no workspaces yet: run it on this machine".into(),
+                )
+                .into())
+            }
             Place::Cluster(cluster) => {
                 let job = self.job(cluster, &resolved, &spec, &admission).await?;
                 let id = RunId::parse(&job.id).expect("a run id");
@@ -208,11 +214,24 @@ impl Launcher {
                 })
             }
             Place::Local(local) => {
-                let admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
-                let new_run = new_run(&resolved, &spec, &admission);
+                let mut spec = spec;
+                let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 let id = spec.id.clone().unwrap_or_default();
-                let recorder = Recorder::create_as(local.store().clone(), id, &new_run)
-                    .map_err(|e| LaunchError::Record(e.to_string()))?;
+                let workspace = match &spec.workspace {
+                    Some(request) => Some((
+                        crate::workspace::give(request, &id, &mut admission, &mut spec.options)?,
+                        request.root.clone(),
+                    )),
+                    None => None,
+                };
+                let new_run = new_run(&resolved, &spec, &admission);
+                let recorder =
+                    Recorder::create_as(local.store().clone(), id, &new_run).map_err(|e| {
+                        if let Some((workspace, root)) = &workspace {
+                            let _ = workspace.remove(root);
+                        }
+                        LaunchError::Record(e.to_string())
+                    })?;
                 let id = recorder.id().clone();
                 let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
                 let recording = Recording::new(recorder, publisher, spec.abort.clone());
@@ -227,7 +246,13 @@ impl Launcher {
                 ))
             }
             Place::Unrecorded => {
-                let admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
+                let mut spec = spec;
+                let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
+                if let Some(request) = &spec.workspace {
+                    // Named by an id of its own, though nothing records it.
+                    let id = RunId::new();
+                    crate::workspace::give(request, &id, &mut admission, &mut spec.options)?;
+                }
                 Ok(self.here(resolved, spec, admission, None, None, None))
             }
         }

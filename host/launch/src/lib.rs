@@ -72,6 +72,7 @@ pub mod resolve;
 pub mod secrets;
 pub mod spec;
 pub mod worker;
+mod workspace;
 
 pub use admit::{Admission, Asked, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, canonical};
 pub use error::LaunchError;

@@ -57,6 +57,9 @@ pub struct LaunchSpec {
     /// finds the run a killed moat submitted instead of starting another);
     /// a fresh one when `None`. A run recorded nowhere has no id.
     pub id: Option<RunId>,
+    /// A workspace of its own (a worktree or a copy of the project), which
+    /// it works in and alone may write; `None`: it works where it is told.
+    pub workspace: Option<moat_workspace::Request>,
 }
 
 impl LaunchSpec {
@@ -78,6 +81,7 @@ impl LaunchSpec {
             names: Arc::new(FieldNames),
             retry_on_worker_loss: false,
             id: None,
+            workspace: None,
         }
     }
 }

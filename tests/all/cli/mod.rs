@@ -16,3 +16,4 @@ mod run;
 mod stopping;
 pub(crate) mod store;
 mod terminal;
+mod workspaces;

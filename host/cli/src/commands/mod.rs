@@ -15,6 +15,7 @@ mod secret;
 mod serve;
 mod worker;
 mod workflow;
+mod workspace;
 
 pub use adapters::adapters;
 pub use compile::compile;
@@ -30,3 +31,4 @@ pub use secret::secret;
 pub use serve::serve;
 pub use worker::worker;
 pub use workflow::{without_sandbox as workflow_without_sandbox, workflow};
+pub use workspace::{apply, diff, workspace, workspace_error};

@@ -90,6 +90,8 @@ pub async fn parallel(
             resume_fallback: !task.flags.no_resume_fallback,
             role,
             names: Arc::new(FlagNames),
+            // Each task a workspace of its own.
+            workspace: wiring::workspace(globals, &task.flags)?,
             ..LaunchSpec::new(AdapterRef::Resolved(resolved.clone()), task.prompt, ceiling)
         };
         let task = launcher.prepare(spec).await.map_err(wiring::launch_error)?;

@@ -66,6 +66,7 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
         resume_fallback: !args.run.no_resume_fallback,
         names: Arc::new(FlagNames),
         retry_on_worker_loss: args.retry_on_worker_loss,
+        workspace: wiring::workspace(globals, &args.run)?,
         ..LaunchSpec::new(AdapterRef::Resolved(resolved), prompt, ceiling)
     };
     let prepared = launcher.prepare(spec).await.map_err(wiring::launch_error)?;

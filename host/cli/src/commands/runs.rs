@@ -178,22 +178,43 @@ pub async fn show(globals: &Globals, args: &ShowArgs) -> anyhow::Result<ExitCode
         ),
         false => None,
     };
-    print_show(&run, result, args.json)
+    // Its workspace, when it had one here.
+    let workspace = wiring::workspace_root(globals)
+        .ok()
+        .and_then(|root| moat_workspace::Workspace::find(&root, id.as_str()).ok());
+    print_show(&run, result, workspace.as_ref(), args.json)
 }
 
 /// `moat show`'s view of `run` and, once it ended, its `result`.
 fn print_show(
     run: &RunRecord,
     result: Option<EngineResult>,
+    workspace: Option<&moat_workspace::Workspace>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut value = run.to_json();
     value["result"] = serde_json::to_value(&result)?;
+    if let Some(workspace) = workspace {
+        value["workspace"] = serde_json::to_value(workspace)?;
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("id           {}", run.id);
+    if let Some(workspace) = workspace {
+        let on = match &workspace.branch {
+            Some(branch) => format!(", branch {branch}"),
+            None => format!(", {} copy", workspace.copied.as_deref().unwrap_or("full")),
+        };
+        println!(
+            "workspace    {} ({} of {} at {}{on})",
+            workspace.dir.display(),
+            workspace.mode.as_str(),
+            workspace.project.display(),
+            workspace.base_name
+        );
+    }
     if let Some(parent) = &run.run.parent {
         println!("parent       {parent}");
     }

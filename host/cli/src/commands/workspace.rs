@@ -1,0 +1,161 @@
+//! A run's workspace from the command line: `moat diff RUN`, `moat apply
+//! RUN`, `moat workspace ls|rm` (moat_workspace; the runs' statuses from
+//! the store, so a workspace of a live run is never removed).
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use moat_runs::{RunId, RunStatus, Runs};
+use moat_workspace::Workspace;
+
+use crate::args::{ApplyArgs, DiffArgs, WorkspaceCommand, WorkspaceRmArgs};
+use crate::{Globals, UsageError, wiring};
+
+pub async fn diff(globals: &Globals, args: &DiffArgs) -> anyhow::Result<ExitCode> {
+    let (workspace, _) = of_run(globals, &args.run).await?;
+    let color = std::io::stdout().is_terminal();
+    let diff = workspace.diff(args.stat, color).map_err(workspace_error)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(&diff)?;
+    stdout.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn apply(globals: &Globals, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
+    let (workspace, runs) = of_run(globals, &args.run).await?;
+    if let Some(record) = runs
+        .get(&run_id(&workspace)?)
+        .await
+        .map_err(wiring::runs_error)?
+        && !record.is_terminal()
+    {
+        return Err(UsageError(format!(
+            "run {} is {}: apply its changes once it has ended (moat wait {})",
+            workspace.run, record.status, workspace.run
+        ))
+        .into());
+    }
+    match workspace.apply().map_err(workspace_error)? {
+        0 => println!("{}: nothing changed", workspace.run),
+        _ => println!(
+            "{}: applied to {}",
+            workspace.run,
+            workspace.project.display()
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn workspace(globals: &Globals, command: &WorkspaceCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        WorkspaceCommand::Ls => list(globals).await,
+        WorkspaceCommand::Rm(args) => remove(globals, args).await,
+    }
+}
+
+async fn list(globals: &Globals) -> anyhow::Result<ExitCode> {
+    let root = wiring::workspace_root(globals)?;
+    let workspaces = Workspace::list(&root).map_err(workspace_error)?;
+    let runs = wiring::runs(globals, "moat workspace").await?;
+    println!(
+        "{:<28}  {:<10}  {:<9}  {:<24}  DIR",
+        "RUN", "STATUS", "MODE", "BASE"
+    );
+    for workspace in workspaces {
+        let status = status_of(runs.as_ref(), &workspace).await;
+        let base = match &workspace.branch {
+            Some(branch) => format!("{} ({branch})", short(&workspace.base)),
+            None => short(&workspace.base).to_owned(),
+        };
+        println!(
+            "{:<28}  {:<10}  {:<9}  {:<24}  {}",
+            workspace.run,
+            status.map_or("unknown".to_owned(), |s| s.to_string()),
+            workspace.mode.as_str(),
+            base,
+            workspace.dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn remove(globals: &Globals, args: &WorkspaceRmArgs) -> anyhow::Result<ExitCode> {
+    let root = wiring::workspace_root(globals)?;
+    let runs = wiring::runs(globals, "moat workspace").await?;
+    let chosen: Vec<Workspace> = if args.runs.is_empty() {
+        let now = moat_engine::now_ms();
+        let older = args
+            .older_than
+            .map(|age| now.saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX)));
+        Workspace::list(&root)
+            .map_err(workspace_error)?
+            .into_iter()
+            .filter(|w| older.is_none_or(|before| w.created_ms <= before))
+            .collect()
+    } else {
+        let mut chosen = Vec::new();
+        for run in &args.runs {
+            let id = runs.find(run).await.map_err(wiring::runs_error)?;
+            chosen.push(Workspace::find(&root, id.as_str()).map_err(workspace_error)?);
+        }
+        chosen
+    };
+    for workspace in chosen {
+        let status = status_of(runs.as_ref(), &workspace).await;
+        if matches!(status, Some(RunStatus::Pending | RunStatus::Running)) {
+            if !args.runs.is_empty() {
+                eprintln!(
+                    "moat: run {} is live: its workspace stays (moat cancel {} first)",
+                    workspace.run, workspace.run
+                );
+            }
+            continue;
+        }
+        workspace.remove(&root).map_err(workspace_error)?;
+        println!("{}  removed", workspace.run);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Run `text`'s workspace, and the runs it was found in.
+async fn of_run(
+    globals: &Globals,
+    text: &str,
+) -> anyhow::Result<(Workspace, std::sync::Arc<dyn Runs>)> {
+    let runs = wiring::runs(globals, "moat").await?;
+    let id = runs.find(text).await.map_err(wiring::runs_error)?;
+    let root = wiring::workspace_root(globals)?;
+    let workspace = Workspace::find(&root, id.as_str()).map_err(workspace_error)?;
+    Ok((workspace, runs))
+}
+
+/// The status of a workspace's run; `None` when the store has no such run
+/// (pruned, or made by a run recorded nowhere).
+async fn status_of(runs: &dyn Runs, workspace: &Workspace) -> Option<RunStatus> {
+    let id = RunId::parse(&workspace.run)?;
+    runs.get(&id)
+        .await
+        .ok()
+        .flatten()
+        .map(|record| record.status)
+}
+
+fn run_id(workspace: &Workspace) -> anyhow::Result<RunId> {
+    RunId::parse(&workspace.run).ok_or_else(|| anyhow::anyhow!("{} is not a run id", workspace.run))
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+/// A workspace's failure: the user's to fix (exit 2) when it says what to
+/// change, else moat's.
+pub fn workspace_error(error: moat_workspace::WorkspaceError) -> anyhow::Error {
+    match error {
+        moat_workspace::WorkspaceError::NotFound(_)
+        | moat_workspace::WorkspaceError::Conflict { .. }
+        | moat_workspace::WorkspaceError::Dirty { .. }
+        | moat_workspace::WorkspaceError::Project(_) => UsageError(error.to_string()).into(),
+        other => anyhow::Error::new(other),
+    }
+}

@@ -1,0 +1,267 @@
+//! A workspace per run (`--workspace worktree|copy`), with real git and a
+//! stand-in agent CLI that edits files where it is started: each run edits
+//! its own worktree, never the project; `moat diff` shows what it changed,
+//! `moat apply` lands it or refuses a conflict changing nothing, and
+//! `moat workspace rm --ended` leaves no worktree or branch behind.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use super::adapters::StandIn;
+use super::store::Scratch;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
+/// A repository with `notes.txt` = "one\n", committed.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "--quiet", "-b", "main"]);
+    std::fs::write(dir.path().join("notes.txt"), "one\n").unwrap();
+    git(dir.path(), &["add", "."]);
+    git(dir.path(), &["commit", "--quiet", "-m", "first"]);
+    dir
+}
+
+fn ok(output: &Output) {
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn parallel_agents_edit_their_own_worktrees_and_apply_lands_one_and_refuses_the_conflict() {
+    let project = project();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    // The stand-in CLI edits notes.txt where it runs, as its prompt says,
+    // and tries to write the project itself too.
+    let edit = format!(
+        "case \"$*\" in *first*) printf 'one\\nfirst\\n' > notes.txt;; \
+         *) printf 'one\\nsecond\\n' > notes.txt;; esac; \
+         printf 'planted\\n' > '{}/notes.txt' 2>/dev/null; exit 0",
+        root.display()
+    );
+    let cli = StandIn::new("claude", "claude", "text", None, &edit);
+    let scratch = Scratch::new();
+    let workspaces = scratch.dir().join("workspaces");
+    let run = |args: &[&str]| -> Output {
+        scratch
+            .moat()
+            .env("MOAT_WORKSPACE_DIR", &workspaces)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let mut args = vec![
+        "parallel".to_owned(),
+        "--task".into(),
+        "a:claude-code=first".into(),
+        "--task".into(),
+        "b:claude-code=second".into(),
+        "--workspace".into(),
+        "worktree".into(),
+        "--cwd".into(),
+        root.to_string_lossy().into_owned(),
+        "--trust".into(),
+        "unrestricted".into(),
+        "--extra".into(),
+        cli.extra(),
+        "--output".into(),
+        "ndjson".into(),
+    ];
+    args.extend(cli.grant_flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&run(&args));
+
+    // The project is untouched: neither run could write it.
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(git(&root, &["status", "--porcelain"]), "");
+
+    let ids: Vec<String> = text(&run(&["ps", "-q", "--all"]).stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let mut by_edit = std::collections::HashMap::new();
+    for id in &ids {
+        let diff = run(&["diff", id]);
+        ok(&diff);
+        let diff = text(&diff.stdout);
+        let which = if diff.contains("+first") {
+            "first"
+        } else {
+            "second"
+        };
+        assert!(diff.contains(&format!("+{which}")), "{diff}");
+        by_edit.insert(which, id.clone());
+    }
+    let shown = text(&run(&["show", &by_edit["first"]]).stdout);
+    assert!(
+        shown.contains("workspace") && shown.contains("branch moat/r_"),
+        "{shown}"
+    );
+    let stat = text(&run(&["diff", &by_edit["first"], "--stat"]).stdout);
+    assert!(
+        stat.contains("notes.txt") && stat.contains("1 file changed"),
+        "{stat}"
+    );
+
+    ok(&run(&["apply", &by_edit["first"]]));
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\nfirst\n"
+    );
+    let conflict = run(&["apply", &by_edit["second"]]);
+    assert_eq!(
+        conflict.status.code(),
+        Some(2),
+        "{}",
+        text(&conflict.stdout)
+    );
+    let said = text(&conflict.stderr);
+    assert!(
+        said.contains("do not apply") && said.contains("nothing was changed"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\nfirst\n"
+    );
+
+    // Each run's worktree is on a branch of its own; moat made no commit.
+    let branches = git(&root, &["branch", "--list", "moat/*"]);
+    assert_eq!(branches.lines().count(), 2, "{branches}");
+    let listed = text(&run(&["workspace", "ls"]).stdout);
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+    assert!(
+        listed.contains("worktree") && listed.contains("completed"),
+        "{listed}"
+    );
+
+    ok(&run(&["workspace", "rm", "--ended"]));
+    assert_eq!(git(&root, &["worktree", "list"]).lines().count(), 1);
+    assert_eq!(git(&root, &["branch", "--list", "moat/*"]), "");
+    assert_eq!(text(&run(&["workspace", "ls"]).stdout).lines().count(), 1);
+}
+
+#[test]
+fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
+    let project = project();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    std::fs::write(root.join("notes.txt"), "one\nuncommitted\n").unwrap();
+    let scratch = Scratch::new();
+    let workspaces = scratch.dir().join("workspaces");
+    let cwd = root.to_string_lossy().into_owned();
+    let refused = scratch
+        .moat()
+        .env("MOAT_WORKSPACE_DIR", &workspaces)
+        .args([
+            "run",
+            "echo",
+            "hi",
+            "--workspace",
+            "worktree",
+            "--cwd",
+            &cwd,
+        ])
+        .args(["--trust", "controlled"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stdout));
+    let said = text(&refused.stderr);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("uncommitted changes") && said.contains("--include-dirty"),
+        "{said}"
+    );
+    assert!(!workspaces.exists() || std::fs::read_dir(&workspaces).unwrap().count() == 0);
+
+    // Not granted the project: no copy of it either.
+    let plain = tempfile::tempdir().unwrap();
+    let plain_dir = plain.path().to_string_lossy().into_owned();
+    let ungranted = scratch
+        .moat()
+        .env("MOAT_WORKSPACE_DIR", &workspaces)
+        .args([
+            "run",
+            "echo",
+            "hi",
+            "--workspace",
+            "copy",
+            "--cwd",
+            &plain_dir,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(ungranted.status.code(), Some(2));
+    assert!(
+        text(&ungranted.stderr).contains("not granted"),
+        "{}",
+        text(&ungranted.stderr)
+    );
+
+    // A copy of a directory without git, granted: made, listed, removed.
+    let copied = scratch
+        .moat()
+        .env("MOAT_WORKSPACE_DIR", &workspaces)
+        .args([
+            "run",
+            "echo",
+            "hi",
+            "--workspace",
+            "copy",
+            "--cwd",
+            &plain_dir,
+        ])
+        .args(["--trust", "controlled", "--output", "text"])
+        .output()
+        .unwrap();
+    ok(&copied);
+    let listed = text(
+        &scratch
+            .moat()
+            .env("MOAT_WORKSPACE_DIR", &workspaces)
+            .args(["workspace", "ls"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    assert!(listed.contains("copy"), "{listed}");
+    let nothing = scratch
+        .moat()
+        .env("MOAT_WORKSPACE_DIR", &workspaces)
+        .args(["apply", "@last"])
+        .output()
+        .unwrap();
+    ok(&nothing);
+    assert!(
+        text(&nothing.stdout).contains("nothing changed"),
+        "{}",
+        text(&nothing.stdout)
+    );
+}
