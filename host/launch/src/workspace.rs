@@ -71,6 +71,7 @@ fn in_workspace(cwd: Option<&str>, project: &Path, dir: &Path) -> String {
         .map(Path::new)
         .and_then(|cwd| std::fs::canonicalize(cwd).ok())
         .and_then(|cwd| cwd.strip_prefix(project).ok().map(Path::to_path_buf))
+        .filter(|inside| !inside.as_os_str().is_empty())
         .map_or_else(|| dir.to_path_buf(), |inside| dir.join(inside));
     place.to_string_lossy().into_owned()
 }

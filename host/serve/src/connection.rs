@@ -128,6 +128,8 @@ async fn handle(
         }
         Op::Adapters => server.adapters().await,
         Op::Inspect(params) => server.inspect(&params.adapter).await,
+        Op::Diff(params) => server.diff(&params.run, params.stat).await,
+        Op::Apply(params) => server.apply(&params.run).await,
         // The server stops once the answer is queued (above).
         Op::Shutdown => Ok(json!({})),
     }

@@ -30,6 +30,7 @@
 //!     launcher,
 //!     ceiling: Arc::new(Ceiling::new("this server")),
 //!     names: Arc::new(FieldNames),
+//!     workspace_root: Some(dir.path().join("workspaces")),
 //! })?);
 //! let socket = dir.path().join("moat.sock");
 //! let listener = moat_serve::listen(&socket)?;

@@ -24,6 +24,9 @@ pub enum Code {
     BoundaryViolation,
     /// A run could not start, or an awaited run did not complete.
     RunFailed,
+    /// A run's changes do not apply to its project as it is now (nothing
+    /// was changed).
+    Conflict,
 }
 
 impl Code {
@@ -34,6 +37,7 @@ impl Code {
             Code::NotFound => "NOT_FOUND",
             Code::BoundaryViolation => "BOUNDARY_VIOLATION",
             Code::RunFailed => "RUN_FAILED",
+            Code::Conflict => "CONFLICT",
         }
     }
 }
@@ -101,6 +105,10 @@ pub enum Op {
     Adapters,
     /// What an adapter is, and what this server allows it.
     Inspect(InspectParams),
+    /// What a run changed in its workspace.
+    Diff(DiffParams),
+    /// Apply what a run changed in its workspace to its project.
+    Apply(RunParam),
     /// Stop the server.
     Shutdown,
 }
@@ -127,6 +135,32 @@ pub struct RunParams {
     pub limits: LimitParams,
     /// A recorded run whose end ends this one, and whose grants bound it.
     pub parent: Option<String>,
+    /// A workspace of its own, of the project at `options.cwd`.
+    pub workspace: Option<WorkspaceParams>,
+}
+
+/// `run`'s workspace.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkspaceParams {
+    /// `worktree` or `copy`.
+    pub mode: moat_workspace::Mode,
+    /// What a worktree starts from (HEAD when absent).
+    pub base: Option<String>,
+    /// Carry the project's uncommitted changes into a worktree.
+    #[serde(default)]
+    pub include_dirty: bool,
+}
+
+/// `diff`: a run's changes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffParams {
+    /// A run id, or a prefix naming one run.
+    pub run: String,
+    /// Only the summary (files and lines changed).
+    #[serde(default)]
+    pub stat: bool,
 }
 
 /// `run`'s limits; each absent one is the server's default.
@@ -239,10 +273,12 @@ pub fn parse(line: &str) -> Result<Request, (Value, Failure)> {
         "unsubscribe" => Op::Unsubscribe(params_of(&op, params).map_err(fail)?),
         "adapters" => no_params(&op, params, Op::Adapters).map_err(fail)?,
         "inspect" => Op::Inspect(params_of(&op, params).map_err(fail)?),
+        "diff" => Op::Diff(params_of(&op, params).map_err(fail)?),
+        "apply" => Op::Apply(params_of(&op, params).map_err(fail)?),
         "shutdown" => no_params(&op, params, Op::Shutdown).map_err(fail)?,
         other => {
             return Err(fail(Failure::invalid(format!(
-                "unknown op {:?}; the ops are run, await, cancel, get, list, subscribe, unsubscribe, adapters, inspect, shutdown",
+                "unknown op {:?}; the ops are run, await, cancel, get, list, subscribe, unsubscribe, adapters, inspect, diff, apply, shutdown",
                 cut(other)
             ))));
         }

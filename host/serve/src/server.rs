@@ -4,6 +4,7 @@
 //! cancelled through [`Runs`], whether they live in this machine's store
 //! or in a cluster.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,9 @@ use moat_launch::{
 };
 use moat_runs::{EventStream, RunFilter, RunId, RunRecord, RunStatus, Runs, RunsError};
 
-use crate::protocol::{Code, Failure, LimitParams, ListParams, RunParams, awaited};
+use crate::protocol::{
+    Code, Failure, LimitParams, ListParams, RunParams, WorkspaceParams, awaited,
+};
 
 /// Everything a server is made of.
 pub struct ServeConfig {
@@ -27,6 +30,8 @@ pub struct ServeConfig {
     pub ceiling: Arc<Ceiling>,
     /// The words refusals use for what was asked and what to change.
     pub names: Arc<dyn SettingNames>,
+    /// Where runs' workspaces are made; `None`: no run gets one.
+    pub workspace_root: Option<PathBuf>,
 }
 
 /// The server: its launcher and ceiling, and where its runs are.
@@ -35,6 +40,7 @@ pub struct Server {
     runs: Arc<dyn Runs>,
     ceiling: Arc<Ceiling>,
     names: Arc<dyn SettingNames>,
+    workspace_root: Option<PathBuf>,
     /// Cancelled when the server is asked to stop (`shutdown`, a signal,
     /// the end of stdin): no new run starts, live ones are stopped.
     pub stopping: CancellationToken,
@@ -55,6 +61,18 @@ fn runs_failure(error: RunsError) -> Failure {
     }
 }
 
+/// A workspace's failure as a protocol error.
+fn workspace_failure(error: moat_workspace::WorkspaceError) -> Failure {
+    use moat_workspace::WorkspaceError as E;
+    let code = match &error {
+        E::NotFound(_) => Code::NotFound,
+        E::Conflict { .. } => Code::Conflict,
+        E::Dirty { .. } | E::Project(_) => Code::InvalidRequest,
+        E::Git { .. } | E::Io { .. } => Code::RunFailed,
+    };
+    Failure::new(code, error.to_string())
+}
+
 impl Server {
     /// A server as `config` says; its runs are where its launcher puts
     /// them, which must be somewhere (a server's runs are recorded).
@@ -68,6 +86,7 @@ impl Server {
             runs,
             ceiling: config.ceiling,
             names: config.names,
+            workspace_root: config.workspace_root,
             stopping: CancellationToken::new(),
             closed: CancellationToken::new(),
         })
@@ -94,6 +113,7 @@ impl Server {
                 refusal.message(self.names.as_ref()),
             ),
             LaunchError::Runs(error) => runs_failure(error),
+            LaunchError::Workspace(error) => workspace_failure(error),
             other => Failure::new(Code::RunFailed, other.to_string()),
         }
     }
@@ -114,7 +134,12 @@ impl Server {
             Some(text) => Some(self.runs.resolve(text).await.map_err(runs_failure)?),
             None => None,
         };
+        let workspace = match params.workspace {
+            Some(asked) => Some(self.workspace_request(asked, &params.options)?),
+            None => None,
+        };
         let spec = LaunchSpec {
+            workspace,
             options: params.options,
             asked: Asked {
                 grants,
@@ -135,6 +160,77 @@ impl Server {
             .await
             .map_err(|error| self.launch_failure(error))?;
         Ok(json!({"run": id.as_str()}))
+    }
+
+    /// The workspace a `run` request asks for: of its `options.cwd`.
+    fn workspace_request(
+        &self,
+        asked: WorkspaceParams,
+        options: &moat_engine::RunOptions,
+    ) -> Result<moat_workspace::Request, Failure> {
+        let root = self
+            .workspace_root
+            .clone()
+            .ok_or_else(|| Failure::new(Code::RunFailed, "this server makes no workspaces"))?;
+        let project = options
+            .cwd
+            .as_deref()
+            .map(PathBuf::from)
+            .filter(|cwd| cwd.is_absolute())
+            .ok_or_else(|| {
+                Failure::invalid(
+                    "workspace: a workspace is of options.cwd: give it, an absolute directory",
+                )
+            })?;
+        Ok(moat_workspace::Request {
+            mode: asked.mode,
+            project,
+            base: asked.base,
+            include_dirty: asked.include_dirty,
+            root,
+        })
+    }
+
+    /// Run `text`'s workspace.
+    async fn workspace_of(
+        &self,
+        text: &str,
+    ) -> Result<(RunId, moat_workspace::Workspace), Failure> {
+        let id = self.runs.resolve(text).await.map_err(runs_failure)?;
+        let root = self
+            .workspace_root
+            .as_deref()
+            .ok_or_else(|| Failure::not_found(format!("run {id} has no workspace here")))?;
+        let workspace =
+            moat_workspace::Workspace::find(root, id.as_str()).map_err(workspace_failure)?;
+        Ok((id, workspace))
+    }
+
+    /// `diff`: what run `text` changed in its workspace, against its base.
+    pub async fn diff(&self, text: &str, stat: bool) -> Result<Value, Failure> {
+        let (_, workspace) = self.workspace_of(text).await?;
+        let diff = tokio::task::spawn_blocking(move || workspace.diff(stat, false))
+            .await
+            .map_err(|e| Failure::new(Code::RunFailed, e.to_string()))?
+            .map_err(workspace_failure)?;
+        Ok(json!({"diff": String::from_utf8_lossy(&diff)}))
+    }
+
+    /// `apply`: run `text`'s changes to its project, all or none; only
+    /// once the run has ended.
+    pub async fn apply(&self, text: &str) -> Result<Value, Failure> {
+        let (id, workspace) = self.workspace_of(text).await?;
+        let record = self.runs.get(&id).await.map_err(runs_failure)?;
+        if record.is_some_and(|record| !record.is_terminal()) {
+            return Err(Failure::invalid(format!(
+                "run {id} is live: apply its changes once it has ended"
+            )));
+        }
+        let applied = tokio::task::spawn_blocking(move || workspace.apply())
+            .await
+            .map_err(|e| Failure::new(Code::RunFailed, e.to_string()))?
+            .map_err(workspace_failure)?;
+        Ok(json!({"applied": applied > 0}))
     }
 
     /// The run `text` names (an id or a unique prefix) and its record.

@@ -767,3 +767,87 @@ fn a_component_names_as_its_child_a_built_in_or_a_component_it_may_read() {
     let results = client.ok("await", json!({"runs": [run]}));
     assert_eq!(results["results"][&run]["status"], "success");
 }
+
+#[test]
+fn a_run_in_a_workspace_is_diffed_and_applied_through_the_protocol() {
+    let project = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .current_dir(&root)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    git(&["init", "--quiet", "-b", "main"]);
+    std::fs::write(root.join("notes.txt"), "one\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "--quiet", "-m", "first"]);
+    let workspaces = tempfile::tempdir().unwrap();
+    let dir = root.to_string_lossy().into_owned();
+    let (_server, mut client) = Server::stdio(&[
+        "--allow-write",
+        &dir,
+        "--workspace-dir",
+        &workspaces.path().to_string_lossy(),
+    ]);
+
+    // A workspace is of options.cwd: without it, refused.
+    let error = client.error(
+        "run",
+        json!({"adapter": "echo", "prompt": "hi", "workspace": {"mode": "worktree"}}),
+    );
+    assert_eq!(error["code"], "INVALID_REQUEST", "{error}");
+
+    let run = start(
+        &mut client,
+        json!({"adapter": "echo", "prompt": "hi", "options": {"cwd": dir},
+               "grants": {"write": [dir]}, "workspace": {"mode": "worktree"}}),
+    );
+    client.ok("await", json!({"runs": [run]}));
+    let record = client.ok("get", json!({"run": run}));
+    let cwd = record["options"]["cwd"].as_str().unwrap().to_owned();
+    assert!(
+        cwd.starts_with(&*workspaces.path().to_string_lossy()),
+        "{record}"
+    );
+    assert_eq!(
+        record["grants"]["write"],
+        json!([cwd]),
+        "only its workspace: {record}"
+    );
+    // What an agent would have done in it.
+    std::fs::write(std::path::Path::new(&cwd).join("notes.txt"), "one\ntwo\n").unwrap();
+
+    let diff = client.ok("diff", json!({"run": run}));
+    assert!(diff["diff"].as_str().unwrap().contains("+two"), "{diff}");
+    let stat = client.ok("diff", json!({"run": run, "stat": true}));
+    assert!(
+        stat["diff"].as_str().unwrap().contains("1 file changed"),
+        "{stat}"
+    );
+    assert_eq!(client.ok("apply", json!({"run": run}))["applied"], true);
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    // Applied already: the same changes no longer apply, and nothing moves.
+    let conflict = client.error("apply", json!({"run": run}));
+    assert_eq!(conflict["code"], "CONFLICT", "{conflict}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+
+    let unknown = client.error("diff", json!({"run": "r_0000000000"}));
+    assert_eq!(unknown["code"], "NOT_FOUND", "{unknown}");
+}

@@ -31,6 +31,7 @@ pub async fn serve(
         launcher: wiring::launcher(globals, &sandbox, place),
         ceiling: Arc::new(ceiling),
         names: Arc::new(FlagNames),
+        workspace_root: wiring::workspace_root(globals).ok(),
     })
     .map_err(anyhow::Error::msg)?;
     let server = Arc::new(server);
