@@ -265,3 +265,82 @@ fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
         text(&nothing.stdout)
     );
 }
+
+#[test]
+fn a_component_in_a_workspace_cannot_write_the_project_and_a_killed_runs_workspace_is_found() {
+    use moat_testkit::components::{COOPERATIVE, ESCAPE};
+    let project = project();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let scratch = Scratch::new();
+    let workspaces = scratch.dir().join("workspaces");
+    let moat = || {
+        let mut command = scratch.moat();
+        command.env("MOAT_WORKSPACE_DIR", &workspaces);
+        command
+    };
+    let cwd = root.to_string_lossy().into_owned();
+    let write = format!("write {cwd}/notes.txt");
+    let tried = moat()
+        .args([
+            "run",
+            ESCAPE,
+            &write,
+            "--workspace",
+            "worktree",
+            "--cwd",
+            &cwd,
+        ])
+        .arg(format!("--allow-write={cwd}"))
+        .args(["--output", "text"])
+        .output()
+        .unwrap();
+    ok(&tried);
+    assert!(
+        text(&tried.stdout).contains("denied"),
+        "{}",
+        text(&tried.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\n"
+    );
+
+    // A moat killed mid-run leaves the workspace; the next one lists it
+    // (its run failed: engine restart) and removes it.
+    let mut running = moat()
+        .args([
+            "run",
+            COOPERATIVE,
+            "go",
+            "--workspace",
+            "worktree",
+            "--cwd",
+            &cwd,
+        ])
+        .arg(format!("--allow-write={cwd}"))
+        .args(["--output", "ndjson"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(running.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains("\"type\""), "the run is going: {first}");
+    running.kill().unwrap();
+    running.wait().unwrap();
+    let listed = text(&moat().args(["workspace", "ls"]).output().unwrap().stdout);
+    let row = listed
+        .lines()
+        .find(|l| l.contains("failed"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(row.contains("worktree"), "{row}");
+    ok(&moat()
+        .args(["workspace", "rm", "--ended"])
+        .output()
+        .unwrap());
+    assert_eq!(git(&root, &["worktree", "list"]).lines().count(), 1);
+    assert_eq!(git(&root, &["branch", "--list", "moat/*"]), "");
+}
