@@ -340,6 +340,9 @@ pub enum WorkflowCommand {
     Graph(WorkflowGraphArgs),
     /// Check a workflow file without running anything.
     Validate(WorkflowFileArg),
+    /// Apply what the workflow's tasks changed in their workspaces to the
+    /// project, in dependency order: all of it, or nothing.
+    Apply(WorkflowFileArg),
 }
 
 /// The workflow file.
@@ -945,6 +948,7 @@ impl RunFlags {
             base: self.base.clone(),
             include_dirty: self.include_dirty,
             root: root.to_path_buf(),
+            seeds: Vec::new(),
         })
     }
 

@@ -162,7 +162,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor => return commands::doctor(&globals, config.as_ref()).await,
         Command::Secret(command) => return commands::secret(&globals, command),
         Command::Workflow(command) => {
-            if let Some(answer) = commands::workflow_without_sandbox(command) {
+            if let Some(answer) = commands::workflow_without_sandbox(command, &globals) {
                 return answer;
             }
         }

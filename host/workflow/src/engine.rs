@@ -516,6 +516,11 @@ impl<'a> Round<'a> {
             .into_iter()
             .map(|id| {
                 let task = self.tasks[&id].clone();
+                let upstream_runs = task
+                    .depends_on
+                    .iter()
+                    .filter_map(|d| self.state.tasks[d].runs.last().cloned())
+                    .collect();
                 let dependencies = task
                     .depends_on
                     .iter()
@@ -557,6 +562,7 @@ impl<'a> Round<'a> {
                     reattach: state.run.clone(),
                     // Its serial is set when it is spawned.
                     notice: RunNotice::ignored(),
+                    upstream_runs,
                 };
                 let backoff = self.backoff.remove(&id).unwrap_or_default();
                 (id, step, backoff)

@@ -42,6 +42,8 @@ pub struct LaunchRunner {
     names: Arc<dyn SettingNames>,
     /// Adapters loaded so far, by the name or path the file gives.
     loaded: Mutex<HashMap<String, Resolved>>,
+    /// Where the workspaces of tasks that have one are made.
+    workspace_root: OnceLock<PathBuf>,
 }
 
 impl LaunchRunner {
@@ -61,7 +63,40 @@ impl LaunchRunner {
             project,
             names,
             loaded: Mutex::default(),
+            workspace_root: OnceLock::new(),
         }
+    }
+
+    /// Makes the workspaces of tasks that ask for one under `root`.
+    pub fn set_workspace_root(&self, root: PathBuf) {
+        let _ = self.workspace_root.set(root);
+    }
+
+    /// The workspace of an attempt of `task`: of the project, starting from
+    /// its upstream tasks' changes (`upstream_runs`, those that had a
+    /// workspace), so a task downstream sees what the tasks before it did.
+    fn workspace(
+        &self,
+        task: &Task,
+        upstream_runs: &[String],
+    ) -> Result<Option<moat_workspace::Request>, String> {
+        let Some(mode) = task.workspace else {
+            return Ok(None);
+        };
+        let root = self.workspace_root.get().cloned().ok_or_else(|| {
+            format!(
+                "task {} asks for a workspace, and no workspace directory is set",
+                task.id
+            )
+        })?;
+        Ok(Some(moat_workspace::Request {
+            mode,
+            project: self.project.clone(),
+            base: None,
+            include_dirty: false,
+            root,
+            seeds: upstream_runs.to_vec(),
+        }))
     }
 
     /// Records every attempt as a child of `run`, the workflow's own.
@@ -170,9 +205,14 @@ impl TaskRunner for LaunchRunner {
                 TaskReport::failed(error.to_string())
             };
         }
+        let workspace = match self.workspace(task, &dispatch.upstream_runs) {
+            Ok(workspace) => workspace,
+            Err(reason) => return TaskReport::failed(reason),
+        };
         let spec = LaunchSpec {
             abort: dispatch.abort.clone(),
             id,
+            workspace,
             ..self.spec(task, resolved, dispatch.prompt)
         };
         let prepared = match self.launcher.prepare(spec).await {

@@ -58,6 +58,9 @@ pub struct Task {
     pub id: String,
     /// A built-in adapter's name or a component's path.
     pub adapter: String,
+    /// A workspace of its own (starting from its upstream tasks'
+    /// changes), or `None`: it works in the project.
+    pub workspace: Option<moat_workspace::Mode>,
     /// Its prompt template (`{{task}}`, `{{workflow}}`, `{{attempt}}`,
     /// `{{iteration}}`).
     pub prompt: String,

@@ -37,6 +37,9 @@ pub struct TaskDispatch {
     pub abort: CancellationToken,
     /// Tells the engine the attempt's run before it starts.
     pub notice: RunNotice,
+    /// The last run of each task it depends on, in `depends_on` order: a
+    /// task in a workspace starts from their workspaces' changes.
+    pub upstream_runs: Vec<String>,
 }
 
 /// How an attempt ended.

@@ -50,6 +50,8 @@ pub struct Step {
     pub reattach: Option<String>,
     /// Where the runner tells the engine its run before starting it.
     pub notice: RunNotice,
+    /// The last run of each task it depends on.
+    pub upstream_runs: Vec<String>,
 }
 
 /// What became of an attempt.
@@ -169,6 +171,7 @@ impl Step {
             prompt,
             abort: self.abort.clone(),
             notice: self.notice.clone(),
+            upstream_runs: self.upstream_runs.clone(),
         }
     }
 

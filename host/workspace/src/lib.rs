@@ -60,6 +60,11 @@ pub struct Request {
     pub include_dirty: bool,
     /// Where workspaces live.
     pub root: PathBuf,
+    /// Runs (under the same root) whose changes the workspace starts
+    /// with, in order: a workflow task's upstream tasks. A run without a
+    /// workspace is passed over. The workspace's base is then the seeded
+    /// state, so its diff is its run's own changes.
+    pub seeds: Vec<String>,
 }
 
 /// Why a workspace could not be made, diffed, applied or removed.
@@ -168,7 +173,7 @@ pub fn create(request: &Request, run: &str) -> Result<Workspace, WorkspaceError>
         Mode::Worktree => worktree(request, run, &dir),
         Mode::Copy => copy_of(request, run, &dir),
     };
-    let workspace = match made {
+    let workspace = match made.and_then(|workspace| workspace.seeded(request)) {
         Ok(workspace) => workspace,
         Err(error) => {
             discard(request, run, &dir);
@@ -223,7 +228,10 @@ fn worktree(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Works
     .map_err(|_| {
         WorkspaceError::Project(format!("{base_name} names no commit of {}", top.display()))
     })?;
-    let dirty = !git::text(&top, &["status", "--porcelain"])?.is_empty();
+    // Changes to tracked files: untracked ones are not the project's yet
+    // (a workflow's own state lives there too), and are carried over
+    // with the rest by include_dirty.
+    let dirty = !git::text(&top, &["status", "--porcelain", "--untracked-files=no"])?.is_empty();
     if dirty && !request.include_dirty {
         return Err(WorkspaceError::Dirty {
             project: top,
@@ -338,6 +346,72 @@ fn copy_of(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Worksp
 }
 
 impl Workspace {
+    /// The workspace with `request`'s seeds applied, based on the result.
+    fn seeded(mut self, request: &Request) -> Result<Workspace, WorkspaceError> {
+        let mut applied = false;
+        for seed in &request.seeds {
+            let upstream = match Workspace::find(&request.root, seed) {
+                Ok(upstream) => upstream,
+                Err(WorkspaceError::NotFound(_)) => continue,
+                Err(error) => return Err(error),
+            };
+            let patch = upstream.diff(false, false)?;
+            if patch.is_empty() {
+                continue;
+            }
+            self.apply_patch(&patch, true)
+                .map_err(|reason| WorkspaceError::Conflict {
+                    run: seed.clone(),
+                    project: self.dir.clone(),
+                    reason,
+                })?;
+            applied = true;
+        }
+        if applied {
+            self.base = self.snapshot()?;
+        }
+        Ok(self)
+    }
+
+    /// The environment git works on the workspace's files with: its
+    /// repository (the project's, or the copy's snapshot), its files.
+    fn git_env<'a>(&'a self, index: &'a Path) -> [(&'static str, &'a Path); 3] {
+        [
+            ("GIT_DIR", &self.git_dir),
+            ("GIT_WORK_TREE", &self.dir),
+            ("GIT_INDEX_FILE", index),
+        ]
+    }
+
+    /// The tree of the workspace's files as they are now (written to its
+    /// repository's object store; no branch or commit moves).
+    fn snapshot(&self) -> Result<String, WorkspaceError> {
+        let index = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary index"))?;
+        let env = self.git_env(index.path());
+        git::run(&self.dir, &["read-tree", &self.base], &env)?;
+        git::run(&self.dir, &["add", "--all", "."], &env)?;
+        let tree = git::run(&self.dir, &["write-tree"], &env)?;
+        Ok(String::from_utf8_lossy(&tree).trim().to_owned())
+    }
+
+    /// Applies `patch` to the workspace's files, all or nothing (checked
+    /// first when `check`); git's reason when it does not apply.
+    fn apply_patch(&self, patch: &[u8], check: bool) -> Result<(), String> {
+        let file = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
+        std::fs::write(file.path(), patch).map_err(|e| e.to_string())?;
+        let path = file.path().to_string_lossy().into_owned();
+        let env: [(&str, &Path); 2] = [("GIT_DIR", &self.git_dir), ("GIT_WORK_TREE", &self.dir)];
+        let said = |error: WorkspaceError| match error {
+            WorkspaceError::Git { message, .. } => message,
+            other => other.to_string(),
+        };
+        if check {
+            git::run(&self.dir, &["apply", "--binary", "--check", &path], &env).map_err(said)?;
+        }
+        git::run(&self.dir, &["apply", "--binary", &path], &env).map_err(said)?;
+        Ok(())
+    }
+
     /// The file describing run `run`'s workspace under `root`.
     fn record_path(root: &Path, run: &str) -> PathBuf {
         root.join(format!("{run}.json"))
@@ -399,11 +473,7 @@ impl Workspace {
     /// do not. Nothing of the workspace or the project is changed.
     pub fn diff(&self, stat: bool, color: bool) -> Result<Vec<u8>, WorkspaceError> {
         let index = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary index"))?;
-        let env: [(&str, &Path); 3] = [
-            ("GIT_DIR", &self.git_dir),
-            ("GIT_WORK_TREE", &self.dir),
-            ("GIT_INDEX_FILE", index.path()),
-        ];
+        let env = self.git_env(index.path());
         git::run(&self.dir, &["read-tree", &self.base], &env)?;
         git::run(&self.dir, &["add", "--all", "."], &env)?;
         let mut args = vec!["diff", "--cached", "--no-ext-diff", "--no-renames"];
@@ -427,24 +497,35 @@ impl Workspace {
     /// had changed).
     pub fn apply(&self) -> Result<usize, WorkspaceError> {
         let patch = self.diff(false, false)?;
-        if patch.is_empty() {
-            return Ok(0);
+        if !patch.is_empty() {
+            self.patch_project(&patch, false)?;
         }
-        let file = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary file"))?;
-        std::fs::write(file.path(), &patch).map_err(io("cannot write the patch"))?;
-        let path = file.path().to_string_lossy().into_owned();
-        git::run(&self.project, &["apply", "--binary", "--check", &path], &[]).map_err(
-            |error| WorkspaceError::Conflict {
-                run: self.run.clone(),
-                project: self.project.clone(),
-                reason: match error {
-                    WorkspaceError::Git { message, .. } => message,
-                    other => other.to_string(),
-                },
-            },
-        )?;
-        git::run(&self.project, &["apply", "--binary", &path], &[])?;
         Ok(patch.len())
+    }
+
+    /// Applies `patch` (or takes it back, `reverse`) to the project's
+    /// working tree, checked whole first.
+    fn patch_project(&self, patch: &[u8], reverse: bool) -> Result<(), WorkspaceError> {
+        let file = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary file"))?;
+        std::fs::write(file.path(), patch).map_err(io("cannot write the patch"))?;
+        let path = file.path().to_string_lossy().into_owned();
+        let mut args = vec!["apply", "--binary"];
+        if reverse {
+            args.push("--reverse");
+        }
+        let mut check = args.clone();
+        check.extend(["--check", &path]);
+        git::run(&self.project, &check, &[]).map_err(|error| WorkspaceError::Conflict {
+            run: self.run.clone(),
+            project: self.project.clone(),
+            reason: match error {
+                WorkspaceError::Git { message, .. } => message,
+                other => other.to_string(),
+            },
+        })?;
+        args.push(&path);
+        git::run(&self.project, &args, &[])?;
+        Ok(())
     }
 
     /// Removes the workspace: its directory, its branch or snapshot, its
@@ -488,6 +569,30 @@ impl Workspace {
             _ => Ok(()),
         }
     }
+}
+
+/// Applies the changes of each of `workspaces`, in order (each may build on
+/// the ones before: a workflow's tasks in dependency order), to their
+/// project — all of them, or none: when one does not apply, those applied
+/// before it are taken back. Returns how many had changes.
+pub fn apply_all(workspaces: &[Workspace]) -> Result<usize, WorkspaceError> {
+    let mut applied: Vec<(&Workspace, Vec<u8>)> = Vec::new();
+    for workspace in workspaces {
+        let patch = workspace.diff(false, false)?;
+        if patch.is_empty() {
+            continue;
+        }
+        if let Err(error) = workspace.patch_project(&patch, false) {
+            for (done, patch) in applied.iter().rev() {
+                if let Err(undo) = done.patch_project(patch, true) {
+                    tracing::error!(run = %done.run, %undo, "cannot take back applied changes");
+                }
+            }
+            return Err(error);
+        }
+        applied.push((workspace, patch));
+    }
+    Ok(applied.len())
 }
 
 fn remove_if_there(dir: &Path) -> Result<(), WorkspaceError> {

@@ -40,6 +40,7 @@ fn request(project: &Path, root: &Path, mode: Mode) -> Request {
         base: None,
         include_dirty: false,
         root: root.to_path_buf(),
+        seeds: Vec::new(),
     }
 }
 
@@ -163,4 +164,34 @@ fn a_run_that_deletes_the_worktrees_git_file_cannot_harm_the_repository() {
     assert_eq!(git(project.path(), &["status", "--porcelain"]), "");
     workspace.remove(root.path()).unwrap();
     assert!(!git(project.path(), &["branch"]).contains("moat/"));
+}
+
+#[test]
+fn a_workspace_seeded_with_upstream_runs_diffs_its_own_changes_and_all_apply_together_or_not_at_all()
+ {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    let a = create(&request(project.path(), root.path(), Mode::Worktree), "r_a").unwrap();
+    let b = create(&request(project.path(), root.path(), Mode::Worktree), "r_b").unwrap();
+    std::fs::write(a.dir.join("a.txt"), "from a\n").unwrap();
+    std::fs::write(b.dir.join("b.txt"), "from b\n").unwrap();
+    let mut downstream = request(project.path(), root.path(), Mode::Worktree);
+    downstream.seeds = vec!["r_a".into(), "r_b".into(), "r_none".into()];
+    let c = create(&downstream, "r_c").unwrap();
+    // C starts from A's and B's results; its diff is its own change.
+    assert!(c.dir.join("a.txt").is_file() && c.dir.join("b.txt").is_file());
+    std::fs::write(c.dir.join("c.txt"), "from c\n").unwrap();
+    let own = String::from_utf8(c.diff(false, false).unwrap()).unwrap();
+    assert!(own.contains("c.txt") && !own.contains("a.txt"), "{own}");
+
+    // All three land, in order.
+    assert_eq!(apply_all(&[a.clone(), b.clone(), c.clone()]).unwrap(), 3);
+    for file in ["a.txt", "b.txt", "c.txt"] {
+        assert!(project.path().join(file).is_file(), "{file}");
+    }
+    // Again: the first no longer applies, and nothing moves.
+    std::fs::remove_file(project.path().join("c.txt")).unwrap();
+    let error = apply_all(&[c.clone(), a.clone()]).unwrap_err();
+    assert!(matches!(error, WorkspaceError::Conflict { .. }), "{error}");
+    assert!(!project.path().join("c.txt").exists(), "taken back");
 }

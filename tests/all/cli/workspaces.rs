@@ -344,3 +344,66 @@ fn a_component_in_a_workspace_cannot_write_the_project_and_a_killed_runs_workspa
     assert_eq!(git(&root, &["worktree", "list"]).lines().count(), 1);
     assert_eq!(git(&root, &["branch", "--list", "moat/*"]), "");
 }
+
+#[test]
+fn a_workflow_task_downstream_sees_its_upstream_tasks_changes_and_workflow_apply_lands_them_all() {
+    let project = project();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    let edit = "case \"$*\" in *TASK-C*) ls > c.txt;; *TASK-A*) echo a > a.txt;; \
+                *TASK-B*) echo b > b.txt;; esac; exit 0";
+    let cli = StandIn::new("claude", "claude", "text", None, edit);
+    let program = serde_json::from_str::<serde_json::Value>(&cli.extra()).unwrap()["program"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let workflow = format!(
+        "name = \"three\"\nworkspace = \"worktree\"\n\n\
+         [[task]]\nid = \"a\"\nadapter = \"claude-code\"\nprompt = \"TASK-A\"\n\
+         options = {{ extra = {{ program = \"{program}\" }} }}\n\n\
+         [[task]]\nid = \"b\"\nadapter = \"claude-code\"\nprompt = \"TASK-B\"\n\
+         options = {{ extra = {{ program = \"{program}\" }} }}\n\n\
+         [[task]]\nid = \"c\"\nadapter = \"claude-code\"\nprompt = \"TASK-C\"\ndepends_on = [\"a\", \"b\"]\n\
+         options = {{ extra = {{ program = \"{program}\" }} }}\n"
+    );
+    std::fs::write(root.join("workflow.toml"), workflow).unwrap();
+    std::fs::write(root.join(".gitignore"), ".moat/\n").unwrap();
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "--quiet", "-m", "the workflow"]);
+
+    let scratch = Scratch::new();
+    let workspaces = scratch.dir().join("workspaces");
+    let moat = || {
+        let mut command = scratch.moat();
+        command
+            .env("MOAT_WORKSPACE_DIR", &workspaces)
+            .current_dir(&root);
+        command
+    };
+    let ran = moat()
+        .args(["workflow", "run", "workflow.toml", "--output", "ndjson"])
+        .args(["--trust", "unrestricted"])
+        .args(cli.grant_flags())
+        .arg(format!("--allow-write={}", root.display()))
+        .output()
+        .unwrap();
+    ok(&ran);
+    // The project is as it was; each task's work is in its workspace.
+    assert!(!root.join("a.txt").exists() && !root.join("c.txt").exists());
+
+    ok(&moat()
+        .args(["workflow", "apply", "workflow.toml"])
+        .output()
+        .unwrap());
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    assert_eq!(std::fs::read_to_string(root.join("b.txt")).unwrap(), "b\n");
+    // C started from A's and B's results: it saw both files.
+    let seen = std::fs::read_to_string(root.join("c.txt")).unwrap();
+    assert!(seen.contains("a.txt") && seen.contains("b.txt"), "{seen}");
+    // Applied already: the second time nothing applies, nothing moves.
+    let again = moat()
+        .args(["workflow", "apply", "workflow.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again.stdout));
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+}

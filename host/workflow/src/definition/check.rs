@@ -171,11 +171,12 @@ fn build(file: WorkflowFile, source: &Source<'_>, problems: &mut Problems<'_>) -
             }
         },
     };
+    let default_workspace = file.workspace.as_deref();
     let tasks: Vec<Task> = file
         .tasks
         .into_iter()
         .enumerate()
-        .map(|(index, entry)| task(index, entry, source, problems))
+        .map(|(index, entry)| task(index, entry, default_workspace, source, problems))
         .collect();
     if tasks.is_empty() {
         problems.at("task", "the workflow has no tasks; add a [[task]] table");
@@ -217,7 +218,13 @@ fn check_name(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn task(index: usize, entry: TaskEntry, source: &Source<'_>, problems: &mut Problems<'_>) -> Task {
+fn task(
+    index: usize,
+    entry: TaskEntry,
+    default_workspace: Option<&str>,
+    source: &Source<'_>,
+    problems: &mut Problems<'_>,
+) -> Task {
     let at = |field: &str| format!("task[{index}].{field}");
     if let Err(why) = check_name(&entry.id) {
         problems.at(&at("id"), format!("the task id {:?} {why}", entry.id));
@@ -279,9 +286,22 @@ fn task(index: usize, entry: TaskEntry, source: &Source<'_>, problems: &mut Prob
     let repeat = entry
         .repeat
         .and_then(|entry| repeat(entry, &at("loop"), problems));
+    let workspace = match entry.workspace.as_deref().or(default_workspace) {
+        None | Some("none") => None,
+        Some("worktree") => Some(moat_workspace::Mode::Worktree),
+        Some("copy") => Some(moat_workspace::Mode::Copy),
+        Some(other) => {
+            problems.at(
+                &at("workspace"),
+                format!("workspace {other:?}: use worktree, copy or none"),
+            );
+            None
+        }
+    };
     Task {
         id: entry.id,
         adapter: entry.adapter,
+        workspace,
         prompt: entry.prompt,
         depends_on: entry.depends_on,
         inputs,

@@ -24,6 +24,9 @@ pub struct WorkflowFile {
     /// Commands run at hook points.
     #[serde(default, rename = "hook", alias = "hooks")]
     pub hooks: Vec<HookEntry>,
+    /// Every task's workspace (`worktree`, `copy` or `none`), unless the
+    /// task says otherwise.
+    pub workspace: Option<String>,
 }
 
 /// A string or a list of strings.
@@ -73,6 +76,8 @@ pub struct TaskEntry {
     pub backoff: Option<String>,
     #[serde(rename = "loop")]
     pub repeat: Option<LoopEntry>,
+    /// Its workspace: `worktree`, `copy` or `none`.
+    pub workspace: Option<String>,
 }
 
 /// A task's options for its adapter.

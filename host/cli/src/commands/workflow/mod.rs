@@ -32,9 +32,13 @@ use view::{Live, Ndjson, View};
 const DEFAULT_PARALLEL: usize = 4;
 
 /// The subcommands that need no sandbox: `Some` when it was one of them.
-pub fn without_sandbox(command: &WorkflowCommand) -> Option<anyhow::Result<ExitCode>> {
+pub fn without_sandbox(
+    command: &WorkflowCommand,
+    globals: &Globals,
+) -> Option<anyhow::Result<ExitCode>> {
     match command {
         WorkflowCommand::Validate(args) => Some(validate(&args.file)),
+        WorkflowCommand::Apply(args) => Some(apply(&args.file, globals)),
         WorkflowCommand::Graph(args) => Some(graph(&args.file, args.format)),
         WorkflowCommand::Status(args) => Some(status(args)),
         WorkflowCommand::Run(_) | WorkflowCommand::Resume(_) => None,
@@ -68,9 +72,8 @@ pub async fn workflow(
             )
             .await
         }
-        other => {
-            without_sandbox(&other).unwrap_or_else(|| unreachable!("run and resume are above"))
-        }
+        other => without_sandbox(&other, globals)
+            .unwrap_or_else(|| unreachable!("run and resume are above")),
     }
 }
 
@@ -102,6 +105,74 @@ fn validate(file: &Path) -> anyhow::Result<ExitCode> {
         workflow.hooks.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `moat workflow apply`: the changes of each completed task that worked
+/// in a workspace, its last run's, in dependency order (each task's
+/// workspace started from its upstream tasks' changes, so its own diff
+/// builds on theirs), landed together or not at all.
+fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let workflow = load(file)?;
+    let path = moat_workflow::state::directory(&workflow).join("state.json");
+    let state = moat_workflow::state::read(&path)?.ok_or_else(|| {
+        UsageError(format!(
+            "{} has not run here: no {}",
+            workflow.name,
+            path.display()
+        ))
+    })?;
+    let root = wiring::workspace_root(globals)?;
+    let mut workspaces = Vec::new();
+    for task in dependency_order(&workflow.tasks) {
+        let Some(task_state) = state.tasks.get(&task.id) else {
+            continue;
+        };
+        let (Some(_), moat_workflow::TaskStatus::Completed, Some(run)) =
+            (task.workspace, task_state.status, task_state.runs.last())
+        else {
+            continue;
+        };
+        match moat_workspace::Workspace::find(&root, run) {
+            Ok(workspace) => workspaces.push(workspace),
+            Err(moat_workspace::WorkspaceError::NotFound(_)) => {}
+            Err(error) => return Err(super::workspace_error(error)),
+        }
+    }
+    if workspaces.is_empty() {
+        println!("{}: no task changed anything in a workspace", workflow.name);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let applied = moat_workspace::apply_all(&workspaces).map_err(super::workspace_error)?;
+    println!(
+        "{}: the changes of {applied} tasks applied to {}",
+        workflow.name,
+        workspaces[0].project.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The tasks, each after the tasks it depends on.
+fn dependency_order(tasks: &[moat_workflow::Task]) -> Vec<&moat_workflow::Task> {
+    let mut placed: Vec<&moat_workflow::Task> = Vec::new();
+    let mut left: Vec<&moat_workflow::Task> = tasks.iter().collect();
+    while !left.is_empty() {
+        let before = left.len();
+        left.retain(|task| {
+            let ready = task
+                .depends_on
+                .iter()
+                .all(|d| placed.iter().any(|p| &p.id == d));
+            if ready {
+                placed.push(task);
+            }
+            !ready
+        });
+        if left.len() == before {
+            // A cycle: validation refuses those; keep the file's order.
+            placed.append(&mut left);
+        }
+    }
+    placed
 }
 
 fn graph(file: &Path, format: GraphFormat) -> anyhow::Result<ExitCode> {
@@ -268,6 +339,9 @@ async fn run(
         workflow.project.clone(),
         Arc::new(FlagNames),
     ));
+    if workflow.tasks.iter().any(|task| task.workspace.is_some()) {
+        runner.set_workspace_root(wiring::workspace_root(globals)?);
+    }
     let hooks = Hooks::from_commands(&workflow.hooks, workflow.project.clone());
     let store = local.as_ref().map(|local| local.store().clone());
     // Its record holds what it may give its tasks, which are its children
