@@ -36,6 +36,11 @@ export interface ListOptions {
     parent?: string;
     limit?: number;
 }
+/** Options of {@link MoatClient.diff}. */
+export interface DiffOptions {
+    /** git's `--stat` summary (files changed, insertions, deletions) instead of the diff. */
+    stat?: boolean;
+}
 /** Options of {@link MoatClient.runAgent}: the run's options (flat, as cligent's), its request fields, and an abort signal. */
 export type { RunAgentOptions } from './parallel.js';
 /**
@@ -70,7 +75,11 @@ export declare class MoatClient extends EventEmitter implements StreamHost {
      * {@link MoatError} with the server's code. The low-level door to every op.
      */
     request<T = unknown>(op: Op | (string & {}), fields?: Record<string, unknown>): Promise<T>;
-    /** Starts a run of `adapter` (a built-in's name or a component's path); its id, as soon as it is recorded. */
+    /**
+     * Starts a run of `adapter` (a built-in's name or a component's path); its id, as soon as it is recorded.
+     * With `workspace`, the run works on a workspace of the project at `options.cwd` (absolute, granted):
+     * see {@link MoatClient.diff} and {@link MoatClient.apply}.
+     */
     run(adapter: string, prompt: string, request?: RunRequest): Promise<string>;
     /**
      * Waits for every run to end; their results by id. When one did not
@@ -89,6 +98,19 @@ export declare class MoatClient extends EventEmitter implements StreamHost {
     adapters(): Promise<AdapterDescription[]>;
     /** An adapter's description, with the most a run of it may be granted here. */
     inspect(adapter: string): Promise<AdapterInspection>;
+    /**
+     * What a run with a workspace changed there, against its base: a unified
+     * diff (`''`: nothing), or with `stat` git's `--stat` summary.
+     * `NOT_FOUND` for a run without a workspace.
+     */
+    diff(runId: string, options?: DiffOptions): Promise<string>;
+    /**
+     * Applies a run's changes to its project's working tree, all or nothing:
+     * `true` once they are in, `false` when it changed nothing. `CONFLICT`
+     * when they do not apply to the project as it is now (nothing was
+     * changed); `INVALID_REQUEST` while the run is live.
+     */
+    apply(runId: string): Promise<boolean>;
     /** Stops the server: it starts no new run, ends its live runs (with `done` interrupted) and exits. */
     shutdown(): Promise<void>;
     /**
@@ -100,7 +122,7 @@ export declare class MoatClient extends EventEmitter implements StreamHost {
     /**
      * cligent's `runAgent` loop: starts a run and yields its every event until
      * its `done`. Options are the run's options (flat: `model`, `cwd`, …, or
-     * under `options`), `trust`, `grants`, `limits`, `parent`, and
+     * under `options`), `trust`, `grants`, `limits`, `parent`, `workspace`, and
      * `abortSignal`: aborting it cancels the run, whose stream then ends with
      * its `done` interrupted. Aborted before the start: no run, one `done`
      * interrupted. Leaving the loop early cancels the run.

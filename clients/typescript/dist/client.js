@@ -152,10 +152,14 @@ export class MoatClient extends EventEmitter {
             });
         });
     }
-    /** Starts a run of `adapter` (a built-in's name or a component's path); its id, as soon as it is recorded. */
+    /**
+     * Starts a run of `adapter` (a built-in's name or a component's path); its id, as soon as it is recorded.
+     * With `workspace`, the run works on a workspace of the project at `options.cwd` (absolute, granted):
+     * see {@link MoatClient.diff} and {@link MoatClient.apply}.
+     */
     async run(adapter, prompt, request = {}) {
-        const { options, trust, grants, limits, parent } = request;
-        const result = await this.request('run', { adapter, prompt, options, trust, grants, limits, parent });
+        const { options, trust, grants, limits, parent, workspace } = request;
+        const result = await this.request('run', { adapter, prompt, options, trust, grants, limits, parent, workspace });
         return result.run;
     }
     /**
@@ -198,6 +202,26 @@ export class MoatClient extends EventEmitter {
     inspect(adapter) {
         return this.request('inspect', { adapter });
     }
+    /**
+     * What a run with a workspace changed there, against its base: a unified
+     * diff (`''`: nothing), or with `stat` git's `--stat` summary.
+     * `NOT_FOUND` for a run without a workspace.
+     */
+    async diff(runId, options = {}) {
+        const { stat } = options;
+        const result = await this.request('diff', { run: runId, stat });
+        return result.diff;
+    }
+    /**
+     * Applies a run's changes to its project's working tree, all or nothing:
+     * `true` once they are in, `false` when it changed nothing. `CONFLICT`
+     * when they do not apply to the project as it is now (nothing was
+     * changed); `INVALID_REQUEST` while the run is live.
+     */
+    async apply(runId) {
+        const result = await this.request('apply', { run: runId });
+        return result.applied;
+    }
     /** Stops the server: it starts no new run, ends its live runs (with `done` interrupted) and exits. */
     async shutdown() {
         await this.request('shutdown');
@@ -213,7 +237,7 @@ export class MoatClient extends EventEmitter {
     /**
      * cligent's `runAgent` loop: starts a run and yields its every event until
      * its `done`. Options are the run's options (flat: `model`, `cwd`, …, or
-     * under `options`), `trust`, `grants`, `limits`, `parent`, and
+     * under `options`), `trust`, `grants`, `limits`, `parent`, `workspace`, and
      * `abortSignal`: aborting it cancels the run, whose stream then ends with
      * its `done` interrupted. Aborted before the start: no run, one `done`
      * interrupted. Leaving the loop early cancels the run.

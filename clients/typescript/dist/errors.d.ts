@@ -1,6 +1,6 @@
 import type { EngineResult, ProtocolErrorCode } from './types.js';
 /**
- * The codes a {@link MoatError} carries: the protocol's four, and two the
+ * The codes a {@link MoatError} carries: the protocol's five, and two the
  * client gives itself: `CONNECTION_CLOSED` (the server went away, or the
  * client was closed, before the answer came) and `PROTOCOL_ERROR` (the
  * server sent something the protocol does not allow).

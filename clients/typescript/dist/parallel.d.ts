@@ -18,8 +18,8 @@ export interface ParallelTask {
     /**
      * The run's options, as {@link RunAgentOptions}: flat (`model`, `cwd`, …)
      * or under `options`, with `trust`, `grants`, `limits`, `parent`,
-     * `highWaterMark` and `abortSignal`. Aborting any task's signal cancels
-     * every task.
+     * `workspace`, `highWaterMark` and `abortSignal`. Aborting any task's
+     * signal cancels every task.
      */
     options?: RunAgentOptions;
 }

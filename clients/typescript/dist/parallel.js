@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { MoatError } from './errors.js';
 /** The parts of {@link RunAgentOptions}: the run request, and what the loop keeps. */
 export function splitOptions(options = {}) {
-    const { abortSignal, options: nested, trust, grants, limits, parent, highWaterMark, ...flat } = options;
+    const { abortSignal, options: nested, trust, grants, limits, parent, workspace, highWaterMark, ...flat } = options;
     const runOptions = { ...flat, ...nested };
     return {
         request: {
@@ -12,6 +12,7 @@ export function splitOptions(options = {}) {
             grants,
             limits,
             parent,
+            workspace,
         },
         abortSignal,
         highWaterMark,
@@ -58,6 +59,7 @@ const REFUSALS = new Set([
     'NOT_FOUND',
     'BOUNDARY_VIOLATION',
     'RUN_FAILED',
+    'CONFLICT',
 ]);
 /** The `error` and `done` error of a task whose run the server refused to start (cligent's synthetic pair). */
 function refused(agent, error, startedMs) {

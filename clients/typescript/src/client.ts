@@ -59,6 +59,12 @@ export interface ListOptions {
   limit?: number;
 }
 
+/** Options of {@link MoatClient.diff}. */
+export interface DiffOptions {
+  /** git's `--stat` summary (files changed, insertions, deletions) instead of the diff. */
+  stat?: boolean;
+}
+
 /** Options of {@link MoatClient.runAgent}: the run's options (flat, as cligent's), its request fields, and an abort signal. */
 export type { RunAgentOptions } from './parallel.js';
 
@@ -216,10 +222,14 @@ export class MoatClient extends EventEmitter implements StreamHost {
     });
   }
 
-  /** Starts a run of `adapter` (a built-in's name or a component's path); its id, as soon as it is recorded. */
+  /**
+   * Starts a run of `adapter` (a built-in's name or a component's path); its id, as soon as it is recorded.
+   * With `workspace`, the run works on a workspace of the project at `options.cwd` (absolute, granted):
+   * see {@link MoatClient.diff} and {@link MoatClient.apply}.
+   */
   async run(adapter: string, prompt: string, request: RunRequest = {}): Promise<string> {
-    const { options, trust, grants, limits, parent } = request;
-    const result = await this.request<{ run: string }>('run', { adapter, prompt, options, trust, grants, limits, parent });
+    const { options, trust, grants, limits, parent, workspace } = request;
+    const result = await this.request<{ run: string }>('run', { adapter, prompt, options, trust, grants, limits, parent, workspace });
     return result.run;
   }
 
@@ -270,6 +280,28 @@ export class MoatClient extends EventEmitter implements StreamHost {
     return this.request<AdapterInspection>('inspect', { adapter });
   }
 
+  /**
+   * What a run with a workspace changed there, against its base: a unified
+   * diff (`''`: nothing), or with `stat` git's `--stat` summary.
+   * `NOT_FOUND` for a run without a workspace.
+   */
+  async diff(runId: string, options: DiffOptions = {}): Promise<string> {
+    const { stat } = options;
+    const result = await this.request<{ diff: string }>('diff', { run: runId, stat });
+    return result.diff;
+  }
+
+  /**
+   * Applies a run's changes to its project's working tree, all or nothing:
+   * `true` once they are in, `false` when it changed nothing. `CONFLICT`
+   * when they do not apply to the project as it is now (nothing was
+   * changed); `INVALID_REQUEST` while the run is live.
+   */
+  async apply(runId: string): Promise<boolean> {
+    const result = await this.request<{ applied: boolean }>('apply', { run: runId });
+    return result.applied;
+  }
+
   /** Stops the server: it starts no new run, ends its live runs (with `done` interrupted) and exits. */
   async shutdown(): Promise<void> {
     await this.request('shutdown');
@@ -287,7 +319,7 @@ export class MoatClient extends EventEmitter implements StreamHost {
   /**
    * cligent's `runAgent` loop: starts a run and yields its every event until
    * its `done`. Options are the run's options (flat: `model`, `cwd`, …, or
-   * under `options`), `trust`, `grants`, `limits`, `parent`, and
+   * under `options`), `trust`, `grants`, `limits`, `parent`, `workspace`, and
    * `abortSignal`: aborting it cancels the run, whose stream then ends with
    * its `done` interrupted. Aborted before the start: no run, one `done`
    * interrupted. Leaving the loop early cancels the run.

@@ -23,8 +23,8 @@ export interface ParallelTask {
   /**
    * The run's options, as {@link RunAgentOptions}: flat (`model`, `cwd`, …)
    * or under `options`, with `trust`, `grants`, `limits`, `parent`,
-   * `highWaterMark` and `abortSignal`. Aborting any task's signal cancels
-   * every task.
+   * `workspace`, `highWaterMark` and `abortSignal`. Aborting any task's
+   * signal cancels every task.
    */
   options?: RunAgentOptions;
 }
@@ -36,7 +36,7 @@ export function splitOptions(options: RunAgentOptions = {}): {
   highWaterMark: number | undefined;
   resume: string | undefined;
 } {
-  const { abortSignal, options: nested, trust, grants, limits, parent, highWaterMark, ...flat } = options;
+  const { abortSignal, options: nested, trust, grants, limits, parent, workspace, highWaterMark, ...flat } = options;
   const runOptions: RunOptions = { ...flat, ...nested };
   return {
     request: {
@@ -45,6 +45,7 @@ export function splitOptions(options: RunAgentOptions = {}): {
       grants,
       limits,
       parent,
+      workspace,
     },
     abortSignal,
     highWaterMark,
@@ -93,6 +94,7 @@ const REFUSALS: ReadonlySet<string> = new Set<ProtocolErrorCode>([
   'NOT_FOUND',
   'BOUNDARY_VIOLATION',
   'RUN_FAILED',
+  'CONFLICT',
 ]);
 
 /** The `error` and `done` error of a task whose run the server refused to start (cligent's synthetic pair). */

@@ -308,6 +308,27 @@ export interface RunLimits {
   maxEventBytes?: number;
 }
 
+/**
+ * How a run's workspace is made: `worktree`, a git worktree of the project
+ * (on a branch `moat/RUN`); `copy`, a copy of its directory (reflinked
+ * where the filesystem can), for projects without git.
+ */
+export type WorkspaceMode = 'worktree' | 'copy';
+
+/**
+ * A workspace of the run's own (docs/workspaces.md), of the project at
+ * `options.cwd` (absolute, and granted to the run): the run works there and
+ * may write only it. `diff` shows what it changed against its base,
+ * `apply` applies that to the project.
+ */
+export interface Workspace {
+  mode: WorkspaceMode;
+  /** What a worktree starts from (a git ref; `HEAD` when absent). */
+  base?: string;
+  /** Carry the project's uncommitted changes into a worktree (else a dirty project is refused). */
+  includeDirty?: boolean;
+}
+
 /** The optional fields of a `run` request. */
 export interface RunRequest {
   options?: RunOptions;
@@ -317,6 +338,8 @@ export interface RunRequest {
   limits?: RunLimits;
   /** A live run; the new run ends when it ends. */
   parent?: string;
+  /** A workspace of the project at `options.cwd`: the run may then write only it. */
+  workspace?: Workspace;
 }
 
 /**
@@ -423,10 +446,12 @@ export type Op =
   | 'unsubscribe'
   | 'adapters'
   | 'inspect'
+  | 'diff'
+  | 'apply'
   | 'shutdown';
 
 /** The error codes of the protocol. */
-export type ProtocolErrorCode = 'INVALID_REQUEST' | 'NOT_FOUND' | 'BOUNDARY_VIOLATION' | 'RUN_FAILED';
+export type ProtocolErrorCode = 'INVALID_REQUEST' | 'NOT_FOUND' | 'BOUNDARY_VIOLATION' | 'RUN_FAILED' | 'CONFLICT';
 
 export interface WireError {
   code: ProtocolErrorCode;

@@ -13,10 +13,12 @@ import {
   type EngineResult,
   type ParallelTask,
   type EventStream,
+  type DiffOptions,
   type Grants,
   type MoatErrorCode,
   type RunOptions,
   type RunRecord,
+  type Workspace,
 } from '../dist/index.js';
 
 export async function consumer(): Promise<void> {
@@ -40,6 +42,19 @@ export async function consumer(): Promise<void> {
   const raw: unknown = await client.request('get', { run: 7 });
   await client.cancel(id);
   void [results, status, record, records, raw];
+
+  // A run on a workspace of its project; what it changed, then into the project.
+  const workspace: Workspace = { mode: 'worktree', base: 'HEAD', includeDirty: false };
+  const inWorkspace = await client.run('echo', 'hi', { options: { cwd: '/repo' }, grants: { write: ['/repo'] }, workspace });
+  const stat: DiffOptions = { stat: true };
+  (await client.diff(inWorkspace)) satisfies string;
+  (await client.diff(inWorkspace, stat)) satisfies string;
+  try {
+    (await client.apply(inWorkspace)) satisfies boolean;
+  } catch (error) {
+    // Its changes do not apply to the project as it is now; nothing was changed.
+    if (isMoatError(error, 'CONFLICT')) error.message satisfies string;
+  }
 
   // The event union narrows on `type`.
   const stream: EventStream = client.events(id, { fromSeq: 0 });
@@ -78,6 +93,9 @@ export async function consumer(): Promise<void> {
   for await (const event of runAgent('echo', 'hi', { abortSignal: controller.signal, cwd: '/tmp' }, client)) {
     event satisfies AgentEvent;
   }
+  for await (const event of client.runAgent('echo', 'hi', { cwd: '/repo', grants, workspace: { mode: 'copy' } })) {
+    event satisfies AgentEvent;
+  }
   for await (const event of client.runAgent('echo', 'hi', { model: 'm', grants })) {
     if (event.type === 'text') event.payload.content satisfies string;
   }
@@ -86,6 +104,7 @@ export async function consumer(): Promise<void> {
   const tasks: ParallelTask[] = [
     { adapter: 'echo', prompt: 'a', role: 'writer', options: { model: 'm', abortSignal: controller.signal } },
     { adapter: 'echo', prompt: 'b', options: { options: { cwd: '/tmp' }, grants: { read: ['/tmp'] } } },
+    { adapter: 'echo', prompt: 'c', options: { cwd: '/repo', grants: { write: ['/repo'] }, workspace: { mode: 'worktree' } } },
   ];
   for await (const event of runParallel(tasks, client)) {
     event satisfies CligentEvent;
@@ -114,6 +133,10 @@ export async function consumer(): Promise<void> {
   await client.run('echo', 'x', { trust: 'full' });
   // @ts-expect-error: grants has no such kind
   await client.run('echo', 'x', { grants: { disk: ['/'] } });
+  // @ts-expect-error: a workspace is a worktree or a copy
+  await client.run('echo', 'x', { workspace: { mode: 'branch' } });
+  // @ts-expect-error: a workspace says its mode
+  await client.run('echo', 'x', { workspace: { base: 'HEAD' } });
   // @ts-expect-error: a cost is {amount, currency, source} in cligent's words, not moat's earlier {usd, source}
   const oldCost: DoneUsage = { toolUses: 0, cost: { usd: 1, source: 'vendor' } };
   // @ts-expect-error: tokens are {coverage, totals: {input, output}}

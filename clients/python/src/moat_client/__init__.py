@@ -56,6 +56,8 @@ from ._types import (
     UsageCostSource,
     UsageCoverage,
     UsageRecord,
+    Workspace,
+    WorkspaceMode,
 )
 
 __version__ = "0.1.0"
@@ -103,5 +105,7 @@ __all__ = [
     "UsageCostSource",
     "UsageCoverage",
     "UsageRecord",
+    "Workspace",
+    "WorkspaceMode",
     "is_agent_event",
 ]

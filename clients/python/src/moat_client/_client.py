@@ -31,6 +31,7 @@ from ._types import (
     RunRecord,
     RunStatus,
     Trust,
+    Workspace,
 )
 
 __all__ = ["EventStream", "MoatClient", "RunAgentStream", "RunParallelStream", "is_agent_event"]
@@ -237,10 +238,13 @@ class MoatClient:
         grants: Grants | None = None,
         limits: Limits | None = None,
         parent: str | None = None,
+        workspace: Workspace | None = None,
     ) -> str:
         """Starts a run of `adapter` (a built-in's name or a component's
         path); its id, as soon as it is recorded (it goes on in the
-        server)."""
+        server). With `workspace`, the run works on a workspace of the
+        project at `options["cwd"]` (absolute, granted) and may write only
+        it: see :meth:`diff` and :meth:`apply`."""
         fields: Json = {"adapter": adapter, "prompt": prompt}
         if options is not None:
             fields["options"] = dict(options)
@@ -252,6 +256,8 @@ class MoatClient:
             fields["limits"] = dict(limits)
         if parent is not None:
             fields["parent"] = parent
+        if workspace is not None:
+            fields["workspace"] = dict(workspace)
         result = await self._call("run", fields)
         return cast(str, result["run"])
 
@@ -313,6 +319,24 @@ class MoatClient:
         be granted by this server."""
         return cast(AdapterInfo, await self._call("inspect", {"adapter": adapter}))
 
+    async def diff(self, run: str, *, stat: bool = False) -> str:
+        """What a run with a workspace changed there, against its base: a
+        unified diff ("" for nothing), or with `stat` git's `--stat`
+        summary. `NOT_FOUND` for a run without a workspace."""
+        fields: Json = {"run": run}
+        if stat:
+            fields["stat"] = True
+        result = await self._call("diff", fields)
+        return cast(str, result["diff"])
+
+    async def apply(self, run: str) -> bool:
+        """Applies a run's changes to its project's working tree, all or
+        nothing: True once they are in, False when it changed nothing.
+        `CONFLICT` when they do not apply to the project as it is now
+        (nothing was changed); `INVALID_REQUEST` while the run is live."""
+        result = await self._call("apply", {"run": run})
+        return cast(bool, result["applied"])
+
     async def shutdown(self) -> None:
         """Asks the server to stop: it starts no new run, ends its live runs
         (each with `done` interrupted), then exits. :meth:`wait` waits for
@@ -353,7 +377,8 @@ class MoatClient:
         """Starts a run and yields its every event until its `done`
         (cligent's `runAgent`). Setting `cancel_event` cancels the run: the
         stream then ends with its `done` interrupted. `run_kwargs` are
-        :meth:`run`'s (`options`, `trust`, `grants`, `limits`, `parent`)."""
+        :meth:`run`'s (`options`, `trust`, `grants`, `limits`, `parent`,
+        `workspace`)."""
         return RunAgentStream(
             self,
             adapter,
@@ -911,10 +936,12 @@ class RunAgentStream(AsyncIterator[AgentEvent]):
 
 
 #: The server's refusals of a request: a parallel task it refuses fails alone.
-_REFUSALS = frozenset({"INVALID_REQUEST", "NOT_FOUND", "BOUNDARY_VIOLATION", "RUN_FAILED"})
+_REFUSALS = frozenset(
+    {"INVALID_REQUEST", "NOT_FOUND", "BOUNDARY_VIOLATION", "RUN_FAILED", "CONFLICT"}
+)
 
 #: A parallel task's keys that are :meth:`MoatClient.run`'s.
-_RUN_KEYS = ("options", "trust", "grants", "limits", "parent")
+_RUN_KEYS = ("options", "trust", "grants", "limits", "parent", "workspace")
 
 
 def is_agent_event(value: object) -> TypeGuard[AgentEvent]:

@@ -11,7 +11,8 @@ class MoatError(Exception):
     """An error the server answered with, or one of the connection.
 
     `code` is the protocol's (`INVALID_REQUEST`, `NOT_FOUND`,
-    `BOUNDARY_VIOLATION`, `RUN_FAILED`), `CONNECTION_CLOSED` for a
+    `BOUNDARY_VIOLATION`, `RUN_FAILED`, `CONFLICT`: an `apply` whose changes
+    no longer apply), `CONNECTION_CLOSED` for a
     :class:`MoatConnectionError`, or `PROTOCOL_ERROR` when the server's
     events of a run skip a seq (a server bug). `data` is what else the server said, e.g.
     an await's `{"results": {...}}` on `RUN_FAILED`.

@@ -46,6 +46,8 @@ __all__ = [
     "UsageCostSource",
     "UsageCoverage",
     "UsageRecord",
+    "Workspace",
+    "WorkspaceMode",
 ]
 
 EventType = Literal[
@@ -70,6 +72,11 @@ RunStatus = Literal["pending", "running", "completed", "failed"]
 
 Trust = Literal["sandbox", "controlled", "unrestricted"]
 """The backend's own switches for a run."""
+
+WorkspaceMode = Literal["worktree", "copy"]
+"""How a run's workspace is made: `worktree`, a git worktree of the project
+(on a branch `moat/RUN`); `copy`, a copy of its directory (reflinked where
+the filesystem can), for projects without git."""
 
 
 class _AgentEventRequired(TypedDict):
@@ -360,6 +367,24 @@ class Limits(TypedDict, total=False):
     maxEventBytes: int
 
 
+class _WorkspaceRequired(TypedDict):
+    mode: WorkspaceMode
+
+
+class Workspace(_WorkspaceRequired, total=False):
+    """A workspace of the run's own (docs/workspaces.md), of the project at
+    `options["cwd"]` (absolute, and granted to the run): the run works there
+    and may write only it. :meth:`MoatClient.diff` shows what it changed
+    against its base, :meth:`MoatClient.apply` applies that to the
+    project."""
+
+    #: What a worktree starts from (a git ref; `HEAD` when absent).
+    base: str
+    #: Carry the project's uncommitted changes into a worktree (else a
+    #: dirty project is refused).
+    includeDirty: bool
+
+
 class RunOptions(TypedDict, total=False):
     """RunOptions (camelCase). Any other key the server knows may be passed
     in a plain dict too."""
@@ -443,7 +468,8 @@ class _ParallelTaskRequired(TypedDict):
 class ParallelTask(_ParallelTaskRequired, total=False):
     """One task of :meth:`MoatClient.run_parallel` (cligent's
     `ParallelTask`, with the adapter by name): `options`, `trust`,
-    `grants`, `limits` and `parent` are :meth:`MoatClient.run`'s."""
+    `grants`, `limits`, `parent` and `workspace` are
+    :meth:`MoatClient.run`'s."""
 
     #: Set as `role` on every event of this task; absent: no role.
     role: str
@@ -452,5 +478,6 @@ class ParallelTask(_ParallelTaskRequired, total=False):
     grants: Grants
     limits: Limits
     parent: str
+    workspace: Workspace
     #: Setting it cancels every task (as run_parallel's own `cancel_event`).
     cancel_event: asyncio.Event
