@@ -188,6 +188,7 @@ impl Server {
             base: asked.base,
             include_dirty: asked.include_dirty,
             root,
+            seeds: Vec::new(),
         })
     }
 
