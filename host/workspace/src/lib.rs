@@ -515,7 +515,15 @@ impl Workspace {
         }
         let mut check = args.clone();
         check.extend(["--check", &path]);
-        git::run(&self.project, &check, &[]).map_err(|error| WorkspaceError::Conflict {
+        // A copy's patch is relative to the copied directory, which may lie
+        // inside some repository: git takes it as its work tree (the
+        // snapshot repository only lends git a place to stand). A
+        // worktree's project is its repository's top, as its patch is.
+        let env: Vec<(&str, &Path)> = match self.mode {
+            Mode::Copy => vec![("GIT_DIR", &self.git_dir), ("GIT_WORK_TREE", &self.project)],
+            Mode::Worktree => Vec::new(),
+        };
+        git::run(&self.project, &check, &env).map_err(|error| WorkspaceError::Conflict {
             run: self.run.clone(),
             project: self.project.clone(),
             reason: match error {
@@ -524,7 +532,7 @@ impl Workspace {
             },
         })?;
         args.push(&path);
-        git::run(&self.project, &args, &[])?;
+        git::run(&self.project, &args, &env)?;
         Ok(())
     }
 

@@ -195,3 +195,23 @@ fn a_workspace_seeded_with_upstream_runs_diffs_its_own_changes_and_all_apply_tog
     assert!(matches!(error, WorkspaceError::Conflict { .. }), "{error}");
     assert!(!project.path().join("c.txt").exists(), "taken back");
 }
+
+#[test]
+fn a_copy_of_a_directory_inside_a_repository_applies_to_that_directory() {
+    let repository = repository();
+    let sub = repository.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("s.txt"), "s\n").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let workspace = create(&request(&sub, root.path(), Mode::Copy), "r_1").unwrap();
+    std::fs::write(workspace.dir.join("s.txt"), "s\nmore\n").unwrap();
+    workspace.apply().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(sub.join("s.txt")).unwrap(),
+        "s\nmore\n"
+    );
+    assert!(
+        !repository.path().join("s.txt").exists(),
+        "not at the repository's top"
+    );
+}
