@@ -42,6 +42,8 @@ fn cp(from: &Path, to: &Path, reflink: &str) -> Result<(), String> {
     if output.status.success() {
         Ok(())
     } else {
-        Err(String::from_utf8_lossy(&output.stderr).trim().to_owned())
+        // cp says it once per file; the first says why.
+        let said = String::from_utf8_lossy(&output.stderr);
+        Err(said.lines().next().unwrap_or("cp failed").trim().to_owned())
     }
 }

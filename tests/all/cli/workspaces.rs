@@ -407,3 +407,72 @@ fn a_workflow_task_downstream_sees_its_upstream_tasks_changes_and_workflow_apply
     assert_eq!(again.status.code(), Some(2), "{}", text(&again.stdout));
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
 }
+
+#[test]
+fn a_full_disk_while_copying_is_one_clear_line_and_leaves_nothing_half_made() {
+    // A 1 MiB filesystem of the test's own (a mount namespace: root only).
+    let can_mount = Command::new("unshare")
+        .args(["-m", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !can_mount {
+        eprintln!("skipped: no mount namespaces here (unshare -m needs root)");
+        return;
+    }
+    let project = tempfile::tempdir().unwrap();
+    for n in 0..8 {
+        std::fs::write(
+            project.path().join(format!("big{n}.bin")),
+            vec![7u8; 512 * 1024],
+        )
+        .unwrap();
+    }
+    let scratch = Scratch::new();
+    let small = scratch.dir().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let workspaces = small.join("workspaces");
+    let command = super::common::moat();
+    // What the failed copy left, listed before the namespace (and its
+    // tmpfs) goes.
+    let left = scratch.dir().join("left.txt");
+    let script = format!(
+        "mount -t tmpfs -o size=1m tmpfs '{small}' || exit 99; \"$@\"; status=$?; \
+         ls -A '{workspaces}' > '{left}' 2>&1; exit $status",
+        small = small.display(),
+        workspaces = workspaces.display(),
+        left = left.display(),
+    );
+    let output = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script, "sh"])
+        .arg(command.get_program())
+        .args([
+            "run",
+            "echo",
+            "hi",
+            "--workspace",
+            "copy",
+            "--trust",
+            "controlled",
+        ])
+        .arg("--cwd")
+        .arg(project.path())
+        .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("MOAT_STORE", &scratch.store)
+        .env("MOAT_WORKSPACE_DIR", &workspaces)
+        .arg("--output")
+        .arg("text")
+        .output()
+        .unwrap();
+    let said = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.contains("cannot copy") && said.contains("No space left"),
+        "{said}"
+    );
+    // Nothing half-made: no copy, no snapshot, no record in the workspace
+    // directory; and no run recorded.
+    assert_eq!(std::fs::read_to_string(&left).unwrap(), "", "left behind");
+    let listed = text(&scratch.run(&["ps", "--all", "-q"]).stdout);
+    assert_eq!(listed, "", "no run was recorded: {listed}");
+}
