@@ -4,42 +4,15 @@
 //! `moat apply` lands it or refuses a conflict changing nothing, and
 //! `moat workspace rm --ended` leaves no worktree or branch behind.
 
-use std::path::Path;
 use std::process::{Command, Output};
+
+use moat_testkit::git::{git, repository as project};
 
 use super::adapters::StandIn;
 use super::store::Scratch;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        text(&output.stderr)
-    );
-    text(&output.stdout)
-}
-
-/// A repository with `notes.txt` = "one\n", committed.
-fn project() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "--quiet", "-b", "main"]);
-    std::fs::write(dir.path().join("notes.txt"), "one\n").unwrap();
-    git(dir.path(), &["add", "."]);
-    git(dir.path(), &["commit", "--quiet", "-m", "first"]);
-    dir
 }
 
 fn ok(output: &Output) {
@@ -176,10 +149,13 @@ fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
     std::fs::write(root.join("notes.txt"), "one\nuncommitted\n").unwrap();
     let scratch = Scratch::new();
     let workspaces = scratch.dir().join("workspaces");
+    let moat = || {
+        let mut command = scratch.moat();
+        command.env("MOAT_WORKSPACE_DIR", &workspaces);
+        command
+    };
     let cwd = root.to_string_lossy().into_owned();
-    let refused = scratch
-        .moat()
-        .env("MOAT_WORKSPACE_DIR", &workspaces)
+    let refused = moat()
         .args([
             "run",
             "echo",
@@ -204,9 +180,7 @@ fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
     // Not granted the project: no copy of it either.
     let plain = tempfile::tempdir().unwrap();
     let plain_dir = plain.path().to_string_lossy().into_owned();
-    let ungranted = scratch
-        .moat()
-        .env("MOAT_WORKSPACE_DIR", &workspaces)
+    let ungranted = moat()
         .args([
             "run",
             "echo",
@@ -226,9 +200,7 @@ fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
     );
 
     // A copy of a directory without git, granted: made, listed, removed.
-    let copied = scratch
-        .moat()
-        .env("MOAT_WORKSPACE_DIR", &workspaces)
+    let copied = moat()
         .args([
             "run",
             "echo",
@@ -242,22 +214,9 @@ fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
         .output()
         .unwrap();
     ok(&copied);
-    let listed = text(
-        &scratch
-            .moat()
-            .env("MOAT_WORKSPACE_DIR", &workspaces)
-            .args(["workspace", "ls"])
-            .output()
-            .unwrap()
-            .stdout,
-    );
+    let listed = text(&moat().args(["workspace", "ls"]).output().unwrap().stdout);
     assert!(listed.contains("copy"), "{listed}");
-    let nothing = scratch
-        .moat()
-        .env("MOAT_WORKSPACE_DIR", &workspaces)
-        .args(["apply", "@last"])
-        .output()
-        .unwrap();
+    let nothing = moat().args(["apply", "@last"]).output().unwrap();
     ok(&nothing);
     assert!(
         text(&nothing.stdout).contains("nothing changed"),

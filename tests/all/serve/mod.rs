@@ -770,28 +770,8 @@ fn a_component_names_as_its_child_a_built_in_or_a_component_it_may_read() {
 
 #[test]
 fn a_run_in_a_workspace_is_diffed_and_applied_through_the_protocol() {
-    let project = tempfile::tempdir().unwrap();
+    let project = moat_testkit::git::repository();
     let root = std::fs::canonicalize(project.path()).unwrap();
-    let git = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .current_dir(&root)
-            .args(args)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    };
-    git(&["init", "--quiet", "-b", "main"]);
-    std::fs::write(root.join("notes.txt"), "one\n").unwrap();
-    git(&["add", "."]);
-    git(&["commit", "--quiet", "-m", "first"]);
     let workspaces = tempfile::tempdir().unwrap();
     let dir = root.to_string_lossy().into_owned();
     let (_server, mut client) = Server::stdio(&[

@@ -25,6 +25,7 @@ pub mod components {
 pub mod conformance;
 pub mod engine;
 pub mod fake_cli;
+pub mod git;
 mod harness;
 pub mod http_server;
 pub mod llm;
