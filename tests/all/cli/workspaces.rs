@@ -15,6 +15,37 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A project repository (`project()`), and a run store and workspace
+/// directory of the test's own.
+struct Setup {
+    _project: tempfile::TempDir,
+    root: std::path::PathBuf,
+    scratch: Scratch,
+    workspaces: std::path::PathBuf,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let project = project();
+        let root = std::fs::canonicalize(project.path()).unwrap();
+        let scratch = Scratch::new();
+        let workspaces = scratch.dir().join("workspaces");
+        Setup {
+            _project: project,
+            root,
+            scratch,
+            workspaces,
+        }
+    }
+
+    /// `moat` on the test's store, making workspaces in its directory.
+    fn moat(&self) -> Command {
+        let mut command = self.scratch.moat();
+        command.env("MOAT_WORKSPACE_DIR", &self.workspaces);
+        command
+    }
+}
+
 fn ok(output: &Output) {
     assert!(
         output.status.success(),
@@ -144,16 +175,10 @@ fn parallel_agents_edit_their_own_worktrees_and_apply_lands_one_and_refuses_the_
 
 #[test]
 fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
-    let project = project();
-    let root = std::fs::canonicalize(project.path()).unwrap();
+    let setup = Setup::new();
+    let (root, workspaces) = (&setup.root, &setup.workspaces);
+    let moat = || setup.moat();
     std::fs::write(root.join("notes.txt"), "one\nuncommitted\n").unwrap();
-    let scratch = Scratch::new();
-    let workspaces = scratch.dir().join("workspaces");
-    let moat = || {
-        let mut command = scratch.moat();
-        command.env("MOAT_WORKSPACE_DIR", &workspaces);
-        command
-    };
     let cwd = root.to_string_lossy().into_owned();
     let refused = moat()
         .args([
@@ -175,7 +200,7 @@ fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
         said.contains("uncommitted changes") && said.contains("--include-dirty"),
         "{said}"
     );
-    assert!(!workspaces.exists() || std::fs::read_dir(&workspaces).unwrap().count() == 0);
+    assert!(!workspaces.exists() || std::fs::read_dir(workspaces).unwrap().count() == 0);
 
     // Not granted the project: no copy of it either.
     let plain = tempfile::tempdir().unwrap();
@@ -228,15 +253,9 @@ fn a_dirty_project_is_refused_in_one_line_and_a_copy_works_without_git() {
 #[test]
 fn a_component_in_a_workspace_cannot_write_the_project_and_a_killed_runs_workspace_is_found() {
     use moat_testkit::components::{COOPERATIVE, ESCAPE};
-    let project = project();
-    let root = std::fs::canonicalize(project.path()).unwrap();
-    let scratch = Scratch::new();
-    let workspaces = scratch.dir().join("workspaces");
-    let moat = || {
-        let mut command = scratch.moat();
-        command.env("MOAT_WORKSPACE_DIR", &workspaces);
-        command
-    };
+    let setup = Setup::new();
+    let root = &setup.root;
+    let moat = || setup.moat();
     let cwd = root.to_string_lossy().into_owned();
     let write = format!("write {cwd}/notes.txt");
     let tried = moat()
@@ -300,8 +319,8 @@ fn a_component_in_a_workspace_cannot_write_the_project_and_a_killed_runs_workspa
         .args(["workspace", "rm", "--ended"])
         .output()
         .unwrap());
-    assert_eq!(git(&root, &["worktree", "list"]).lines().count(), 1);
-    assert_eq!(git(&root, &["branch", "--list", "moat/*"]), "");
+    assert_eq!(git(root, &["worktree", "list"]).lines().count(), 1);
+    assert_eq!(git(root, &["branch", "--list", "moat/*"]), "");
 }
 
 #[test]
