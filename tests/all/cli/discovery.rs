@@ -147,6 +147,11 @@ fn doctor_says_what_is_there_and_how_to_get_what_is_not() {
         typescript.starts_with("missing") && typescript.contains("nodejs.org"),
         "{said}"
     );
+    let git = said.lines().find(|l| l.contains("workspaces")).unwrap();
+    assert!(
+        git.starts_with("missing") && git.contains("install git"),
+        "{said}"
+    );
     let claude = said
         .lines()
         .find(|l| l.contains("agent CLI claude"))

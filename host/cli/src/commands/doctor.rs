@@ -50,6 +50,7 @@ pub async fn doctor(globals: &Globals, config: Option<&Config>) -> anyhow::Resul
     check_cache(&mut report, globals);
     check_containment(&mut report);
     check_agent_clis(&mut report);
+    check_git(&mut report);
     check_authoring(&mut report);
     if globals.cluster.nats.is_some() {
         check_cluster(&mut report, globals).await;
@@ -164,6 +165,17 @@ fn check_agent_clis(report: &mut Report) {
         let said = said.strip_prefix(&format!("{program}: ")).unwrap_or(&said);
         let verdict = if found { Verdict::Ok } else { Verdict::Missing };
         report.line(verdict, &format!("agent CLI {program}"), said);
+    }
+}
+
+fn check_git(report: &mut Report) {
+    match output("git", &["--version"]) {
+        Some(version) => report.line(Verdict::Ok, "workspaces", version.trim()),
+        None => report.line(
+            Verdict::Missing,
+            "workspaces",
+            "git (for --workspace, moat diff and apply): apt-get install git",
+        ),
     }
 }
 
