@@ -193,7 +193,10 @@ impl Catalog {
             });
         }
         let previous = self.get(&manifest.name).ok().flatten();
-        fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        // This user's alone, like the rest of moat's state.
+        std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&self.dir)
+            .map_err(io(&self.dir))?;
         let staging = self
             .dir
             .join(format!(".{}.new-{}", manifest.name, std::process::id()));

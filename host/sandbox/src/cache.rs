@@ -158,7 +158,10 @@ fn read_entry(engine: &Engine, path: &Path) -> Result<Option<Component>, String>
 fn write_entry(path: &Path, component: &Component) -> Result<(), String> {
     let artifact = component.serialize().map_err(|e| format!("{e:#}"))?;
     let dir = path.parent().ok_or("no parent directory")?;
-    fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // This user's alone: compiled code of what they ran.
+    std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o700)
+        .create(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut data = Vec::with_capacity(DIGEST_LEN + artifact.len());
     data.extend_from_slice(&Sha256::digest(&artifact));
     data.extend_from_slice(&artifact);

@@ -42,6 +42,7 @@ mod error;
 mod live;
 mod local;
 mod owner;
+pub mod private;
 mod recorder;
 mod schema;
 #[cfg(test)]
@@ -131,7 +132,22 @@ impl Store {
         };
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(dir) = dir {
-            std::fs::create_dir_all(dir).map_err(|e| open_error(e.to_string()))?;
+            private::create_dir(dir).map_err(|e| open_error(e.to_string()))?;
+            // moat's own state directory is its user's alone; a directory
+            // the user named for the store keeps its mode.
+            if Self::default_path().as_deref() == Some(path) {
+                private::narrow(dir, private::DIR_MODE).map_err(|e| open_error(e.to_string()))?;
+            }
+        }
+        // The database, its WAL and its shared memory (SQLite gives those
+        // the database's mode) are this user's alone.
+        private::create_file(path).map_err(|e| open_error(e.to_string()))?;
+        for file in [
+            path.to_path_buf(),
+            suffixed(path, "-wal"),
+            suffixed(path, "-shm"),
+        ] {
+            private::narrow(&file, private::FILE_MODE).map_err(|e| open_error(e.to_string()))?;
         }
         // SQLite may say only "unable to open database file" where the
         // directory cannot be written: the OS's words say why.
@@ -762,6 +778,13 @@ fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Where the leases of the processes using the store at `path` live.
+/// `path` with `suffix` after its file name (`moat.db-wal`).
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
 fn owners_dir(path: &Path) -> PathBuf {
     let mut dir = path.as_os_str().to_owned();
     dir.push(".owners");

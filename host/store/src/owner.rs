@@ -21,7 +21,8 @@ pub(crate) struct Owner {
 impl Owner {
     /// Takes a fresh lease in `dir`.
     pub(crate) fn take(dir: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        crate::private::create_dir(dir)?;
+        crate::private::narrow(dir, crate::private::DIR_MODE)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let path = dir.join(format!("{id}.lock"));
         // Locked before it appears under its name: another process must

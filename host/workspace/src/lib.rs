@@ -160,7 +160,9 @@ pub fn branch_of(run: &str) -> String {
 /// Makes run `run`'s workspace as `request` asks. Nothing is left behind
 /// when it fails half way.
 pub fn create(request: &Request, run: &str) -> Result<Workspace, WorkspaceError> {
-    std::fs::create_dir_all(&request.root)
+    // This user's alone: the project's copies.
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&request.root)
         .map_err(io(format!("cannot create {}", request.root.display())))?;
     let dir = request.root.join(run);
     if dir.exists() {

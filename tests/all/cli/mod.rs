@@ -11,6 +11,7 @@ mod discovery;
 mod everyday;
 mod installed;
 mod new;
+mod privacy;
 mod result;
 mod run;
 mod stopping;
