@@ -109,11 +109,17 @@ pub fn state_file(override_var: &str, file: &str) -> Option<PathBuf> {
     if let Some(path) = std::env::var_os(override_var) {
         return Some(PathBuf::from(path));
     }
+    Some(state_dir()?.join(file))
+}
+
+/// moat's state directory: `$XDG_STATE_HOME/moat`, else
+/// `~/.local/state/moat`.
+pub fn state_dir() -> Option<PathBuf> {
     let dir = match std::env::var_os("XDG_STATE_HOME") {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
     };
-    Some(dir.join("moat").join(file))
+    Some(dir.join("moat"))
 }
 
 impl Store {
@@ -133,22 +139,10 @@ impl Store {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
         if let Some(dir) = dir {
             private::create_dir(dir).map_err(|e| open_error(e.to_string()))?;
-            // moat's own state directory is its user's alone; a directory
-            // the user named for the store keeps its mode.
-            if Self::default_path().as_deref() == Some(path) {
-                private::narrow(dir, private::DIR_MODE).map_err(|e| open_error(e.to_string()))?;
-            }
         }
-        // The database, its WAL and its shared memory (SQLite gives those
-        // the database's mode) are this user's alone.
+        // A new database is this user's alone from the start (SQLite gives
+        // its WAL and shared memory the database's mode).
         private::create_file(path).map_err(|e| open_error(e.to_string()))?;
-        for file in [
-            path.to_path_buf(),
-            suffixed(path, "-wal"),
-            suffixed(path, "-shm"),
-        ] {
-            private::narrow(&file, private::FILE_MODE).map_err(|e| open_error(e.to_string()))?;
-        }
         // SQLite may say only "unable to open database file" where the
         // directory cannot be written: the OS's words say why.
         let explained = |error: StoreError| match dir.and_then(unwritable) {
@@ -160,6 +154,9 @@ impl Store {
             StoreError::NewerSchema { .. } => error,
             other => explained(open_error(other.to_string())),
         })?;
+        // A store an older moat left readable by others, once it is known
+        // to be a store.
+        narrow_store(path, dir).map_err(|e| open_error(e.to_string()))?;
         let owner = Owner::take(&owners_dir(path)).map_err(|e| open_error(e.to_string()))?;
         let writer = Writer::start(path)?;
         let store = Self {
@@ -778,6 +775,35 @@ fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Where the leases of the processes using the store at `path` live.
+/// Takes from the store at `path` — its database, WAL, shared memory and
+/// owners' leases, and moat's own state directory when the store is in it
+/// (a directory the user named keeps its mode) — what other users may do
+/// with it, saying so in one line.
+fn narrow_store(path: &Path, dir: Option<&Path>) -> std::io::Result<()> {
+    let mut narrowed = Vec::new();
+    if let Some(dir) = dir
+        && state_dir().as_deref() == Some(dir)
+    {
+        narrowed.extend(private::narrow(dir, private::DIR_MODE)?);
+    }
+    for file in [
+        path.to_path_buf(),
+        suffixed(path, "-wal"),
+        suffixed(path, "-shm"),
+    ] {
+        narrowed.extend(private::narrow(&file, private::FILE_MODE)?);
+    }
+    narrowed.extend(private::narrow(&owners_dir(path), private::DIR_MODE)?);
+    if !narrowed.is_empty() {
+        tracing::warn!(
+            "the run store {} was readable by other users ({}): made it this user's alone",
+            path.display(),
+            narrowed.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// `path` with `suffix` after its file name (`moat.db-wal`).
 fn suffixed(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();

@@ -22,7 +22,6 @@ impl Owner {
     /// Takes a fresh lease in `dir`.
     pub(crate) fn take(dir: &Path) -> std::io::Result<Self> {
         crate::private::create_dir(dir)?;
-        crate::private::narrow(dir, crate::private::DIR_MODE)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let path = dir.join(format!("{id}.lock"));
         // Locked before it appears under its name: another process must

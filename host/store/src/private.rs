@@ -35,24 +35,23 @@ pub fn create_file(file: &Path) -> io::Result<()> {
 }
 
 /// Takes from `path` (when it exists) what others may do with it beyond
-/// `mode`, saying so: a file or directory an older moat made readable by
-/// others.
-pub fn narrow(path: &Path, mode: u32) -> io::Result<()> {
+/// `mode` — a file or directory an older moat made readable by others —
+/// and says what it was: `Some("moat.db 644")`.
+pub fn narrow(path: &Path, mode: u32) -> io::Result<Option<String>> {
     let Ok(metadata) = std::fs::symlink_metadata(path) else {
-        return Ok(());
+        return Ok(None);
     };
     if metadata.file_type().is_symlink() {
-        return Ok(());
+        return Ok(None);
     }
     let now = metadata.permissions().mode() & 0o777;
     if now & !mode == 0 {
-        return Ok(());
+        return Ok(None);
     }
     std::fs::set_permissions(path, Permissions::from_mode(now & mode))?;
-    tracing::warn!(
-        "{} was readable by other users (mode {now:o}): made it this user's alone ({:o})",
-        path.display(),
-        now & mode
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
     );
-    Ok(())
+    Ok(Some(format!("{name} {now:o}")))
 }

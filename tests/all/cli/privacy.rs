@@ -85,5 +85,9 @@ fn the_store_cache_and_workspaces_are_this_users_alone() {
     assert!(again.status.success(), "{}", text(&again.stderr));
     assert_eq!(mode(&store), 0o600);
     let said = text(&again.stderr);
-    assert!(said.contains("was readable by other users"), "{said}");
+    assert!(
+        said.contains("was readable by other users (moat.db 644)"),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 1, "one line: {said}");
 }
