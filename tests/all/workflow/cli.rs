@@ -290,17 +290,18 @@ net = ["api.example.com"]
 /// A chain whose middle task sleeps (2 ms × 1000 ticks): a window to stop
 /// moat in.
 fn sleepy_chain(project: &Project) {
+    // A component by path is the project's, as every path of the file is.
+    std::fs::copy(SLEEPY, project.path().join("sleepy.wasm")).unwrap();
     project.write(
         "flow.toml",
-        &format!(
-            r#"name = "slow"
+        r#"name = "slow"
 [[task]]
 id = "A"
 adapter = "echo"
 prompt = "first"
 [[task]]
 id = "B"
-adapter = "{SLEEPY}"
+adapter = "sleepy.wasm"
 prompt = "sleep 2 ms a tick, cooperate"
 depends_on = ["A"]
 [[task]]
@@ -308,8 +309,7 @@ id = "C"
 adapter = "echo"
 prompt = "last"
 depends_on = ["B"]
-"#
-        ),
+"#,
     );
 }
 
@@ -575,4 +575,23 @@ fn validate_refuses_what_run_would_and_a_mistyped_field_gets_its_likely_name() {
         "{message}"
     );
     assert!(!message.contains("()"), "an empty context: {message}");
+}
+
+#[test]
+fn a_component_path_outside_the_project_is_refused_like_any_path_of_the_file() {
+    let project = Project::example();
+    project.write(
+        "outside.toml",
+        "[[task]]\nid = \"a\"\nadapter = \"../x.wasm\"\nprompt = \"p\"\n\n\
+         [[task]]\nid = \"b\"\nadapter = \"/etc/x.wasm\"\nprompt = \"p\"\n",
+    );
+    let refused = project.run(&["workflow", "validate", "outside.toml"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let message = stderr(&refused);
+    assert!(
+        message.contains("outside.toml:3:11 (task[0].adapter)")
+            && message.contains("may not leave the project"),
+        "{message}"
+    );
+    assert!(message.contains("is outside the project"), "{message}");
 }

@@ -45,7 +45,7 @@ fn spread() -> String {
         // Sleepy sleeps the first number of its prompt a tick; it stops
         // when cancelled ("cooperate").
         file.push_str(&format!(
-            "\n[[task]]\nid = \"{id}\"\nadapter = \"{SLEEPY}\"\nprompt = \"{ms} ms a tick, cooperate [task {id}]\"\ndepends_on = [\"root\"]\n"
+            "\n[[task]]\nid = \"{id}\"\nadapter = \"sleepy.wasm\"\nprompt = \"{ms} ms a tick, cooperate [task {id}]\"\ndepends_on = [\"root\"]\n"
         ));
         middle.push(id);
     }
@@ -107,6 +107,8 @@ fn setup() -> Option<(nats::NatsServer, String, [Worker; 2], Project)> {
     let url = server.url();
     let workers = [Worker::start(&url, &[]), Worker::start(&url, &[])];
     let project = Project::new();
+    // A component by path is the project's, as every path of the file is.
+    std::fs::copy(SLEEPY, project.path().join("sleepy.wasm")).unwrap();
     project.write("flow.toml", &spread());
     Some((server, url, workers, project))
 }

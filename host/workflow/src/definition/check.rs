@@ -238,6 +238,11 @@ fn task(
     if let Err(why) = template::check(&entry.prompt) {
         problems.at(&at("prompt"), why);
     }
+    // A component by path is the project's, as every path of the file is.
+    let is_path = entry.adapter.contains('/') || entry.adapter.ends_with(".wasm");
+    if is_path && let Err(why) = inside_project(&entry.adapter, source.project) {
+        problems.at(&at("adapter"), format!("{:?}: {why}", entry.adapter));
+    }
     let mut paths = |field: &str, list: Vec<String>| -> Vec<PathBuf> {
         list.into_iter()
             .enumerate()
