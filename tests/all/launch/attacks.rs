@@ -155,7 +155,7 @@ fn swap_between_tasks(scene: &Swap, flags: &[&str]) {
             r#"
 [[task]]
 id = "{id}"
-adapter = "{ESCAPE}"
+adapter = "escape.wasm"
 prompt = "read the data"
 depends_on = ["swap"]
 save_answer = "answers/{id}.md"
@@ -168,7 +168,7 @@ probes = {read}
     let flow = format!(
         r#"[[task]]
 id = "swap"
-adapter = "{ESCAPE}"
+adapter = "escape.wasm"
 prompt = "swap the data directory"
 [task.options.extra]
 probes = {swap}
@@ -180,6 +180,8 @@ run = ["sh"]
         named = reader("named", "[task.grants]\nread = [\"data\"]\n"),
         inherited = reader("inherited", ""),
     );
+    // A component by path is the project's, as every path of the file is.
+    std::fs::copy(ESCAPE, scene.project.join("escape.wasm")).unwrap();
     std::fs::write(scene.project.join("flow.toml"), flow).unwrap();
     let store = scene.root.join("store/moat.db");
     let output = moat()

@@ -353,10 +353,13 @@ fn a_workflow_refuses_a_task_beyond_its_flags_fails_a_refusing_task_once_and_nes
 
     // A task whose adapter refuses in `run`: the task fails, its run is
     // finished once, under the workflow's.
+    // A component by path is the workflow's project's (its file's
+    // directory), as every path of the file is.
+    std::fs::copy(LIAR, scratch.dir().join("liar.wasm")).unwrap();
     let failed = run_workflow(
         &scratch,
         "failing",
-        json!([{"id": "lie", "adapter": LIAR, "prompt": UNKNOWN_MODE}]),
+        json!([{"id": "lie", "adapter": "liar.wasm", "prompt": UNKNOWN_MODE}]),
         &[],
         1,
     );
