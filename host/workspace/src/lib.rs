@@ -160,6 +160,7 @@ pub fn branch_of(run: &str) -> String {
 /// Makes run `run`'s workspace as `request` asks. Nothing is left behind
 /// when it fails half way.
 pub fn create(request: &Request, run: &str) -> Result<Workspace, WorkspaceError> {
+    check_run(run)?;
     // This user's alone: the project's copies.
     std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
         .create(&request.root)
@@ -218,6 +219,16 @@ fn worktree(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Works
     })?;
     let top = PathBuf::from(top);
     let base_name = request.base.clone().unwrap_or_else(|| "HEAD".to_owned());
+    // A name a client gave goes to git as an argument: never an option.
+    if base_name.starts_with('-')
+        || base_name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(WorkspaceError::Project(format!(
+            "{base_name:?} is not a commit, branch or tag name"
+        )));
+    }
     let base = git::text(
         &top,
         &[
@@ -361,12 +372,9 @@ impl Workspace {
             if patch.is_empty() {
                 continue;
             }
-            self.apply_patch(&patch, true)
-                .map_err(|reason| WorkspaceError::Conflict {
-                    run: seed.clone(),
-                    project: self.dir.clone(),
-                    reason,
-                })?;
+            let env: [(&str, &Path); 2] =
+                [("GIT_DIR", &self.git_dir), ("GIT_WORK_TREE", &self.dir)];
+            apply_patch(&patch, &self.dir, &env, false, seed)?;
             applied = true;
         }
         if applied {
@@ -396,24 +404,6 @@ impl Workspace {
         Ok(String::from_utf8_lossy(&tree).trim().to_owned())
     }
 
-    /// Applies `patch` to the workspace's files, all or nothing (checked
-    /// first when `check`); git's reason when it does not apply.
-    fn apply_patch(&self, patch: &[u8], check: bool) -> Result<(), String> {
-        let file = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
-        std::fs::write(file.path(), patch).map_err(|e| e.to_string())?;
-        let path = file.path().to_string_lossy().into_owned();
-        let env: [(&str, &Path); 2] = [("GIT_DIR", &self.git_dir), ("GIT_WORK_TREE", &self.dir)];
-        let said = |error: WorkspaceError| match error {
-            WorkspaceError::Git { message, .. } => message,
-            other => other.to_string(),
-        };
-        if check {
-            git::run(&self.dir, &["apply", "--binary", "--check", &path], &env).map_err(said)?;
-        }
-        git::run(&self.dir, &["apply", "--binary", &path], &env).map_err(said)?;
-        Ok(())
-    }
-
     /// The file describing run `run`'s workspace under `root`.
     fn record_path(root: &Path, run: &str) -> PathBuf {
         root.join(format!("{run}.json"))
@@ -436,6 +426,7 @@ impl Workspace {
 
     /// Run `run`'s workspace under `root`.
     pub fn find(root: &Path, run: &str) -> Result<Workspace, WorkspaceError> {
+        check_run(run)?;
         let path = Self::record_path(root, run);
         let text = match std::fs::read(&path) {
             Ok(text) => text,
@@ -508,15 +499,6 @@ impl Workspace {
     /// Applies `patch` (or takes it back, `reverse`) to the project's
     /// working tree, checked whole first.
     fn patch_project(&self, patch: &[u8], reverse: bool) -> Result<(), WorkspaceError> {
-        let file = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary file"))?;
-        std::fs::write(file.path(), patch).map_err(io("cannot write the patch"))?;
-        let path = file.path().to_string_lossy().into_owned();
-        let mut args = vec!["apply", "--binary"];
-        if reverse {
-            args.push("--reverse");
-        }
-        let mut check = args.clone();
-        check.extend(["--check", &path]);
         // A copy's patch is relative to the copied directory, which may lie
         // inside some repository: git takes it as its work tree (the
         // snapshot repository only lends git a place to stand). A
@@ -525,17 +507,7 @@ impl Workspace {
             Mode::Copy => vec![("GIT_DIR", &self.git_dir), ("GIT_WORK_TREE", &self.project)],
             Mode::Worktree => Vec::new(),
         };
-        git::run(&self.project, &check, &env).map_err(|error| WorkspaceError::Conflict {
-            run: self.run.clone(),
-            project: self.project.clone(),
-            reason: match error {
-                WorkspaceError::Git { message, .. } => message,
-                other => other.to_string(),
-            },
-        })?;
-        args.push(&path);
-        git::run(&self.project, &args, &env)?;
-        Ok(())
+        apply_patch(patch, &self.project, &env, reverse, &self.run)
     }
 
     /// Removes the workspace: its directory, its branch or snapshot, its
@@ -603,6 +575,51 @@ pub fn apply_all(workspaces: &[Workspace]) -> Result<usize, WorkspaceError> {
         applied.push((workspace, patch));
     }
     Ok(applied.len())
+}
+
+/// Applies `patch` (run `run`'s changes, or takes them back: `reverse`)
+/// to the files git sees in `dir` with `env` — all of it or, checked whole
+/// first, none: [`WorkspaceError::Conflict`] with git's reason.
+fn apply_patch(
+    patch: &[u8],
+    dir: &Path,
+    env: &[(&str, &Path)],
+    reverse: bool,
+    run: &str,
+) -> Result<(), WorkspaceError> {
+    let file = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary file"))?;
+    std::fs::write(file.path(), patch).map_err(io("cannot write the patch"))?;
+    let path = file.path().to_string_lossy().into_owned();
+    let mut args = vec!["apply", "--binary"];
+    if reverse {
+        args.push("--reverse");
+    }
+    let mut check = args.clone();
+    check.extend(["--check", &path]);
+    git::run(dir, &check, env).map_err(|error| WorkspaceError::Conflict {
+        run: run.to_owned(),
+        project: dir.to_path_buf(),
+        reason: match error {
+            WorkspaceError::Git { message, .. } => message,
+            other => other.to_string(),
+        },
+    })?;
+    args.push(&path);
+    git::run(dir, &args, env)?;
+    Ok(())
+}
+
+/// Refuses a run name that is not a run id's characters: it names files
+/// under the root, and may come from a file others could write (a
+/// workflow's state).
+fn check_run(run: &str) -> Result<(), WorkspaceError> {
+    let valid = !run.is_empty()
+        && run.len() <= 64
+        && run.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    match valid {
+        true => Ok(()),
+        false => Err(WorkspaceError::Project(format!("{run:?} is not a run id"))),
+    }
 }
 
 fn remove_if_there(dir: &Path) -> Result<(), WorkspaceError> {

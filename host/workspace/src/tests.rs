@@ -215,3 +215,22 @@ fn a_copy_of_a_directory_inside_a_repository_applies_to_that_directory() {
         "not at the repository's top"
     );
 }
+
+#[test]
+fn a_run_name_that_is_no_run_id_and_a_base_that_looks_like_an_option_are_refused() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    // A workflow's state names runs; a forged one must not reach outside
+    // the root.
+    for run in ["../elsewhere", "r_1/x", ""] {
+        let found = Workspace::find(root.path(), run).unwrap_err();
+        assert!(found.to_string().contains("is not a run id"), "{found}");
+        let made = create(&request(project.path(), root.path(), Mode::Worktree), run).unwrap_err();
+        assert!(made.to_string().contains("is not a run id"), "{made}");
+    }
+    let mut optionish = request(project.path(), root.path(), Mode::Worktree);
+    optionish.base = Some("--output=/tmp/x".into());
+    let refused = create(&optionish, "r_1").unwrap_err();
+    assert!(refused.to_string().contains("is not a commit"), "{refused}");
+    assert!(!git(project.path(), &["branch"]).contains("moat/"));
+}

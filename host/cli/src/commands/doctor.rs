@@ -180,9 +180,8 @@ fn check_git(report: &mut Report) {
 }
 
 fn check_authoring(report: &mut Report) {
-    let rust = first_line("rustup", &["target", "list", "--installed"], |out| {
-        out.lines().any(|l| l.trim() == "wasm32-wasip2")
-    });
+    let rust = output("rustup", &["target", "list", "--installed"])
+        .map(|out| out.lines().any(|l| l.trim() == "wasm32-wasip2"));
     match rust {
         Some(true) => report.line(Verdict::Ok, "Rust adapters", "the wasm32-wasip2 target"),
         Some(false) => report.line(
@@ -286,10 +285,4 @@ fn run(program: &Path, args: &[&str]) -> Option<String> {
         .status
         .success()
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// Whether what `program args` prints satisfies `test`; `None` when it
-/// cannot run.
-fn first_line(program: &str, args: &[&str], test: impl Fn(&str) -> bool) -> Option<bool> {
-    output(program, args).map(|out| test(&out))
 }

@@ -64,45 +64,31 @@ async fn watch(
 ) -> anyhow::Result<ExitCode> {
     use std::io::{IsTerminal, Write};
     let terminal = std::io::stdout().is_terminal();
-    let mut shown = String::new();
+    // What a change is: a run came, went, or changed its outcome (the
+    // ages in the table tick every second).
+    let mut shown: Option<Vec<(RunId, String)>> = None;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
         let listed = runs.list(filter).await.map_err(wiring::runs_error)?;
-        let table = runs_table(&listed, full_ids);
-        // The ages in a terminal's table tick; elsewhere a table is
-        // printed again only when a run came, went or changed status.
-        let changed = terminal || without_times(&table) != without_times(&shown);
-        if changed {
+        let now: Vec<(RunId, String)> = listed.iter().map(|r| (r.id.clone(), outcome(r))).collect();
+        if terminal || shown.as_ref() != Some(&now) {
             let mut out = std::io::stdout().lock();
             if terminal {
                 // Home, then clear: the table replaces the last one.
                 out.write_all(b"\x1b[H\x1b[2J")?;
-            } else if !shown.is_empty() {
+            } else if shown.is_some() {
                 out.write_all(b"\n")?;
             }
-            out.write_all(table.as_bytes())?;
+            out.write_all(runs_table(&listed, full_ids).as_bytes())?;
             out.flush()?;
-            shown = table;
+            shown = Some(now);
         }
         tokio::select! {
             () = tokio::time::sleep(WATCH_EVERY) => {}
             _ = &mut ctrl_c => return Ok(ExitCode::SUCCESS),
         }
     }
-}
-
-/// A table without its AGE and TOOK columns, which change every second.
-fn without_times(table: &str) -> String {
-    table
-        .lines()
-        .map(|row| {
-            let cells: Vec<&str> = row.split_whitespace().collect();
-            let mut kept = cells.iter().take(3).copied().collect::<Vec<_>>().join(" ");
-            kept.push('\n');
-            kept
-        })
-        .collect()
 }
 
 /// The statuses `ps` lists when asked for `args`: the flag's, every one
