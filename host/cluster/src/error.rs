@@ -36,11 +36,14 @@ pub enum ClusterError {
     /// Something read from the cluster or a request is malformed.
     #[error("{0}")]
     Invalid(String),
-    /// A component could not be stored, found or verified.
-    #[error("component {sha256}: {message}")]
-    Component {
-        /// The component's SHA-256.
-        sha256: String,
+    /// An object (a component, a project, a run's changes) could not be
+    /// stored, found or verified.
+    #[error("{what} {name}: {message}")]
+    Object {
+        /// What it is.
+        what: &'static str,
+        /// Its name: a SHA-256, a run id.
+        name: String,
         /// What went wrong.
         message: String,
     },

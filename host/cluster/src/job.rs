@@ -25,6 +25,58 @@ pub enum ComponentRef {
     },
 }
 
+/// A run's workspace, as it travels: its project's files at the base (a
+/// git bundle in the cluster's object store), made a workspace on the
+/// worker; the run's changes come back when it ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobWorkspace {
+    /// How the submitter asked for it: `worktree` or `copy`.
+    pub mode: String,
+    /// The bundle's SHA-256.
+    pub project: String,
+    /// The commit in the bundle that is the base.
+    pub commit: String,
+    /// Where in the workspace the run works: a relative path (empty: its
+    /// top).
+    #[serde(default)]
+    pub cwd: String,
+}
+
+impl JobWorkspace {
+    /// Refuses a workspace no moat would have submitted.
+    fn check(&self) -> Result<(), ClusterError> {
+        let invalid = |what: String| Err(ClusterError::Invalid(what));
+        if !matches!(self.mode.as_str(), "worktree" | "copy") {
+            return invalid(format!("a job's workspace mode {:?}", self.mode));
+        }
+        if !is_sha256(&self.project) {
+            return invalid(format!(
+                "a job's workspace naming its project by {:?}, not a SHA-256",
+                self.project
+            ));
+        }
+        let commit = self.commit.as_bytes();
+        if !matches!(commit.len(), 40 | 64)
+            || !commit
+                .iter()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return invalid(format!("a job's workspace commit {:?}", self.commit));
+        }
+        let inside = std::path::Path::new(&self.cwd)
+            .components()
+            .all(|part| matches!(part, std::path::Component::Normal(_)));
+        if !inside {
+            return invalid(format!(
+                "a job's workspace directory {:?} is not a path inside it",
+                self.cwd
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One run to execute, as submitted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -51,6 +103,10 @@ pub struct Job {
     /// it again from the start (off by default: a coding agent may have
     /// changed files already).
     pub retry_on_worker_loss: bool,
+    /// A workspace of its own, made on the worker from the submitter's
+    /// project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<JobWorkspace>,
 }
 
 impl Job {
@@ -73,6 +129,7 @@ impl Job {
             trust: TrustLevel::default(),
             limits: RecordedLimits::of(&RunLimits::default()),
             retry_on_worker_loss: false,
+            workspace: None,
         }
     }
 
@@ -121,6 +178,9 @@ impl Job {
             return invalid(format!(
                 "a job naming a component by {sha256:?}, not a SHA-256"
             ));
+        }
+        if let Some(workspace) = &self.workspace {
+            workspace.check()?;
         }
         self.grants
             .validate()

@@ -19,6 +19,9 @@ pub const LIVE_BUCKET: &str = "moat-live";
 pub const WORKERS_BUCKET: &str = "moat-workers";
 /// Components, keyed by their SHA-256.
 pub const COMPONENTS_BUCKET: &str = "moat-components";
+/// Workspaces: projects (git bundles) keyed by their SHA-256, and runs'
+/// changes keyed `RUN.diff`.
+pub const WORKSPACES_BUCKET: &str = "moat-workspaces";
 /// Header carrying the number (in its run) of a message's first event.
 pub const SEQ_HEADER: &str = "Moat-Seq";
 /// Header carrying how many events a message holds (one per line).

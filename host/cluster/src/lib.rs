@@ -13,7 +13,9 @@
 //!   stopped beating fails `worker lost` with one `done` (or is queued
 //!   again when its job allows), whoever notices first.
 //! - Components travel by SHA-256 through an object store; built-ins by
-//!   name.
+//!   name. A run with a workspace gets its project the same way (a git
+//!   bundle of its files at the base), and its worker sends back its
+//!   changes (a diff) before the run's `done`.
 //! - A job's grants must lie within the worker's ceiling; the binary's
 //!   [`Executor`] checks them and runs the job in the local sandbox.
 //!
@@ -31,9 +33,9 @@ pub mod settings;
 mod worker;
 
 pub use cluster::Cluster;
-pub use cluster::components::{MAX_COMPONENT_BYTES, hex_sha256};
+pub use cluster::objects::{MAX_CHANGES_BYTES, MAX_COMPONENT_BYTES, MAX_PROJECT_BYTES, hex_sha256};
 pub use error::ClusterError;
-pub use job::{ComponentRef, Job, MAX_JOB_BYTES, is_sha256};
+pub use job::{ComponentRef, Job, JobWorkspace, MAX_JOB_BYTES, is_sha256};
 pub use record::{BOUNDARY_VIOLATION, ClusterRun, WORKER_LOST};
 pub use settings::{Auth, Settings, Tls};
 pub use worker::{Executor, HEARTBEAT, Refusal, WorkerConfig, new_worker_id, run_worker};

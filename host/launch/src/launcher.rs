@@ -43,6 +43,18 @@ pub enum Place {
     Cluster(Box<Cluster>),
 }
 
+impl Place {
+    /// Where its runs can be found, followed and cancelled; `None` when
+    /// they are recorded nowhere.
+    pub fn runs(&self) -> Option<Arc<dyn Runs>> {
+        match self {
+            Place::Local(local) => Some(Arc::new(local.clone())),
+            Place::Cluster(cluster) => Some(Arc::new(Cluster::clone(cluster))),
+            Place::Unrecorded => None,
+        }
+    }
+}
+
 /// A run admitted and recorded (`pending`), not started yet. Dropped
 /// unstarted, its record ends `failed` — unless it was submitted to a
 /// cluster, where runs go on whatever their submitter does.
@@ -175,11 +187,7 @@ impl Launcher {
     /// Where its runs can be found, followed and cancelled; `None` when
     /// they are recorded nowhere.
     pub fn runs(&self) -> Option<Arc<dyn Runs>> {
-        match &self.inner.place {
-            Place::Local(local) => Some(Arc::new(local.clone())),
-            Place::Cluster(cluster) => Some(Arc::new(Cluster::clone(cluster))),
-            Place::Unrecorded => None,
-        }
+        self.inner.place.runs()
     }
 
     /// From now on no run starts ([`LaunchError::Stopping`]).
@@ -192,16 +200,38 @@ impl Launcher {
     pub async fn prepare(&self, spec: LaunchSpec) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec, None).await?;
         match &self.inner.place {
-            Place::Cluster(_) if spec.workspace.is_some() => {
-                Err(moat_workspace::WorkspaceError::Project(
-                    "runs on a cluster have no workspaces yet: run it on this machine".into(),
-                )
-                .into())
-            }
             Place::Cluster(cluster) => {
-                let job = self.job(cluster, &resolved, &spec, &admission).await?;
-                let id = RunId::parse(&job.id).expect("a run id");
-                cluster.submit(job).await?;
+                let (mut spec, mut admission) = (spec, admission);
+                let id = spec.id.clone().unwrap_or_default();
+                spec.id = Some(id.clone());
+                let workspace = match &spec.workspace {
+                    Some(request) => Some((
+                        crate::workspace::pack(
+                            cluster,
+                            &self.inner.place,
+                            request,
+                            &id,
+                            &mut admission,
+                            &mut spec.options,
+                        )
+                        .await?,
+                        request.root.clone(),
+                    )),
+                    None => None,
+                };
+                let submitted = match self.job(cluster, &resolved, &spec, &admission).await {
+                    Ok(mut job) => {
+                        job.workspace = workspace.as_ref().map(|((job, _), _)| job.clone());
+                        cluster.submit(job).await.map_err(LaunchError::from)
+                    }
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = submitted {
+                    if let Some(((_, workspace), root)) = &workspace {
+                        let _ = workspace.remove(root);
+                    }
+                    return Err(error);
+                }
                 Ok(Prepared {
                     id: Some(id.clone()),
                     admission,
@@ -218,10 +248,17 @@ impl Launcher {
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 let id = spec.id.clone().unwrap_or_default();
                 let workspace = match &spec.workspace {
-                    Some(request) => Some((
-                        crate::workspace::give(request, &id, &mut admission, &mut spec.options)?,
-                        request.root.clone(),
-                    )),
+                    Some(request) => {
+                        let given = crate::workspace::give(
+                            &self.inner.place,
+                            request,
+                            &id,
+                            &mut admission,
+                            &mut spec.options,
+                        )
+                        .await?;
+                        Some((given, request.root.clone()))
+                    }
                     None => None,
                 };
                 let new_run = new_run(&resolved, &spec, &admission);
@@ -251,7 +288,14 @@ impl Launcher {
                 if let Some(request) = &spec.workspace {
                     // Named by an id of its own, though nothing records it.
                     let id = RunId::new();
-                    crate::workspace::give(request, &id, &mut admission, &mut spec.options)?;
+                    crate::workspace::give(
+                        &self.inner.place,
+                        request,
+                        &id,
+                        &mut admission,
+                        &mut spec.options,
+                    )
+                    .await?;
                 }
                 Ok(self.here(resolved, spec, admission, None, None, None))
             }
@@ -261,13 +305,20 @@ impl Launcher {
     /// Admits the run `spec` asks for, to execute in this process as run
     /// `id`, which whoever calls this records (a cluster worker, for a job
     /// it claimed): its children are launched at this launcher's place.
-    pub async fn prepare_recorded_elsewhere(
+    /// With `workspace` (made from the job's project, and where in it the
+    /// run works), the run may write it and works there.
+    pub(crate) async fn prepare_recorded_elsewhere(
         &self,
         spec: LaunchSpec,
         id: RunId,
+        workspace: Option<(&moat_workspace::Workspace, &str)>,
     ) -> Result<Prepared, LaunchError> {
+        let mut spec = spec;
         let (resolved, admission) = self.admit(&spec, Some(&id)).await?;
-        let admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
+        let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
+        if let Some((workspace, cwd)) = workspace {
+            crate::workspace::unpacked(workspace, cwd, &mut admission, &mut spec.options)?;
+        }
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
         Ok(self.here(resolved, spec, admission, Some(id), None, Some(children)))
     }
@@ -360,6 +411,7 @@ impl Launcher {
         };
         Ok(Job {
             id: spec.id.clone().unwrap_or_default().to_string(),
+            workspace: None,
             parent: spec.parent.as_ref().map(ToString::to_string),
             adapter: resolved.name().to_owned(),
             component,

@@ -58,7 +58,8 @@
 //!   starting and spawning runs; [`events`]:
 //!   their events; recording: their records;
 //! - children: the runs a component starts; [`worker`]: a cluster
-//!   worker's jobs.
+//!   worker's jobs; [`workspace`]: a run's workspace, here or on a
+//!   worker.
 
 pub mod admit;
 mod children;
@@ -72,7 +73,7 @@ pub mod resolve;
 pub mod secrets;
 pub mod spec;
 pub mod worker;
-mod workspace;
+pub mod workspace;
 
 pub use admit::{Admission, Asked, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, canonical};
 pub use error::LaunchError;
@@ -84,3 +85,4 @@ pub use resolve::{ResolveError, Resolved, Resolver, Source, catalog, check_exist
 pub use secrets::{SecretError, SecretStore};
 pub use spec::{AdapterRef, LaunchSpec};
 pub use worker::JobExecutor;
+pub use workspace::RunWorkspace;

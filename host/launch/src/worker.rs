@@ -2,17 +2,20 @@
 //! admitted exactly as a request to `moat serve` is — its grants, trust
 //! and limits within the worker's ceiling and its parent's —, its
 //! directories opened here, and the runs its component starts are
-//! submitted to the cluster as its children.
+//! submitted to the cluster as its children. A job with a workspace gets
+//! it made here from its project, and its changes go back to the cluster
+//! before its `done`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use moat_cluster::{ComponentRef, Executor, Job, Refusal as JobRefusal};
-use moat_engine::{AgentEvent, SettingNames};
+use futures::{Stream, StreamExt};
+use moat_cluster::{Cluster, ComponentRef, Executor, Job, Refusal as JobRefusal};
+use moat_engine::{AgentEvent, DoneStatus, EventPayload, SettingNames, codes};
 use moat_runs::RunId;
+use moat_workspace::Workspace;
 use tokio_util::sync::CancellationToken;
 
 use crate::admit::{Asked, Ceiling};
@@ -25,20 +28,35 @@ use crate::spec::{AdapterRef, LaunchSpec};
 /// Executes a worker's jobs under its ceiling.
 pub struct JobExecutor {
     launcher: Launcher,
+    cluster: Cluster,
     ceiling: Arc<Ceiling>,
     names: Arc<dyn SettingNames>,
+    workspaces: PathBuf,
 }
 
 impl JobExecutor {
     /// Executes jobs with `launcher` (whose place is the worker's
-    /// cluster, where the jobs' children go) under `ceiling`; refusals
-    /// are worded with `names`.
-    pub fn new(launcher: Launcher, ceiling: Arc<Ceiling>, names: Arc<dyn SettingNames>) -> Self {
-        debug_assert!(matches!(launcher.place(), Place::Cluster(_)));
+    /// cluster, where the jobs' children go) under `ceiling`, making the
+    /// workspaces jobs ask for under `workspaces`; refusals are worded
+    /// with `names`.
+    ///
+    /// # Panics
+    /// When `launcher`'s runs do not go to a cluster.
+    pub fn new(
+        launcher: Launcher,
+        ceiling: Arc<Ceiling>,
+        names: Arc<dyn SettingNames>,
+        workspaces: PathBuf,
+    ) -> Self {
+        let Place::Cluster(cluster) = launcher.place() else {
+            panic!("a worker's launcher places runs on its cluster");
+        };
         Self {
+            cluster: Cluster::clone(cluster),
             launcher,
             ceiling,
             names,
+            workspaces,
         }
     }
 
@@ -90,18 +108,99 @@ impl JobExecutor {
                 self.ceiling.clone(),
             )
         };
+        let workspace = match &job.workspace {
+            Some(asked) => Some(
+                crate::workspace::unpack(&self.cluster, asked, &self.workspaces, &id)
+                    .await
+                    .map_err(|e| JobRefusal::Failed(format!("its workspace: {e}")))?,
+            ),
+            None => None,
+        };
+        let cwd = job
+            .workspace
+            .as_ref()
+            .map_or("", |asked| asked.cwd.as_str());
         let prepared = self
             .launcher
-            .prepare_recorded_elsewhere(spec, id)
-            .await
-            .map_err(|error| match error {
-                LaunchError::Refused(refusal) => {
-                    JobRefusal::Boundary(refusal.message(self.names.as_ref()))
+            .prepare_recorded_elsewhere(spec, id, workspace.as_ref().map(|w| (w, cwd)))
+            .await;
+        if prepared.is_err()
+            && let Some(workspace) = &workspace
+        {
+            let _ = workspace.remove(&self.workspaces);
+        }
+        let prepared = prepared.map_err(|error| match error {
+            LaunchError::Refused(refusal) => {
+                JobRefusal::Boundary(refusal.message(self.names.as_ref()))
+            }
+            error @ LaunchError::ParentEnded(_) => JobRefusal::ParentEnded(error.to_string()),
+            other => JobRefusal::Failed(other.to_string()),
+        })?;
+        let events = self.launcher.start(prepared);
+        Ok(match workspace {
+            Some(workspace) => sending_back(
+                events,
+                self.cluster.clone(),
+                workspace,
+                self.workspaces.clone(),
+            ),
+            None => events.boxed(),
+        })
+    }
+}
+
+/// `events`, with the run's changes in `workspace` sent back to `cluster`
+/// before its `done`; when they cannot be, an error says so and the run
+/// fails (its work would be lost).
+fn sending_back(
+    events: impl Stream<Item = AgentEvent> + Send + 'static,
+    cluster: Cluster,
+    workspace: Workspace,
+    root: PathBuf,
+) -> BoxStream<'static, AgentEvent> {
+    let mut workspace = Some(workspace);
+    events
+        .then(move |event| {
+            let ending = event.is_done().then(|| workspace.take()).flatten();
+            let (cluster, root) = (cluster.clone(), root.clone());
+            async move {
+                match ending {
+                    Some(workspace) => send_back(&cluster, workspace, &root, event).await,
+                    None => vec![event],
                 }
-                error @ LaunchError::ParentEnded(_) => JobRefusal::ParentEnded(error.to_string()),
-                other => JobRefusal::Failed(other.to_string()),
-            })?;
-        Ok(self.launcher.start(prepared).boxed())
+            }
+        })
+        .flat_map(futures::stream::iter)
+        .boxed()
+}
+
+/// The run's `done` once its changes are sent back; else an error before
+/// it, and it failed.
+async fn send_back(
+    cluster: &Cluster,
+    workspace: Workspace,
+    root: &Path,
+    mut done: AgentEvent,
+) -> Vec<AgentEvent> {
+    let run = workspace.run.clone();
+    match crate::workspace::send_back(cluster, workspace, root).await {
+        Ok(bytes) => {
+            tracing::info!(run, bytes, "the run's changes are sent back");
+            vec![done]
+        }
+        Err(error) => {
+            let message = format!("the run's changes could not be sent back: {error}");
+            let error = AgentEvent::by_host(
+                &done.agent,
+                EventPayload::error(codes::STORE_ERROR, message, false),
+            );
+            if let EventPayload::Done(payload) = &mut done.payload
+                && payload.status == DoneStatus::Success
+            {
+                payload.status = DoneStatus::Error;
+            }
+            vec![error, done]
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use moat_engine::SettingNames;
 use moat_launch::{
     AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, Refusal,
-    ResolveError, Resolved, Timeout,
+    ResolveError, Resolved, RunWorkspace, Timeout,
 };
 use moat_runs::{EventStream, RunFilter, RunId, RunRecord, RunStatus, Runs, RunsError};
 
@@ -193,27 +193,24 @@ impl Server {
     }
 
     /// Run `text`'s workspace.
-    async fn workspace_of(
-        &self,
-        text: &str,
-    ) -> Result<(RunId, moat_workspace::Workspace), Failure> {
+    async fn workspace_of(&self, text: &str) -> Result<(RunId, RunWorkspace), Failure> {
         let id = self.runs.resolve(text).await.map_err(runs_failure)?;
         let root = self
             .workspace_root
             .as_deref()
             .ok_or_else(|| Failure::not_found(format!("run {id} has no workspace here")))?;
-        let workspace =
-            moat_workspace::Workspace::find(root, id.as_str()).map_err(workspace_failure)?;
+        let workspace = RunWorkspace::find(self.launcher.place(), root, &id)
+            .map_err(|error| self.launch_failure(error))?;
         Ok((id, workspace))
     }
 
     /// `diff`: what run `text` changed in its workspace, against its base.
     pub async fn diff(&self, text: &str, stat: bool) -> Result<Value, Failure> {
         let (_, workspace) = self.workspace_of(text).await?;
-        let diff = tokio::task::spawn_blocking(move || workspace.diff(stat, false))
+        let diff = workspace
+            .diff(stat, false)
             .await
-            .map_err(|e| Failure::new(Code::RunFailed, e.to_string()))?
-            .map_err(workspace_failure)?;
+            .map_err(|error| self.launch_failure(error))?;
         Ok(json!({"diff": String::from_utf8_lossy(&diff)}))
     }
 
@@ -227,10 +224,10 @@ impl Server {
                 "run {id} is live: apply its changes once it has ended"
             )));
         }
-        let applied = tokio::task::spawn_blocking(move || workspace.apply())
+        let applied = workspace
+            .apply()
             .await
-            .map_err(|e| Failure::new(Code::RunFailed, e.to_string()))?
-            .map_err(workspace_failure)?;
+            .map_err(|error| self.launch_failure(error))?;
         Ok(json!({"applied": applied > 0}))
     }
 

@@ -17,11 +17,14 @@
 
 mod copy;
 mod git;
+mod travel;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+
+pub use travel::{Packed, pack, unpack};
 
 /// How a run gets its workspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,11 +63,41 @@ pub struct Request {
     pub include_dirty: bool,
     /// Where workspaces live.
     pub root: PathBuf,
-    /// Runs (under the same root) whose changes the workspace starts
-    /// with, in order: a workflow task's upstream tasks. A run without a
-    /// workspace is passed over. The workspace's base is then the seeded
-    /// state, so its diff is its run's own changes.
+    /// Runs whose changes the workspace starts with, in order: a workflow
+    /// task's upstream tasks. Whoever makes the workspace finds their
+    /// changes (here, or sent back from a cluster) and passes them as
+    /// [`Seed`]s; a run without a workspace is passed over.
     pub seeds: Vec<String>,
+}
+
+/// Changes a workspace starts with: a run's, as a patch against the
+/// project. The workspace's base is then the seeded state, so its diff is
+/// its own run's changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seed {
+    /// The run that made them.
+    pub run: String,
+    /// Its changes (binary-safe, as [`Workspace::diff`] gives them).
+    pub changes: Vec<u8>,
+}
+
+impl Seed {
+    /// The seeds of `runs`' workspaces under `root`, as they are now; a
+    /// run without a workspace there is passed over.
+    pub fn here(root: &Path, runs: &[String]) -> Result<Vec<Seed>, WorkspaceError> {
+        let mut seeds = Vec::new();
+        for run in runs {
+            match Workspace::find(root, run) {
+                Ok(workspace) => seeds.push(Seed {
+                    run: run.clone(),
+                    changes: workspace.diff(false, false)?,
+                }),
+                Err(WorkspaceError::NotFound(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(seeds)
+    }
 }
 
 /// Why a workspace could not be made, diffed, applied or removed.
@@ -150,6 +183,12 @@ pub struct Workspace {
     pub git_dir: PathBuf,
     /// When it was made, in ms since the Unix epoch.
     pub created_ms: u64,
+    /// Made on a cluster's worker, from a bundle of the project sent with
+    /// the run: its files are there, its changes come back when the run
+    /// ends ([`Workspace::show`], [`Workspace::apply_changes`]); `dir` is
+    /// not on this machine.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_cluster: bool,
 }
 
 /// The branch a run's worktree is on.
@@ -157,9 +196,9 @@ pub fn branch_of(run: &str) -> String {
     format!("moat/{run}")
 }
 
-/// Makes run `run`'s workspace as `request` asks. Nothing is left behind
-/// when it fails half way.
-pub fn create(request: &Request, run: &str) -> Result<Workspace, WorkspaceError> {
+/// Makes run `run`'s workspace as `request` asks, starting with `seeds`'
+/// changes. Nothing is left behind when it fails half way.
+pub fn create(request: &Request, run: &str, seeds: &[Seed]) -> Result<Workspace, WorkspaceError> {
     check_run(run)?;
     // This user's alone: the project's copies.
     std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
@@ -176,7 +215,7 @@ pub fn create(request: &Request, run: &str) -> Result<Workspace, WorkspaceError>
         Mode::Worktree => worktree(request, run, &dir),
         Mode::Copy => copy_of(request, run, &dir),
     };
-    let workspace = match made.and_then(|workspace| workspace.seeded(request)) {
+    let workspace = match made.and_then(|workspace| workspace.seeded(seeds)) {
         Ok(workspace) => workspace,
         Err(error) => {
             discard(request, run, &dir);
@@ -209,48 +248,47 @@ fn discard(request: &Request, run: &str, dir: &Path) {
     let _ = std::fs::remove_dir_all(request.root.join(format!("{run}.git")));
 }
 
+/// Where a worktree `request` asks for starts.
+struct WorktreeBase {
+    /// The repository's top.
+    top: PathBuf,
+    /// The base as named.
+    name: String,
+    /// Its commit.
+    commit: String,
+    /// Whether the project has uncommitted changes (to carry over: a
+    /// dirty project is refused unless `include_dirty`).
+    dirty: bool,
+}
+
+impl WorktreeBase {
+    fn of(request: &Request) -> Result<Self, WorkspaceError> {
+        let top = repository_top(&request.project)?;
+        let name = request.base.clone().unwrap_or_else(|| "HEAD".to_owned());
+        let commit = base_commit(&top, &name)?;
+        let dirty = is_dirty(&top)?;
+        if dirty && !request.include_dirty {
+            return Err(WorkspaceError::Dirty {
+                project: top,
+                base: name,
+            });
+        }
+        Ok(Self {
+            top,
+            name,
+            commit,
+            dirty,
+        })
+    }
+}
+
 fn worktree(request: &Request, run: &str, dir: &Path) -> Result<Workspace, WorkspaceError> {
-    let project = &request.project;
-    let top = git::text(project, &["rev-parse", "--show-toplevel"]).map_err(|_| {
-        WorkspaceError::Project(format!(
-            "{} is not in a git repository: a worktree needs one; use --workspace copy",
-            project.display()
-        ))
-    })?;
-    let top = PathBuf::from(top);
-    let base_name = request.base.clone().unwrap_or_else(|| "HEAD".to_owned());
-    // A name a client gave goes to git as an argument: never an option.
-    if base_name.starts_with('-')
-        || base_name
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(WorkspaceError::Project(format!(
-            "{base_name:?} is not a commit, branch or tag name"
-        )));
-    }
-    let base = git::text(
-        &top,
-        &[
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            &format!("{base_name}^{{commit}}"),
-        ],
-    )
-    .map_err(|_| {
-        WorkspaceError::Project(format!("{base_name} names no commit of {}", top.display()))
-    })?;
-    // Changes to tracked files: untracked ones are not the project's yet
-    // (a workflow's own state lives there too), and are carried over
-    // with the rest by include_dirty.
-    let dirty = !git::text(&top, &["status", "--porcelain", "--untracked-files=no"])?.is_empty();
-    if dirty && !request.include_dirty {
-        return Err(WorkspaceError::Dirty {
-            project: top,
-            base: base_name,
-        });
-    }
+    let WorktreeBase {
+        top,
+        name: base_name,
+        commit: base,
+        dirty,
+    } = WorktreeBase::of(request)?;
     let branch = branch_of(run);
     git::run(
         &top,
@@ -283,7 +321,53 @@ fn worktree(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Works
         copied: None,
         git_dir,
         created_ms: now_ms(),
+        on_cluster: false,
     })
+}
+
+/// The top of the git repository `project` is in: a worktree needs one.
+fn repository_top(project: &Path) -> Result<PathBuf, WorkspaceError> {
+    git::text(project, &["rev-parse", "--show-toplevel"])
+        .map(PathBuf::from)
+        .map_err(|_| {
+            WorkspaceError::Project(format!(
+                "{} is not in a git repository: a worktree needs one; use --workspace copy",
+                project.display()
+            ))
+        })
+}
+
+/// The commit `base_name` names in repository `top`.
+fn base_commit(top: &Path, base_name: &str) -> Result<String, WorkspaceError> {
+    // A name a client gave goes to git as an argument: never an option.
+    if base_name.starts_with('-')
+        || base_name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(WorkspaceError::Project(format!(
+            "{base_name:?} is not a commit, branch or tag name"
+        )));
+    }
+    git::text(
+        top,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{base_name}^{{commit}}"),
+        ],
+    )
+    .map_err(|_| {
+        WorkspaceError::Project(format!("{base_name} names no commit of {}", top.display()))
+    })
+}
+
+/// Whether repository `top` has changes to tracked files: untracked ones
+/// are not the project's yet (a workflow's own state lives there too), and
+/// are carried over with the rest by `include_dirty`.
+fn is_dirty(top: &Path) -> Result<bool, WorkspaceError> {
+    Ok(!git::text(top, &["status", "--porcelain", "--untracked-files=no"])?.is_empty())
 }
 
 /// The project's uncommitted changes, tracked and untracked, into `dir`.
@@ -355,26 +439,18 @@ fn copy_of(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Worksp
         copied: Some(copied.to_owned()),
         git_dir,
         created_ms: now_ms(),
+        on_cluster: false,
     })
 }
 
 impl Workspace {
-    /// The workspace with `request`'s seeds applied, based on the result.
-    fn seeded(mut self, request: &Request) -> Result<Workspace, WorkspaceError> {
+    /// The workspace with `seeds` applied, based on the result.
+    fn seeded(mut self, seeds: &[Seed]) -> Result<Workspace, WorkspaceError> {
         let mut applied = false;
-        for seed in &request.seeds {
-            let upstream = match Workspace::find(&request.root, seed) {
-                Ok(upstream) => upstream,
-                Err(WorkspaceError::NotFound(_)) => continue,
-                Err(error) => return Err(error),
-            };
-            let patch = upstream.diff(false, false)?;
-            if patch.is_empty() {
-                continue;
-            }
+        for seed in seeds.iter().filter(|seed| !seed.changes.is_empty()) {
             let env: [(&str, &Path); 2] =
                 [("GIT_DIR", &self.git_dir), ("GIT_WORK_TREE", &self.dir)];
-            apply_patch(&patch, &self.dir, &env, false, seed)?;
+            apply_patch(&seed.changes, &self.dir, &env, false, &seed.run)?;
             applied = true;
         }
         if applied {
@@ -465,6 +541,7 @@ impl Workspace {
     /// for a terminal. Untracked files count; files the project ignores
     /// do not. Nothing of the workspace or the project is changed.
     pub fn diff(&self, stat: bool, color: bool) -> Result<Vec<u8>, WorkspaceError> {
+        self.here()?;
         let index = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary index"))?;
         let env = self.git_env(index.path());
         git::run(&self.dir, &["read-tree", &self.base], &env)?;
@@ -489,6 +566,7 @@ impl Workspace {
     /// first). Returns how many bytes of patch were applied (0: nothing
     /// had changed).
     pub fn apply(&self) -> Result<usize, WorkspaceError> {
+        self.here()?;
         let patch = self.diff(false, false)?;
         if !patch.is_empty() {
             self.patch_project(&patch, false)?;
@@ -510,10 +588,23 @@ impl Workspace {
         apply_patch(patch, &self.project, &env, reverse, &self.run)
     }
 
+    /// Refuses what needs its files when they are on a cluster's worker.
+    fn here(&self) -> Result<(), WorkspaceError> {
+        match self.on_cluster {
+            true => Err(WorkspaceError::Project(format!(
+                "run {} worked on a cluster: its changes are there (pass --nats)",
+                self.run
+            ))),
+            false => Ok(()),
+        }
+    }
+
     /// Removes the workspace: its directory, its branch or snapshot, its
     /// record.
     pub fn remove(&self, root: &Path) -> Result<(), WorkspaceError> {
         match self.mode {
+            // Its files were on a worker; here, the snapshot alone.
+            _ if self.on_cluster => remove_if_there(&self.git_dir)?,
             Mode::Worktree => {
                 let dir = self.dir.to_string_lossy().into_owned();
                 if git::run(&self.project, &["worktree", "remove", "--force", &dir], &[]).is_err() {
@@ -553,18 +644,18 @@ impl Workspace {
     }
 }
 
-/// Applies the changes of each of `workspaces`, in order (each may build on
-/// the ones before: a workflow's tasks in dependency order), to their
-/// project — all of them, or none: when one does not apply, those applied
-/// before it are taken back. Returns how many had changes.
-pub fn apply_all(workspaces: &[Workspace]) -> Result<usize, WorkspaceError> {
-    let mut applied: Vec<(&Workspace, Vec<u8>)> = Vec::new();
-    for workspace in workspaces {
-        let patch = workspace.diff(false, false)?;
+/// Applies the changes of each workspace of `changes` (each with its
+/// changes: its diff, or those sent back from its worker), in order (each
+/// may build on the ones before: a workflow's tasks in dependency order),
+/// to their project — all of them, or none: when one does not apply, those
+/// applied before it are taken back. Returns how many had changes.
+pub fn apply_all(changes: &[(Workspace, Vec<u8>)]) -> Result<usize, WorkspaceError> {
+    let mut applied: Vec<(&Workspace, &[u8])> = Vec::new();
+    for (workspace, patch) in changes {
         if patch.is_empty() {
             continue;
         }
-        if let Err(error) = workspace.patch_project(&patch, false) {
+        if let Err(error) = workspace.patch_project(patch, false) {
             for (done, patch) in applied.iter().rev() {
                 if let Err(undo) = done.patch_project(patch, true) {
                     tracing::error!(run = %done.run, %undo, "cannot take back applied changes");

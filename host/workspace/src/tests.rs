@@ -48,8 +48,18 @@ fn request(project: &Path, root: &Path, mode: Mode) -> Request {
 fn two_worktrees_change_one_file_the_first_applies_and_the_second_conflicts_changing_nothing() {
     let project = repository();
     let root = tempfile::tempdir().unwrap();
-    let first = create(&request(project.path(), root.path(), Mode::Worktree), "r_1").unwrap();
-    let second = create(&request(project.path(), root.path(), Mode::Worktree), "r_2").unwrap();
+    let first = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_1",
+        &[],
+    )
+    .unwrap();
+    let second = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_2",
+        &[],
+    )
+    .unwrap();
     std::fs::write(first.dir.join("notes.txt"), "one\nfirst\n").unwrap();
     std::fs::write(first.dir.join("new.txt"), "made by the first\n").unwrap();
     std::fs::write(second.dir.join("notes.txt"), "one\nsecond\n").unwrap();
@@ -106,7 +116,12 @@ fn a_dirty_project_is_refused_or_its_changes_carried_over() {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(project.path().join("notes.txt"), "one\nuncommitted\n").unwrap();
     std::fs::write(project.path().join("draft.txt"), "untracked\n").unwrap();
-    let refused = create(&request(project.path(), root.path(), Mode::Worktree), "r_1").unwrap_err();
+    let refused = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_1",
+        &[],
+    )
+    .unwrap_err();
     assert!(refused.to_string().contains("--include-dirty"), "{refused}");
     assert!(
         Workspace::list(root.path()).unwrap().is_empty(),
@@ -117,7 +132,7 @@ fn a_dirty_project_is_refused_or_its_changes_carried_over() {
 
     let mut carried = request(project.path(), root.path(), Mode::Worktree);
     carried.include_dirty = true;
-    let workspace = create(&carried, "r_2").unwrap();
+    let workspace = create(&carried, "r_2", &[]).unwrap();
     assert_eq!(
         std::fs::read_to_string(workspace.dir.join("notes.txt")).unwrap(),
         "one\nuncommitted\n"
@@ -130,7 +145,12 @@ fn a_copy_of_a_directory_without_git_is_diffed_and_applied_too() {
     let project = tempfile::tempdir().unwrap();
     std::fs::write(project.path().join("a.txt"), "a\n").unwrap();
     let root = tempfile::tempdir().unwrap();
-    let workspace = create(&request(project.path(), root.path(), Mode::Copy), "r_1").unwrap();
+    let workspace = create(
+        &request(project.path(), root.path(), Mode::Copy),
+        "r_1",
+        &[],
+    )
+    .unwrap();
     assert!(matches!(
         workspace.copied.as_deref(),
         Some("reflink" | "full")
@@ -156,7 +176,12 @@ fn a_copy_of_a_directory_without_git_is_diffed_and_applied_too() {
 fn a_run_that_deletes_the_worktrees_git_file_cannot_harm_the_repository() {
     let project = repository();
     let root = tempfile::tempdir().unwrap();
-    let workspace = create(&request(project.path(), root.path(), Mode::Worktree), "r_1").unwrap();
+    let workspace = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_1",
+        &[],
+    )
+    .unwrap();
     std::fs::remove_file(workspace.dir.join(".git")).unwrap();
     std::fs::write(workspace.dir.join("notes.txt"), "one\nstill diffed\n").unwrap();
     let diff = String::from_utf8(workspace.diff(false, false).unwrap()).unwrap();
@@ -171,13 +196,24 @@ fn a_workspace_seeded_with_upstream_runs_diffs_its_own_changes_and_all_apply_tog
  {
     let project = repository();
     let root = tempfile::tempdir().unwrap();
-    let a = create(&request(project.path(), root.path(), Mode::Worktree), "r_a").unwrap();
-    let b = create(&request(project.path(), root.path(), Mode::Worktree), "r_b").unwrap();
+    let a = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_a",
+        &[],
+    )
+    .unwrap();
+    let b = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_b",
+        &[],
+    )
+    .unwrap();
     std::fs::write(a.dir.join("a.txt"), "from a\n").unwrap();
     std::fs::write(b.dir.join("b.txt"), "from b\n").unwrap();
-    let mut downstream = request(project.path(), root.path(), Mode::Worktree);
-    downstream.seeds = vec!["r_a".into(), "r_b".into(), "r_none".into()];
-    let c = create(&downstream, "r_c").unwrap();
+    let downstream = request(project.path(), root.path(), Mode::Worktree);
+    let seeds = Seed::here(root.path(), &["r_a".into(), "r_b".into(), "r_none".into()]).unwrap();
+    assert_eq!(seeds.len(), 2, "a run without a workspace is passed over");
+    let c = create(&downstream, "r_c", &seeds).unwrap();
     // C starts from A's and B's results; its diff is its own change.
     assert!(c.dir.join("a.txt").is_file() && c.dir.join("b.txt").is_file());
     std::fs::write(c.dir.join("c.txt"), "from c\n").unwrap();
@@ -185,13 +221,18 @@ fn a_workspace_seeded_with_upstream_runs_diffs_its_own_changes_and_all_apply_tog
     assert!(own.contains("c.txt") && !own.contains("a.txt"), "{own}");
 
     // All three land, in order.
-    assert_eq!(apply_all(&[a.clone(), b.clone(), c.clone()]).unwrap(), 3);
+    let changes = |of: &[&Workspace]| -> Vec<(Workspace, Vec<u8>)> {
+        of.iter()
+            .map(|w| (Workspace::clone(w), w.diff(false, false).unwrap()))
+            .collect()
+    };
+    assert_eq!(apply_all(&changes(&[&a, &b, &c])).unwrap(), 3);
     for file in ["a.txt", "b.txt", "c.txt"] {
         assert!(project.path().join(file).is_file(), "{file}");
     }
     // Again: the first no longer applies, and nothing moves.
     std::fs::remove_file(project.path().join("c.txt")).unwrap();
-    let error = apply_all(&[c.clone(), a.clone()]).unwrap_err();
+    let error = apply_all(&changes(&[&c, &a])).unwrap_err();
     assert!(matches!(error, WorkspaceError::Conflict { .. }), "{error}");
     assert!(!project.path().join("c.txt").exists(), "taken back");
 }
@@ -203,7 +244,7 @@ fn a_copy_of_a_directory_inside_a_repository_applies_to_that_directory() {
     std::fs::create_dir(&sub).unwrap();
     std::fs::write(sub.join("s.txt"), "s\n").unwrap();
     let root = tempfile::tempdir().unwrap();
-    let workspace = create(&request(&sub, root.path(), Mode::Copy), "r_1").unwrap();
+    let workspace = create(&request(&sub, root.path(), Mode::Copy), "r_1", &[]).unwrap();
     std::fs::write(workspace.dir.join("s.txt"), "s\nmore\n").unwrap();
     workspace.apply().unwrap();
     assert_eq!(
@@ -225,12 +266,152 @@ fn a_run_name_that_is_no_run_id_and_a_base_that_looks_like_an_option_are_refused
     for run in ["../elsewhere", "r_1/x", ""] {
         let found = Workspace::find(root.path(), run).unwrap_err();
         assert!(found.to_string().contains("is not a run id"), "{found}");
-        let made = create(&request(project.path(), root.path(), Mode::Worktree), run).unwrap_err();
+        let made = create(
+            &request(project.path(), root.path(), Mode::Worktree),
+            run,
+            &[],
+        )
+        .unwrap_err();
         assert!(made.to_string().contains("is not a run id"), "{made}");
     }
     let mut optionish = request(project.path(), root.path(), Mode::Worktree);
     optionish.base = Some("--output=/tmp/x".into());
-    let refused = create(&optionish, "r_1").unwrap_err();
+    let refused = create(&optionish, "r_1", &[]).unwrap_err();
     assert!(refused.to_string().contains("is not a commit"), "{refused}");
     assert!(!git(project.path(), &["branch"]).contains("moat/"));
+}
+
+/// What a worker does with a packed project: unpacks it in a root of its
+/// own, the run edits it, the diff goes back.
+fn worked_on(bundle: &[u8], commit: &str, edit: impl FnOnce(&Path)) -> Vec<u8> {
+    let worker = tempfile::tempdir().unwrap();
+    let file = worker.path().join("project.bundle");
+    std::fs::write(&file, bundle).unwrap();
+    let workspace = unpack(&file, commit, &worker.path().join("ws"), "r_1").unwrap();
+    edit(&workspace.dir);
+    let changes = workspace.diff(false, false).unwrap();
+    workspace.remove(&worker.path().join("ws")).unwrap();
+    assert!(!workspace.dir.exists() && !workspace.git_dir.exists());
+    changes
+}
+
+#[test]
+fn a_packed_worktree_travels_without_history_and_its_changes_come_back_shown_and_applied() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    // Uncommitted changes: refused unless carried over, as for a worktree.
+    std::fs::write(project.path().join("notes.txt"), "one\nuncommitted\n").unwrap();
+    std::fs::write(project.path().join("new.txt"), "untracked\n").unwrap();
+    let refused = pack(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_1",
+        &[],
+    );
+    assert!(matches!(refused, Err(WorkspaceError::Dirty { .. })));
+    assert!(!root.path().join("r_1.git").exists(), "nothing left behind");
+    let mut carried = request(project.path(), root.path(), Mode::Worktree);
+    carried.include_dirty = true;
+    let packed = pack(&carried, "r_1", &[]).unwrap();
+    assert!(packed.workspace.on_cluster);
+    assert_eq!(
+        Workspace::find(root.path(), "r_1").unwrap(),
+        packed.workspace
+    );
+    // Packing the same files again makes the same bundle.
+    let again = pack(&carried, "r_2", &[]).unwrap();
+    assert_eq!(again.bundle, packed.bundle);
+
+    let changes = worked_on(&packed.bundle, &packed.workspace.base, |dir| {
+        // The uncommitted state is the base; no history came along.
+        assert_eq!(
+            std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+            "one\nuncommitted\n"
+        );
+        assert!(dir.join("new.txt").is_file() && !dir.join(".git").exists());
+        std::fs::write(dir.join("notes.txt"), "one\nuncommitted\nremote\n").unwrap();
+    });
+    let workspace = &packed.workspace;
+    // Its own work is the diff: not the uncommitted changes it started with.
+    let shown = String::from_utf8(workspace.show(&changes, false, false).unwrap()).unwrap();
+    assert!(
+        shown.contains("+remote") && !shown.contains("+uncommitted"),
+        "{shown}"
+    );
+    let stat = String::from_utf8(workspace.show(&changes, true, false).unwrap()).unwrap();
+    assert!(stat.contains("1 file changed"), "{stat}");
+    // Here the run's files are not: diff and apply say where they are.
+    assert!(
+        workspace
+            .diff(false, false)
+            .unwrap_err()
+            .to_string()
+            .contains("--nats")
+    );
+
+    // Changes that are not of this base are refused, changing nothing.
+    let foreign = b"--- a/other.txt\n+++ b/other.txt\n@@ -1 +1 @@\n-x\n+y\n";
+    let error = workspace.apply_changes(foreign).unwrap_err();
+    assert!(
+        error.to_string().contains("do not apply to its base"),
+        "{error}"
+    );
+    assert!(workspace.apply_changes(&changes).unwrap() > 0);
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
+        "one\nuncommitted\nremote\n"
+    );
+    // The project's repository gained no commit, branch or object store
+    // entry; removing the workspace leaves only the project.
+    assert_eq!(
+        git(project.path(), &["rev-list", "--count", "HEAD"]).trim(),
+        "1"
+    );
+    assert!(!git(project.path(), &["branch"]).contains("moat/"));
+    workspace.remove(root.path()).unwrap();
+    again.workspace.remove(root.path()).unwrap();
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_packed_copy_carries_every_file_and_upstream_changes_and_a_bad_bundle_is_refused() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("plain.txt"), "plain\n").unwrap();
+    std::fs::write(project.path().join(".gitignore"), "*.log\n").unwrap();
+    std::fs::write(project.path().join("kept.log"), "ignored, yet copied\n").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let upstream = Seed {
+        run: "r_up".into(),
+        changes: b"diff --git a/up.txt b/up.txt\nnew file mode 100644\n--- /dev/null\n+++ b/up.txt\n@@ -0,0 +1 @@\n+from upstream\n".to_vec(),
+    };
+    let packed = pack(
+        &request(project.path(), root.path(), Mode::Copy),
+        "r_1",
+        std::slice::from_ref(&upstream),
+    )
+    .unwrap();
+    let changes = worked_on(&packed.bundle, &packed.workspace.base, |dir| {
+        assert!(dir.join("kept.log").is_file() && dir.join("up.txt").is_file());
+        std::fs::write(dir.join("plain.txt"), "changed\n").unwrap();
+    });
+    let shown = String::from_utf8(packed.workspace.show(&changes, false, false).unwrap()).unwrap();
+    assert!(
+        shown.contains("+changed") && !shown.contains("upstream"),
+        "{shown}"
+    );
+
+    // On the worker: not a bundle, or no such commit — refused, nothing left.
+    let worker = tempfile::tempdir().unwrap();
+    let ws = worker.path().join("ws");
+    let junk = worker.path().join("junk.bundle");
+    std::fs::write(&junk, "not a bundle").unwrap();
+    assert!(unpack(&junk, &packed.workspace.base, &ws, "r_2").is_err());
+    let bundle = worker.path().join("p.bundle");
+    std::fs::write(&bundle, &packed.bundle).unwrap();
+    let missing = unpack(&bundle, &"0".repeat(40), &ws, "r_3").unwrap_err();
+    assert!(missing.to_string().contains("no commit"), "{missing}");
+    assert_eq!(
+        std::fs::read_dir(&ws).unwrap().count(),
+        0,
+        "nothing half made"
+    );
 }

@@ -325,6 +325,22 @@ fn a_component_in_a_workspace_cannot_write_the_project_and_a_killed_runs_workspa
 
 #[test]
 fn a_workflow_task_downstream_sees_its_upstream_tasks_changes_and_workflow_apply_lands_them_all() {
+    three_tasks_in_workspaces(false);
+}
+
+#[test]
+fn the_same_workflow_on_a_cluster_seeds_each_task_from_the_changes_its_upstream_workers_sent_back()
+{
+    if !moat_testkit::nats::available() {
+        return;
+    }
+    three_tasks_in_workspaces(true);
+}
+
+/// A workflow of three tasks in worktrees, C depending on A and B, run
+/// here or (`on_cluster`) on a worker of a cluster of its own; then
+/// `moat workflow apply` lands all three.
+fn three_tasks_in_workspaces(on_cluster: bool) {
     let project = project();
     let root = std::fs::canonicalize(project.path()).unwrap();
     let edit = "case \"$*\" in *TASK-C*) ls > c.txt;; *TASK-A*) echo a > a.txt;; \
@@ -348,6 +364,13 @@ fn a_workflow_task_downstream_sees_its_upstream_tasks_changes_and_workflow_apply
     git(&root, &["add", "."]);
     git(&root, &["commit", "--quiet", "-m", "the workflow"]);
 
+    // A cluster of its own, whose worker may run the stand-in.
+    let cluster = on_cluster.then(|| {
+        let server = moat_testkit::nats::server(&[]);
+        let worker_root = tempfile::tempdir().unwrap();
+        let worker = worker_running(&server.url(), &cli, worker_root.path());
+        (server, worker, worker_root)
+    });
     let scratch = Scratch::new();
     let workspaces = scratch.dir().join("workspaces");
     let moat = || {
@@ -355,6 +378,9 @@ fn a_workflow_task_downstream_sees_its_upstream_tasks_changes_and_workflow_apply
         command
             .env("MOAT_WORKSPACE_DIR", &workspaces)
             .current_dir(&root);
+        if let Some((server, _, _)) = &cluster {
+            command.args(["--nats", &server.url()]);
+        }
         command
     };
     let ran = moat()
@@ -384,6 +410,13 @@ fn a_workflow_task_downstream_sees_its_upstream_tasks_changes_and_workflow_apply
         .unwrap();
     assert_eq!(again.status.code(), Some(2), "{}", text(&again.stdout));
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    if let Some((_, _, worker_root)) = &cluster {
+        // The tasks ran on the worker, which kept none of their
+        // workspaces.
+        let runs = text(&moat().args(["ps", "-q", "--all"]).output().unwrap().stdout);
+        assert_eq!(runs.lines().count(), 3, "{runs}");
+        assert_eq!(std::fs::read_dir(worker_root.path()).unwrap().count(), 0);
+    }
 }
 
 #[test]
@@ -453,4 +486,122 @@ fn a_full_disk_while_copying_is_one_clear_line_and_leaves_nothing_half_made() {
     assert_eq!(std::fs::read_to_string(&left).unwrap(), "", "left behind");
     let listed = text(&scratch.run(&["ps", "--all", "-q"]).stdout);
     assert_eq!(listed, "", "no run was recorded: {listed}");
+}
+
+/// A worker on `url` that may run `cli` and makes workspaces in `root`.
+fn worker_running(url: &str, cli: &StandIn, root: &std::path::Path) -> crate::cluster::Worker {
+    let mut ceiling = vec![
+        "--workspace-dir".to_owned(),
+        root.to_string_lossy().into_owned(),
+        "--trust".into(),
+        "unrestricted".into(),
+    ];
+    ceiling.extend(cli.grant_flags());
+    let ceiling: Vec<&str> = ceiling.iter().map(String::as_str).collect();
+    crate::cluster::Worker::start(url, &ceiling)
+}
+
+#[test]
+fn a_run_on_a_cluster_works_in_a_workspace_its_worker_makes_and_its_changes_come_back_and_apply() {
+    use moat_testkit::nats;
+    if !nats::available() {
+        return;
+    }
+    let setup = Setup::new();
+    let root = &setup.root;
+    let cwd = root.to_string_lossy().into_owned();
+    // The stand-in CLI edits notes.txt where it is started, and tries the
+    // project by its absolute path (on this machine, the same as the
+    // worker's here: it must stay out of reach).
+    let edit = format!(
+        "printf 'one\\nremote\\n' > notes.txt; printf 'planted\\n' > '{cwd}/notes.txt' 2>/dev/null; \
+         pwd > where.txt; exit 0"
+    );
+    let cli = StandIn::new("claude", "claude", "text", None, &edit);
+    let server = nats::server(&[]);
+    let url = server.url();
+    let worker_workspaces = tempfile::tempdir().unwrap();
+    let worker_root = worker_workspaces.path().to_string_lossy().into_owned();
+    let _worker = worker_running(&url, &cli, worker_workspaces.path());
+    let on_cluster = |args: &[&str]| -> Output {
+        setup
+            .moat()
+            .args(args)
+            .args(["--nats", &url])
+            .output()
+            .unwrap()
+    };
+
+    let mut args = vec![
+        "run".to_owned(),
+        "claude-code".into(),
+        "edit the notes".into(),
+        "--workspace".into(),
+        "worktree".into(),
+        "--cwd".into(),
+        cwd.clone(),
+        format!("--allow-write={cwd}"),
+        "--trust".into(),
+        "unrestricted".into(),
+        "--extra".into(),
+        cli.extra(),
+        "--output".into(),
+        "ndjson".into(),
+    ];
+    args.extend(cli.grant_flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = on_cluster(&args);
+    ok(&ran);
+    // The project is untouched: the run worked on the worker's copy.
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+    // The worker kept nothing once the changes were sent back.
+    let left: Vec<_> = std::fs::read_dir(worker_workspaces.path())
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "the worker's workspaces: {left:?}");
+
+    let id = text(&on_cluster(&["ps", "-q", "--all"]).stdout)
+        .trim()
+        .to_owned();
+    assert!(id.starts_with("r_"), "{id}");
+    let shown = text(&on_cluster(&["show", &id]).stdout);
+    assert!(shown.contains("on its worker"), "{shown}");
+    let diff = on_cluster(&["diff", &id]);
+    ok(&diff);
+    let diff = text(&diff.stdout);
+    assert!(
+        diff.contains("+remote") && diff.contains("where.txt"),
+        "{diff}"
+    );
+    // It worked in its workspace on the worker, under the worker's root.
+    assert!(diff.contains(&format!("+{worker_root}/{id}")), "{diff}");
+    let stat = text(&on_cluster(&["diff", &id, "--stat"]).stdout);
+    assert!(stat.contains("2 files changed"), "{stat}");
+    // Without the cluster, its changes cannot be found: one line says so.
+    let here = setup.moat().args(["diff", &id]).output().unwrap();
+    assert_eq!(here.status.code(), Some(2));
+
+    ok(&on_cluster(&["apply", &id]));
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\nremote\n"
+    );
+    let again = on_cluster(&["apply", &id]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stderr).contains("do not apply"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    // Removed: the local snapshot and the changes kept by the cluster.
+    ok(&on_cluster(&["workspace", "rm", &id]));
+    assert_eq!(std::fs::read_dir(&setup.workspaces).unwrap().count(), 0);
+    assert!(!git(root, &["branch"]).contains("moat/"));
+    let gone = on_cluster(&["diff", &id]);
+    assert_eq!(gone.status.code(), Some(2), "{}", text(&gone.stderr));
 }

@@ -62,7 +62,8 @@ fn main() {
     let worktree = median(scale.samples, || {
         let id = fresh();
         let started = Instant::now();
-        let workspace = moat_workspace::create(&request(Mode::Worktree), &id).expect("a worktree");
+        let workspace =
+            moat_workspace::create(&request(Mode::Worktree), &id, &[]).expect("a worktree");
         workspace.remove(root.path()).expect("removed");
         started.elapsed().as_secs_f64()
     });
@@ -90,7 +91,7 @@ fn main() {
     let copy = median(scale.samples, || {
         let id = fresh();
         let started = Instant::now();
-        let workspace = moat_workspace::create(&request(Mode::Copy), &id).expect("a copy");
+        let workspace = moat_workspace::create(&request(Mode::Copy), &id, &[]).expect("a copy");
         workspace.remove(root.path()).expect("removed");
         started.elapsed().as_secs_f64()
     });
@@ -109,8 +110,9 @@ fn main() {
     });
 
     // Disk and a diff, on one of each kept.
-    let kept_tree = moat_workspace::create(&request(Mode::Worktree), &fresh()).expect("a worktree");
-    let kept_copy = moat_workspace::create(&request(Mode::Copy), &fresh()).expect("a copy");
+    let kept_tree =
+        moat_workspace::create(&request(Mode::Worktree), &fresh(), &[]).expect("a worktree");
+    let kept_copy = moat_workspace::create(&request(Mode::Copy), &fresh(), &[]).expect("a copy");
     let project_kib = du_kib(project.path(), Some(".git"));
     let tree_kib = du_kib(&kept_tree.dir, None);
     let copy_kib = du_kib(&kept_copy.dir, None) + du_kib(&kept_copy.git_dir, None);

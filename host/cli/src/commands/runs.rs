@@ -189,13 +189,14 @@ fn print_show(
     }
     println!("id           {}", run.id);
     if let Some(workspace) = workspace {
-        let on = match &workspace.branch {
-            Some(branch) => format!(", branch {branch}"),
-            None => format!(", {} copy", workspace.copied.as_deref().unwrap_or("full")),
+        let on = match (&workspace.branch, workspace.on_cluster) {
+            (_, true) => ", sent to the cluster".to_owned(),
+            (Some(branch), _) => format!(", branch {branch}"),
+            (None, _) => format!(", {} copy", workspace.copied.as_deref().unwrap_or("full")),
         };
         println!(
             "workspace    {} ({} of {} at {}{on})",
-            workspace.dir.display(),
+            super::workspace::where_it_is(workspace),
             workspace.mode.as_str(),
             workspace.project.display(),
             workspace.base_name

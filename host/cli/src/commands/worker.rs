@@ -42,6 +42,7 @@ pub async fn worker(
         launcher,
         Arc::new(ceiling),
         Arc::new(crate::names::FlagNames),
+        wiring::workspace_root(globals)?,
     ));
     let stop = CancellationToken::new();
     let (signals, _) = super::drive::on_signals(stop.clone());

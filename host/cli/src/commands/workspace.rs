@@ -1,10 +1,14 @@
 //! A run's workspace from the command line: `moat diff RUN`, `moat apply
 //! RUN`, `moat workspace ls|rm` (moat_workspace; the runs' statuses from
-//! the store, so a workspace of a live run is never removed).
+//! the store or, with `--nats`, the cluster, so a workspace of a live run
+//! is never removed; the changes of a run that worked on a cluster from
+//! the cluster).
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use moat_launch::{Place, RunWorkspace};
 use moat_runs::{RunId, RunStatus, Runs};
 use moat_workspace::Workspace;
 
@@ -14,7 +18,10 @@ use crate::{Globals, UsageError, wiring};
 pub async fn diff(globals: &Globals, args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let (workspace, _) = of_run(globals, &args.run).await?;
     let color = std::io::stdout().is_terminal();
-    let diff = workspace.diff(args.stat, color).map_err(workspace_error)?;
+    let diff = workspace
+        .diff(args.stat, color)
+        .await
+        .map_err(wiring::launch_error)?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&diff)?;
     stdout.flush()?;
@@ -22,9 +29,10 @@ pub async fn diff(globals: &Globals, args: &DiffArgs) -> anyhow::Result<ExitCode
 }
 
 pub async fn apply(globals: &Globals, args: &ApplyArgs) -> anyhow::Result<ExitCode> {
-    let (workspace, runs) = of_run(globals, &args.run).await?;
+    let (found, runs) = of_run(globals, &args.run).await?;
+    let workspace = &found.workspace;
     if let Some(record) = runs
-        .get(&run_id(&workspace)?)
+        .get(&run_id(workspace)?)
         .await
         .map_err(wiring::runs_error)?
         && !record.is_terminal()
@@ -35,7 +43,7 @@ pub async fn apply(globals: &Globals, args: &ApplyArgs) -> anyhow::Result<ExitCo
         ))
         .into());
     }
-    match workspace.apply().map_err(workspace_error)? {
+    match found.apply().await.map_err(wiring::launch_error)? {
         0 => println!("{}: nothing changed", workspace.run),
         _ => println!(
             "{}: applied to {}",
@@ -73,7 +81,7 @@ async fn list(globals: &Globals) -> anyhow::Result<ExitCode> {
             status.map_or("unknown".to_owned(), |s| s.to_string()),
             workspace.mode.as_str(),
             base,
-            workspace.dir.display()
+            where_it_is(&workspace)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -81,7 +89,8 @@ async fn list(globals: &Globals) -> anyhow::Result<ExitCode> {
 
 async fn remove(globals: &Globals, args: &WorkspaceRmArgs) -> anyhow::Result<ExitCode> {
     let root = wiring::workspace_root(globals)?;
-    let runs = wiring::runs(globals, "moat workspace").await?;
+    let place = wiring::place(globals, "moat workspace", false).await?;
+    let runs = place.runs().expect("a recorded place");
     let chosen: Vec<Workspace> = if args.runs.is_empty() {
         let now = moat_engine::now_ms();
         let older = args
@@ -112,20 +121,23 @@ async fn remove(globals: &Globals, args: &WorkspaceRmArgs) -> anyhow::Result<Exi
             continue;
         }
         workspace.remove(&root).map_err(workspace_error)?;
+        if workspace.on_cluster
+            && let Place::Cluster(cluster) = &place
+        {
+            cluster.remove_changes(&workspace.run).await?;
+        }
         println!("{}  removed", workspace.run);
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// Run `text`'s workspace, and the runs it was found in.
-async fn of_run(
-    globals: &Globals,
-    text: &str,
-) -> anyhow::Result<(Workspace, std::sync::Arc<dyn Runs>)> {
-    let runs = wiring::runs(globals, "moat").await?;
+async fn of_run(globals: &Globals, text: &str) -> anyhow::Result<(RunWorkspace, Arc<dyn Runs>)> {
+    let place = wiring::place(globals, "moat", false).await?;
+    let runs = place.runs().expect("a recorded place");
     let id = runs.find(text).await.map_err(wiring::runs_error)?;
     let root = wiring::workspace_root(globals)?;
-    let workspace = Workspace::find(&root, id.as_str()).map_err(workspace_error)?;
+    let workspace = RunWorkspace::find(&place, &root, &id).map_err(wiring::launch_error)?;
     Ok((workspace, runs))
 }
 
@@ -142,6 +154,14 @@ async fn status_of(runs: &dyn Runs, workspace: &Workspace) -> Option<RunStatus> 
 
 fn run_id(workspace: &Workspace) -> anyhow::Result<RunId> {
     RunId::parse(&workspace.run).ok_or_else(|| anyhow::anyhow!("{} is not a run id", workspace.run))
+}
+
+/// Where a workspace's files are: its directory, or its worker's.
+pub fn where_it_is(workspace: &Workspace) -> String {
+    match workspace.on_cluster {
+        true => "(on its worker)".to_owned(),
+        false => workspace.dir.display().to_string(),
+    }
 }
 
 fn short(commit: &str) -> &str {

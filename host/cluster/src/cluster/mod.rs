@@ -9,11 +9,12 @@
 //!   for the run to end;
 //! - [`lost_workers`]: runs whose worker stopped beating, ended or queued
 //!   again, and the live entries that search reads;
-//! - [`components`]: components in the object store, by SHA-256.
+//! - [`objects`]: components and projects in the object stores, by
+//!   SHA-256; runs' changes, by run id.
 
-pub(crate) mod components;
 mod follow;
 mod lost_workers;
+pub(crate) mod objects;
 pub(crate) mod records;
 
 use std::time::Duration;
@@ -52,6 +53,7 @@ pub struct Cluster {
     live_stream: stream::Stream,
     pub(crate) workers: kv::Store,
     components: object_store::ObjectStore,
+    workspaces: object_store::ObjectStore,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -81,21 +83,23 @@ impl Cluster {
             .timeout(REQUEST_TIMEOUT)
             .build(client.clone());
         let replicas = settings.replicas.max(1);
-        let runs = nats(
+        let runs = made_stream(
+            &js,
             "work queue",
-            js.get_or_create_stream(stream::Config {
+            stream::Config {
                 name: layout::RUNS_STREAM.into(),
                 subjects: vec![layout::RUNS_SUBJECT.into()],
                 retention: stream::RetentionPolicy::WorkQueue,
                 storage: stream::StorageType::File,
                 num_replicas: replicas,
                 ..Default::default()
-            })
-            .await,
-        )?;
-        let events = nats(
+            },
+        )
+        .await?;
+        let events = made_stream(
+            &js,
             "event stream",
-            js.get_or_create_stream(stream::Config {
+            stream::Config {
                 name: layout::EVENTS_STREAM.into(),
                 subjects: vec![layout::EVENTS_SUBJECTS.into()],
                 retention: stream::RetentionPolicy::Limits,
@@ -103,9 +107,9 @@ impl Cluster {
                 max_age: EVENTS_MAX_AGE,
                 num_replicas: replicas,
                 ..Default::default()
-            })
-            .await,
-        )?;
+            },
+        )
+        .await?;
         let records = key_value(&js, layout::RECORDS_BUCKET, Duration::ZERO, replicas).await?;
         let live = key_value(&js, layout::LIVE_BUCKET, Duration::ZERO, replicas).await?;
         let workers = key_value(
@@ -119,26 +123,8 @@ impl Cluster {
             "bucket",
             js.get_stream(format!("KV_{}", layout::LIVE_BUCKET)).await,
         )?;
-        let components = match js.get_object_store(layout::COMPONENTS_BUCKET).await {
-            Ok(store) => store,
-            Err(_) => match js
-                .create_object_store(object_store::Config {
-                    bucket: layout::COMPONENTS_BUCKET.into(),
-                    storage: stream::StorageType::File,
-                    num_replicas: replicas,
-                    ..Default::default()
-                })
-                .await
-            {
-                Ok(store) => store,
-                // Made meanwhile (by another moat, or by this request
-                // whose answer was lost): use it.
-                Err(error) => js
-                    .get_object_store(layout::COMPONENTS_BUCKET)
-                    .await
-                    .map_err(|_| ClusterError::nats("component store")(&error))?,
-            },
-        };
+        let components = object_store(&js, layout::COMPONENTS_BUCKET, replicas).await?;
+        let workspaces = object_store(&js, layout::WORKSPACES_BUCKET, replicas).await?;
         Ok(Self {
             client,
             js,
@@ -149,6 +135,7 @@ impl Cluster {
             live_stream,
             workers,
             components,
+            workspaces,
         })
     }
 
@@ -201,10 +188,77 @@ async fn key_value(
         discard: stream::DiscardPolicy::New,
         ..Default::default()
     };
-    if let Err(error) = js.get_or_create_stream(config).await {
-        return Err(ClusterError::nats("bucket")(&error));
-    }
+    made_stream(js, "bucket", config).await?;
     nats("bucket", js.get_key_value(name).await)
+}
+
+/// The stream `config` names, made as `config` says when missing. A stream
+/// that is there is used as it is, whatever settings it was made with
+/// (another moat may have made it meanwhile, with other replicas): using
+/// the cluster never depends on repeating them.
+async fn made_stream(
+    js: &jetstream::Context,
+    what: &'static str,
+    config: stream::Config,
+) -> Result<stream::Stream, ClusterError> {
+    let name = config.name.clone();
+    if let Ok(stream) = js.get_stream(&name).await {
+        return Ok(stream);
+    }
+    match js.create_stream(config).await {
+        Ok(stream) => Ok(stream),
+        Err(error) => made_meanwhile(|| js.get_stream(&name))
+            .await
+            .ok_or_else(|| ClusterError::nats(what)(&error)),
+    }
+}
+
+/// What another moat made while this one tried to make it too: found with
+/// `get` once it is up (a replicated stream takes a moment to elect its
+/// leader, and answers nothing until then).
+async fn made_meanwhile<T, E, F, Fut>(get: F) -> Option<T>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    for _ in 0..MADE_MEANWHILE_TRIES {
+        if let Ok(made) = get().await {
+            return Some(made);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+/// How many times [`made_meanwhile`] looks (a quarter of a second apart).
+const MADE_MEANWHILE_TRIES: usize = 20;
+
+/// The object store `name`, made when missing, used as it is when there
+/// (as [`made_stream`]).
+async fn object_store(
+    js: &jetstream::Context,
+    name: &str,
+    replicas: usize,
+) -> Result<object_store::ObjectStore, ClusterError> {
+    if let Ok(store) = js.get_object_store(name).await {
+        return Ok(store);
+    }
+    let made = js
+        .create_object_store(object_store::Config {
+            bucket: name.into(),
+            storage: stream::StorageType::File,
+            num_replicas: replicas,
+            ..Default::default()
+        })
+        .await;
+    match made {
+        Ok(store) => Ok(store),
+        // Made meanwhile (by another moat, or by this request whose answer
+        // was lost): use it.
+        Err(error) => made_meanwhile(|| js.get_object_store(name))
+            .await
+            .ok_or_else(|| ClusterError::nats("object store")(&error)),
+    }
 }
 
 /// A client connected with `settings`' credentials and TLS.

@@ -32,13 +32,13 @@ use view::{Live, Ndjson, View};
 const DEFAULT_PARALLEL: usize = 4;
 
 /// The subcommands that need no sandbox: `Some` when it was one of them.
-pub fn without_sandbox(
+pub async fn without_sandbox(
     command: &WorkflowCommand,
     globals: &Globals,
 ) -> Option<anyhow::Result<ExitCode>> {
     match command {
         WorkflowCommand::Validate(args) => Some(validate(&args.file)),
-        WorkflowCommand::Apply(args) => Some(apply(&args.file, globals)),
+        WorkflowCommand::Apply(args) => Some(apply(&args.file, globals).await),
         WorkflowCommand::Graph(args) => Some(graph(&args.file, args.format)),
         WorkflowCommand::Status(args) => Some(status(args)),
         WorkflowCommand::Run(_) | WorkflowCommand::Resume(_) => None,
@@ -73,6 +73,7 @@ pub async fn workflow(
             .await
         }
         other => without_sandbox(&other, globals)
+            .await
             .unwrap_or_else(|| unreachable!("run and resume are above")),
     }
 }
@@ -111,7 +112,7 @@ fn validate(file: &Path) -> anyhow::Result<ExitCode> {
 /// in a workspace, its last run's, in dependency order (each task's
 /// workspace started from its upstream tasks' changes, so its own diff
 /// builds on theirs), landed together or not at all.
-fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
+async fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
     let workflow = load(file)?;
     let path = moat_workflow::state::directory(&workflow).join("state.json");
     let state = moat_workflow::state::read(&path)?.ok_or_else(|| {
@@ -122,7 +123,8 @@ fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let root = wiring::workspace_root(globals)?;
-    let mut workspaces = Vec::new();
+    let place = wiring::place(globals, "moat workflow apply", false).await?;
+    let mut changes = Vec::new();
     for task in dependency_order(&workflow.tasks) {
         let Some(task_state) = state.tasks.get(&task.id) else {
             continue;
@@ -132,21 +134,29 @@ fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
         else {
             continue;
         };
-        match moat_workspace::Workspace::find(&root, run) {
-            Ok(workspace) => workspaces.push(workspace),
-            Err(moat_workspace::WorkspaceError::NotFound(_)) => {}
-            Err(error) => return Err(super::workspace_error(error)),
+        let Some(id) = moat_runs::RunId::parse(run) else {
+            continue;
+        };
+        match moat_launch::RunWorkspace::find(&place, &root, &id) {
+            Ok(found) => {
+                let patch = found.changes().await.map_err(wiring::launch_error)?;
+                changes.push((found.workspace, patch));
+            }
+            Err(moat_launch::LaunchError::Workspace(moat_workspace::WorkspaceError::NotFound(
+                _,
+            ))) => {}
+            Err(error) => return Err(wiring::launch_error(error)),
         }
     }
-    if workspaces.is_empty() {
+    if changes.is_empty() {
         println!("{}: no task changed anything in a workspace", workflow.name);
         return Ok(ExitCode::SUCCESS);
     }
-    let applied = moat_workspace::apply_all(&workspaces).map_err(super::workspace_error)?;
+    let applied = moat_workspace::apply_all(&changes).map_err(super::workspace_error)?;
     println!(
         "{}: the changes of {applied} tasks applied to {}",
         workflow.name,
-        workspaces[0].project.display()
+        changes[0].0.project.display()
     );
     Ok(ExitCode::SUCCESS)
 }
