@@ -83,7 +83,13 @@ async fn host_resources_a_run_piles_up_count_against_its_memory_cap() {
     .await;
     assert_eq!(error_codes(&events), ["MEMORY_LIMIT"], "{events:?}");
     assert_eq!(single_done(&events).status, DoneStatus::Error);
-    assert!(error_message(&events, "MEMORY_LIMIT").contains("`limits.max_memory_bytes`"));
+    let said = error_message(&events, "MEMORY_LIMIT");
+    assert!(said.contains("`limits.max_memory_bytes`"), "{said}");
+    // The cause named is the resources it held, not its memory.
+    assert!(
+        said.contains("held more than 1024 resources at once") && !said.contains("tried to use"),
+        "{said}"
+    );
 
     // One header map over its own limit (64 KiB) ends the run (wasi-http
     // traps), saying why.

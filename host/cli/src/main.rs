@@ -79,6 +79,9 @@ fn main() -> ExitCode {
         die_on_a_closed_pipe();
     }
     init_logging(cli.verbose);
+    // What a moat killed with SIGKILL left running ends now, whatever this
+    // one is asked to do.
+    moat_sandbox::clean_up_after_gone_moats();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -162,7 +165,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor => return commands::doctor(&globals, config.as_ref()).await,
         Command::Secret(command) => return commands::secret(&globals, command),
         Command::Workflow(command) => {
-            if let Some(answer) = commands::workflow_without_sandbox(command, &globals) {
+            if let Some(answer) = commands::workflow_without_sandbox(command, &globals).await {
                 return answer;
             }
         }

@@ -282,6 +282,18 @@ pub enum SessionFailure {
         /// The cap, in bytes.
         limit_bytes: u64,
     },
+    /// The adapter held more host resources at once (streams, open files,
+    /// requests, header maps…) than its memory cap allows: the host memory
+    /// they take counts against the cap too. Maps to MEMORY_LIMIT.
+    #[error(
+        "the adapter held more than {resources} resources at once (streams, open files, requests, header maps), the most its memory cap of {limit_bytes} bytes allows"
+    )]
+    ResourceLimit {
+        /// The most it may hold.
+        resources: usize,
+        /// The cap, in bytes.
+        limit_bytes: u64,
+    },
     /// The runtime stopped the adapter on the engine's request
     /// ([`SessionControl::kill`]).
     #[error("the adapter was stopped")]
@@ -294,7 +306,7 @@ impl SessionFailure {
     pub fn limit(&self) -> Option<Setting> {
         match self {
             Self::FuelExhausted { .. } => Some(Setting::Fuel),
-            Self::MemoryLimit { .. } => Some(Setting::MaxMemory),
+            Self::MemoryLimit { .. } | Self::ResourceLimit { .. } => Some(Setting::MaxMemory),
             Self::Crashed { .. } | Self::Killed => None,
         }
     }

@@ -1082,7 +1082,9 @@ impl<S: Send + Sync + 'static> Driver<S> {
         warn!(agent = %self.agent, %failure, "the adapter failed");
         let code = match failure {
             SessionFailure::FuelExhausted { .. } => codes::FUEL_EXHAUSTED,
-            SessionFailure::MemoryLimit { .. } => codes::MEMORY_LIMIT,
+            SessionFailure::MemoryLimit { .. } | SessionFailure::ResourceLimit { .. } => {
+                codes::MEMORY_LIMIT
+            }
             SessionFailure::Crashed { .. } | SessionFailure::Killed => codes::ADAPTER_ERROR,
         };
         let message = match failure.limit() {

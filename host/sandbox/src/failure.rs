@@ -30,8 +30,14 @@ pub(crate) fn classify(
             budget: fuel_budget.unwrap_or(u64::MAX),
         };
     }
-    if state.memory.was_hit() || resources_ran_out(error) {
+    if state.memory.was_hit() {
         return SessionFailure::MemoryLimit {
+            limit_bytes: state.memory.limit_bytes(),
+        };
+    }
+    if resources_ran_out(error) {
+        return SessionFailure::ResourceLimit {
+            resources: crate::limits::max_resources(state.memory.limit_bytes()),
             limit_bytes: state.memory.limit_bytes(),
         };
     }

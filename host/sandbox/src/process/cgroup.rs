@@ -144,6 +144,12 @@ pub(crate) fn join(procs: &CStr) -> io::Result<()> {
     Ok(())
 }
 
+/// Removes what moat processes that are gone left in moat's cgroup (once
+/// a process: the first run cgroup made does it too).
+pub(crate) fn remove_left_behind() {
+    let _ = parent();
+}
+
 /// moat's own cgroup in the cgroup v2 hierarchy, found once.
 fn parent() -> Option<&'static Path> {
     static PARENT: OnceLock<Option<PathBuf>> = OnceLock::new();

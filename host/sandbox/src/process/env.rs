@@ -10,9 +10,11 @@ use moat_grants::programs::safe_search_path;
 use moat_grants::spawn_env::is_denied_to_adapters;
 
 /// What every child gets, whatever the grants: `PATH`, the host's, without
-/// relative entries (resolved against the child's own directory) and
-/// without directories the run may write (where the adapter could put a
-/// program of its own for the child to run by name).
+/// relative entries (resolved against the child's own directory), without
+/// directories the run may write (where the adapter could put a program of
+/// its own for the child to run by name) and without `/`, the home
+/// directory and its ancestors (a contained child may read and run what is
+/// in its `PATH`'s directories: those would open all of the user's files).
 const BASE: &[&str] = &["PATH"];
 
 /// The environment a run's children are started with; the default, of a
@@ -33,6 +35,14 @@ impl ChildEnv {
         let mut given = Vec::new();
         if let Some(path) = std::env::var_os("PATH") {
             let path = safe_search_path(&path, writable);
+            let narrow = std::env::split_paths(&path).filter(|dir| {
+                let broad = super::landlock::opens_too_much(dir);
+                if broad {
+                    tracing::debug!(dir = %dir.display(), "left out of the children's PATH: it holds the home directory");
+                }
+                !broad
+            });
+            let path = std::env::join_paths(narrow).unwrap_or_default();
             if let Some(path) = path.to_str() {
                 given.push(("PATH".to_owned(), path.to_owned()));
             }

@@ -114,8 +114,7 @@ impl ChildGroups {
     pub(crate) fn private_dir(&self) -> std::io::Result<std::path::PathBuf> {
         let mut groups = self.lock();
         if groups.private_dir.is_none() {
-            static SWEPT: std::sync::Once = std::sync::Once::new();
-            SWEPT.call_once(remove_stale_private_dirs);
+            remove_stale_private_dirs();
             let prefix = format!("{PRIVATE_DIR_PREFIX}{}-", std::process::id());
             groups.private_dir = Some(tempfile::Builder::new().prefix(&prefix).tempdir()?);
         }
@@ -216,13 +215,16 @@ impl Drop for Groups {
 /// that made it, so the next moat can tell the left-behind ones.
 const PRIVATE_DIR_PREFIX: &str = "moat-run-";
 
-/// Removes the private directories of moat processes that are gone: one
-/// killed with `SIGKILL` cannot remove its own.
-fn remove_stale_private_dirs() {
-    for dir in tree::left_by_gone_moats(&std::env::temp_dir(), PRIVATE_DIR_PREFIX) {
-        tracing::debug!(dir = %dir.display(), "removing the directory of a moat that is gone");
-        let _ = std::fs::remove_dir_all(dir);
-    }
+/// Removes the private directories of moat processes that are gone (once
+/// a process): one killed with `SIGKILL` cannot remove its own.
+pub(crate) fn remove_stale_private_dirs() {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        for dir in tree::left_by_gone_moats(&std::env::temp_dir(), PRIVATE_DIR_PREFIX) {
+            tracing::debug!(dir = %dir.display(), "removing the directory of a moat that is gone");
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    });
 }
 
 /// Kills every descendant of `leaders` found in the process tree: those

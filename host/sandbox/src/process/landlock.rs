@@ -190,11 +190,19 @@ impl ProgramRights {
     }
 }
 
+/// Whether granting `dir` would open too much to a contained program:
+/// `/`, the home directory or a directory holding it (all of the user's
+/// files).
+pub(crate) fn opens_too_much(dir: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    dir == Path::new("/") || home.is_some_and(|home| home.starts_with(dir))
+}
+
 /// The tree `program` was installed with: for a program inside a
 /// `node_modules` (an npm-installed CLI and the packages it loads), the
 /// prefix that holds the outermost `node_modules`; else the directory the
-/// program is in. Never `/` nor the home directory, which would open all
-/// of it: then only the program's own package or directory.
+/// program is in. Never one that [opens too much](opens_too_much): then
+/// only the program's own package, or the program itself.
 fn install_tree(program: &Path) -> PathBuf {
     let real = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_path_buf());
     let dir = real.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -203,13 +211,13 @@ fn install_tree(program: &Path) -> PathBuf {
         .filter(|dir| dir.file_name().is_some_and(|name| name == "node_modules"))
         .last();
     let Some(modules) = outermost_modules else {
-        return dir;
+        return match opens_too_much(&dir) {
+            true => real,
+            false => dir,
+        };
     };
-    let home = std::env::var_os("HOME").map(PathBuf::from);
     match modules.parent() {
-        Some(prefix) if prefix != Path::new("/") && Some(prefix) != home.as_deref() => {
-            prefix.to_path_buf()
-        }
+        Some(prefix) if !opens_too_much(prefix) => prefix.to_path_buf(),
         // The package itself: `node_modules/NAME` or `node_modules/@SCOPE/NAME`.
         _ => {
             let inside = real.strip_prefix(modules).unwrap_or(Path::new(""));

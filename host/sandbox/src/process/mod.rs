@@ -50,6 +50,16 @@ use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 
 pub use child::RunningChild;
+
+/// Ends what moat processes killed with `SIGKILL` left behind: the
+/// programs still in their runs' cgroups (killed, the cgroups removed) and
+/// their runs' private directories. Every moat calls it as it starts, so
+/// the next moat of any kind cleans up, not only the next that starts a
+/// program; it is done once a process.
+pub fn clean_up_after_gone_moats() {
+    cgroup::remove_left_behind();
+    groups::remove_stale_private_dirs();
+}
 pub(crate) use groups::ChildGroups;
 use moat_engine::{Denial, DeniedRequest, Grant};
 use moat_grants::names;
