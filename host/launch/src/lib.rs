@@ -57,12 +57,14 @@
 //! - [`spec`]: what a run is launched with; [`launcher`]: preparing,
 //!   starting and spawning runs; [`events`]:
 //!   their events; recording: their records;
-//! - children: the runs a component starts; [`worker`]: a cluster
-//!   worker's jobs; [`workspace`]: a run's workspace, here or on a
-//!   worker.
+//! - children: the runs a component starts; [`contained`]: programs
+//!   that are not runs (a workflow's hooks), contained as a run's are;
+//!   [`worker`]: a cluster worker's jobs; [`workspace`]: a run's
+//!   workspace, here or on a worker.
 
 pub mod admit;
 mod children;
+pub mod contained;
 mod error;
 pub mod events;
 pub mod launcher;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::model::{Command, HookCommand};
+use crate::model::{Command, CommandSandbox, HookCommand};
 
 // Part of a workflow's definition, defined with the rest of it in `model`
 // (which imports nothing of this module); named here too, where it always
@@ -98,6 +98,7 @@ impl Hooks {
                     command: command.command.clone(),
                     timeout: command.timeout,
                     project: project.clone(),
+                    sandbox: command.sandbox.clone(),
                 }),
             );
         }
@@ -176,8 +177,9 @@ impl Drop for ProcessGroup {
 
 /// A command from the workflow file, run in the project directory with
 /// the event as JSON on its stdin and `MOAT_HOOK`, `MOAT_WORKFLOW`,
-/// `MOAT_TASK`, `MOAT_ATTEMPT`, `MOAT_ITERATION` in its environment. It is
-/// not sandboxed: like a Makefile's recipes, it is the workflow author's.
+/// `MOAT_TASK`, `MOAT_ATTEMPT`, `MOAT_ITERATION` in its environment;
+/// contained unless the file says `unsandboxed = true`: its script may be
+/// one an agent wrote.
 pub struct CommandHook {
     /// What runs.
     pub command: Command,
@@ -185,6 +187,8 @@ pub struct CommandHook {
     pub timeout: Duration,
     /// Where it runs.
     pub project: PathBuf,
+    /// What it may reach.
+    pub sandbox: CommandSandbox,
 }
 
 #[async_trait::async_trait]
@@ -193,6 +197,7 @@ impl Hook for CommandHook {
         let stdin = serde_json::to_vec(event).map_err(|e| e.to_string())?;
         run_command(
             &self.command,
+            &self.sandbox,
             &self.project,
             event.hook.as_str(),
             event,
@@ -207,9 +212,122 @@ impl Hook for CommandHook {
     }
 }
 
-/// Runs `command` as a hook or a loop's check (`MOAT_HOOK` is `label`):
-/// `Ok` when it exits 0, else its stderr (or its status) as the reason.
+/// The variables a hook or check is told about its event.
+fn event_vars(label: &str, event: &HookEvent) -> Vec<(String, String)> {
+    vec![
+        ("MOAT_HOOK".into(), label.into()),
+        ("MOAT_WORKFLOW".into(), event.workflow.clone()),
+        ("MOAT_TASK".into(), event.task.clone()),
+        ("MOAT_ATTEMPT".into(), event.attempt.to_string()),
+        ("MOAT_ITERATION".into(), event.iteration.to_string()),
+    ]
+}
+
+/// Runs `command` as a hook or a loop's check (`MOAT_HOOK` is `label`),
+/// as `sandbox` says: `Ok` when it exits 0, else its stderr (or its
+/// status) as the reason.
 pub async fn run_command(
+    command: &Command,
+    sandbox: &CommandSandbox,
+    project: &std::path::Path,
+    label: &str,
+    event: &HookEvent,
+    stdin: &[u8],
+    timeout: Duration,
+) -> Result<(), String> {
+    match sandbox {
+        CommandSandbox::Contained(grants) => {
+            run_contained(command, grants, project, label, event, stdin, timeout).await
+        }
+        CommandSandbox::Unsandboxed => {
+            run_unsandboxed(command, project, label, event, stdin, timeout).await
+        }
+    }
+}
+
+/// Runs `command` contained: the project readable, what `grants` add, its
+/// own program, the event's variables.
+async fn run_contained(
+    command: &Command,
+    grants: &moat_grants::Grants,
+    project: &std::path::Path,
+    label: &str,
+    event: &HookEvent,
+    stdin: &[u8],
+    timeout: Duration,
+) -> Result<(), String> {
+    let mut argv = command.argv();
+    let project = std::fs::canonicalize(project)
+        .map_err(|e| format!("cannot read {}: {e}", project.display()))?;
+    // A program named by a relative path is the project's (`./check.sh`).
+    if argv[0].contains('/') && !argv[0].starts_with('/') {
+        argv[0] = project.join(&argv[0]).to_string_lossy().into_owned();
+    }
+    let vars = event_vars(label, event);
+    let mut grants = grants.clone();
+    grants.read.push(project.clone());
+    grants.run.push(argv[0].clone());
+    grants.env.extend(vars.iter().map(|(name, _)| name.clone()));
+    // The granted variables' values: the host's, and the event's.
+    let mut env: Vec<(String, String)> = grants
+        .env
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
+        .collect();
+    env.extend(vars);
+    let program = moat_launch::contained::Program {
+        argv,
+        cwd: project.to_string_lossy().into_owned(),
+        env,
+        stdin: stdin.to_vec(),
+        timeout,
+    };
+    let ended = moat_launch::contained::run_contained(label, grants, program)
+        .await
+        .map_err(|error| match error {
+            moat_launch::contained::ProcessError::TimedOut => format!(
+                "`{command}` took longer than {}; it was stopped",
+                humantime::format_duration(timeout)
+            ),
+            other => format!("`{command}`: {other}"),
+        })?;
+    if ended.status.success() {
+        return Ok(());
+    }
+    let mut reason = ended.stderr.trim().to_owned();
+    if reason.is_empty() {
+        reason = format!("`{command}` failed ({})", describe(&ended.status));
+    }
+    if !ended.refused.is_empty() {
+        reason.push_str(&format!(" (refused: {})", ended.refused.join("; ")));
+    }
+    Err(shortened(reason))
+}
+
+/// An exit status as a user reads it.
+fn describe(status: &moat_launch::contained::ExitStatus) -> String {
+    match (status.code, status.signal) {
+        (Some(code), _) => format!("exit status: {code}"),
+        (None, Some(signal)) => format!("signal: {signal}"),
+        (None, None) => "no status".into(),
+    }
+}
+
+/// `reason` cut to [`MAX_REASON`] bytes.
+fn shortened(mut reason: String) -> String {
+    if reason.len() > MAX_REASON {
+        let mut cut = MAX_REASON;
+        while !reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        reason.truncate(cut);
+        reason.push('…');
+    }
+    reason
+}
+
+/// Runs `command` with the user's full rights (`unsandboxed = true`).
+async fn run_unsandboxed(
     command: &Command,
     project: &std::path::Path,
     label: &str,
@@ -222,11 +340,7 @@ pub async fn run_command(
     child
         .args(&argv[1..])
         .current_dir(project)
-        .env("MOAT_HOOK", label)
-        .env("MOAT_WORKFLOW", &event.workflow)
-        .env("MOAT_TASK", &event.task)
-        .env("MOAT_ATTEMPT", event.attempt.to_string())
-        .env("MOAT_ITERATION", event.iteration.to_string())
+        .envs(event_vars(label, event))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -288,18 +402,10 @@ pub async fn run_command(
     }
     let text = String::from_utf8_lossy(&text);
     let text = text.trim();
-    let mut reason = if text.is_empty() {
+    let reason = if text.is_empty() {
         format!("`{command}` failed ({status})")
     } else {
         text.to_owned()
     };
-    if reason.len() > MAX_REASON {
-        let mut cut = MAX_REASON;
-        while !reason.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        reason.truncate(cut);
-        reason.push('…');
-    }
-    Err(reason)
+    Err(shortened(reason))
 }

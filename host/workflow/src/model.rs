@@ -157,8 +157,9 @@ pub struct Loop {
 /// What ends a loop.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Until {
-    /// A command exiting 0 (given the iteration as JSON on stdin).
-    Command(Command),
+    /// A command exiting 0 (given the iteration as JSON on stdin), run as
+    /// `sandbox` says.
+    Command(Command, CommandSandbox),
     /// A field of the iteration's handover equal to a value.
     Handover {
         /// A JSON pointer into the handover (`/approved`).
@@ -218,6 +219,28 @@ pub struct HookCommand {
     pub command: Command,
     /// The most it may take.
     pub timeout: Duration,
+    /// What it may reach.
+    pub sandbox: CommandSandbox,
+}
+
+/// What a hook or a loop's check command may reach. Contained by default:
+/// an agent granted the project may have written the script it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CommandSandbox {
+    /// Contained as a task's programs are: the project readable (not
+    /// writable), no network, its own program and `MOAT_*` variables,
+    /// and what these grants add (directories to read or write, hosts,
+    /// variables, more programs).
+    Contained(Grants),
+    /// With the user's full rights (`unsandboxed = true` in the file).
+    Unsandboxed,
+}
+
+impl CommandSandbox {
+    /// Whether it runs with the user's full rights.
+    pub fn is_unsandboxed(&self) -> bool {
+        matches!(self, Self::Unsandboxed)
+    }
 }
 
 /// Where in a task's life a hook runs.
@@ -264,5 +287,27 @@ impl Workflow {
     /// The task with this id.
     pub fn task(&self, id: &str) -> Option<&Task> {
         self.tasks.iter().find(|task| task.id == id)
+    }
+
+    /// The hooks and loop checks that run with the user's full rights
+    /// (`unsandboxed = true`), each as its place in the file and its
+    /// command: what `validate`, `status` and every run say.
+    pub fn unsandboxed(&self) -> Vec<String> {
+        let hooks = self
+            .hooks
+            .iter()
+            .enumerate()
+            .filter(|(_, hook)| hook.sandbox.is_unsandboxed())
+            .map(|(index, hook)| format!("hook[{index}] `{}`", hook.command));
+        let checks = self.tasks.iter().filter_map(|task| match &task.repeat {
+            Some(Loop {
+                until: Until::Command(command, sandbox),
+                ..
+            }) if sandbox.is_unsandboxed() => {
+                Some(format!("task {}'s loop check `{command}`", task.id))
+            }
+            _ => None,
+        });
+        hooks.chain(checks).collect()
     }
 }

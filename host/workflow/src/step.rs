@@ -295,12 +295,13 @@ impl Step {
             Until::Handover { pointer, equals } => {
                 Value::Object(handover.clone()).pointer(pointer) == Some(equals)
             }
-            Until::Command(command) => {
+            Until::Command(command, sandbox) => {
                 let mut check = post.clone();
                 check.answer = None;
                 let stdin = serde_json::to_vec(&check).unwrap_or_default();
                 self.unless_aborted(run_command(
                     command,
+                    sandbox,
                     &self.workflow.project,
                     "loop-check",
                     &check,

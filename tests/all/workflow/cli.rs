@@ -595,3 +595,121 @@ fn a_component_path_outside_the_project_is_refused_like_any_path_of_the_file() {
     );
     assert!(message.contains("is outside the project"), "{message}");
 }
+
+#[test]
+fn a_hook_runs_contained_so_the_script_an_agent_planted_cannot_write_outside_or_reach_the_network()
+{
+    use moat_testkit::components::ESCAPE;
+    let project = Project::new();
+    let root = std::fs::canonicalize(project.path()).unwrap();
+    std::fs::copy(ESCAPE, root.join("agent.wasm")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("planted-wrote-here");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // What the agent plants: the check the hook runs, rewritten.
+    project.write(
+        "planted.sh",
+        &format!(
+            "echo planted > '{marker}' 2>/dev/null && echo WROTE-OUTSIDE >&2\n\
+             python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)\" \
+             2>/dev/null && echo REACHED-THE-LISTENER >&2\n\
+             echo planted-ran >&2\nexit 1\n",
+            marker = marker.display()
+        ),
+    );
+    project.write("check.sh", "exit 0\n");
+    let workflow = |unsandboxed: bool| {
+        format!(
+            "name = \"planted\"\n\n[[task]]\nid = \"agent\"\nadapter = \"agent.wasm\"\n\
+             prompt = \"plant the check\"\n\
+             options = {{ extra = {{ probes = [\"shell-in {root} cp planted.sh check.sh\"] }} }}\n\n\
+             [[hook]]\non = \"post-task\"\ncommand = \"sh check.sh\"\n{}",
+            if unsandboxed {
+                "unsandboxed = true\n"
+            } else {
+                ""
+            },
+            root = root.display()
+        )
+    };
+    project.write("flow.toml", &workflow(false));
+    let ran = project
+        .moat()
+        .args(["workflow", "run", "flow.toml", "--output", "ndjson"])
+        .arg(format!("--allow-write={}", root.display()))
+        .arg("--allow-run=sh")
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(1), "{}", stderr(&ran));
+    // The agent did plant it, and the hook ran it — contained: it could
+    // neither write outside the project nor reach the listener.
+    assert_eq!(
+        project.read("check.sh"),
+        project.read("planted.sh"),
+        "{}",
+        String::from_utf8_lossy(&ran.stdout)
+    );
+    let state = project.state("planted");
+    let error = state["tasks"]["agent"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(error.contains("planted-ran"), "{error}");
+    assert!(
+        !error.contains("WROTE-OUTSIDE") && !error.contains("REACHED"),
+        "{error}"
+    );
+    assert!(
+        !marker.exists(),
+        "the planted script wrote outside the project"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the planted script reached the network"
+    );
+    // No warning: nothing ran unsandboxed.
+    assert!(!stderr(&ran).contains("unsandboxed"), "{}", stderr(&ran));
+
+    // Opted out, it says so in validate, status and every run — and the
+    // same script has the user's rights.
+    project.write("check.sh", "exit 0\n");
+    project.write("flow.toml", &workflow(true));
+    let validated = project.run(&["workflow", "validate", "flow.toml"]);
+    let said = String::from_utf8_lossy(&validated.stdout).into_owned();
+    assert!(
+        said.contains("hook[0] `sh check.sh` runs unsandboxed"),
+        "{said}"
+    );
+    let status = project.run(&["workflow", "status", "flow.toml"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("runs unsandboxed"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    let ran = project
+        .moat()
+        .args([
+            "workflow",
+            "run",
+            "flow.toml",
+            "--fresh",
+            "--output",
+            "ndjson",
+        ])
+        .arg(format!("--allow-write={}", root.display()))
+        .arg("--allow-run=sh")
+        .output()
+        .unwrap();
+    let warned = stderr(&ran);
+    assert!(
+        warned.contains("warning: hook[0] `sh check.sh` runs unsandboxed")
+            && warned.contains("a task may write the project"),
+        "{warned}"
+    );
+    assert!(
+        marker.exists(),
+        "unsandboxed, the script has the user's rights: {warned}"
+    );
+    assert!(listener.accept().is_ok(), "and reaches the network");
+}

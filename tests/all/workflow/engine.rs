@@ -248,6 +248,7 @@ prompt = "d"
 [[hook]]
 on = "on-failure"
 command = "cat > failed-$MOAT_TASK.json"
+grants = { write = ["."] }
 "#,
     );
     let runner = project.runner(10);
@@ -332,10 +333,12 @@ retries = 3
 [[hook]]
 on = "pre-task"
 command = "echo \"pre $MOAT_TASK\" >> hooks.log"
+grants = { write = ["."] }
 [[hook]]
 on = "post-task"
 task = "A"
 command = ["sh", "-c", "cat > post-$MOAT_TASK.json; echo \"post $MOAT_TASK\" >> hooks.log"]
+grants = { write = ["."] }
 [[hook]]
 on = "pre-task"
 task = "B"
@@ -590,6 +593,7 @@ until = { handover = "approved" }
 [[hook]]
 on = "on-loop-exit"
 command = "cat > loop-exit.json"
+grants = { write = ["."] }
 "#,
     );
     let runner = project.runner(1);
@@ -1107,11 +1111,13 @@ prompt = "b"
 on = "pre-task"
 task = "A"
 command = "sleep 300 & echo $! > left-running.pid"
+unsandboxed = true
 [[hook]]
 on = "pre-task"
 task = "B"
 command = "sleep 300"
 timeout = "200ms"
+unsandboxed = true
 "#,
     );
     let runner = project.runner(1);

@@ -11,8 +11,9 @@ use super::error::{DefinitionError, Problem};
 use super::file::{CommandEntry, GrantsEntry, HookEntry, LoopEntry, TaskEntry, WorkflowFile};
 use super::location::{Location, Locator};
 use crate::model::{
-    Command, DEFAULT_BACKOFF, DEFAULT_CONTEXT_BUDGET, DEFAULT_HOOK_TIMEOUT, HookCommand, HookPoint,
-    Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, TaskOptions, Until, Workflow,
+    Command, CommandSandbox, DEFAULT_BACKOFF, DEFAULT_CONTEXT_BUDGET, DEFAULT_HOOK_TIMEOUT,
+    HookCommand, HookPoint, Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, TaskOptions, Until,
+    Workflow,
 };
 use crate::template;
 
@@ -188,7 +189,7 @@ fn build(file: WorkflowFile, source: &Source<'_>, problems: &mut Problems<'_>) -
         .hooks
         .into_iter()
         .enumerate()
-        .filter_map(|(index, entry)| hook(index, entry, &tasks, problems))
+        .filter_map(|(index, entry)| hook(index, entry, &tasks, source.project, problems))
         .collect();
     Workflow {
         name,
@@ -290,7 +291,7 @@ fn task(
         .map(|grants| task_grants(grants, source.project, &at("grants"), problems));
     let repeat = entry
         .repeat
-        .and_then(|entry| repeat(entry, &at("loop"), problems));
+        .and_then(|entry| repeat(entry, &at("loop"), source.project, problems));
     let workspace = match entry.workspace.as_deref().or(default_workspace) {
         None | Some("none") => None,
         Some("worktree") => Some(moat_workspace::Mode::Worktree),
@@ -400,7 +401,7 @@ fn task_grants(
     grants
 }
 
-fn repeat(entry: LoopEntry, at: &str, problems: &mut Problems<'_>) -> Option<Loop> {
+fn repeat(entry: LoopEntry, at: &str, project: &Path, problems: &mut Problems<'_>) -> Option<Loop> {
     if entry.max_iterations == 0 || entry.max_iterations > MAX_ITERATIONS {
         problems.at(
             &format!("{at}.max_iterations"),
@@ -426,11 +427,17 @@ fn repeat(entry: LoopEntry, at: &str, problems: &mut Problems<'_>) -> Option<Loo
                     "equals goes with handover, not command",
                 );
             }
-            Until::Command(self::command(
-                command,
-                &format!("{at}.until.command"),
+            let sandbox = sandbox(
+                entry.until.unsandboxed,
+                entry.until.grants,
+                project,
+                &format!("{at}.until"),
                 problems,
-            )?)
+            );
+            Until::Command(
+                self::command(command, &format!("{at}.until.command"), problems)?,
+                sandbox,
+            )
         }
         (None, Some(field)) => Until::Handover {
             pointer: if field.starts_with('/') {
@@ -455,6 +462,32 @@ fn repeat(entry: LoopEntry, at: &str, problems: &mut Problems<'_>) -> Option<Loo
     })
 }
 
+/// How a hook or check command at `at` runs: contained to `grants`
+/// (paths relative to `project`), or with the user's rights when
+/// `unsandboxed` (then it has no grants to give).
+fn sandbox(
+    unsandboxed: bool,
+    grants: Option<GrantsEntry>,
+    project: &Path,
+    at: &str,
+    problems: &mut Problems<'_>,
+) -> CommandSandbox {
+    match (unsandboxed, grants) {
+        (true, Some(_)) => {
+            problems.at(
+                &format!("{at}.grants"),
+                "an unsandboxed command has every right already: leave out grants, or unsandboxed",
+            );
+            CommandSandbox::Unsandboxed
+        }
+        (true, None) => CommandSandbox::Unsandboxed,
+        (false, grants) => CommandSandbox::Contained(match grants {
+            Some(entry) => task_grants(entry, project, &format!("{at}.grants"), problems),
+            None => Grants::none(),
+        }),
+    }
+}
+
 fn command(entry: CommandEntry, at: &str, problems: &mut Problems<'_>) -> Option<Command> {
     let command = match entry {
         CommandEntry::Shell(script) if !script.trim().is_empty() => Command::Shell(script),
@@ -473,6 +506,7 @@ fn hook(
     index: usize,
     entry: HookEntry,
     tasks: &[Task],
+    project: &Path,
     problems: &mut Problems<'_>,
 ) -> Option<HookCommand> {
     let at = |field: &str| format!("hook[{index}].{field}");
@@ -499,12 +533,20 @@ fn hook(
             .map_err(|why| problems.at(&at("timeout"), format!("timeout {why}")))
             .unwrap_or(DEFAULT_HOOK_TIMEOUT),
     };
+    let sandbox = sandbox(
+        entry.unsandboxed,
+        entry.grants,
+        project,
+        &format!("hook[{index}]"),
+        problems,
+    );
     let command = command(entry.command, &at("command"), problems)?;
     Some(HookCommand {
         point: point?,
         task: entry.task,
         command,
         timeout,
+        sandbox,
     })
 }
 

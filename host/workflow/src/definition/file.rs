@@ -124,6 +124,11 @@ pub struct LoopEntry {
 pub struct UntilEntry {
     /// A command: the loop ends when it exits 0.
     pub command: Option<CommandEntry>,
+    /// What the command may reach besides the project (read) …
+    pub grants: Option<GrantsEntry>,
+    /// … or run it with the user's full rights.
+    #[serde(default)]
+    pub unsandboxed: bool,
     /// A field of the iteration's handover (a top-level key, or a JSON
     /// pointer such as `/review/approved`) …
     pub handover: Option<String>,
@@ -150,6 +155,11 @@ pub struct HookEntry {
     pub task: String,
     pub command: CommandEntry,
     pub timeout: Option<String>,
+    /// What the command may reach besides the project (read) …
+    pub grants: Option<GrantsEntry>,
+    /// … or run it with the user's full rights.
+    #[serde(default)]
+    pub unsandboxed: bool,
 }
 
 fn any_task() -> String {

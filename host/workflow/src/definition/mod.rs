@@ -15,8 +15,8 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 pub use crate::model::{
-    Command, DEFAULT_BACKOFF, DEFAULT_CONTEXT_BUDGET, DEFAULT_HOOK_TIMEOUT, HookCommand, Loop,
-    MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, TaskOptions, Until, Workflow,
+    Command, CommandSandbox, DEFAULT_BACKOFF, DEFAULT_CONTEXT_BUDGET, DEFAULT_HOOK_TIMEOUT,
+    HookCommand, Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, TaskOptions, Until, Workflow,
 };
 pub use error::{DefinitionError, Problem};
 pub use location::Location;

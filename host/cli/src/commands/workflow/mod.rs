@@ -6,7 +6,7 @@
 
 mod view;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -105,7 +105,34 @@ fn validate(file: &Path) -> anyhow::Result<ExitCode> {
         workflow.tasks.len(),
         workflow.hooks.len()
     );
+    for command in workflow.unsandboxed() {
+        println!("  {command} runs unsandboxed: with your full rights");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line for each command of `workflow` that runs with the user's full
+/// rights where a task may write the project (`write`: the directories the
+/// workflow may give its tasks to write), which the command may read or
+/// run: an agent could plant what it runs.
+fn unsandboxed_warnings(workflow: &moat_workflow::Workflow, write: &[PathBuf]) -> Vec<String> {
+    let project = std::fs::canonicalize(&workflow.project).unwrap_or(workflow.project.clone());
+    let writable = write
+        .iter()
+        .map(|dir| std::fs::canonicalize(dir).unwrap_or(dir.clone()))
+        .any(|dir| dir.starts_with(&project) || project.starts_with(&dir));
+    if !writable {
+        return Vec::new();
+    }
+    workflow
+        .unsandboxed()
+        .into_iter()
+        .map(|command| {
+            format!(
+                "warning: {command} runs unsandboxed, with your full rights, and a task may write the project it runs in (leave out unsandboxed = true to contain it)"
+            )
+        })
+        .collect()
 }
 
 /// `moat workflow apply`: the changes of each completed task that worked
@@ -288,6 +315,9 @@ fn status(args: &WorkflowStatusArgs) -> anyhow::Result<ExitCode> {
         ),
         None => println!("workflow {}: not run here yet", workflow.name),
     }
+    for command in workflow.unsandboxed() {
+        println!("{command} runs unsandboxed: with your full rights");
+    }
     for row in rows {
         let line: Vec<String> = row
             .iter()
@@ -351,6 +381,9 @@ async fn run(
     ));
     if workflow.tasks.iter().any(|task| task.workspace.is_some()) {
         runner.set_workspace_root(wiring::workspace_root(globals)?);
+    }
+    for warning in unsandboxed_warnings(&workflow, &flags.grants.grants().write) {
+        eprintln!("moat: {warning}");
     }
     let hooks = Hooks::from_commands(&workflow.hooks, workflow.project.clone());
     let store = local.as_ref().map(|local| local.store().clone());
