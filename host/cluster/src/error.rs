@@ -72,12 +72,15 @@ impl ClusterError {
 }
 
 /// What the client says of failures that pass once the cluster settles.
-const TRANSIENT: [&str; 5] = [
+const TRANSIENT: [&str; 6] = [
     "timed out",
     "no responders",
     "no stream found",
     "unavailable",
     "no suitable peers",
+    // A consumer (an object's chunks being read) whose server went away
+    // mid-read: read again, it is served by the new leader.
+    "missed idle heartbeat",
 ];
 
 /// How long an operation is retried through transient failures. A
