@@ -232,6 +232,12 @@ pub struct WorkerArgs {
     /// takes effect when the cluster's workers bucket is created.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub worker_timeout: Duration,
+    /// The most memory the runs executing here may hold together: the sum
+    /// of their memory caps, e.g. 4GiB; a job waits for room, a child run
+    /// that does not fit is refused [default: half of this machine's
+    /// memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_total_memory, help_heading = "Limits")]
+    pub max_total_memory: Option<u64>,
     /// The most this worker gives any run: a job asking for more is
     /// refused (BOUNDARY_VIOLATION on its record).
     #[command(flatten)]
@@ -447,6 +453,11 @@ pub struct ServeArgs {
     /// Serve on a Unix socket at PATH (mode 0600), several clients at once.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// The most memory the runs live here may hold together: the sum of
+    /// their memory caps, every descendant counted, e.g. 4GiB; a run that
+    /// does not fit is refused [default: half of this machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = parse_total_memory, help_heading = "Limits")]
+    pub max_total_memory: Option<u64>,
     /// The most any run may be granted: a request can only ask for less.
     #[command(flatten)]
     pub grants: GrantFlags,

@@ -183,6 +183,16 @@ pub fn secret_store(globals: &Globals) -> Option<SecretStore> {
         .map(SecretStore::at)
 }
 
+/// The memory budget `--max-total-memory` gives (else half of this
+/// machine's memory, as `moat parallel`'s); `roots_wait`: a run without a
+/// parent waits for room (a worker's jobs) instead of being refused.
+pub fn memory_budget(flag: Option<u64>, roots_wait: bool) -> moat_launch::MemoryBudget {
+    let bytes = flag
+        .or_else(moat_sandbox::default_memory_budget)
+        .unwrap_or(u64::MAX);
+    moat_launch::MemoryBudget::new(bytes, roots_wait)
+}
+
 /// A launch failure as the command line reports it: what the user asked
 /// for (an adapter, grants, a parent) is theirs to fix (exit 2).
 pub fn launch_error(error: LaunchError) -> anyhow::Error {

@@ -19,6 +19,9 @@ use crate::recording::{Recorded, Recording};
 pub struct Launched {
     ids: Vec<Option<RunId>>,
     events: Events,
+    /// The runs' shares of their launcher's memory budget, given back when
+    /// their events end.
+    _shares: Vec<crate::budget::Share>,
 }
 
 enum Events {
@@ -33,10 +36,12 @@ impl Launched {
         ids: Vec<Option<RunId>>,
         events: BoxStream<'static, TaskEvent>,
         recordings: Vec<Option<Recording>>,
+        shares: Vec<crate::budget::Share>,
     ) -> Self {
         Self {
             ids,
             events: Events::Here(Recorded::new(events, recordings)),
+            _shares: shares,
         }
     }
 
@@ -45,6 +50,7 @@ impl Launched {
         Self {
             ids,
             events: Events::Followed(futures::stream::select_all(streams)),
+            _shares: Vec::new(),
         }
     }
 

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admit::{
     Admission, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, declared_secrets,
 };
+use crate::budget::{MemoryBudget, Share};
 use crate::children::{Children, Spawner};
 use crate::error::LaunchError;
 use crate::events::{Followed, Launched};
@@ -67,11 +68,14 @@ pub struct Prepared {
 enum Kind {
     /// To run in this process.
     Here {
+        /// Its share of the launcher's memory budget, while it runs.
+        share: Option<Share>,
         adapter: Arc<WasmAdapter>,
         /// Boxed: a request is large beside a cluster's run.
         request: Box<RunRequest<RunScope>>,
         role: Option<String>,
-        recording: Option<Recording>,
+        /// Boxed: a recording is large beside a cluster's run.
+        recording: Option<Box<Recording>>,
     },
     /// Submitted to a cluster: to follow there.
     Cluster {
@@ -108,6 +112,8 @@ struct Inner {
     secrets: Option<SecretStore>,
     /// Stopped: no run starts any more (a server shutting down).
     stopping: CancellationToken,
+    /// The memory its live runs may hold together.
+    memory: Option<MemoryBudget>,
 }
 
 impl Launcher {
@@ -126,8 +132,31 @@ impl Launcher {
                 place,
                 secrets,
                 stopping: CancellationToken::new(),
+                memory: None,
             }),
         }
+    }
+
+    /// This launcher, its runs here holding at most `budget` of memory
+    /// together (the sum of their caps).
+    ///
+    /// # Panics
+    /// Once the launcher is shared (cloned, or its runs started).
+    pub fn with_memory_budget(mut self, budget: MemoryBudget) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("a launcher's budget is set before it is shared")
+            .memory = Some(budget);
+        self
+    }
+
+    /// A share of the memory budget for a run admitted as `admission`
+    /// (`root`: it has no parent); `None` without a budget.
+    async fn share(&self, admission: &Admission, root: bool) -> Result<Option<Share>, LaunchError> {
+        let Some(budget) = &self.inner.memory else {
+            return Ok(None);
+        };
+        let cap = admission.limits.max_memory_bytes;
+        Ok(Some(budget.reserve(cap, root).await?))
     }
 
     /// `admission` with the values of its secret grants, for a run of
@@ -246,6 +275,7 @@ impl Launcher {
             Place::Local(local) => {
                 let mut spec = spec;
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
+                let share = self.share(&admission, spec.parent.is_none()).await?;
                 let id = spec.id.clone().unwrap_or_default();
                 let workspace = match &spec.workspace {
                     Some(request) => {
@@ -280,11 +310,13 @@ impl Launcher {
                     Some(id),
                     Some(recording),
                     Some(children),
+                    share,
                 ))
             }
             Place::Unrecorded => {
                 let mut spec = spec;
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
+                let share = self.share(&admission, spec.parent.is_none()).await?;
                 if let Some(request) = &spec.workspace {
                     // Named by an id of its own, though nothing records it.
                     let id = RunId::new();
@@ -297,7 +329,7 @@ impl Launcher {
                     )
                     .await?;
                 }
-                Ok(self.here(resolved, spec, admission, None, None, None))
+                Ok(self.here(resolved, spec, admission, None, None, None, share))
             }
         }
     }
@@ -319,8 +351,17 @@ impl Launcher {
         if let Some((workspace, cwd)) = workspace {
             crate::workspace::unpacked(workspace, cwd, &mut admission, &mut spec.options)?;
         }
+        let share = self.share(&admission, spec.parent.is_none()).await?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
-        Ok(self.here(resolved, spec, admission, Some(id), None, Some(children)))
+        Ok(self.here(
+            resolved,
+            spec,
+            admission,
+            Some(id),
+            None,
+            Some(children),
+            share,
+        ))
     }
 
     /// Resolves `spec`'s adapter and admits its run (`own`: its id, when
@@ -348,6 +389,7 @@ impl Launcher {
     }
 
     /// A run admitted to execute in this process.
+    #[allow(clippy::too_many_arguments)]
     fn here(
         &self,
         resolved: Resolved,
@@ -356,6 +398,7 @@ impl Launcher {
         id: Option<RunId>,
         recording: Option<Recording>,
         children: Option<Children>,
+        share: Option<Share>,
     ) -> Prepared {
         let scope = RunScope {
             grants: admission.grants.clone(),
@@ -380,10 +423,11 @@ impl Launcher {
             id,
             admission,
             kind: Kind::Here {
+                share,
                 adapter: Arc::new(resolved.adapter),
                 request: Box::new(request),
                 role: spec.role,
-                recording,
+                recording: recording.map(Box::new),
             },
         }
     }
@@ -487,14 +531,19 @@ impl Launcher {
         let ids: Vec<Option<RunId>> = prepared.iter().map(|p| p.id.clone()).collect();
         let mut here = Vec::new();
         let mut followed = Vec::new();
+        let mut shares = Vec::new();
         for prepared in prepared {
             match prepared.kind {
                 Kind::Here {
+                    share,
                     adapter,
                     request,
                     role,
                     recording,
-                } => here.push((adapter, *request, role, recording)),
+                } => {
+                    shares.extend(share);
+                    here.push((adapter, *request, role, recording.map(|r| *r)));
+                }
                 Kind::Cluster {
                     cluster,
                     id,
@@ -512,7 +561,7 @@ impl Launcher {
             return Launched::followed(ids, followed);
         }
         let (events, recordings) = engine_start(here, memory_budget);
-        Launched::here(ids, events, recordings)
+        Launched::here(ids, events, recordings, shares)
     }
 
     /// Launches the run `spec` asks for and runs it to its end in the

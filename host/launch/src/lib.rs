@@ -63,6 +63,7 @@
 //!   workspace, here or on a worker.
 
 pub mod admit;
+mod budget;
 mod children;
 pub mod contained;
 mod error;
@@ -78,6 +79,7 @@ pub mod worker;
 pub mod workspace;
 
 pub use admit::{Admission, Asked, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, canonical};
+pub use budget::MemoryBudget;
 pub use error::LaunchError;
 pub use events::Launched;
 pub use launcher::{Launcher, Place, Prepared};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::protocol::{self, Failure, MAX_REQUEST_BYTES, Op, SubscribeParams};
@@ -20,6 +20,37 @@ use super::server::Server;
 
 /// Messages waiting for a client before its subscriptions lag.
 const OUTGOING: usize = 1024;
+
+/// Bytes waiting for a client before its subscriptions lag: a client that
+/// stops reading holds at most this much of the server's memory in its
+/// queue, however large the events (one larger message still goes out
+/// alone).
+const OUTGOING_BYTES: usize = 8 * 1024 * 1024;
+
+/// What goes out to one client: a queue bounded in messages and in bytes.
+#[derive(Clone)]
+struct Outgoing {
+    queue: mpsc::Sender<(String, OwnedSemaphorePermit)>,
+    bytes: Arc<Semaphore>,
+}
+
+impl Outgoing {
+    fn new() -> (Self, mpsc::Receiver<(String, OwnedSemaphorePermit)>) {
+        let (queue, outgoing) = mpsc::channel(OUTGOING);
+        let bytes = Arc::new(Semaphore::new(OUTGOING_BYTES));
+        (Self { queue, bytes }, outgoing)
+    }
+
+    /// Queues `message`, waiting while the client is this far behind;
+    /// `false` once the client is gone.
+    async fn send(&self, message: String) -> bool {
+        let weight = u32::try_from(message.len().clamp(1, OUTGOING_BYTES)).unwrap_or(u32::MAX);
+        let Ok(permit) = self.bytes.clone().acquire_many_owned(weight).await else {
+            return false;
+        };
+        self.queue.send((message, permit)).await.is_ok()
+    }
+}
 
 /// About how many bytes go out in one write when messages are queued.
 const WRITE_BATCH: usize = 64 * 1024;
@@ -39,7 +70,7 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (out, outgoing) = mpsc::channel::<String>(OUTGOING);
+    let (out, outgoing) = Outgoing::new();
     let mut writing = tokio::spawn(write_all(outgoing, writer));
     let subscriptions: Subscriptions = Arc::default();
     let mut lines = LineReader::new(reader);
@@ -106,7 +137,7 @@ where
 async fn handle(
     server: &Arc<Server>,
     op: Op,
-    out: &mpsc::Sender<String>,
+    out: &Outgoing,
     subscriptions: &Subscriptions,
 ) -> Result<Value, Failure> {
     match op {
@@ -142,7 +173,7 @@ async fn handle(
 async fn subscribe(
     server: &Arc<Server>,
     params: SubscribeParams,
-    out: &mpsc::Sender<String>,
+    out: &Outgoing,
     subscriptions: &Subscriptions,
 ) -> Result<Value, Failure> {
     if params.runs.is_empty() {
@@ -173,7 +204,7 @@ async fn subscribe(
             let streamed = stream(&server, &run, params.from_seq, &stop, |seq, json| {
                 let message = format!(r#"{head}{seq},"data":{json}}}"#);
                 let out = out.clone();
-                async move { out.send(message).await.is_ok() }
+                async move { out.send(message).await }
             })
             .await;
             if let Err(next) = streamed {
@@ -237,21 +268,32 @@ where
 }
 
 /// Writes each message as one line until the queue closes or the client is
-/// gone: whatever is queued at once goes out in one write, flushed.
-async fn write_all<W: AsyncWrite + Unpin>(mut outgoing: mpsc::Receiver<String>, mut writer: W) {
+/// gone: whatever is queued at once goes out in one write, flushed; a
+/// message's bytes count against the queue until written.
+async fn write_all<W: AsyncWrite + Unpin>(
+    mut outgoing: mpsc::Receiver<(String, OwnedSemaphorePermit)>,
+    mut writer: W,
+) {
     let mut batch = String::new();
-    while let Some(message) = outgoing.recv().await {
+    let mut permits = Vec::new();
+    while let Some((message, permit)) = outgoing.recv().await {
         batch.clear();
         batch.push_str(&message);
         batch.push('\n');
+        drop(message);
+        permits.push(permit);
         while batch.len() < WRITE_BATCH {
-            let Ok(more) = outgoing.try_recv() else { break };
+            let Ok((more, permit)) = outgoing.try_recv() else {
+                break;
+            };
             batch.push_str(&more);
             batch.push('\n');
+            permits.push(permit);
         }
         if writer.write_all(batch.as_bytes()).await.is_err() || writer.flush().await.is_err() {
             return;
         }
+        permits.clear();
     }
 }
 

@@ -13,12 +13,83 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use moat_runs::{RunId, StoredEvent};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-/// Events a live run keeps for followers that fall behind; one further
-/// behind is told it lagged (and catches up from the store).
+/// Events a follower of a live run may fall behind by; one further behind
+/// is told it lagged (and catches up from the store).
 pub const EVENT_BUFFER: usize = 4096;
+
+/// Bytes of events a follower may fall behind by: however large the
+/// events, a follower that stops reading holds at most this much of the
+/// host's memory (a single larger event still reaches a follower that is
+/// not behind).
+pub const FOLLOWER_BYTES: usize = 8 * 1024 * 1024;
+
+/// What one follower of a live run is queued: bounded in events and in
+/// bytes, never waiting for the run.
+#[derive(Debug)]
+struct Queue {
+    sender: mpsc::UnboundedSender<StoredEvent>,
+    /// Events and bytes queued and not received yet.
+    queued: Arc<Queued>,
+}
+
+/// Events and bytes in a follower's queue.
+#[derive(Debug, Default)]
+struct Queued {
+    events: AtomicU64,
+    bytes: AtomicU64,
+    /// It fell behind and was dropped from the run's followers.
+    lagged: std::sync::atomic::AtomicBool,
+}
+
+/// A live run's followers (each with its queue), closed when the run ends.
+#[derive(Debug, Default)]
+struct Hub {
+    /// `None` once the run has ended.
+    queues: Mutex<Option<Vec<Queue>>>,
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<Queue>>> {
+        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Why [`LiveEvents::recv`] has no event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoEvent {
+    /// The follower fell behind (by [`EVENT_BUFFER`] events or
+    /// [`FOLLOWER_BYTES`] bytes): what it missed is in the store.
+    Lagged,
+    /// The run has ended: its events are all stored.
+    Closed,
+}
+
+/// One follower's live events of a run.
+#[derive(Debug)]
+pub struct LiveEvents {
+    receiver: mpsc::UnboundedReceiver<StoredEvent>,
+    queued: Arc<Queued>,
+}
+
+impl LiveEvents {
+    /// The next event published, in order.
+    pub async fn recv(&mut self) -> Result<StoredEvent, NoEvent> {
+        match self.receiver.recv().await {
+            Some(event) => {
+                self.queued.events.fetch_sub(1, Ordering::SeqCst);
+                self.queued
+                    .bytes
+                    .fetch_sub(event.json.len() as u64, Ordering::SeqCst);
+                Ok(event)
+            }
+            None if self.queued.lagged.load(Ordering::SeqCst) => Err(NoEvent::Lagged),
+            None => Err(NoEvent::Closed),
+        }
+    }
+}
 
 /// A run live in this process.
 #[derive(Debug)]
@@ -27,9 +98,9 @@ pub struct LiveRun {
     pub parent: Option<RunId>,
     /// Stops it (its adapter drains, then it ends with `done`).
     pub abort: CancellationToken,
-    /// Weak: only the driver's [`Publisher`] keeps the channel open, so a
-    /// follower hears it close when the run ends.
-    events: broadcast::WeakSender<StoredEvent>,
+    /// Its followers; the driver's [`Publisher`] closes it when the run
+    /// ends, so a follower hears it close.
+    hub: Arc<Hub>,
     /// True once its record is final and its events stored.
     ended: watch::Receiver<bool>,
     /// How many of its events are recorded: a follower that listens from
@@ -40,8 +111,16 @@ pub struct LiveRun {
 impl LiveRun {
     /// Its events from now on; `None` once it has ended (they are all
     /// stored).
-    pub fn subscribe(&self) -> Option<broadcast::Receiver<StoredEvent>> {
-        self.events.upgrade().map(|sender| sender.subscribe())
+    pub fn subscribe(&self) -> Option<LiveEvents> {
+        let mut queues = self.hub.lock();
+        let queues = queues.as_mut()?;
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let queued = Arc::new(Queued::default());
+        queues.push(Queue {
+            sender,
+            queued: queued.clone(),
+        });
+        Some(LiveEvents { receiver, queued })
     }
 
     /// How many of its events are recorded so far. Read after
@@ -73,13 +152,15 @@ impl LiveRuns {
         parent: Option<RunId>,
         abort: CancellationToken,
     ) -> Publisher {
-        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let hub = Arc::new(Hub {
+            queues: Mutex::new(Some(Vec::new())),
+        });
         let (ended_tx, ended) = watch::channel(false);
         let recorded = Arc::new(AtomicU64::new(0));
         let live = Arc::new(LiveRun {
             parent,
             abort,
-            events: events.downgrade(),
+            hub: hub.clone(),
             ended,
             recorded: recorded.clone(),
         });
@@ -87,7 +168,7 @@ impl LiveRuns {
         Publisher {
             runs: Arc::downgrade(self),
             id,
-            events,
+            hub,
             ended: ended_tx,
             recorded,
         }
@@ -123,7 +204,7 @@ impl LiveRuns {
 pub struct Publisher {
     runs: std::sync::Weak<LiveRuns>,
     id: RunId,
-    events: broadcast::Sender<StoredEvent>,
+    hub: Arc<Hub>,
     ended: watch::Sender<bool>,
     recorded: Arc<AtomicU64>,
 }
@@ -138,17 +219,44 @@ impl Publisher {
     /// Whether anyone listens: an event nobody listens to need not be
     /// encoded (it is in the store for whoever comes later).
     pub fn is_heard(&self) -> bool {
-        self.events.receiver_count() > 0
+        self.hub
+            .lock()
+            .as_ref()
+            .is_some_and(|queues| !queues.is_empty())
     }
 
-    /// Publishes a recorded event.
+    /// Publishes a recorded event to every follower; one that has fallen
+    /// behind by [`EVENT_BUFFER`] events or [`FOLLOWER_BYTES`] bytes is
+    /// dropped instead (told it lagged once it has read what it was
+    /// queued), and so is one that has gone.
     pub fn publish(&self, event: StoredEvent) {
-        let _ = self.events.send(event);
+        let bytes = event.json.len() as u64;
+        let mut queues = self.hub.lock();
+        let Some(queues) = queues.as_mut() else {
+            return;
+        };
+        queues.retain(|queue| {
+            let queued = &queue.queued;
+            let events = queued.events.load(Ordering::SeqCst);
+            let held = queued.bytes.load(Ordering::SeqCst);
+            let behind = events >= EVENT_BUFFER as u64
+                || (events > 0 && held + bytes > FOLLOWER_BYTES as u64);
+            if behind {
+                queued.lagged.store(true, Ordering::SeqCst);
+                return false;
+            }
+            queued.events.fetch_add(1, Ordering::SeqCst);
+            queued.bytes.fetch_add(bytes, Ordering::SeqCst);
+            queue.sender.send(event.clone()).is_ok()
+        });
     }
 }
 
 impl Drop for Publisher {
     fn drop(&mut self) {
+        // Its followers hear the run end once they have read what they
+        // were queued.
+        self.hub.lock().take();
         if let Some(runs) = self.runs.upgrade() {
             runs.lock().remove(&self.id);
         }

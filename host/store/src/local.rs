@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use moat_runs::{EventStream, RunFilter, RunId, RunRecord, Runs, RunsError, StoredEvent};
-use tokio::sync::broadcast;
 
 use crate::live::{LiveRuns, Publisher};
 use crate::{Store, StoreError};
@@ -192,7 +191,7 @@ struct Follower {
     /// Stored events read and not handed out yet.
     page: VecDeque<StoredEvent>,
     /// The run's live events, while it is live here.
-    live: Option<broadcast::Receiver<StoredEvent>>,
+    live: Option<crate::live::LiveEvents>,
     /// The first event heard live: the ones before it are read from the
     /// store, the rest live (so a follower goes live at once after
     /// replaying what was there when it came, and a slow one lags).
@@ -253,12 +252,12 @@ impl Follower {
                 Some(receiver) => match receiver.recv().await {
                     Ok(event) if event.seq < self.next => {}
                     Ok(event) => return Some(Ok(self.hand_out(event))),
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                    Err(crate::live::NoEvent::Lagged) => {
                         self.over = true;
                         return Some(Err(RunsError::Lagged { next: self.next }));
                     }
                     // The run ended: whatever is left is in the store.
-                    Err(broadcast::error::RecvError::Closed) => {
+                    Err(crate::live::NoEvent::Closed) => {
                         self.live = None;
                         self.live_from = u64::MAX;
                         self.listening = false;

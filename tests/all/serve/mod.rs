@@ -831,3 +831,121 @@ fn a_run_in_a_workspace_is_diffed_and_applied_through_the_protocol() {
     let unknown = client.error("diff", json!({"run": "r_0000000000"}));
     assert_eq!(unknown["code"], "NOT_FOUND", "{unknown}");
 }
+
+/// The peak resident memory of process `pid` so far (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kib * 1024
+}
+
+#[test]
+fn a_subscriber_that_never_reads_holds_a_bounded_part_of_the_servers_memory() {
+    const LIMIT: u64 = 100 * 1024 * 1024;
+    // A million tiny events, then 8,000 of 64 KiB (512 MiB in all: queued
+    // by count alone, they would pass the limit several times over).
+    for (events, size) in [(1_000_000u64, 1usize), (8_000, 64 * 1024)] {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("moat.sock");
+        let server = Server::socket(&socket, &dir.path().join("moat.db"), &[]);
+        let mut reader = Client::connect(&socket);
+        let run = start(
+            &mut reader,
+            json!({"adapter": FLOOD, "prompt": format!("{events} {size}")}),
+        );
+        // Subscribes, then never reads.
+        let mut stalled = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        writeln!(
+            stalled,
+            r#"{{"id": 1, "op": "subscribe", "runs": ["{run}"]}}"#
+        )
+        .unwrap();
+        // Its end, from its record (a result would hold the whole answer,
+        // which is the run's, not the subscriber's).
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let listed = reader.ok("list", json!({}));
+            let record = listed["runs"][0].clone();
+            assert_eq!(record["id"], run.as_str());
+            match record["status"].as_str() {
+                Some("completed") => break,
+                Some("failed") => panic!("{record}"),
+                _ => {}
+            }
+            assert!(Instant::now() < deadline, "the flood never ended");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let peak = peak_rss(server.child.id());
+        assert!(
+            peak < LIMIT,
+            "{events} events of {size} bytes: the server peaked at {} MiB",
+            peak / 1024 / 1024
+        );
+        eprintln!(
+            "{events} events of {size} bytes, a subscriber that never reads: peak {} MiB",
+            peak / 1024 / 1024
+        );
+        drop(stalled);
+    }
+}
+
+#[test]
+fn a_fan_out_of_sixteen_by_sixteen_under_a_memory_budget_is_refused_past_it_saying_why() {
+    let dir = std::path::Path::new(COOPERATIVE)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // Each run's memory cap is 16 MiB; the server's runs may hold 256 MiB
+    // together: the root, its sixteen children and their 256 children,
+    // all live at once, would need 4.3 GiB.
+    let (server, mut client) = Server::stdio(&[
+        "--max-total-memory",
+        "256MiB",
+        "--max-memory",
+        "16MiB",
+        "--allow-read",
+        &dir,
+    ]);
+    let leaf = json!({"adapter": COOPERATIVE, "prompt": "go", "grants": {"read": [dir]}});
+    let leaves: Vec<Value> = (0..16).map(|_| leaf.clone()).collect();
+    let middle = json!({
+        "adapter": "fanout",
+        "options": {"extra": {"agents": leaves}},
+        "grants": {"read": [dir]},
+    });
+    let middles: Vec<Value> = (0..16).map(|_| middle.clone()).collect();
+    let run = start(&mut client, fanout(json!(middles), json!({"read": [dir]})));
+    // A sub-agent past the budget cannot start: the fan-out that wanted it
+    // ends saying why, and so does the whole tree.
+    let error = client.error("await", json!({"runs": [run]}));
+    let said = error["data"]["results"][&run].to_string();
+    assert!(
+        said.contains("CHILD_LIMIT") && said.contains("256.0 MiB they may hold together"),
+        "{said}"
+    );
+    // The rest of the tree ends with its root.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = client.ok("list", json!({}));
+        let live = listed["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["status"] == "running" || r["status"] == "pending")
+            .count();
+        if live == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{live} runs still live");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let peak = peak_rss(server.child.id());
+    assert!(peak < 512 * 1024 * 1024, "peak {} MiB", peak / 1024 / 1024);
+}

@@ -37,7 +37,8 @@ pub async fn worker(
     // What `moat run` with this worker's flags would give an adapter is
     // the most any job gets; the runs its jobs start go to the cluster.
     let ceiling = args.most.ceiling("this worker", &args.grants);
-    let launcher = wiring::launcher(globals, &sandbox, Place::Cluster(Box::new(cluster.clone())));
+    let launcher = wiring::launcher(globals, &sandbox, Place::Cluster(Box::new(cluster.clone())))
+        .with_memory_budget(wiring::memory_budget(args.max_total_memory, true));
     let executor = Arc::new(JobExecutor::new(
         launcher,
         Arc::new(ceiling),
