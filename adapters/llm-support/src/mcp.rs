@@ -167,23 +167,7 @@ impl McpServer {
     /// The tools it offers (at most [`MAX_TOOLS`]).
     pub fn tools(&mut self) -> Result<Vec<McpTool>, ErrorInfo> {
         let listed = self.request("tools/list", json!({}), Some(HANDSHAKE_TIMEOUT))?;
-        let tools = listed["tools"].as_array().cloned().unwrap_or_default();
-        Ok(tools
-            .iter()
-            .filter_map(|tool| {
-                let name = tool["name"].as_str().filter(|n| !n.is_empty())?;
-                Some(McpTool {
-                    server: self.name.clone(),
-                    name: cut(name, MAX_TEXT),
-                    description: cut(tool["description"].as_str().unwrap_or_default(), MAX_TEXT),
-                    input_schema: match &tool["inputSchema"] {
-                        Value::Object(schema) => Value::Object(schema.clone()),
-                        _ => json!({"type": "object"}),
-                    },
-                })
-            })
-            .take(MAX_TOOLS)
-            .collect())
+        Ok(listed_tools(&self.name, &listed))
     }
 
     /// Calls `tool` with `arguments`; waits as long as the tool takes (the
@@ -196,20 +180,7 @@ impl McpServer {
             Err(RequestError::Interrupted) => return Ok(CallOutcome::Interrupted),
             Err(RequestError::Failed(info)) => return Err(info),
         };
-        let text = result["content"]
-            .as_array()
-            .map(|parts| {
-                parts
-                    .iter()
-                    .filter_map(|part| part["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default();
-        Ok(CallOutcome::Answered {
-            text: cut(&text, MAX_TEXT),
-            is_error: result["isError"] == true,
-        })
+        Ok(call_outcome(&result))
     }
 
     fn notify(&mut self, method: &str) -> Result<(), ErrorInfo> {
@@ -337,9 +308,50 @@ fn read_reply(
     }
 }
 
+/// The tools of server `server` in its answer to `tools/list` (at most
+/// [`MAX_TOOLS`], each cut to size; a tool without a name is left out).
+pub fn listed_tools(server: &str, listed: &Value) -> Vec<McpTool> {
+    let tools = listed["tools"].as_array().cloned().unwrap_or_default();
+    tools
+        .iter()
+        .filter_map(|tool| {
+            let name = tool["name"].as_str().filter(|n| !n.is_empty())?;
+            Some(McpTool {
+                server: server.to_owned(),
+                name: cut(name, MAX_TEXT),
+                description: cut(tool["description"].as_str().unwrap_or_default(), MAX_TEXT),
+                input_schema: match &tool["inputSchema"] {
+                    Value::Object(schema) => Value::Object(schema.clone()),
+                    _ => json!({"type": "object"}),
+                },
+            })
+        })
+        .take(MAX_TOOLS)
+        .collect()
+}
+
+/// What a `tools/call` answered: its text parts joined (cut to size), and
+/// whether it is an error.
+pub fn call_outcome(result: &Value) -> CallOutcome {
+    let text = result["content"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|part| part["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    CallOutcome::Answered {
+        text: cut(&text, MAX_TEXT),
+        is_error: result["isError"] == true,
+    }
+}
+
 /// The message in `text` when it is the reply to request `id`; anything
 /// else (a notification, a request to the client, garbage) is `None`.
-fn reply_to(text: &str, id: u64) -> Option<Value> {
+pub fn reply_to(text: &str, id: u64) -> Option<Value> {
     let message = moat_guest::serde_json::from_str::<Value>(text).ok()?;
     (message["id"] == id && message.get("method").is_none()).then_some(message)
 }
