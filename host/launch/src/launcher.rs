@@ -45,6 +45,14 @@ pub enum Place {
 }
 
 impl Place {
+    /// The cluster its runs go to, when they go to one.
+    pub fn cluster(&self) -> Option<&Cluster> {
+        match self {
+            Place::Cluster(cluster) => Some(cluster),
+            Place::Local(_) | Place::Unrecorded => None,
+        }
+    }
+
     /// Where its runs can be found, followed and cancelled; `None` when
     /// they are recorded nowhere.
     pub fn runs(&self) -> Option<Arc<dyn Runs>> {
@@ -237,7 +245,6 @@ impl Launcher {
                     Some(request) => Some((
                         crate::workspace::pack(
                             cluster,
-                            &self.inner.place,
                             request,
                             &id,
                             &mut admission,
@@ -280,7 +287,7 @@ impl Launcher {
                 let workspace = match &spec.workspace {
                     Some(request) => {
                         let given = crate::workspace::give(
-                            &self.inner.place,
+                            self.inner.place.cluster(),
                             request,
                             &id,
                             &mut admission,
@@ -321,7 +328,7 @@ impl Launcher {
                     // Named by an id of its own, though nothing records it.
                     let id = RunId::new();
                     crate::workspace::give(
-                        &self.inner.place,
+                        self.inner.place.cluster(),
                         request,
                         &id,
                         &mut admission,

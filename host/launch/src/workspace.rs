@@ -20,20 +20,19 @@ use moat_workspace::{Request, Seed, Workspace, WorkspaceError};
 use crate::Refusal;
 use crate::admit::Admission;
 use crate::error::LaunchError;
-use crate::launcher::Place;
 
 /// Makes run `id`'s workspace (starting with its seed runs' changes, found
-/// at `place`) and gives it to the admitted run: its write grant, its
+/// here or with `cluster`) and gives it to the admitted run: its write grant, its
 /// working directory.
 pub(crate) async fn give(
-    place: &Place,
+    cluster: Option<&Cluster>,
     request: &Request,
     id: &RunId,
     admission: &mut Admission,
     options: &mut RunOptions,
 ) -> Result<Workspace, LaunchError> {
     let project = granted_project(request, &admission.grants)?;
-    let seeds = seeds(place, request).await?;
+    let seeds = seeds(cluster, request).await?;
     let workspace = moat_workspace::create(request, id.as_str(), &seeds)?;
     let dir = std::fs::canonicalize(&workspace.dir).unwrap_or_else(|_| workspace.dir.clone());
     let grants = &mut admission.grants;
@@ -108,14 +107,13 @@ fn inside_project(cwd: Option<&str>, project: &Path) -> PathBuf {
 /// directory goes with the workspace. Returns this side's record too.
 pub(crate) async fn pack(
     cluster: &Cluster,
-    place: &Place,
     request: &Request,
     id: &RunId,
     admission: &mut Admission,
     options: &mut RunOptions,
 ) -> Result<(JobWorkspace, Workspace), LaunchError> {
     let project = granted_project(request, &admission.grants)?;
-    let seeds = seeds(place, request).await?;
+    let seeds = seeds(Some(cluster), request).await?;
     let packed = {
         let (request, run) = (request.clone(), id.to_string());
         blocking(move || moat_workspace::pack(&request, &run, &seeds)).await?
@@ -196,12 +194,12 @@ pub(crate) async fn send_back(
 
 /// The changes `request`'s workspace starts with: those of its seed runs
 /// that had a workspace, wherever they ran.
-async fn seeds(place: &Place, request: &Request) -> Result<Vec<Seed>, LaunchError> {
+async fn seeds(cluster: Option<&Cluster>, request: &Request) -> Result<Vec<Seed>, LaunchError> {
     let mut seeds = Vec::new();
     for run in &request.seeds {
         let id = RunId::parse(run)
             .ok_or_else(|| WorkspaceError::Project(format!("{run:?} is not a run id")))?;
-        let found = match RunWorkspace::find(place, &request.root, &id) {
+        let found = match RunWorkspace::find(cluster, &request.root, &id) {
             Ok(found) => found,
             Err(LaunchError::Workspace(WorkspaceError::NotFound(_))) => continue,
             Err(error) => return Err(error),
@@ -223,14 +221,13 @@ pub struct RunWorkspace {
 }
 
 impl RunWorkspace {
-    /// Run `id`'s workspace under `root`, whose changes are with the
-    /// cluster when it ran on one (`place`).
-    pub fn find(place: &Place, root: &Path, id: &RunId) -> Result<Self, LaunchError> {
+    /// Run `id`'s workspace under `root`, whose changes are with
+    /// `cluster` when it ran on one ([`Place::cluster`](crate::Place::cluster)).
+    pub fn find(cluster: Option<&Cluster>, root: &Path, id: &RunId) -> Result<Self, LaunchError> {
         let workspace = Workspace::find(root, id.as_str())?;
-        let cluster = match place {
-            Place::Cluster(cluster) if workspace.on_cluster => Some(cluster.clone()),
-            _ => None,
-        };
+        let cluster = cluster
+            .filter(|_| workspace.on_cluster)
+            .map(|cluster| Box::new(cluster.clone()));
         Ok(Self { workspace, cluster })
     }
 

@@ -137,7 +137,8 @@ async fn of_run(globals: &Globals, text: &str) -> anyhow::Result<(RunWorkspace, 
     let runs = place.runs().expect("a recorded place");
     let id = runs.find(text).await.map_err(wiring::runs_error)?;
     let root = wiring::workspace_root(globals)?;
-    let workspace = RunWorkspace::find(&place, &root, &id).map_err(wiring::launch_error)?;
+    let workspace =
+        RunWorkspace::find(place.cluster(), &root, &id).map_err(wiring::launch_error)?;
     Ok((workspace, runs))
 }
 

@@ -164,7 +164,7 @@ async fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
         let Some(id) = moat_runs::RunId::parse(run) else {
             continue;
         };
-        match moat_launch::RunWorkspace::find(&place, &root, &id) {
+        match moat_launch::RunWorkspace::find(place.cluster(), &root, &id) {
             Ok(found) => {
                 let patch = found.changes().await.map_err(wiring::launch_error)?;
                 changes.push((found.workspace, patch));
