@@ -235,27 +235,42 @@ pub async fn run_command(
     stdin: &[u8],
     timeout: Duration,
 ) -> Result<(), String> {
+    let call = Call {
+        command,
+        project,
+        label,
+        event,
+        stdin,
+        timeout,
+    };
     match sandbox {
-        CommandSandbox::Contained(grants) => {
-            run_contained(command, grants, project, label, event, stdin, timeout).await
-        }
-        CommandSandbox::Unsandboxed => {
-            run_unsandboxed(command, project, label, event, stdin, timeout).await
-        }
+        CommandSandbox::Contained(grants) => run_contained(&call, grants).await,
+        CommandSandbox::Unsandboxed => run_unsandboxed(&call).await,
     }
 }
 
-/// Runs `command` contained: the project readable, what `grants` add, its
-/// own program, the event's variables.
-async fn run_contained(
-    command: &Command,
-    grants: &moat_grants::Grants,
-    project: &std::path::Path,
-    label: &str,
-    event: &HookEvent,
-    stdin: &[u8],
+/// One run of a hook or check command.
+struct Call<'a> {
+    command: &'a Command,
+    project: &'a std::path::Path,
+    /// `MOAT_HOOK`.
+    label: &'a str,
+    event: &'a HookEvent,
+    stdin: &'a [u8],
     timeout: Duration,
-) -> Result<(), String> {
+}
+
+/// Runs `call`'s command contained: the project readable, what `grants`
+/// add, its own program, the event's variables.
+async fn run_contained(call: &Call<'_>, grants: &moat_grants::Grants) -> Result<(), String> {
+    let Call {
+        command,
+        project,
+        label,
+        event,
+        stdin,
+        timeout,
+    } = *call;
     let mut argv = command.argv();
     let project = std::fs::canonicalize(project)
         .map_err(|e| format!("cannot read {}: {e}", project.display()))?;
@@ -263,17 +278,18 @@ async fn run_contained(
     if argv[0].contains('/') && !argv[0].starts_with('/') {
         argv[0] = project.join(&argv[0]).to_string_lossy().into_owned();
     }
-    let vars = event_vars(label, event);
     let mut grants = grants.clone();
     grants.read.push(project.clone());
     grants.run.push(argv[0].clone());
-    grants.env.extend(vars.iter().map(|(name, _)| name.clone()));
-    // The granted variables' values: the host's, and the event's.
+    // The granted variables' values: the host's, then the event's.
     let mut env: Vec<(String, String)> = grants
         .env
         .iter()
         .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
         .collect();
+    let vars = event_vars(label, event);
+    env.retain(|(name, _)| !vars.iter().any(|(var, _)| var == name));
+    grants.env.extend(vars.iter().map(|(name, _)| name.clone()));
     env.extend(vars);
     let program = moat_launch::contained::Program {
         argv,
@@ -326,15 +342,17 @@ fn shortened(mut reason: String) -> String {
     reason
 }
 
-/// Runs `command` with the user's full rights (`unsandboxed = true`).
-async fn run_unsandboxed(
-    command: &Command,
-    project: &std::path::Path,
-    label: &str,
-    event: &HookEvent,
-    stdin: &[u8],
-    timeout: Duration,
-) -> Result<(), String> {
+/// Runs `call`'s command with the user's full rights (`unsandboxed =
+/// true`).
+async fn run_unsandboxed(call: &Call<'_>) -> Result<(), String> {
+    let Call {
+        command,
+        project,
+        label,
+        event,
+        stdin,
+        timeout,
+    } = *call;
     let argv = command.argv();
     let mut child = tokio::process::Command::new(&argv[0]);
     child

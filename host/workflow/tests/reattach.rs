@@ -92,7 +92,7 @@ impl Project {
         let runner = self.runner();
         runner.script(task, before.iter().cloned().chain([Scripted::Hang]));
         let (settings, _, cancel) = settings();
-        let engine = self.engine(runner, Hooks::new());
+        let engine = self.engine(runner.clone(), Hooks::new());
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         let mut run = Box::pin(engine.run(Start::Fresh { discard: false }, settings));
         // Until the state names the hung attempt's run.
@@ -101,9 +101,19 @@ impl Project {
                 ended = &mut run => panic!("the workflow ended: {:?}", ended.map(|s| s.status)),
                 () = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
+            // The hung attempt's: not an earlier one's, ended already,
+            // whose loop check is still running.
+            let ended: Vec<Option<String>> = runner
+                .calls()
+                .into_iter()
+                .filter(|call| call.task == task)
+                .map(|call| call.run)
+                .collect();
             if let Some(state) = self.try_state()
                 && state.tasks[task].status == TaskStatus::Running
                 && let Some(run) = &state.tasks[task].run
+                && ended.len() == before.len()
+                && !ended.contains(&Some(run.clone()))
             {
                 break run.clone();
             }
