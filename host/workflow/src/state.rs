@@ -233,6 +233,11 @@ pub struct StateFile {
     _lock: File,
 }
 
+/// How many times a held lock is tried again, [`LOCK_PAUSE`] apart.
+const LOCK_TRIES: u32 = 50;
+/// The pause between two tries at the lock.
+const LOCK_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl StateFile {
     /// Opens the state directory of `workflow` (creating it) and locks it.
     pub fn open(workflow: &Workflow) -> Result<Self, StateError> {
@@ -251,16 +256,26 @@ impl StateFile {
                 path: lock_path.clone(),
                 source,
             })?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StateError::Locked { path: lock_path });
-            }
-            Err(std::fs::TryLockError::Error(source)) => {
-                return Err(StateError::Io {
-                    path: lock_path,
-                    source,
-                });
+        // A process this one forked holds its locks until it execs or
+        // closes its descriptors (a run's programs' helpers do within
+        // moments): a lock held past a short wait is another moat's.
+        let mut tries = 0;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if tries < LOCK_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(LOCK_PAUSE);
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(StateError::Locked { path: lock_path });
+                }
+                Err(std::fs::TryLockError::Error(source)) => {
+                    return Err(StateError::Io {
+                        path: lock_path,
+                        source,
+                    });
+                }
             }
         }
         Ok(Self {
