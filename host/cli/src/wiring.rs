@@ -169,9 +169,12 @@ pub fn launcher_with(globals: &Globals, resolver: Resolver, place: Place) -> Lau
     Launcher::with_secrets(resolver, place, secret_store(globals))
 }
 
-/// A launcher placing runs at `place`.
+/// A launcher placing runs at `place`; the runs its runs start may hold
+/// half of this machine's memory together (`moat serve` and `moat worker`
+/// set their own budget, which counts every run).
 pub fn launcher(globals: &Globals, sandbox: &Sandbox, place: Place) -> Launcher {
     launcher_with(globals, Resolver::new(sandbox.clone()), place)
+        .with_memory_budget(memory_budget(None, moat_launch::Roots::Free))
 }
 
 /// The secrets file: `--secrets`, else its default place.
@@ -184,13 +187,13 @@ pub fn secret_store(globals: &Globals) -> Option<SecretStore> {
 }
 
 /// The memory budget `--max-total-memory` gives (else half of this
-/// machine's memory, as `moat parallel`'s); `roots_wait`: a run without a
-/// parent waits for room (a worker's jobs) instead of being refused.
-pub fn memory_budget(flag: Option<u64>, roots_wait: bool) -> moat_launch::MemoryBudget {
+/// machine's memory, as `moat parallel`'s), treating runs without a
+/// parent as `roots` says.
+pub fn memory_budget(flag: Option<u64>, roots: moat_launch::Roots) -> moat_launch::MemoryBudget {
     let bytes = flag
         .or_else(moat_sandbox::default_memory_budget)
         .unwrap_or(u64::MAX);
-    moat_launch::MemoryBudget::new(bytes, roots_wait)
+    moat_launch::MemoryBudget::new(bytes, roots)
 }
 
 /// A launch failure as the command line reports it: what the user asked

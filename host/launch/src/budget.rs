@@ -1,8 +1,11 @@
-//! The memory a launcher's runs may hold together (`--max-total-memory` of
-//! `moat serve` and `moat worker`): the sum of the memory caps of the runs
-//! live here, every descendant counted, since a run's children are
-//! launched by the same launcher. A run is admitted only while its cap
-//! fits; its share is given back when its events end.
+//! The memory a launcher's runs may hold together (`--max-total-memory`):
+//! the sum of the memory caps of the runs live here, every descendant
+//! counted, since a run's children are launched by the same launcher. A
+//! run is admitted only while its cap fits; its share is given back when
+//! its events end. What happens to a run without a parent that does not
+//! fit is the launcher's choice ([`Roots`]); a child that does not fit is
+//! always refused (its parent may be what holds the budget: waiting could
+//! wait forever).
 
 use std::sync::Arc;
 
@@ -18,7 +21,20 @@ const MIB: u64 = 1024 * 1024;
 pub struct MemoryBudget {
     total: u64,
     free: Arc<Semaphore>,
-    roots_wait: bool,
+    roots: Roots,
+}
+
+/// What the budget does with a run that has no parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roots {
+    /// Refused when it does not fit (a server's runs).
+    Refuse,
+    /// Waits for room (a worker's jobs).
+    Wait,
+    /// Not counted: only the children are (the runs a command starts
+    /// itself, which it budgets its own way — `moat parallel` waits for
+    /// room — or which are one run).
+    Free,
 }
 
 /// A run's share of the budget, given back when dropped.
@@ -26,24 +42,25 @@ pub struct MemoryBudget {
 pub(crate) struct Share(#[allow(dead_code)] OwnedSemaphorePermit);
 
 impl MemoryBudget {
-    /// A budget of `total_bytes`. With `roots_wait`, a run without a parent
-    /// waits for its share (a worker's queued jobs); otherwise, and always
-    /// for a child (whose parent may be what holds the budget), a run that
-    /// does not fit is refused.
-    pub fn new(total_bytes: u64, roots_wait: bool) -> Self {
+    /// A budget of `total_bytes`, treating runs without a parent as
+    /// `roots` says.
+    pub fn new(total_bytes: u64, roots: Roots) -> Self {
         let units = usize::try_from(total_bytes.div_ceil(MIB))
             .unwrap_or(usize::MAX)
             .min(Semaphore::MAX_PERMITS);
         Self {
             total: total_bytes,
             free: Arc::new(Semaphore::new(units)),
-            roots_wait,
+            roots,
         }
     }
 
     /// The share of a run whose memory cap is `cap` (`root`: it has no
-    /// parent), or why it may not have one.
-    pub(crate) async fn reserve(&self, cap: u64, root: bool) -> Result<Share, Refusal> {
+    /// parent), `None` when it is not counted, or why it may not have one.
+    pub(crate) async fn reserve(&self, cap: u64, root: bool) -> Result<Option<Share>, Refusal> {
+        if root && self.roots == Roots::Free {
+            return Ok(None);
+        }
         let units = cap.div_ceil(MIB).max(1);
         let too_much = || {
             Refusal::Nesting(format!(
@@ -56,14 +73,16 @@ impl MemoryBudget {
         if u64::from(units) * MIB > self.total.div_ceil(MIB) * MIB {
             return Err(too_much());
         }
-        if root && self.roots_wait {
+        if root && self.roots == Roots::Wait {
             let share = self.free.clone().acquire_many_owned(units).await;
-            return share.map(Share).map_err(|_| too_much());
+            return share
+                .map(|permit| Some(Share(permit)))
+                .map_err(|_| too_much());
         }
         self.free
             .clone()
             .try_acquire_many_owned(units)
-            .map(Share)
+            .map(|permit| Some(Share(permit)))
             .map_err(|_| {
                 let free = self.free.available_permits() as u64 * MIB;
                 Refusal::Nesting(format!(
@@ -86,7 +105,7 @@ mod tests {
 
     #[tokio::test]
     async fn runs_are_admitted_while_their_caps_fit_and_shares_come_back() {
-        let budget = MemoryBudget::new(100 * MIB, false);
+        let budget = MemoryBudget::new(100 * MIB, Roots::Refuse);
         let first = budget.reserve(60 * MIB, true).await.unwrap();
         let refused = budget.reserve(60 * MIB, false).await.unwrap_err();
         let said = refused.message(&moat_engine::FieldNames);
@@ -105,7 +124,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_root_waits_where_roots_wait_and_a_child_never_does() {
-        let budget = MemoryBudget::new(10 * MIB, true);
+        let budget = MemoryBudget::new(10 * MIB, Roots::Wait);
         let held = budget.reserve(10 * MIB, true).await.unwrap();
         assert!(
             budget.reserve(MIB, false).await.is_err(),
@@ -119,5 +138,16 @@ mod tests {
         assert!(!waiting.is_finished(), "a root waits");
         drop(held);
         assert!(waiting.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn free_roots_are_not_counted_and_their_children_are() {
+        let budget = MemoryBudget::new(10 * MIB, Roots::Free);
+        for _ in 0..4 {
+            assert!(budget.reserve(10 * MIB, true).await.unwrap().is_none());
+        }
+        let child = budget.reserve(10 * MIB, false).await.unwrap();
+        assert!(child.is_some());
+        assert!(budget.reserve(MIB, false).await.is_err());
     }
 }

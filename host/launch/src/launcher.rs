@@ -164,7 +164,7 @@ impl Launcher {
             return Ok(None);
         };
         let cap = admission.limits.max_memory_bytes;
-        Ok(Some(budget.reserve(cap, root).await?))
+        Ok(budget.reserve(cap, root).await?)
     }
 
     /// `admission` with the values of its secret grants, for a run of

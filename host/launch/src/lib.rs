@@ -79,7 +79,7 @@ pub mod worker;
 pub mod workspace;
 
 pub use admit::{Admission, Asked, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, canonical};
-pub use budget::MemoryBudget;
+pub use budget::{MemoryBudget, Roots};
 pub use error::LaunchError;
 pub use events::Launched;
 pub use launcher::{Launcher, Place, Prepared};

@@ -28,8 +28,9 @@ pub async fn serve(
     let place = wiring::place(globals, "moat serve", false).await?;
     let ceiling = args.most.ceiling("this server", &args.grants);
     let server = Server::new(ServeConfig {
-        launcher: wiring::launcher(globals, &sandbox, place)
-            .with_memory_budget(wiring::memory_budget(args.max_total_memory, false)),
+        launcher: wiring::launcher(globals, &sandbox, place).with_memory_budget(
+            wiring::memory_budget(args.max_total_memory, moat_launch::Roots::Refuse),
+        ),
         ceiling: Arc::new(ceiling),
         names: Arc::new(FlagNames),
         workspace_root: wiring::workspace_root(globals).ok(),

@@ -38,7 +38,10 @@ pub async fn worker(
     // the most any job gets; the runs its jobs start go to the cluster.
     let ceiling = args.most.ceiling("this worker", &args.grants);
     let launcher = wiring::launcher(globals, &sandbox, Place::Cluster(Box::new(cluster.clone())))
-        .with_memory_budget(wiring::memory_budget(args.max_total_memory, true));
+        .with_memory_budget(wiring::memory_budget(
+            args.max_total_memory,
+            moat_launch::Roots::Wait,
+        ));
     let executor = Arc::new(JobExecutor::new(
         launcher,
         Arc::new(ceiling),
