@@ -69,10 +69,10 @@ impl MemoryBudget {
                 shown(cap)
             ))
         };
-        let units = u32::try_from(units).map_err(|_| too_much())?;
-        if u64::from(units) * MIB > self.total.div_ceil(MIB) * MIB {
+        if units > self.total.div_ceil(MIB) {
             return Err(too_much());
         }
+        let units = u32::try_from(units).map_err(|_| too_much())?;
         if root && self.roots == Roots::Wait {
             let share = self.free.clone().acquire_many_owned(units).await;
             return share

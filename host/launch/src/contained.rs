@@ -4,7 +4,7 @@
 //! variables, programs — under the same Landlock domain, network
 //! containment and cgroup as a run's programs.
 
-use moat_grants::{Grants, OpenDirs};
+use moat_grants::Grants;
 use moat_sandbox::{Confinement, RunScope};
 
 pub use moat_sandbox::{Ended, ExitStatus, ProcessError, Program};
@@ -16,11 +16,10 @@ pub async fn run_contained(
     grants: Grants,
     program: Program,
 ) -> Result<Ended, ProcessError> {
-    let dirs = OpenDirs::open(&grants).map_err(|e| ProcessError::Denied(e.to_string()))?;
+    // Its directories are opened as it starts (`RunScope::dirs` empty).
     let scope = RunScope {
         grants,
         confinement: Confinement::default(),
-        dirs,
         ..RunScope::none()
     };
     moat_sandbox::run_contained(name, &scope, program).await

@@ -284,20 +284,7 @@ impl Launcher {
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 let share = self.share(&admission, spec.parent.is_none()).await?;
                 let id = spec.id.clone().unwrap_or_default();
-                let workspace = match &spec.workspace {
-                    Some(request) => {
-                        let given = crate::workspace::give(
-                            self.inner.place.cluster(),
-                            request,
-                            &id,
-                            &mut admission,
-                            &mut spec.options,
-                        )
-                        .await?;
-                        Some((given, request.root.clone()))
-                    }
-                    None => None,
-                };
+                let workspace = given_workspace(&mut spec, &id, &mut admission).await?;
                 let new_run = new_run(&resolved, &spec, &admission);
                 let recorder =
                     Recorder::create_as(local.store().clone(), id, &new_run).map_err(|e| {
@@ -324,18 +311,8 @@ impl Launcher {
                 let mut spec = spec;
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 let share = self.share(&admission, spec.parent.is_none()).await?;
-                if let Some(request) = &spec.workspace {
-                    // Named by an id of its own, though nothing records it.
-                    let id = RunId::new();
-                    crate::workspace::give(
-                        self.inner.place.cluster(),
-                        request,
-                        &id,
-                        &mut admission,
-                        &mut spec.options,
-                    )
-                    .await?;
-                }
+                // Named by an id of its own, though nothing records it.
+                given_workspace(&mut spec, &RunId::new(), &mut admission).await?;
                 Ok(self.here(resolved, spec, admission, None, None, None, share))
             }
         }
@@ -620,6 +597,20 @@ impl Spawner for WeakLauncher {
     fn runs(&self) -> Option<Arc<dyn Runs>> {
         self.0.upgrade().and_then(|inner| Launcher { inner }.runs())
     }
+}
+
+/// The workspace `spec` asks for, made as run `id`'s here and given to the
+/// admitted run, with the root it is under; `None` when it asks for none.
+async fn given_workspace(
+    spec: &mut LaunchSpec,
+    id: &RunId,
+    admission: &mut Admission,
+) -> Result<Option<(moat_workspace::Workspace, std::path::PathBuf)>, LaunchError> {
+    let Some(request) = &spec.workspace else {
+        return Ok(None);
+    };
+    let given = crate::workspace::give(request, id, admission, &mut spec.options).await?;
+    Ok(Some((given, request.root.clone())))
 }
 
 /// The record of a run of `resolved` that `spec` asks for, as admitted.

@@ -21,18 +21,17 @@ use crate::Refusal;
 use crate::admit::Admission;
 use crate::error::LaunchError;
 
-/// Makes run `id`'s workspace (starting with its seed runs' changes, found
-/// here or with `cluster`) and gives it to the admitted run: its write grant, its
-/// working directory.
+/// Makes run `id`'s workspace here (starting with its seed runs' changes,
+/// which ran here too) and gives it to the admitted run: its write grant,
+/// its working directory.
 pub(crate) async fn give(
-    cluster: Option<&Cluster>,
     request: &Request,
     id: &RunId,
     admission: &mut Admission,
     options: &mut RunOptions,
 ) -> Result<Workspace, LaunchError> {
     let project = granted_project(request, &admission.grants)?;
-    let seeds = seeds(cluster, request).await?;
+    let seeds = seeds(None, request).await?;
     let workspace = moat_workspace::create(request, id.as_str(), &seeds)?;
     let dir = std::fs::canonicalize(&workspace.dir).unwrap_or_else(|_| workspace.dir.clone());
     let grants = &mut admission.grants;

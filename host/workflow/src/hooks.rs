@@ -212,17 +212,6 @@ impl Hook for CommandHook {
     }
 }
 
-/// The variables a hook or check is told about its event.
-fn event_vars(label: &str, event: &HookEvent) -> Vec<(String, String)> {
-    vec![
-        ("MOAT_HOOK".into(), label.into()),
-        ("MOAT_WORKFLOW".into(), event.workflow.clone()),
-        ("MOAT_TASK".into(), event.task.clone()),
-        ("MOAT_ATTEMPT".into(), event.attempt.to_string()),
-        ("MOAT_ITERATION".into(), event.iteration.to_string()),
-    ]
-}
-
 /// Runs `command` as a hook or a loop's check (`MOAT_HOOK` is `label`),
 /// as `sandbox` says: `Ok` when it exits 0, else its stderr (or its
 /// status) as the reason.
@@ -260,20 +249,27 @@ struct Call<'a> {
     timeout: Duration,
 }
 
+impl Call<'_> {
+    /// The variables the command is told about its event.
+    fn vars(&self) -> Vec<(String, String)> {
+        let event = self.event;
+        vec![
+            ("MOAT_HOOK".into(), self.label.into()),
+            ("MOAT_WORKFLOW".into(), event.workflow.clone()),
+            ("MOAT_TASK".into(), event.task.clone()),
+            ("MOAT_ATTEMPT".into(), event.attempt.to_string()),
+            ("MOAT_ITERATION".into(), event.iteration.to_string()),
+        ]
+    }
+}
+
 /// Runs `call`'s command contained: the project readable, what `grants`
 /// add, its own program, the event's variables.
 async fn run_contained(call: &Call<'_>, grants: &moat_grants::Grants) -> Result<(), String> {
-    let Call {
-        command,
-        project,
-        label,
-        event,
-        stdin,
-        timeout,
-    } = *call;
+    let (command, timeout) = (call.command, call.timeout);
     let mut argv = command.argv();
-    let project = std::fs::canonicalize(project)
-        .map_err(|e| format!("cannot read {}: {e}", project.display()))?;
+    let project = std::fs::canonicalize(call.project)
+        .map_err(|e| format!("cannot read {}: {e}", call.project.display()))?;
     // A program named by a relative path is the project's (`./check.sh`).
     if argv[0].contains('/') && !argv[0].starts_with('/') {
         argv[0] = project.join(&argv[0]).to_string_lossy().into_owned();
@@ -287,7 +283,7 @@ async fn run_contained(call: &Call<'_>, grants: &moat_grants::Grants) -> Result<
         .iter()
         .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
         .collect();
-    let vars = event_vars(label, event);
+    let vars = call.vars();
     env.retain(|(name, _)| !vars.iter().any(|(var, _)| var == name));
     grants.env.extend(vars.iter().map(|(name, _)| name.clone()));
     env.extend(vars);
@@ -295,10 +291,10 @@ async fn run_contained(call: &Call<'_>, grants: &moat_grants::Grants) -> Result<
         argv,
         cwd: project.to_string_lossy().into_owned(),
         env,
-        stdin: stdin.to_vec(),
+        stdin: call.stdin.to_vec(),
         timeout,
     };
-    let ended = moat_launch::contained::run_contained(label, grants, program)
+    let ended = moat_launch::contained::run_contained(call.label, grants, program)
         .await
         .map_err(|error| match error {
             moat_launch::contained::ProcessError::TimedOut => format!(
@@ -348,17 +344,16 @@ async fn run_unsandboxed(call: &Call<'_>) -> Result<(), String> {
     let Call {
         command,
         project,
-        label,
-        event,
         stdin,
         timeout,
+        ..
     } = *call;
     let argv = command.argv();
     let mut child = tokio::process::Command::new(&argv[0]);
     child
         .args(&argv[1..])
         .current_dir(project)
-        .envs(event_vars(label, event))
+        .envs(call.vars())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

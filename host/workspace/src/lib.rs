@@ -283,15 +283,10 @@ impl WorktreeBase {
 }
 
 fn worktree(request: &Request, run: &str, dir: &Path) -> Result<Workspace, WorkspaceError> {
-    let WorktreeBase {
-        top,
-        name: base_name,
-        commit: base,
-        dirty,
-    } = WorktreeBase::of(request)?;
+    let base = WorktreeBase::of(request)?;
     let branch = branch_of(run);
     git::run(
-        &top,
+        &base.top,
         &[
             "worktree",
             "add",
@@ -299,24 +294,24 @@ fn worktree(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Works
             "-b",
             &branch,
             &dir.to_string_lossy(),
-            &base,
+            &base.commit,
         ],
         &[],
     )?;
-    if dirty {
-        carry_dirty(&top, dir)?;
+    if base.dirty {
+        carry_dirty(&base.top, dir)?;
     }
     let git_dir = PathBuf::from(git::text(
-        &top,
+        &base.top,
         &["rev-parse", "--path-format=absolute", "--git-common-dir"],
     )?);
     Ok(Workspace {
         run: run.to_owned(),
         mode: Mode::Worktree,
         dir: dir.to_path_buf(),
-        project: top,
-        base,
-        base_name,
+        project: base.top,
+        base: base.commit,
+        base_name: base.name,
         branch: Some(branch),
         copied: None,
         git_dir,

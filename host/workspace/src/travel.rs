@@ -69,29 +69,24 @@ fn pack_into(
     let index = index_dir.path().join("index");
     let (project, base_name) = match request.mode {
         Mode::Worktree => {
-            let WorktreeBase {
-                top,
-                name: base_name,
-                commit: base,
-                dirty,
-            } = WorktreeBase::of(request)?;
+            let base = WorktreeBase::of(request)?;
             // The snapshot borrows the project's objects: nothing is
             // copied, and the project's repository is not written.
             let common = git::text(
-                &top,
+                &base.top,
                 &["rev-parse", "--path-format=absolute", "--git-common-dir"],
             )?;
             let alternates = git_dir.join("objects/info/alternates");
             std::fs::write(&alternates, format!("{common}/objects\n"))
                 .map_err(io(format!("cannot write {}", alternates.display())))?;
-            let env = snapshot_env(git_dir, &top, &index);
-            git::run(&top, &["read-tree", &base], &env)?;
-            if dirty {
+            let env = snapshot_env(git_dir, &base.top, &index);
+            git::run(&base.top, &["read-tree", &base.commit], &env)?;
+            if base.dirty {
                 // Tracked changes and untracked files, as a worktree
                 // carries them over.
-                git::run(&top, &["add", "--all", "."], &env)?;
+                git::run(&base.top, &["add", "--all", "."], &env)?;
             }
-            (top, base_name)
+            (base.top, base.name)
         }
         Mode::Copy => {
             if request.base.is_some() {
