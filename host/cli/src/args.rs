@@ -92,6 +92,10 @@ pub enum Command {
     Wait(WaitArgs),
     /// Cancel runs, wherever on this machine they run (idempotent).
     Cancel(CancelArgs),
+    /// Approve a run's request (a run started with --ask waits for it).
+    Approve(ApproveArgs),
+    /// Deny a run's request; the run goes on without it.
+    Deny(DenyArgs),
     /// Remove ended runs older than an age, and their events.
     Prune(PruneArgs),
     /// Keep secrets for runs to use without holding them (--secret).
@@ -564,6 +568,33 @@ pub struct CancelArgs {
     pub runs: Vec<String>,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct ApproveArgs {
+    /// A run id, a prefix naming one run (`r_` may be left out), or
+    /// `@last` for the newest.
+    pub run: String,
+    /// The request's number (`moat show RUN` lists them); left out: the
+    /// run's only open one.
+    pub request: Option<u32>,
+    /// Approve this request and every later one of the run for the same
+    /// host, program, directory (or one within it) or tool.
+    #[arg(long)]
+    pub always: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DenyArgs {
+    /// A run id, a prefix naming one run (`r_` may be left out), or
+    /// `@last` for the newest.
+    pub run: String,
+    /// The request's number (`moat show RUN` lists them); left out: the
+    /// run's only open one.
+    pub request: Option<u32>,
+    /// Why, for the run (its adapter is told).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Remove runs that ended longer ago than this, e.g. 7d.
@@ -775,6 +806,15 @@ pub struct RunFlags {
     /// (docs/security.md).
     #[arg(long, value_name = "LEVEL", value_parser = trust_parser(), default_value = "sandbox", help_heading = "Grants")]
     pub trust: TrustLevel,
+    /// Ask for what the run's grants do not cover (a host, a program)
+    /// instead of refusing it: the run waits (`moat ps`: waiting) until
+    /// `moat approve RUN` or `moat deny RUN` answers (docs/approvals.md).
+    #[arg(long, help_heading = "Grants")]
+    pub ask: bool,
+    /// How long a request waits for an answer before it is denied, or
+    /// `none` to wait as long as the run lasts [default: 10m].
+    #[arg(long, value_name = "DURATION|none", value_parser = parse_timeout, requires = "ask", help_heading = "Grants")]
+    pub approval_timeout: Option<Timeout>,
     /// The only tools the agent may use, comma-separated; an empty value
     /// allows none. A tool call outside them ends the run.
     #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list, help_heading = "Agent")]
@@ -929,6 +969,7 @@ impl GrantFlags {
             cwd: cwd.map(PathBuf::from),
             directories: directories.iter().map(PathBuf::from).collect(),
             limits,
+            answers_beyond: false,
         }
     }
 }
@@ -1000,13 +1041,28 @@ impl RunFlags {
     /// The ceiling of a run these flags start (its own flags: `moat run`'s
     /// ceiling is what its user grants it).
     pub fn ceiling(&self, holder: &str) -> Ceiling {
-        self.grants.ceiling(
-            holder,
-            self.trust,
-            self.cwd.as_deref(),
-            &self.add_dirs,
-            moat_launch::limits::unbounded(),
-        )
+        Ceiling {
+            // Its user answers its requests: they may give it anything.
+            answers_beyond: true,
+            ..self.grants.ceiling(
+                holder,
+                self.trust,
+                self.cwd.as_deref(),
+                &self.add_dirs,
+                moat_launch::limits::unbounded(),
+            )
+        }
+    }
+
+    /// How the run asks for what it lacks (`--ask`); `None`: it does not.
+    pub fn ask(&self) -> Option<moat_launch::Ask> {
+        self.ask.then_some(moat_launch::Ask {
+            timeout: match self.approval_timeout {
+                None => Some(moat_launch::Ask::DEFAULT_TIMEOUT),
+                Some(Timeout::After(after)) => Some(after),
+                Some(Timeout::Never) => None,
+            },
+        })
     }
 
     /// What a run with these flags asks for: all its ceiling allows, at

@@ -155,6 +155,8 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Logs(args) => return commands::logs(&globals, args).await,
         Command::Wait(args) => return commands::wait(&globals, args).await,
         Command::Cancel(args) => return commands::cancel(&globals, args).await,
+        Command::Approve(args) => return commands::approve(&globals, args).await,
+        Command::Deny(args) => return commands::deny(&globals, args).await,
         Command::Prune(args) => return commands::prune(&globals, args),
         Command::New(args) => return commands::new(args),
         Command::Completions(args) => return commands::completions(args),
@@ -192,6 +194,8 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Logs(_)
         | Command::Wait(_)
         | Command::Cancel(_)
+        | Command::Approve(_)
+        | Command::Deny(_)
         | Command::Prune(_)
         | Command::Secret(_)
         | Command::New(_)

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use moat_runs::{
-    EventStream, FailReason, RunFilter, RunId, RunRecord, Runs, RunsError, StoredEvent,
+    Answer, Approval, EventStream, FailReason, RunFilter, RunId, RunRecord, Runs, RunsError,
+    StoredEvent,
 };
 
 use crate::cluster::Cluster;
@@ -131,5 +132,28 @@ impl Runs for Cluster {
             .await
             .map_err(runs_error)?
             .to_run_record())
+    }
+
+    /// Runs on a cluster do not ask for approval (a run submitted with
+    /// `--ask` is refused): none has a request.
+    async fn approvals(&self, id: &RunId) -> Result<Vec<Approval>, RunsError> {
+        Runs::get(self, id)
+            .await?
+            .ok_or_else(|| RunsError::NotFound(id.to_string()))?;
+        Ok(Vec::new())
+    }
+
+    async fn answer(
+        &self,
+        id: &RunId,
+        _number: Option<u32>,
+        _answer: Answer,
+    ) -> Result<Approval, RunsError> {
+        Runs::get(self, id)
+            .await?
+            .ok_or_else(|| RunsError::NotFound(id.to_string()))?;
+        Err(RunsError::Invalid(format!(
+            "{id} runs on the cluster, where runs do not ask for approval (yet); it has no request to answer"
+        )))
     }
 }

@@ -418,6 +418,15 @@ pub struct PermissionRequestPayload {
     /// Why the agent asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The request's number in its run, when moat holds it open for an
+    /// answer (`moat approve RUN N`); absent for a request an adapter only
+    /// reports (its backend asked and answered on its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// What is asked for, when moat holds it open: `tool`, or the grant
+    /// kind (`net`, `run`, `read`, `write`, `secret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// `done`: the run is over. Exactly one per run; nothing follows it.
@@ -1011,6 +1020,8 @@ mod tests {
                         tool_use_id: "t2".into(),
                         input: object(json!({"cmd": "ls"})),
                         reason: Some("needs shell".into()),
+                        request_id: None,
+                        kind: None,
                     },
                 ))),
                 wire(

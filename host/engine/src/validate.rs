@@ -221,6 +221,10 @@ fn payload(
                 tool_name,
                 tool_use_id,
                 reason,
+                // An adapter reports requests; only the host holds one
+                // open (numbered) for an answer.
+                request_id: None,
+                kind: None,
             }))
         }
         AdapterEventKind::Done(done) => EventPayload::Done(Box::new(done_payload(done, elapsed)?)),

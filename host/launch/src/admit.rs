@@ -48,6 +48,12 @@ pub struct Ceiling {
     pub directories: Vec<PathBuf>,
     /// The most of each limit (a `None` timeout or fuel: no ceiling).
     pub limits: RunLimits,
+    /// Whether an answer to a run's request may give it more than these
+    /// grants: true where whoever answers holds every right of this user
+    /// (`moat run`, `moat parallel`: the person who started them), false
+    /// where the ceiling bounds runs others start (a server, a worker, a
+    /// workflow). A child is bounded by its parent's grants either way.
+    pub answers_beyond: bool,
 }
 
 impl Ceiling {
@@ -64,6 +70,7 @@ impl Ceiling {
             cwd: None,
             directories: Vec::new(),
             limits: limits::shared_host(),
+            answers_beyond: false,
         }
     }
 
@@ -156,7 +163,7 @@ impl Ceiling {
         let grants = match &asked.grants {
             None => match parent {
                 Some(parent) => allowance.intersect(&parent.grants),
-                None => allowance,
+                None => allowance.clone(),
             },
             Some(wanted) => {
                 let wanted = canonical(wanted.clone()).map_err(Refusal::Dir)?;
@@ -177,6 +184,12 @@ impl Ceiling {
         )?;
         check_mcp_programs(options, &grants)?;
         let dirs = OpenDirs::open(&grants).map_err(Refusal::Dir)?;
+        let approvable = match (self.answers_beyond, parent) {
+            (true, None) => None,
+            (true, Some(parent)) => Some(parent.grants.clone()),
+            (false, None) => Some(allowance),
+            (false, Some(parent)) => Some(allowance.intersect(&parent.grants)),
+        };
         Ok(Admission {
             grants,
             trust,
@@ -185,6 +198,7 @@ impl Ceiling {
             dirs,
             depth,
             secrets: moat_sandbox::Secrets::default(),
+            approvable,
         })
     }
 
@@ -294,6 +308,10 @@ pub struct Admission {
     /// executes it, from its own secrets file; empty until then (a run
     /// sent to the cluster carries the names only).
     pub secrets: moat_sandbox::Secrets,
+    /// The most an answer to its requests may give it: the ceiling's
+    /// allowance and its parent's grants; `None`: anything (see
+    /// [`Ceiling::answers_beyond`]).
+    pub approvable: Option<Grants>,
 }
 
 /// The secret grants a built-in's profile declares (none for a component

@@ -172,3 +172,82 @@ fn unfollowed(id: &RunId, why: &str) -> BoxStream<'static, AgentEvent> {
     );
     futures::stream::iter([error, done]).boxed()
 }
+
+/// `engine`'s events of `tasks` runs with what their approval desks tell
+/// (`notices`, by task): a desk's event is handed on as soon as it is
+/// made — while the engine still waits on the run's adapter, which is
+/// what the run waits for — carrying the run's session id and role as
+/// its last event had them, and never after the run's `done`.
+pub(crate) fn with_notices(
+    engine: BoxStream<'static, TaskEvent>,
+    notices: Vec<(usize, crate::approvals::Notices)>,
+    roles: Vec<Option<String>>,
+) -> BoxStream<'static, TaskEvent> {
+    let notices = futures::stream::select_all(notices.into_iter().map(|(task, receiver)| {
+        tokio_stream_of(receiver)
+            .map(move |event| TaskEvent { task, event })
+            .boxed()
+    }));
+    WithNotices {
+        engine,
+        notices,
+        last: vec![None; roles.len()],
+        ended: vec![false; roles.len()],
+        roles,
+    }
+    .boxed()
+}
+
+/// A receiver as a stream.
+fn tokio_stream_of(
+    mut receiver: crate::approvals::Notices,
+) -> impl Stream<Item = AgentEvent> + Send + 'static {
+    futures::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}
+
+struct WithNotices {
+    engine: BoxStream<'static, TaskEvent>,
+    notices: SelectAll<BoxStream<'static, TaskEvent>>,
+    /// Each run's session id, from its last event.
+    last: Vec<Option<String>>,
+    /// Each run's role, set on its events.
+    roles: Vec<Option<String>>,
+    /// Whether each run's `done` has passed.
+    ended: Vec<bool>,
+}
+
+impl Stream for WithNotices {
+    type Item = TaskEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TaskEvent>> {
+        // The desks first: a request is made before the adapter's call
+        // that waits for it returns, and must come before what follows.
+        while let Poll::Ready(Some(mut notice)) = self.notices.poll_next_unpin(cx) {
+            let task = notice.task;
+            if self.ended.get(task).copied().unwrap_or(true) {
+                continue;
+            }
+            match self.last.get_mut(task) {
+                Some(Some(session)) => notice.event.session_id.clone_from(session),
+                // Before the run's first event: its notices share one id.
+                Some(last) => *last = Some(notice.event.session_id.clone()),
+                None => {}
+            }
+            notice.event.role = self.roles.get(task).cloned().flatten();
+            return Poll::Ready(Some(notice));
+        }
+        let polled = self.engine.poll_next_unpin(cx);
+        if let Poll::Ready(Some(passed)) = &polled {
+            let task = passed.task;
+            if let Some(last) = self.last.get_mut(task) {
+                *last = Some(passed.event.session_id.clone());
+            }
+            if passed.event.is_done()
+                && let Some(ended) = self.ended.get_mut(task)
+            {
+                *ended = true;
+            }
+        }
+        polled
+    }
+}

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admit::{
     Admission, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, declared_secrets,
 };
+use crate::approvals::{Desk, Notices};
 use crate::budget::{MemoryBudget, Share};
 use crate::children::{Children, Spawner};
 use crate::error::LaunchError;
@@ -84,6 +85,8 @@ enum Kind {
         role: Option<String>,
         /// Boxed: a recording is large beside a cluster's run.
         recording: Option<Box<Recording>>,
+        /// What its approval desk tells its consumer, when it asks.
+        notices: Option<Notices>,
     },
     /// Submitted to a cluster: to follow there.
     Cluster {
@@ -238,6 +241,11 @@ impl Launcher {
         let (resolved, admission) = self.admit(&spec, None).await?;
         match &self.inner.place {
             Place::Cluster(cluster) => {
+                if spec.ask.is_some() {
+                    return Err(LaunchError::Refused(crate::Refusal::Asking(
+                        "runs on a cluster cannot ask for approval yet; leave out --ask, or run here without --nats".into(),
+                    )));
+                }
                 let (mut spec, mut admission) = (spec, admission);
                 let id = spec.id.clone().unwrap_or_default();
                 spec.id = Some(id.clone());
@@ -297,6 +305,16 @@ impl Launcher {
                 let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
                 let recording = Recording::new(recorder, publisher, spec.abort.clone());
                 let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
+                let desk = spec.ask.map(|ask| {
+                    Desk::new(
+                        local.clone(),
+                        id.clone(),
+                        resolved.name(),
+                        ask,
+                        admission.approvable.clone(),
+                        spec.ceiling.holder.clone(),
+                    )
+                });
                 Ok(self.here(
                     resolved,
                     spec,
@@ -305,15 +323,21 @@ impl Launcher {
                     Some(recording),
                     Some(children),
                     share,
+                    desk,
                 ))
             }
             Place::Unrecorded => {
+                if spec.ask.is_some() {
+                    return Err(LaunchError::Refused(crate::Refusal::Asking(
+                        "a run recorded nowhere cannot ask for approval: nobody could answer it (leave out --no-store, or --ask)".into(),
+                    )));
+                }
                 let mut spec = spec;
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 let share = self.share(&admission, spec.parent.is_none()).await?;
                 // Named by an id of its own, though nothing records it.
                 given_workspace(&mut spec, &RunId::new(), &mut admission).await?;
-                Ok(self.here(resolved, spec, admission, None, None, None, share))
+                Ok(self.here(resolved, spec, admission, None, None, None, share, None))
             }
         }
     }
@@ -345,6 +369,7 @@ impl Launcher {
             None,
             Some(children),
             share,
+            None,
         ))
     }
 
@@ -383,8 +408,11 @@ impl Launcher {
         recording: Option<Recording>,
         children: Option<Children>,
         share: Option<Share>,
+        desk: Option<(Desk, Notices)>,
     ) -> Prepared {
+        let (desk, notices) = desk.unzip();
         let scope = RunScope {
+            asking: desk.map(|desk| moat_sandbox::Asking(Arc::new(desk))),
             grants: admission.grants.clone(),
             trust: admission.trust,
             confinement: admission.confinement.clone(),
@@ -412,6 +440,7 @@ impl Launcher {
                 request: Box::new(request),
                 role: spec.role,
                 recording: recording.map(Box::new),
+                notices,
             },
         }
     }
@@ -474,7 +503,7 @@ impl Launcher {
             return Err(LaunchError::ParentEnded(id.clone()));
         }
         let live = RunFilter {
-            statuses: vec![RunStatus::Pending, RunStatus::Running],
+            statuses: RunStatus::LIVE.to_vec(),
             parent: Some(id.clone()),
             limit: Some(MAX_LIVE_CHILDREN + 1),
             ..RunFilter::default()
@@ -516,7 +545,8 @@ impl Launcher {
         let mut here = Vec::new();
         let mut followed = Vec::new();
         let mut shares = Vec::new();
-        for prepared in prepared {
+        let mut notices = Vec::new();
+        for (task, prepared) in prepared.into_iter().enumerate() {
             match prepared.kind {
                 Kind::Here {
                     share,
@@ -524,8 +554,10 @@ impl Launcher {
                     request,
                     role,
                     recording,
+                    notices: asked,
                 } => {
                     shares.extend(share);
+                    notices.extend(asked.map(|asked| (task, asked)));
                     here.push((adapter, *request, role, recording.map(|r| *r)));
                 }
                 Kind::Cluster {
@@ -544,7 +576,13 @@ impl Launcher {
         if !followed.is_empty() {
             return Launched::followed(ids, followed);
         }
+        let roles: Vec<Option<String>> = here.iter().map(|(_, _, role, _)| role.clone()).collect();
         let (events, recordings) = engine_start(here, memory_budget);
+        let events = if notices.is_empty() {
+            events
+        } else {
+            crate::events::with_notices(events, notices, roles)
+        };
         Launched::here(ids, events, recordings, shares)
     }
 

@@ -63,6 +63,7 @@
 //!   workspace, here or on a worker.
 
 pub mod admit;
+pub mod approvals;
 mod budget;
 mod children;
 pub mod contained;
@@ -79,6 +80,7 @@ pub mod worker;
 pub mod workspace;
 
 pub use admit::{Admission, Asked, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, canonical};
+pub use approvals::{ANSWER_EVENT, Ask};
 pub use budget::{MemoryBudget, Roots};
 pub use error::LaunchError;
 pub use events::Launched;

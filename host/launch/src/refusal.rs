@@ -63,6 +63,8 @@ pub enum Refusal {
     Needs(String),
     /// Runs may not nest here, or not this deep, or not this many at once.
     Nesting(String),
+    /// The run asks to ask for what it lacks where nobody could answer.
+    Asking(String),
 }
 
 impl Refusal {
@@ -104,6 +106,7 @@ impl Refusal {
                 beyond(bound),
                 remedy(bound, &names.assignment(*setting, asked))
             ),
+            Refusal::Asking(why) => why.clone(),
             Refusal::McpProgram { server, program } => format!(
                 "the MCP server {server} runs {program}, which this run may not start: add {}",
                 names.assignment(Setting::AllowRun, program)

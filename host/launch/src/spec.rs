@@ -60,6 +60,9 @@ pub struct LaunchSpec {
     /// A workspace of its own (a worktree or a copy of the project), which
     /// it works in and alone may write; `None`: it works where it is told.
     pub workspace: Option<moat_workspace::Request>,
+    /// Ask for what its grants do not cover instead of being refused at
+    /// once ([`crate::approvals`]); `None`: refused at once.
+    pub ask: Option<crate::Ask>,
 }
 
 impl LaunchSpec {
@@ -82,6 +85,7 @@ impl LaunchSpec {
             retry_on_worker_loss: false,
             id: None,
             workspace: None,
+            ask: None,
         }
     }
 }

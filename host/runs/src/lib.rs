@@ -6,14 +6,16 @@
 //! protocol server and workflows are written once against [`Runs`];
 //! `--nats` only decides which one they are given.
 //!
+//! - [`approval`]: what a run asks for mid-run, and the answers;
 //! - [`id`]: run ids, unique without coordination and sortable by time;
-//! - [`status`]: a run's life (`pending → running → completed | failed`)
+//! - [`status`]: a run's life (`pending → running ⇄ waiting → completed | failed`)
 //!   and how it ended;
 //! - [`record`]: what a run was started with, its record, and filters;
 //! - [`limits`]: limits as records keep them;
 //! - [`runs`]: the trait, its errors and events;
 //! - [`result`]: a run's result and other questions asked of any [`Runs`].
 
+pub mod approval;
 pub mod id;
 pub mod limits;
 pub mod record;
@@ -21,6 +23,7 @@ pub mod result;
 pub mod runs;
 pub mod status;
 
+pub use approval::{Answer, Approval, ApprovalRequest, Requested, pick_open};
 pub use id::{PREFIX as RUN_ID_PREFIX, RunId, SHORT_MIN as SHORT_ID_MIN, short_ids};
 pub use limits::RecordedLimits;
 pub use record::{NewRun, RunFilter, RunRecord};

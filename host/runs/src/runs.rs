@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 
+use crate::approval::{Answer, Approval};
 use crate::id::RunId;
 use crate::record::{RunFilter, RunRecord};
 
@@ -136,4 +137,19 @@ pub trait Runs: Send + Sync {
 
     /// Waits until the run has ended; its final record.
     async fn wait(&self, id: &RunId) -> Result<RunRecord, RunsError>;
+
+    /// The run's requests for approval, oldest first, with their answers
+    /// (see [`Approval`]).
+    async fn approvals(&self, id: &RunId) -> Result<Vec<Approval>, RunsError>;
+
+    /// Answers request `number` of the live run `id` (`None`: its only
+    /// open one; see [`crate::pick_open`]): the request, answered. The
+    /// first answer wins; a request answered already, or a run that has
+    /// ended, is refused.
+    async fn answer(
+        &self,
+        id: &RunId,
+        number: Option<u32>,
+        answer: Answer,
+    ) -> Result<Approval, RunsError>;
 }

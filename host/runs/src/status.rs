@@ -13,6 +13,9 @@ pub enum RunStatus {
     Pending,
     /// Its adapter is running.
     Running,
+    /// Running, and waiting for an answer to a request it made (see
+    /// [`crate::Approval`]): it goes on once answered.
+    Waiting,
     /// It ended with `done` success.
     Completed,
     /// It ended any other way; the record says why.
@@ -21,9 +24,10 @@ pub enum RunStatus {
 
 impl RunStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [RunStatus; 4] = [
+    pub const ALL: [RunStatus; 5] = [
         RunStatus::Pending,
         RunStatus::Running,
+        RunStatus::Waiting,
         RunStatus::Completed,
         RunStatus::Failed,
     ];
@@ -33,10 +37,14 @@ impl RunStatus {
         match self {
             Self::Pending => "pending",
             Self::Running => "running",
+            Self::Waiting => "waiting",
             Self::Completed => "completed",
             Self::Failed => "failed",
         }
     }
+
+    /// The statuses of a run that has not ended.
+    pub const LIVE: [RunStatus; 3] = [RunStatus::Pending, RunStatus::Running, RunStatus::Waiting];
 
     /// Whether the run is over.
     pub fn is_terminal(self) -> bool {
@@ -58,7 +66,9 @@ impl FromStr for RunStatus {
             .into_iter()
             .find(|status| status.as_str() == text)
             .ok_or_else(|| {
-                format!("unknown status {text:?}; use pending, running, completed or failed")
+                format!(
+                    "unknown status {text:?}; use pending, running, waiting, completed or failed"
+                )
             })
     }
 }

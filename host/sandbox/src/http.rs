@@ -78,6 +78,8 @@ pub(crate) struct NetAccess {
     /// body is read or dropped).
     connections: Arc<tokio::sync::Semaphore>,
     max_connections: usize,
+    /// Who is asked for a destination no rule grants; `None`: refused.
+    asking: Option<crate::Asking>,
 }
 
 impl NetAccess {
@@ -91,6 +93,7 @@ impl NetAccess {
         denials: DenialLog,
         connections: Arc<tokio::sync::Semaphore>,
         max_connections: usize,
+        asking: Option<crate::Asking>,
     ) -> Self {
         Self {
             rules: rules.into(),
@@ -99,6 +102,7 @@ impl NetAccess {
             denials,
             connections,
             max_connections,
+            asking,
         }
     }
 }
@@ -106,18 +110,80 @@ impl NetAccess {
 impl WasiHttpHooks for NetAccess {
     fn send_request(
         &mut self,
-        mut request: http::Request<WasiBody>,
+        request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> ResponseFuture {
         let destination = match destination_of(request.uri(), &self.rules) {
             Ok(destination) => destination,
             Err(Refused::Invalid(error)) => return Box::new(async move { Err(error) }),
-            Err(Refused::NotGranted(denial)) => {
-                self.denials.record(denial);
-                return Box::new(async { Err(HttpError::HttpRequestDenied) });
-            }
+            Err(Refused::NotGranted(denial)) => return self.ask_for(denial, request, options),
         };
+        match self.sending(destination, request) {
+            Ok(sending) => Box::new(send(sending, options)),
+            Err(error) => Box::new(async { Err(error) }),
+        }
+    }
+}
+
+impl NetAccess {
+    /// A request to a destination no rule grants: refused at once, or,
+    /// when the run asks ([`crate::approvals`]), sent once approved —
+    /// to that destination by name, as a grant of it would allow.
+    fn ask_for(
+        &mut self,
+        denial: Denial,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> ResponseFuture {
+        let Some(asking) = self.asking.clone() else {
+            self.denials.record(denial);
+            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+        };
+        let Some(moat_engine::Grant::Net { host, port }) = denial.remedy.clone() else {
+            self.denials.record(denial);
+            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+        };
+        let scheme = match request.uri().scheme_str() {
+            Some("https") => Scheme::Https,
+            _ => Scheme::Http,
+        };
+        let access = self.for_one_request();
+        Box::new(async move {
+            if let Err(denial) = asking.ask(denial).await {
+                access.denials.record(denial);
+                return Err(HttpError::HttpRequestDenied);
+            }
+            let approved = NetRule::parse(&format!("{host}:{port}"))
+                .map_err(|_| HttpError::HttpRequestDenied)?;
+            let destination = Destination::granted(scheme, &host, port, &[approved])
+                .map_err(|_| HttpError::HttpRequestDenied)?;
+            send(access.sending(destination, request)?, options).await
+        })
+    }
+
+    /// What sending one request needs of this access, to take along into
+    /// a future that outlives the borrow of it.
+    fn for_one_request(&self) -> NetAccess {
+        NetAccess {
+            rules: self.rules.clone(),
+            secrets: self.secrets.clone(),
+            deadline: self.deadline,
+            denials: self.denials.clone(),
+            connections: self.connections.clone(),
+            max_connections: self.max_connections,
+            asking: None,
+        }
+    }
+
+    /// `request` to the granted `destination`, with the run's secrets for
+    /// it, holding one of the run's connections; refused when all are
+    /// open.
+    fn sending(
+        &self,
+        destination: Destination,
+        mut request: http::Request<WasiBody>,
+    ) -> Result<Sending, HttpError> {
         // The run's secrets for this destination replace whatever the guest
         // put in their headers (the placeholder, typically).
         for secret in
@@ -132,14 +198,25 @@ impl WasiHttpHooks for NetAccess {
                 "a request over the run's {} open connections was refused",
                 self.max_connections
             );
-            return Box::new(async { Err(HttpError::ConnectionLimitReached) });
+            return Err(HttpError::ConnectionLimitReached);
         };
-        let deadline = self.deadline;
-        let denials = self.denials.clone();
-        Box::new(
-            async move { send(destination, request, options, deadline, denials, connection).await },
-        )
+        Ok(Sending {
+            destination,
+            request,
+            deadline: self.deadline,
+            denials: self.denials.clone(),
+            connection,
+        })
     }
+}
+
+/// A request ready to go: its destination granted, its connection held.
+struct Sending {
+    destination: Destination,
+    request: http::Request<WasiBody>,
+    deadline: Option<Instant>,
+    denials: DenialLog,
+    connection: tokio::sync::OwnedSemaphorePermit,
 }
 
 enum Refused {
@@ -191,13 +268,8 @@ fn bounded(requested: Option<Duration>, deadline: Option<Instant>) -> Duration {
 }
 
 async fn send(
-    destination: Destination,
-    mut request: http::Request<WasiBody>,
+    sending: Sending,
     options: Option<RequestOptions>,
-    deadline: Option<Instant>,
-    denials: DenialLog,
-    // Held as long as the connection is open.
-    connection_slot: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<
     (
         http::Response<WasiBody>,
@@ -205,6 +277,13 @@ async fn send(
     ),
     HttpError,
 > {
+    let Sending {
+        destination,
+        mut request,
+        deadline,
+        denials,
+        connection: connection_slot,
+    } = sending;
     let options = options.unwrap_or_default();
     let connect_timeout = bounded(options.connect_timeout, deadline);
     let stream = match destination.connect(connect_timeout, &denials).await {

@@ -40,6 +40,7 @@
 //!   refusals, turned into what the engine understands.
 
 mod adapter;
+pub mod approvals;
 mod cache;
 mod capabilities;
 pub mod children;
@@ -67,6 +68,7 @@ mod session;
 mod state;
 
 pub use adapter::{ComponentDetails, WasmAdapter};
+pub use approvals::{Approver, Asking, Verdict};
 pub use cache::CacheOutcome;
 pub use children::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns};
 pub use config::{

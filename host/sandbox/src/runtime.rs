@@ -248,6 +248,8 @@ impl EpochTicker {
             .spawn(move || {
                 while !stopped.load(Ordering::Relaxed) {
                     std::thread::sleep(tick);
+                    // No guest runs while every run waits for an answer.
+                    crate::control::idle_while_all_wait(Duration::from_millis(250));
                     engine.increment_epoch();
                 }
             })?;

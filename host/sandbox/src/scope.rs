@@ -28,6 +28,9 @@ pub struct RunScope {
     /// a secret granted without a value here is refused at the run's
     /// start.
     pub secrets: crate::Secrets,
+    /// Who is asked for what its grants do not cover (see
+    /// [`crate::approvals`]); `None`: it is refused at once.
+    pub asking: Option<crate::Asking>,
 }
 
 impl RunScope {

@@ -128,6 +128,7 @@ impl RunState {
                 denials.clone(),
                 connections,
                 limits.max_connections,
+                scope.asking.clone(),
             ),
             denials,
             wasi,

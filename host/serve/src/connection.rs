@@ -161,6 +161,15 @@ async fn handle(
         Op::Inspect(params) => server.inspect(&params.adapter).await,
         Op::Diff(params) => server.diff(&params.run, params.stat).await,
         Op::Apply(params) => server.apply(&params.run).await,
+        Op::Approve(params) => {
+            let answer = moat_runs::Answer::approve(server.answerer(), params.always);
+            server.answer(&params.run, params.request, answer).await
+        }
+        Op::Deny(params) => {
+            let answer = moat_runs::Answer::deny(server.answerer(), params.reason);
+            server.answer(&params.run, params.request, answer).await
+        }
+        Op::Approvals(params) => server.approvals(&params.run).await,
         // The server stops once the answer is queued (above).
         Op::Shutdown => Ok(json!({})),
     }

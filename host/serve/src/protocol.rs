@@ -109,6 +109,12 @@ pub enum Op {
     Diff(DiffParams),
     /// Apply what a run changed in its workspace to its project.
     Apply(RunParam),
+    /// Approve a run's request.
+    Approve(ApproveParams),
+    /// Deny a run's request.
+    Deny(DenyParams),
+    /// A run's requests and their answers.
+    Approvals(RunParam),
     /// Stop the server.
     Shutdown,
 }
@@ -137,6 +143,45 @@ pub struct RunParams {
     pub parent: Option<String>,
     /// A workspace of its own, of the project at `options.cwd`.
     pub workspace: Option<WorkspaceParams>,
+    /// Ask for what its grants do not cover instead of being refused: the
+    /// run waits until a client answers (`approve` / `deny`).
+    pub ask: Option<AskParams>,
+}
+
+/// `run`'s `ask`: how long a request waits for an answer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AskParams {
+    /// Denied after this long unanswered; absent: ten minutes.
+    pub timeout_ms: Option<u64>,
+    /// Wait as long as the run lasts (no `timeoutMs` with it).
+    #[serde(default)]
+    pub no_timeout: bool,
+}
+
+/// `approve`: a run's request to approve.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveParams {
+    /// A run id, or a prefix naming one run.
+    pub run: String,
+    /// The request's number; absent: the run's only open one.
+    pub request: Option<u32>,
+    /// Also every later request of the run it covers.
+    #[serde(default)]
+    pub always: bool,
+}
+
+/// `deny`: a run's request to deny.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenyParams {
+    /// A run id, or a prefix naming one run.
+    pub run: String,
+    /// The request's number; absent: the run's only open one.
+    pub request: Option<u32>,
+    /// Why, for the run.
+    pub reason: Option<String>,
 }
 
 /// `run`'s workspace.
@@ -275,10 +320,13 @@ pub fn parse(line: &str) -> Result<Request, (Value, Failure)> {
         "inspect" => Op::Inspect(params_of(&op, params).map_err(fail)?),
         "diff" => Op::Diff(params_of(&op, params).map_err(fail)?),
         "apply" => Op::Apply(params_of(&op, params).map_err(fail)?),
+        "approve" => Op::Approve(params_of(&op, params).map_err(fail)?),
+        "deny" => Op::Deny(params_of(&op, params).map_err(fail)?),
+        "approvals" => Op::Approvals(params_of(&op, params).map_err(fail)?),
         "shutdown" => no_params(&op, params, Op::Shutdown).map_err(fail)?,
         other => {
             return Err(fail(Failure::invalid(format!(
-                "unknown op {:?}; the ops are run, await, cancel, get, list, subscribe, unsubscribe, adapters, inspect, diff, apply, shutdown",
+                "unknown op {:?}; the ops are run, await, cancel, get, list, subscribe, unsubscribe, adapters, inspect, diff, apply, approve, deny, approvals, shutdown",
                 cut(other)
             ))));
         }

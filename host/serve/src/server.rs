@@ -19,7 +19,7 @@ use moat_launch::{
 use moat_runs::{EventStream, RunFilter, RunId, RunRecord, RunStatus, Runs, RunsError};
 
 use crate::protocol::{
-    Code, Failure, LimitParams, ListParams, RunParams, WorkspaceParams, awaited,
+    AskParams, Code, Failure, LimitParams, ListParams, RunParams, WorkspaceParams, awaited,
 };
 
 /// Everything a server is made of.
@@ -138,8 +138,27 @@ impl Server {
             Some(asked) => Some(self.workspace_request(asked, &params.options)?),
             None => None,
         };
+        let ask = match params.ask {
+            None => None,
+            Some(AskParams {
+                timeout_ms: Some(_),
+                no_timeout: true,
+            }) => {
+                return Err(Failure::invalid(
+                    "ask: give timeoutMs or noTimeout, not both",
+                ));
+            }
+            Some(asked) => Some(moat_launch::Ask {
+                timeout: match (asked.no_timeout, asked.timeout_ms) {
+                    (true, _) => None,
+                    (false, Some(ms)) => Some(Duration::from_millis(ms)),
+                    (false, None) => Some(moat_launch::Ask::DEFAULT_TIMEOUT),
+                },
+            }),
+        };
         let spec = LaunchSpec {
             workspace,
+            ask,
             options: params.options,
             asked: Asked {
                 grants,
@@ -296,7 +315,38 @@ impl Server {
         } else {
             Value::Null
         };
+        value["requests"] = self.approvals(id.as_str()).await?["requests"].take();
         Ok(value)
+    }
+
+    /// Who answers through this server, as the run's record keeps it.
+    pub fn answerer(&self) -> String {
+        format!("a client of moat serve (pid {})", std::process::id())
+    }
+
+    /// `approve` / `deny`: answers a run's request (its only open one when
+    /// `number` is absent); the request, answered.
+    pub async fn answer(
+        &self,
+        text: &str,
+        number: Option<u32>,
+        answer: moat_runs::Answer,
+    ) -> Result<Value, Failure> {
+        let id = self.runs.resolve(text).await.map_err(runs_failure)?;
+        let answered = self
+            .runs
+            .answer(&id, number, answer)
+            .await
+            .map_err(runs_failure)?;
+        Ok(json!({"request": answered.to_json()}))
+    }
+
+    /// `approvals`: a run's requests, oldest first, with their answers.
+    pub async fn approvals(&self, text: &str) -> Result<Value, Failure> {
+        let id = self.runs.resolve(text).await.map_err(runs_failure)?;
+        let approvals = self.runs.approvals(&id).await.map_err(runs_failure)?;
+        let requests: Vec<Value> = approvals.iter().map(moat_runs::Approval::to_json).collect();
+        Ok(json!({"requests": requests}))
     }
 
     /// `list`: records, newest first.
@@ -306,7 +356,7 @@ impl Server {
             let known = RunStatus::ALL.into_iter().find(|s| s.as_str() == status);
             statuses.push(known.ok_or_else(|| {
                 Failure::invalid(format!(
-                    "list: unknown status {status:?}; the statuses are pending, running, completed, failed"
+                    "list: unknown status {status:?}; the statuses are pending, running, waiting, completed, failed"
                 ))
             })?);
         }

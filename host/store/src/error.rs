@@ -40,6 +40,10 @@ pub enum StoreError {
         /// The first few of them, oldest first.
         candidates: Vec<moat_runs::RunId>,
     },
+    /// A request the store will not carry out, in words (a request of a
+    /// run that has ended, answered twice).
+    #[error("{0}")]
+    Refused(String),
     /// Writing failed (disk full, read-only, corrupt): what was being
     /// written is not stored.
     #[error("the run store could not be written: {0}")]

@@ -36,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+mod approvals;
 mod blocks;
 mod checkpoint;
 mod error;
@@ -400,13 +401,34 @@ impl Store {
         let mut conditions = Vec::new();
         let mut values: Vec<(&str, &dyn rusqlite::ToSql)> = Vec::new();
         if !filter.statuses.is_empty() {
-            // The statuses' own names: nothing a caller typed.
-            let quoted: Vec<String> = filter
-                .statuses
-                .iter()
-                .map(|s| format!("'{}'", s.as_str()))
-                .collect();
-            conditions.push(format!("status IN ({})", quoted.join(", ")));
+            // The statuses' own names: nothing a caller typed. A waiting
+            // run is `running` in its row: the row's status narrows first
+            // (by its index), the open requests then tell the two apart.
+            let stored = |status: RunStatus| match status {
+                RunStatus::Waiting => RunStatus::Running,
+                other => other,
+            };
+            let quoted = |statuses: &mut dyn Iterator<Item = RunStatus>| {
+                let mut names: Vec<String> =
+                    statuses.map(|s| format!("'{}'", s.as_str())).collect();
+                names.sort();
+                names.dedup();
+                names.join(", ")
+            };
+            conditions.push(format!(
+                "status IN ({})",
+                quoted(&mut filter.statuses.iter().map(|s| stored(*s)))
+            ));
+            let running = filter.statuses.contains(&RunStatus::Running);
+            let waiting = filter.statuses.contains(&RunStatus::Waiting);
+            if running != waiting {
+                let open = "EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = runs.id AND a.answer IS NULL)";
+                conditions.push(if waiting {
+                    format!("(status <> 'running' OR {open})")
+                } else {
+                    format!("(status <> 'running' OR NOT {open})")
+                });
+            }
         }
         if let Some(adapter) = &filter.adapter {
             conditions.push("adapter = :adapter".to_owned());
@@ -601,8 +623,12 @@ impl Store {
 }
 
 /// The columns [`record`] reads, in its order.
-const COLUMNS: &str = "id, parent_id, adapter, component_sha256, prompt, options, grants, limits,
-    trust, status, reason, done, owner_pid, created_ms, started_ms, ended_ms";
+const COLUMNS: &str = concat!(
+    "id, parent_id, adapter, component_sha256, prompt, options, grants, limits, trust, ",
+    "CASE WHEN status = 'running' AND EXISTS (SELECT 1 FROM approvals a ",
+    "WHERE a.run_id = runs.id AND a.answer IS NULL) THEN 'waiting' ELSE status END, ",
+    "reason, done, owner_pid, created_ms, started_ms, ended_ms"
+);
 
 /// How many runs an ambiguous prefix's error names.
 const AMBIGUOUS_SHOWN: usize = 5;

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use moat_runs::{EventStream, RunFilter, RunId, RunRecord, Runs, RunsError, StoredEvent};
+use moat_runs::{
+    Answer, Approval, EventStream, RunFilter, RunId, RunRecord, Runs, RunsError, StoredEvent,
+};
 
 use crate::live::{LiveRuns, Publisher};
 use crate::{Store, StoreError};
@@ -33,7 +35,14 @@ pub struct LocalRuns {
     /// The one task that turns cancels asked through the store into the
     /// live runs' aborts, started with the first live run.
     watcher: Arc<std::sync::OnceLock<()>>,
+    /// Woken when a request of a run is answered through this process, so
+    /// a run here that waits for it goes on at once (answers from other
+    /// processes are found by polling, [`ANSWER_POLL`]).
+    answered: Arc<tokio::sync::Notify>,
 }
+
+/// How often a run waiting for an answer looks for one in the store.
+pub const ANSWER_POLL: Duration = Duration::from_millis(200);
 
 impl LocalRuns {
     /// The runs of `store`, with none live in this process yet.
@@ -42,6 +51,20 @@ impl LocalRuns {
             store,
             live: Arc::default(),
             watcher: Arc::default(),
+            answered: Arc::default(),
+        }
+    }
+
+    /// Waits until request `number` of run `id` is answered, looking in
+    /// the store as answers come through this process and every
+    /// [`ANSWER_POLL`] otherwise (cheap: one indexed read).
+    pub async fn answer_to(&self, id: &RunId, number: u32) -> Result<Answer, StoreError> {
+        loop {
+            let woken = self.answered.notified();
+            if let Some(answer) = self.store.answer_of(id, number)? {
+                return Ok(answer);
+            }
+            let _ = tokio::time::timeout(ANSWER_POLL, woken).await;
         }
     }
 
@@ -88,6 +111,7 @@ fn runs_error(error: StoreError) -> RunsError {
             count,
             candidates,
         },
+        StoreError::Refused(text) => RunsError::Invalid(text),
         other => RunsError::Unavailable(other.to_string()),
     }
 }
@@ -110,6 +134,21 @@ impl Runs for LocalRuns {
 
     async fn list(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, RunsError> {
         self.store.list(filter).map_err(runs_error)
+    }
+
+    async fn approvals(&self, id: &RunId) -> Result<Vec<Approval>, RunsError> {
+        self.store.approvals(id).map_err(runs_error)
+    }
+
+    async fn answer(
+        &self,
+        id: &RunId,
+        number: Option<u32>,
+        answer: Answer,
+    ) -> Result<Approval, RunsError> {
+        let answered = self.store.answer(id, number, &answer).map_err(runs_error)?;
+        self.answered.notify_waiters();
+        Ok(answered)
     }
 
     async fn cancel(&self, id: &RunId) -> Result<(), RunsError> {

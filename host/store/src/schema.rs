@@ -65,6 +65,20 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // (NULL for runs recorded before, and for a workflow's own record).
     "ALTER TABLE runs ADD COLUMN trust TEXT
         CHECK (trust IS NULL OR trust IN ('sandbox', 'controlled', 'unrestricted'));",
+    // 4: what runs ask for mid-run (approval.rs), each numbered in its run
+    // from 1; `answer` is NULL while the request is open, and a `running`
+    // run with an open request reads as `waiting` (the runs table's own
+    // status is left as it was: a waiting run is still running there, so
+    // every moat that reads `running` goes on working).
+    "CREATE TABLE approvals (
+        run_id    TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        number    INTEGER NOT NULL CHECK (number >= 1),
+        request   TEXT NOT NULL,
+        asked_ms  INTEGER NOT NULL,
+        answer    TEXT,
+        PRIMARY KEY (run_id, number)
+    ) WITHOUT ROWID;
+    CREATE INDEX open_approvals ON approvals (run_id) WHERE answer IS NULL;",
 ];
 
 /// The schema version this binary writes.

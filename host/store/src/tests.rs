@@ -621,3 +621,77 @@ fn an_ambiguous_prefix_names_some_of_its_runs() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_run_with_an_open_request_reads_as_waiting_and_any_process_answers_it_once() {
+    use moat_runs::{Answer, ApprovalRequest, Requested};
+    let (_dir, path) = scratch();
+    let owner = Store::open(&path).unwrap();
+    let other = Store::open(&path).unwrap();
+    let id = owner.create_run(&new_run(None)).unwrap();
+    let idle = owner.create_run(&new_run(None)).unwrap();
+    owner.mark_running(&id).unwrap();
+    owner.mark_running(&idle).unwrap();
+    let request = ApprovalRequest {
+        what: Requested::Net {
+            host: "example.com".into(),
+            port: 443,
+        },
+        reason: "not granted".into(),
+    };
+    let asked = owner.ask(&id, &request).unwrap();
+    assert_eq!(asked.number, 1);
+    assert_eq!(other.get(&id).unwrap().unwrap().status, RunStatus::Waiting);
+    let listed = |statuses: Vec<RunStatus>| -> Vec<RunId> {
+        let filter = RunFilter {
+            statuses,
+            ..RunFilter::default()
+        };
+        other
+            .list(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    };
+    assert_eq!(listed(vec![RunStatus::Waiting]), std::slice::from_ref(&id));
+    assert_eq!(listed(vec![RunStatus::Running]), std::slice::from_ref(&idle));
+    assert_eq!(listed(RunStatus::LIVE.to_vec()).len(), 2);
+    assert_eq!(owner.answer_of(&id, 1).unwrap(), None);
+
+    let answer = Answer::approve("a test", true);
+    let answered = other.answer(&id, None, &answer).unwrap();
+    assert_eq!(answered.answer.as_ref(), Some(&answer));
+    assert_eq!(owner.answer_of(&id, 1).unwrap(), Some(answer));
+    assert_eq!(owner.get(&id).unwrap().unwrap().status, RunStatus::Running);
+    let twice = other
+        .answer(&id, Some(1), &Answer::deny("late", None))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        twice.contains("approved always already, by a test"),
+        "{twice}"
+    );
+    let none_open = other
+        .answer(&id, None, &Answer::deny("x", None))
+        .unwrap_err();
+    assert!(
+        none_open.to_string().contains("no open request"),
+        "{none_open}"
+    );
+
+    owner.ask(&id, &request).unwrap();
+    owner.finish(&id, &completed()).unwrap();
+    let ended = other
+        .answer(&id, None, &Answer::deny("x", None))
+        .unwrap_err();
+    assert!(ended.to_string().contains("has ended"), "{ended}");
+    assert!(
+        owner
+            .ask(&id, &request)
+            .unwrap_err()
+            .to_string()
+            .contains("has ended")
+    );
+    assert_eq!(owner.approvals(&id).unwrap().len(), 2);
+}

@@ -83,13 +83,26 @@ impl Pty {
     /// the command ended.
     pub(crate) fn run(
         self,
-        mut command: std::process::Command,
+        command: std::process::Command,
     ) -> (Vec<(std::time::Instant, String)>, std::process::ExitStatus) {
-        use std::io::Read;
+        self.run_answering(command, None)
+    }
+
+    /// [`run`](Self::run), its stdin the terminal too: once the terminal
+    /// shows `answer`'s first part, its second is typed.
+    pub(crate) fn run_answering(
+        self,
+        mut command: std::process::Command,
+        mut answer: Option<(&str, &str)>,
+    ) -> (Vec<(std::time::Instant, String)>, std::process::ExitStatus) {
+        use std::io::{Read, Write};
         let Pty {
             mut primary,
             secondary,
         } = self;
+        if answer.is_some() {
+            command.stdin(secondary.try_clone().unwrap());
+        }
         let mut child = command
             .stdout(secondary.try_clone().unwrap())
             .stderr(secondary)
@@ -106,6 +119,13 @@ impl Pty {
             }
             let text = String::from_utf8_lossy(&buffer[..n]).into_owned();
             pieces.push((std::time::Instant::now(), text));
+            if let Some((shown, typed)) = answer {
+                let seen: String = pieces.iter().map(|(_, text)| text.as_str()).collect();
+                if seen.contains(shown) {
+                    primary.write_all(typed.as_bytes()).unwrap();
+                    answer = None;
+                }
+            }
         }
         (pieces, child.wait().unwrap())
     }

@@ -5,6 +5,7 @@
 //! run's result as one JSON object (`result`).
 
 mod adapters;
+mod approvals;
 mod cligent;
 pub(crate) mod common;
 mod discovery;

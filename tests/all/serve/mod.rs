@@ -7,6 +7,7 @@
 //! contract versions side by side. Every message the server sends is
 //! checked against protocol/moat-protocol.schema.json.
 
+mod approvals;
 pub(crate) mod client;
 mod cluster;
 

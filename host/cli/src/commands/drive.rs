@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
 
+use super::prompt::TerminalPrompt;
 use crate::render::Renderer;
 
 /// How long the stream may be silent before the renderer is told.
@@ -74,6 +75,7 @@ pub async fn render_until_done(
     mut events: impl Shown,
     renderer: &mut dyn Renderer,
     abort: CancellationToken,
+    mut prompt: Option<TerminalPrompt>,
 ) -> anyhow::Result<ExitCode> {
     // Listening starts now, before the first event is pulled (which starts
     // the run): a signal from then on is ours, never the default action.
@@ -86,14 +88,22 @@ pub async fn render_until_done(
             Some(event) => event,
             None => {
                 renderer.flush().context("cannot write the output")?;
-                // Keep the same pending read across the spinner timer.
+                // Keep the same pending read across the spinner timer and
+                // the lines typed to answer a request.
                 let mut next = events.next();
-                tokio::select! {
-                    biased;
-                    event = &mut next => event,
-                    () = tokio::time::sleep(SPINNER_DELAY) => {
-                        renderer.waiting();
-                        next.await
+                let mut spinner_due = true;
+                loop {
+                    tokio::select! {
+                        biased;
+                        event = &mut next => break event,
+                        line = typed(&mut prompt) => {
+                            let shown = answered(&mut prompt, &line).await;
+                            renderer.asking(shown).context("cannot write the output")?;
+                        }
+                        () = tokio::time::sleep(SPINNER_DELAY), if spinner_due => {
+                            spinner_due = false;
+                            renderer.waiting();
+                        }
                     }
                 }
             }
@@ -109,10 +119,36 @@ pub async fn render_until_done(
         if !shown.context("cannot write the output")? {
             renderer.event(&event).context("cannot write the output")?;
         }
+        if let Some(super::prompt::Shown::Ask(question)) =
+            prompt.as_mut().and_then(|prompt| prompt.seen(&event))
+        {
+            renderer
+                .asking(Some(question))
+                .context("cannot write the output")?;
+        }
     }
     renderer.finish().context("cannot write the output")?;
     signals.abort();
     Ok(exit_code(&statuses, stopped.get().copied()))
+}
+
+/// The next line typed to answer a request; pending without a prompt.
+async fn typed(prompt: &mut Option<TerminalPrompt>) -> String {
+    match prompt {
+        Some(prompt) => prompt.line().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Answers with `line`: the question asked again, or `None` (answered).
+async fn answered(prompt: &mut Option<TerminalPrompt>, line: &str) -> Option<&'static str> {
+    match prompt {
+        Some(prompt) => match prompt.answer(line).await {
+            super::prompt::Shown::Ask(again) => Some(again),
+            super::prompt::Shown::Answered => None,
+        },
+        None => None,
+    }
 }
 
 /// Listens for the stopping signals from now on: the first cancels

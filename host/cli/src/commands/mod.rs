@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 mod adapters;
+mod approvals;
 mod compile;
 mod doctor;
 mod drive;
@@ -9,6 +10,7 @@ mod inspect;
 mod installed;
 mod new;
 mod parallel;
+mod prompt;
 mod run;
 mod runs;
 mod secret;
@@ -18,6 +20,7 @@ mod workflow;
 mod workspace;
 
 pub use adapters::adapters;
+pub use approvals::{approve, deny};
 pub use compile::compile;
 pub use doctor::doctor;
 pub use help::{completions, man};

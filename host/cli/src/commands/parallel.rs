@@ -92,6 +92,7 @@ pub async fn parallel(
             names: Arc::new(FlagNames),
             // Each task a workspace of its own.
             workspace: wiring::workspace(globals, &task.flags)?,
+            ask: task.flags.ask(),
             ..LaunchSpec::new(AdapterRef::Resolved(resolved.clone()), task.prompt, ceiling)
         };
         let task = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
@@ -103,7 +104,7 @@ pub async fn parallel(
         .or_else(moat_sandbox::default_memory_budget);
     let mut renderer = render::for_parallel(format, &labels);
     let events = launcher.start_all(prepared, budget);
-    render_until_done(events, renderer.as_mut(), abort).await
+    render_until_done(events, renderer.as_mut(), abort, None).await
 }
 
 /// Loads each distinct adapter once: per adapter argument, the adapter

@@ -14,7 +14,8 @@ use moat_runs::Runs;
 use moat_sandbox::{Confinement, Sandbox};
 
 use super::drive::render_until_done;
-use crate::args::RunArgs;
+use super::prompt::TerminalPrompt;
+use crate::args::{OutputFormat, RunArgs};
 use crate::names::FlagNames;
 use crate::{Globals, UsageError, render, wiring};
 
@@ -67,6 +68,7 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
         names: Arc::new(FlagNames),
         retry_on_worker_loss: args.retry_on_worker_loss,
         workspace: wiring::workspace(globals, &args.run)?,
+        ask: args.run.ask(),
         ..LaunchSpec::new(AdapterRef::Resolved(resolved), prompt, ceiling)
     };
     let prepared = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
@@ -86,8 +88,21 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
     } else {
         render::for_format(render::default_format(args.output))
     };
+    // Pretty output on a terminal asks the terminal about the run's
+    // requests too (`moat approve` elsewhere still answers them).
+    let format = render::default_format(args.output);
+    let prompt = match (&runs, prepared.id(), args.run.ask) {
+        (Some(runs), Some(id), true)
+            if !args.detached_child
+                && format == OutputFormat::Pretty
+                && std::io::stdin().is_terminal() =>
+        {
+            Some(TerminalPrompt::new(runs.clone(), id.clone()))
+        }
+        _ => None,
+    };
     let events = launcher.start(prepared);
-    render_until_done(events, renderer.as_mut(), abort).await
+    render_until_done(events, renderer.as_mut(), abort, prompt).await
 }
 
 /// Says so when the programs the run may start would have all of the

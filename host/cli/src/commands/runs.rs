@@ -99,7 +99,7 @@ fn listed_statuses(args: &PsArgs) -> Vec<RunStatus> {
     } else if args.all || args.parent.is_some() {
         Vec::new()
     } else {
-        vec![RunStatus::Pending, RunStatus::Running]
+        RunStatus::LIVE.to_vec()
     }
 }
 
@@ -168,7 +168,8 @@ pub async fn show(globals: &Globals, args: &ShowArgs) -> anyhow::Result<ExitCode
     let workspace = wiring::workspace_root(globals)
         .ok()
         .and_then(|root| moat_workspace::Workspace::find(&root, id.as_str()).ok());
-    print_show(&run, result, workspace.as_ref(), args.json)
+    let requests = super::approvals::requests_of(runs.as_ref(), &id).await;
+    print_show(&run, result, workspace.as_ref(), &requests, args.json)
 }
 
 /// `moat show`'s view of `run` and, once it ended, its `result`.
@@ -176,10 +177,12 @@ fn print_show(
     run: &RunRecord,
     result: Option<EngineResult>,
     workspace: Option<&moat_workspace::Workspace>,
+    requests: &[moat_runs::Approval],
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut value = run.to_json();
     value["result"] = serde_json::to_value(&result)?;
+    value["requests"] = super::approvals::requests_json(requests);
     if let Some(workspace) = workspace {
         value["workspace"] = serde_json::to_value(workspace)?;
     }
@@ -237,6 +240,7 @@ fn print_show(
         None => println!("timeout      none"),
     }
     println!("prompt       {}", safe::text(&run.run.prompt));
+    super::approvals::print_requests(requests);
     if let Some(done) = &run.done {
         println!("done         {}", safe::text(&done.to_string()));
     }
@@ -550,7 +554,7 @@ fn ago(ms: u64) -> String {
     humantime::format_duration(rounded).to_string()
 }
 
-fn time(ms: u64) -> String {
+pub(super) fn time(ms: u64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     humantime::format_rfc3339_seconds(at).to_string()
 }

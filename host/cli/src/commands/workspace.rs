@@ -111,7 +111,10 @@ async fn remove(globals: &Globals, args: &WorkspaceRmArgs) -> anyhow::Result<Exi
     };
     for workspace in chosen {
         let status = status_of(runs.as_ref(), &workspace).await;
-        if matches!(status, Some(RunStatus::Pending | RunStatus::Running)) {
+        if matches!(
+            status,
+            Some(RunStatus::Pending | RunStatus::Running | RunStatus::Waiting)
+        ) {
             if !args.runs.is_empty() {
                 eprintln!(
                     "moat: run {} is live: its workspace stays (moat cancel {} first)",

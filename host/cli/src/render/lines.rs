@@ -62,12 +62,21 @@ pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
                 .unwrap_or_default();
             s.red(&format!("✗ error{code}: {}", error.message))
         }
-        EventPayload::PermissionRequest(request) => {
-            let reason = request.reason.as_deref().unwrap_or("");
-            s.yellow(&format!(
-                "? {} asks to use {} {reason}",
-                event.agent, request.tool_name
-            ))
+        EventPayload::PermissionRequest(request) => match held_open(request) {
+            Some((number, what)) => s.yellow(&format!(
+                "? {} asks for {what} (request {number}): `moat approve` or `moat deny` answers",
+                event.agent
+            )),
+            None => {
+                let reason = request.reason.as_deref().unwrap_or("");
+                s.yellow(&format!(
+                    "? {} asks to use {} {reason}",
+                    event.agent, request.tool_name
+                ))
+            }
+        },
+        EventPayload::Extension(extension) if extension.name == moat_launch::ANSWER_EVENT => {
+            answer_line(s, &extension.payload)
         }
         EventPayload::Extension(extension) => s.dim(&format!(
             "· {} {}",
@@ -77,6 +86,35 @@ pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
         EventPayload::Text(_) | EventPayload::TextDelta(_) | EventPayload::Done(_) => return None,
     };
     Some(line)
+}
+
+/// The number and the words of a request moat holds open for an answer.
+fn held_open(request: &moat_engine::PermissionRequestPayload) -> Option<(&str, String)> {
+    let number = request.request_id.as_deref()?;
+    let mut what = request.input.clone();
+    what.insert("kind".into(), Value::String(request.kind.clone()?));
+    let what: moat_runs::Requested = serde_json::from_value(Value::Object(what)).ok()?;
+    Some((number, what.to_string()))
+}
+
+/// How a request was answered: "✓ request 1 approved by …".
+fn answer_line(s: Style, answer: &Value) -> String {
+    let text = |key: &str| answer.get(key).and_then(Value::as_str).unwrap_or("");
+    let reason = match text("reason") {
+        "" => String::new(),
+        reason => format!(": {reason}"),
+    };
+    let line = format!(
+        "request {} {} by {}{reason}",
+        text("requestId"),
+        text("decision"),
+        text("by")
+    );
+    if answer.get("approved").and_then(Value::as_bool) == Some(true) {
+        s.green(&format!("✓ {line}"))
+    } else {
+        s.yellow(&format!("✗ {line}"))
+    }
 }
 
 /// "✓ success · 1.20s · 0 tool uses", coloured by status.

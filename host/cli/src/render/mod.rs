@@ -33,6 +33,12 @@ pub trait Renderer {
     }
     /// Nothing has arrived for a while.
     fn waiting(&mut self) {}
+    /// The terminal is asked about a run's request: `Some(question)` shows
+    /// the question (the spinner stays away until it is answered);
+    /// `None`: it was answered by a typed line.
+    fn asking(&mut self, _question: Option<&str>) -> io::Result<()> {
+        Ok(())
+    }
     /// The stream has nothing more ready now: show everything rendered so
     /// far (a renderer may gather output while events come quickly).
     fn flush(&mut self) -> io::Result<()> {

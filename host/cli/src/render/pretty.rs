@@ -37,6 +37,8 @@ pub struct Pretty<W: Write> {
     /// The grant flags refusals of this run named (`--allow-net=…`): an
     /// adapter's own error naming one again says nothing new.
     remedies: Vec<String>,
+    /// A question to the terminal is on the last line, unanswered.
+    asking: bool,
 }
 
 /// The tool calls the fold reports, one line each (narration needs no
@@ -70,6 +72,7 @@ impl<W: Write> Pretty<W> {
             times: false,
             at: 0,
             remedies: Vec::new(),
+            asking: false,
         }
     }
 
@@ -137,6 +140,10 @@ impl<W: Write> Renderer for Pretty<W> {
             lines: Vec::new(),
         };
         self.fold.observe(event, &mut tools);
+        if std::mem::take(&mut self.asking) {
+            // Answered elsewhere: the next line starts below the question.
+            self.out.write_all(b"\n")?;
+        }
         match &event.payload {
             EventPayload::TextDelta(delta) => {
                 self.stop_spinner();
@@ -223,7 +230,8 @@ impl<W: Write> Renderer for Pretty<W> {
     fn waiting(&mut self) {
         // The spinner only while the agent is silent, and never over a
         // line of answer it has not finished.
-        if self.spinner.is_some() || !io::stderr().is_terminal() || live::line_open() {
+        if self.spinner.is_some() || self.asking || !io::stderr().is_terminal() || live::line_open()
+        {
             return;
         }
         let spinner = ProgressBar::new_spinner();
@@ -234,6 +242,19 @@ impl<W: Write> Renderer for Pretty<W> {
         spinner.enable_steady_tick(Duration::from_millis(100));
         live::set_spinner(Some(spinner.clone()));
         self.spinner = Some(spinner);
+    }
+
+    fn asking(&mut self, question: Option<&str>) -> io::Result<()> {
+        self.stop_spinner();
+        match question {
+            Some(question) => {
+                self.end_text()?;
+                write!(self.out, "{}", self.style.yellow(question))?;
+                self.asking = true;
+            }
+            None => self.asking = false,
+        }
+        self.out.flush()
     }
 
     fn finish(&mut self) -> io::Result<()> {

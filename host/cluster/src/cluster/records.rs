@@ -202,7 +202,9 @@ impl Cluster {
                     pending = true;
                     Change::Keep
                 }
-                RunStatus::Running => {
+                // A cluster's records are never `waiting`: its runs do
+                // not ask (yet); were one to, it is stopped as running.
+                RunStatus::Running | RunStatus::Waiting => {
                     if run.cancel.is_some() {
                         return Change::Keep;
                     }

@@ -1,0 +1,418 @@
+//! Asking instead of failing, through the real binary: a run started with
+//! `--ask` that reaches for a host it was not granted waits (`waiting` in
+//! `moat ps`, its request in `moat show`) until another process answers
+//! with `moat approve` or `moat deny`, or its approval timeout passes; the
+//! answer, who gave it and when is recorded with the run.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use moat_engine::{AgentEvent, DoneStatus, EventPayload};
+use moat_testkit::components::ESCAPE;
+use moat_testkit::http_server::{SERVED, TestServer};
+use serde_json::Value;
+
+use super::common::moat;
+
+/// `moat` with a run store of the test's own, so `@last` is its run.
+fn moat_in(store: &Path) -> Command {
+    let mut command = moat();
+    command.env("MOAT_STORE", store.join("moat.db"));
+    command
+}
+
+/// A run started in the background, its events read as they come.
+struct Started {
+    child: Child,
+    events: mpsc::Receiver<AgentEvent>,
+}
+
+impl Started {
+    fn new(mut command: Command) -> Self {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let event = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
+                if sender.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, events }
+    }
+
+    /// The next event, within 30 s.
+    fn next(&self) -> AgentEvent {
+        self.events
+            .recv_timeout(Duration::from_secs(30))
+            .expect("an event within 30 s")
+    }
+
+    /// The rest of the events, to the end of the run, and its exit code.
+    fn finish(mut self) -> (Vec<AgentEvent>, Option<i32>) {
+        let status = self.child.wait().unwrap();
+        (self.events.iter().collect(), status.code())
+    }
+}
+
+/// A run of `escape` fetching `url` `times` times, with `flags`.
+fn fetching(store: &Path, url: &str, times: usize, flags: &[&str]) -> Started {
+    let probes = vec![format!("http GET {url}"); times].join("\n");
+    let mut command = moat_in(store);
+    command
+        .args(["run", ESCAPE, &probes, "--ask", "--output", "ndjson"])
+        .args(flags);
+    Started::new(command)
+}
+
+/// `moat show @last --json`.
+fn shown(store: &Path) -> Value {
+    let output = moat_in(store)
+        .args(["show", "@last", "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Runs `moat ARGS` in `store`; its stdout, asserting it succeeded.
+fn ok(store: &Path, args: &[&str]) -> String {
+    let output = moat_in(store).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "moat {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn texts(events: &[AgentEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Text(text) => Some(text.content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn answers(events: &[AgentEvent]) -> Vec<Value> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::Extension(ext) if ext.name == "moat:permission_answer" => {
+                Some(ext.payload.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn done_status(events: &[AgentEvent]) -> DoneStatus {
+    let dones: Vec<_> = events.iter().filter_map(AgentEvent::as_done).collect();
+    assert_eq!(dones.len(), 1, "exactly one done: {events:?}");
+    dones[0].status
+}
+
+/// The first event: the run's request for `port`, held open as number 1.
+fn expect_request(run: &Started, port: u16) {
+    let event = run.next();
+    let EventPayload::PermissionRequest(request) = &event.payload else {
+        panic!("a permission_request first, not {event:?}");
+    };
+    assert_eq!(request.request_id.as_deref(), Some("1"));
+    assert_eq!(request.kind.as_deref(), Some("net"));
+    assert_eq!(request.tool_name, "moat:net");
+    assert_eq!(
+        Value::Object(request.input.clone()),
+        serde_json::json!({"host": "127.0.0.1", "port": port})
+    );
+}
+
+#[test]
+fn a_run_that_asks_for_a_host_waits_until_another_process_approves_and_then_reaches_it() {
+    let store = tempfile::tempdir().unwrap();
+    let server = TestServer::answering();
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let run = fetching(store.path(), &url, 2, &[]);
+    expect_request(&run, server.port);
+
+    // Waiting: seen from other processes, nothing sent yet.
+    let waiting = ok(store.path(), &["ps", "--status", "waiting"]);
+    assert_eq!(
+        waiting.lines().count(),
+        2,
+        "a header and the run: {waiting}"
+    );
+    let record = shown(store.path());
+    assert_eq!(record["status"], "waiting");
+    assert_eq!(record["requests"][0]["request"]["kind"], "net");
+    assert_eq!(record["requests"][0]["answer"], Value::Null);
+    let id = record["id"].as_str().unwrap().to_owned();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(server.connections(), 0, "nothing sent before the answer");
+
+    let said = ok(store.path(), &["approve", &id[..12], "--always"]);
+    assert!(
+        said.contains(&format!(
+            "request 1: net 127.0.0.1:{} approved always",
+            server.port
+        )),
+        "{said}"
+    );
+    let (events, code) = run.finish();
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        texts(&events),
+        vec![format!("ok: 200 {SERVED}"), format!("ok: 200 {SERVED}")],
+        "the same run went on and reached the host, twice: {events:?}"
+    );
+    // The second request was covered by `--always`: nobody was asked.
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.payload, EventPayload::PermissionRequest(_)))
+    );
+    let answered = answers(&events);
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0]["decision"], "approved always");
+    assert!(
+        answered[0]["by"]
+            .as_str()
+            .unwrap()
+            .starts_with("moat approve (pid ")
+    );
+    assert_eq!(done_status(&events), DoneStatus::Success);
+    assert_eq!(server.connections(), 2);
+
+    let record = shown(store.path());
+    assert_eq!(record["status"], "completed");
+    let answer = &record["requests"][0]["answer"];
+    assert_eq!(answer["approved"], true);
+    assert_eq!(answer["always"], true);
+    assert!(answer["atMs"].as_u64().unwrap() >= record["requests"][0]["askedMs"].as_u64().unwrap());
+    let pretty = ok(store.path(), &["show", &id]);
+    assert!(
+        pretty.contains("approved always by moat approve (pid"),
+        "{pretty}"
+    );
+    // Its events, as recorded, say the same.
+    let logged = ok(store.path(), &["logs", &id, "--output", "ndjson"]);
+    assert!(
+        logged.contains(r#""type":"permission_request""#),
+        "{logged}"
+    );
+}
+
+#[test]
+fn a_denied_request_is_an_error_the_adapter_sees_and_it_goes_on_as_it_decides() {
+    let store = tempfile::tempdir().unwrap();
+    let server = TestServer::answering();
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let run = fetching(store.path(), &url, 1, &[]);
+    expect_request(&run, server.port);
+
+    ok(
+        store.path(),
+        &["deny", "@last", "--reason", "not this host"],
+    );
+    let again = moat_in(store.path())
+        .args(["deny", "@last", "1"])
+        .output()
+        .unwrap();
+    // A request answered already: a user's mistake, said in one line.
+    assert_eq!(again.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("was denied already, by moat deny"), "{said}");
+    let (events, code) = run.finish();
+    // The escape adapter reports the refusal and ends well: its choice.
+    assert_eq!(code, Some(0));
+    assert_eq!(done_status(&events), DoneStatus::Success);
+    let error = events
+        .iter()
+        .find_map(AgentEvent::as_error)
+        .expect("an error event");
+    assert_eq!(error.code.as_deref(), Some("CAPABILITY_DENIED"));
+    assert!(error.recoverable);
+    assert!(
+        error.message.contains("denied by moat deny (pid")
+            && error.message.contains(": not this host"),
+        "{}",
+        error.message
+    );
+    assert!(texts(&events)[0].starts_with("denied: "), "{events:?}");
+    assert_eq!(server.connections(), 0);
+    let record = shown(store.path());
+    assert_eq!(record["requests"][0]["answer"]["approved"], false);
+    assert_eq!(record["requests"][0]["answer"]["reason"], "not this host");
+    // Answering a run that has ended says so.
+    let late = moat_in(store.path())
+        .args(["approve", "@last"])
+        .output()
+        .unwrap();
+    assert_eq!(late.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&late.stderr);
+    assert!(said.contains("has ended (completed)"), "{said}");
+}
+
+#[test]
+fn a_request_nobody_answers_is_denied_when_its_approval_timeout_passes() {
+    let store = tempfile::tempdir().unwrap();
+    let server = TestServer::answering();
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let started = Instant::now();
+    let run = fetching(store.path(), &url, 1, &["--approval-timeout", "1s"]);
+    let (events, code) = run.finish();
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert_eq!(code, Some(0));
+    let answered = answers(&events);
+    assert_eq!(answered[0]["decision"], "denied");
+    assert_eq!(answered[0]["by"], "the approval timeout (1s)");
+    assert_eq!(server.connections(), 0);
+    let record = shown(store.path());
+    assert_eq!(
+        record["requests"][0]["answer"]["by"],
+        "the approval timeout (1s)"
+    );
+}
+
+#[test]
+fn without_ask_an_ungranted_host_is_refused_at_once_and_nothing_is_recorded_to_answer() {
+    let store = tempfile::tempdir().unwrap();
+    let server = TestServer::answering();
+    let output = moat_in(store.path())
+        .args([
+            "run",
+            ESCAPE,
+            &format!("http GET http://127.0.0.1:{}/", server.port),
+            "--output",
+            "ndjson",
+        ])
+        .output()
+        .unwrap();
+    let events = super::common::events(&output);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.payload, EventPayload::PermissionRequest(_)))
+    );
+    assert!(texts(&events)[0].starts_with("denied: "));
+    assert_eq!(shown(store.path())["requests"], serde_json::json!([]));
+    // Asking where nobody could answer is refused in one line.
+    let unrecorded = moat_in(store.path())
+        .args(["run", "echo", "hi", "--ask", "--no-store"])
+        .output()
+        .unwrap();
+    assert_eq!(unrecorded.status.code(), Some(2), "{unrecorded:?}");
+    let said = String::from_utf8_lossy(&unrecorded.stderr);
+    assert!(said.contains("nobody could answer it"), "{said}");
+}
+
+/// Microseconds of CPU `pid` has used (user and system), from `/proc`.
+fn cpu_micros(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's closing parenthesis: utime is the
+    // 14th field of the line, the 12th after it.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    ticks * 1_000_000 / per_second
+}
+
+#[test]
+fn a_waiting_run_spends_next_to_no_cpu_and_other_processes_follow_it_meanwhile() {
+    let store = tempfile::tempdir().unwrap();
+    let server = TestServer::answering();
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let run = fetching(store.path(), &url, 1, &[]);
+    expect_request(&run, server.port);
+    let pid = run.child.id();
+
+    // Another process follows it while it waits.
+    let follower = moat_in(store.path())
+        .args(["logs", "-f", "@last", "--output", "ndjson"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let before = cpu_micros(pid);
+    let measured = Duration::from_secs(3);
+    std::thread::sleep(measured);
+    let spent = cpu_micros(pid) - before;
+    // Polling the store for an answer five times a second: well under 1 %
+    // of one core (measured ~0.1 %); a spinning wait would use 100 %.
+    eprintln!(
+        "a waiting run used {spent} µs of CPU in {measured:?} ({:.3} %)",
+        spent as f64 / measured.as_micros() as f64 * 100.0
+    );
+    assert!(
+        (spent as f64) < measured.as_micros() as f64 * 0.05,
+        "{spent} µs of CPU in {measured:?}"
+    );
+    let listed = ok(store.path(), &["ps"]);
+    assert!(listed.contains("waiting"), "{listed}");
+
+    ok(store.path(), &["approve", "@last"]);
+    let (events, code) = run.finish();
+    assert_eq!(code, Some(0));
+    let followed = follower.wait_with_output().unwrap();
+    let followed = super::common::events(&followed);
+    assert_eq!(
+        followed.len(),
+        events.len() + 1,
+        "the follower saw the request and everything after it"
+    );
+    assert!(matches!(
+        followed[0].payload,
+        EventPayload::PermissionRequest(_)
+    ));
+    assert_eq!(done_status(&followed), DoneStatus::Success);
+}
+
+#[test]
+fn on_a_terminal_the_run_asks_and_y_approves() {
+    use super::common::{Pty, shown_at};
+    let store = tempfile::tempdir().unwrap();
+    let server = TestServer::answering();
+    let mut command = moat_in(store.path());
+    command.args([
+        "run",
+        ESCAPE,
+        &format!("http GET http://127.0.0.1:{}/", server.port),
+        "--ask",
+    ]);
+    let (pieces, status) =
+        Pty::open().run_answering(command, Some(("[y]es / [n]o / [a]lways", "y\n")));
+    let seen: String = pieces.iter().map(|(_, text)| text.as_str()).collect();
+    eprintln!("{seen}");
+    assert!(status.success(), "{seen}");
+    assert!(
+        shown_at(&pieces, &format!("asks for net 127.0.0.1:{}", server.port)).is_some(),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("request 1 approved by the terminal of moat run"),
+        "{seen}"
+    );
+    assert!(seen.contains(&format!("ok: 200 {SERVED}")), "{seen}");
+    assert_eq!(server.connections(), 1);
+    let record = shown(store.path());
+    assert!(
+        record["requests"][0]["answer"]["by"]
+            .as_str()
+            .unwrap()
+            .starts_with("the terminal of moat run")
+    );
+}
