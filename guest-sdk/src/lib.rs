@@ -34,6 +34,7 @@
 //! are re-exported at the crate root.
 
 mod adapter;
+pub mod approvals;
 mod events;
 mod host;
 pub mod http;

@@ -275,6 +275,9 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             &bin.join("mcp-server-filesystem"),
             scratch.path(),
         );
+        if cli.program == "claude" {
+            check_permission_prompts_through_moat(cli, &program, scratch.path());
+        }
         eprintln!("{}: ok", cli.adapter);
     }
     check_llm_agent_with_the_filesystem_server(&bin.join("mcp-server-filesystem"), scratch.path());
@@ -624,5 +627,98 @@ fn check_trust_levels(cli: &Cli, program: &Path, scratch: &Path) {
             );
             assert!(has(&offered(TrustLevel::Unrestricted), "run_shell_command"));
         }
+    }
+}
+
+/// Claude Code's permission prompts reach moat (docs/approvals.md): with
+/// `--ask-tools Bash`, the real CLI asks before its shell call, the run
+/// waits (`waiting`, a `permission_request` for `Bash`), and proceeds once
+/// `moat approve` in another process answers; denied, the command never
+/// runs.
+fn check_permission_prompts_through_moat(cli: &Cli, program: &Path, scratch: &Path) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+
+    for approve in [true, false] {
+        let stub = StubServer::start("127.0.0.1:0", StubConfig::from(Scenario::PermissionDenial))
+            .expect("the stub starts");
+        let home = tempfile::tempdir_in(scratch).unwrap();
+        let home_dir = std::fs::canonicalize(home.path()).unwrap();
+        let work = home_dir.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let env = offline(cli, &stub.base_url(), &home_dir);
+        let store = home_dir.join("moat.db");
+        let moat = || {
+            let mut command = crate::cli::common::moat();
+            command.env("MOAT_STORE", &store);
+            command
+        };
+        let mut run = moat()
+            .args([
+                "run",
+                "claude-code",
+                "Run the command",
+                "--model",
+                cli.model,
+            ])
+            .args(["--trust", "unrestricted", "--ask-tools", "Bash"])
+            .args(["--output", "ndjson", "--cwd"])
+            .arg(&work)
+            .arg(format!("--allow-write={}", work.display()))
+            .arg(format!(
+                "--allow-net={}",
+                stub.base_url().trim_start_matches("http://")
+            ))
+            .arg(format!("--allow-run={}", program.display()))
+            .arg(format!("--allow-env={}", env.join(",")))
+            .args(["--extra", &json!({"program": program}).to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(run.stdout.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let request = loop {
+            let line = lines.next().expect("the run asks before it ends").unwrap();
+            let event: AgentEvent = serde_json::from_str(&line).unwrap();
+            if let moat_engine::EventPayload::PermissionRequest(request) = &event.payload {
+                break request.clone();
+            }
+            seen.push(event);
+        };
+        assert_eq!(request.tool_name, "Bash");
+        assert_eq!(request.kind.as_deref(), Some("tool"));
+        assert_eq!(request.input["command"], "touch moat-permission-probe.txt");
+        // The call Claude Code asks about is the one it announced.
+        assert!(seen.iter().any(|event| matches!(&event.payload,
+            moat_engine::EventPayload::ToolUse(tool) if tool.tool_use_id == request.tool_use_id)));
+        let probe = work.join("moat-permission-probe.txt");
+        assert!(!probe.exists(), "nothing ran before the answer");
+        let answered = if approve {
+            moat().args(["approve", "@last"]).output().unwrap()
+        } else {
+            moat()
+                .args(["deny", "@last", "--reason", "not in this test"])
+                .output()
+                .unwrap()
+        };
+        assert!(answered.status.success(), "{answered:?}");
+        let rest: Vec<AgentEvent> = lines
+            .map(|line| serde_json::from_str(&line.unwrap()).unwrap())
+            .collect();
+        assert!(run.wait().unwrap().success() || !approve);
+        assert_eq!(single_done(&rest).status, DoneStatus::Success);
+        let result = tool_result(&rest);
+        if approve {
+            assert_eq!(result.status, ToolStatus::Success, "{:?}", result.output);
+            assert!(probe.exists(), "the approved command ran");
+        } else {
+            assert_ne!(result.status, ToolStatus::Success, "{:?}", result.output);
+            assert!(!probe.exists(), "the denied command never ran");
+        }
+        eprintln!(
+            "claude-code: permission prompt {}: ok",
+            if approve { "approved" } else { "denied" }
+        );
     }
 }

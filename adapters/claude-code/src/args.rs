@@ -15,6 +15,7 @@
 //! | `extra.program` | the CLI's absolute path, granted by that path (default: `claude` on PATH) |
 //! | allowed tools | `--tools=a,b` (only these exist) and `--allowedTools=a,b` (they run without asking), `--strict-mcp-config` (no MCP servers) |
 //! | disallowed tools | `--disallowedTools=…` |
+//! | the run asks (`--ask`, `--ask-tools`) | `--permission-prompt-tool=mcp__moat__approve` with moat's approvals MCP server in the config: what Claude Code would ask a person it asks moat; the tools asked about (`--ask-tools`) are not pre-approved and are `ask` rules (`--settings={"permissions":{"ask":[…]}}`): asked about at every call |
 //!
 //! Trust levels (Claude Code's permission modes; headless `-p` denies what
 //! would need asking):
@@ -32,11 +33,19 @@
 //! read as another switch, and the prompt comes after `--`.
 
 use moat_cli_support::{Invocation, check_exact_names, unsupported};
+use moat_guest::approvals::Approvals;
 use moat_guest::json::{Map, Value, json};
 use moat_guest::{ErrorInfo, Options, TrustLevel};
 
 /// The program run.
 pub const PROGRAM: &str = "claude";
+
+/// The name moat's approvals MCP server has in Claude Code's config.
+pub const APPROVALS_SERVER: &str = "moat";
+
+/// How long Claude Code waits on one call of an MCP tool when the run asks
+/// (`MCP_TOOL_TIMEOUT`): a day, so moat's own approval timeout decides.
+const ANSWER_PATIENCE_MS: &str = "86400000";
 
 /// Claude Code's shell tools.
 pub const SHELL_TOOLS: &[&str] = &["Bash", "BashOutput", "KillShell", "KillBash", "PowerShell"];
@@ -75,13 +84,27 @@ pub fn forbidden(trust: TrustLevel) -> Vec<&'static str> {
 
 /// The command line for one run, or the refusal of an option Claude Code
 /// cannot honour.
-pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorInfo> {
+pub fn invocation(
+    prompt: &str,
+    options: &Options,
+    approvals: Option<&Approvals>,
+) -> Result<Invocation, ErrorInfo> {
     let program = moat_cli_support::program("claude-code", PROGRAM, options)?;
     let mcp_servers: Option<Map<String, Value>> = options
         .mcp_servers
         .as_deref()
         .map(|text| moat_guest::json::parse("options.mcp-servers", text))
         .transpose()?;
+    if mcp_servers
+        .as_ref()
+        .is_some_and(|servers| servers.contains_key(APPROVALS_SERVER))
+    {
+        return Err(unsupported(
+            "claude-code",
+            &format!("an MCP server named {APPROVALS_SERVER}"),
+            "that name is moat's own (its approvals); rename the server",
+        ));
+    }
     let mut approved: Vec<String> = Vec::new();
     let mut strict = false;
     let mut args: Vec<String> = [
@@ -173,10 +196,45 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     // MCP servers work at every trust level: given in a config of the
     // run's own (and only that one: --strict-mcp-config), their tools
     // approved so the headless run does not deny them.
-    if let Some(servers) = &mcp_servers {
+    let mut servers = mcp_servers.unwrap_or_default();
+    approved.extend(servers.keys().map(|name| format!("mcp__{name}")));
+    let mut env: Vec<(&str, &str)> = QUIET_ENV.to_vec();
+    if let Some(approvals) = approvals {
+        if let Some(tool) = approvals
+            .tools
+            .iter()
+            .find(|tool| forbidden.contains(&tool.as_str()))
+        {
+            return Err(unsupported(
+                "claude-code",
+                &format!("--ask-tools {tool}"),
+                &format!("trust level {trust} rules it out; raise --trust to ask for it"),
+            ));
+        }
+        // What it would ask a person, it asks moat; the tools asked about
+        // are not approved beforehand, and are asked about at every call
+        // (its `ask` rules: even a call it deems harmless).
+        approved.retain(|tool| !approvals.tools.contains(tool));
+        if !approvals.tools.is_empty() {
+            args.push(format!(
+                "--settings={}",
+                json!({"permissions": {"ask": approvals.tools}})
+            ));
+        }
+        servers.insert(
+            APPROVALS_SERVER.to_owned(),
+            json!({"type": "http", "url": approvals.url}),
+        );
+        args.push(format!(
+            "--permission-prompt-tool=mcp__{APPROVALS_SERVER}__{}",
+            moat_guest::approvals::TOOL
+        ));
+        // A call waits for a person's answer: as long as moat lets it.
+        env.push(("MCP_TOOL_TIMEOUT", ANSWER_PATIENCE_MS));
+    }
+    if !servers.is_empty() {
         args.push(format!("--mcp-config={}", json!({ "mcpServers": servers })));
         strict = true;
-        approved.extend(servers.keys().map(|name| format!("mcp__{name}")));
     }
     if strict {
         args.push("--strict-mcp-config".to_owned());
@@ -201,7 +259,7 @@ pub fn invocation(prompt: &str, options: &Options) -> Result<Invocation, ErrorIn
     args.push("--".to_owned());
     args.push(prompt.to_owned());
 
-    Ok(Invocation::new(program, args, options).with_env(QUIET_ENV))
+    Ok(Invocation::new(program, args, options).with_env(&env))
 }
 
 /// The trust level as the user writes it.

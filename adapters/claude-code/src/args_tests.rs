@@ -7,7 +7,7 @@ fn options() -> Options {
 }
 
 fn run(options: &Options) -> Invocation {
-    invocation("do it", options).expect("accepted")
+    invocation("do it", options, None).expect("accepted")
 }
 
 #[test]
@@ -33,7 +33,7 @@ fn the_base_command_streams_json_with_partial_messages_and_ends_with_the_prompt(
 
 #[test]
 fn a_prompt_that_looks_like_a_switch_stays_the_prompt() {
-    let call = invocation("--dangerously-skip-permissions", &options()).unwrap();
+    let call = invocation("--dangerously-skip-permissions", &options(), None).unwrap();
     let n = call.args.len();
     assert_eq!(
         &call.args[n - 2..],
@@ -156,6 +156,7 @@ fn a_tool_the_trust_level_rules_out_is_refused_not_dropped() {
             allowed_tools: Some(vec!["Bash".into()]),
             ..options()
         },
+        None,
     )
     .unwrap_err();
     assert_eq!(error.code.as_deref(), Some("UNSUPPORTED_OPTION"));
@@ -187,7 +188,7 @@ fn patterns_mcp_tools_bad_budgets_and_extra_options_are_refused() {
             ..options()
         },
     ];
-    moat_cli_support::testing::assert_refused(invocation, &refused);
+    moat_cli_support::testing::assert_refused(|p, o| invocation(p, o, None), &refused);
 }
 
 #[test]
@@ -239,6 +240,73 @@ fn directories_sub_agents_and_mcp_servers_reach_their_switches() {
             mcp_servers: Some("[1]".into()),
             ..options()
         },
+        None,
     );
     assert!(bad.unwrap_err().message.contains("mcp-servers"));
+}
+
+#[test]
+fn a_run_that_asks_sends_claude_codes_permission_prompts_to_moat() {
+    let approvals = moat_guest::approvals::Approvals {
+        url: "http://127.0.0.1:9/moat-approvals/t/mcp".into(),
+        tools: vec!["Bash".into()],
+    };
+    let call = invocation(
+        "x",
+        &Options {
+            trust: TrustLevel::Unrestricted,
+            ..options()
+        },
+        Some(&approvals),
+    )
+    .unwrap();
+    let arg = |name: &str| {
+        call.args
+            .iter()
+            .find_map(|a| a.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {:?}", call.args))
+            .to_owned()
+    };
+    assert_eq!(arg("--permission-prompt-tool="), "mcp__moat__approve");
+    let config: moat_guest::json::Value =
+        moat_guest::serde_json::from_str(&arg("--mcp-config=")).unwrap();
+    assert_eq!(config["mcpServers"]["moat"]["url"], approvals.url);
+    assert_eq!(config["mcpServers"]["moat"]["type"], "http");
+    // Bash is asked about, not approved beforehand; its other shell tools
+    // still are, and moat's own server's tool is never approved.
+    let approved = arg("--allowedTools=");
+    assert!(!approved.split(',').any(|t| t == "Bash"), "{approved}");
+    assert!(approved.split(',').any(|t| t == "KillShell"), "{approved}");
+    assert!(!approved.contains("mcp__moat"), "{approved}");
+    assert!(call.env.iter().any(|(name, _)| name == "MCP_TOOL_TIMEOUT"));
+    let settings: moat_guest::json::Value =
+        moat_guest::serde_json::from_str(&arg("--settings=")).unwrap();
+    assert_eq!(settings["permissions"]["ask"][0], "Bash");
+
+    // Asking about a tool the trust level rules out is refused.
+    let refused = invocation(
+        "x",
+        &Options {
+            trust: TrustLevel::Controlled,
+            ..options()
+        },
+        Some(&approvals),
+    )
+    .unwrap_err();
+    assert!(
+        refused.message.contains("--ask-tools Bash"),
+        "{}",
+        refused.message
+    );
+    // A server of the user's named like moat's own is refused.
+    let taken = invocation(
+        "x",
+        &Options {
+            mcp_servers: Some(r#"{"moat": {"command": "x"}}"#.into()),
+            ..options()
+        },
+        Some(&approvals),
+    )
+    .unwrap_err();
+    assert!(taken.message.contains("moat's own"), "{}", taken.message);
 }

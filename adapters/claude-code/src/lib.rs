@@ -34,6 +34,7 @@ pub const ENV: &[&str] = &[
     "DISABLE_AUTOUPDATER",
     "DISABLE_TELEMETRY",
     "DISABLE_ERROR_REPORTING",
+    "MCP_TOOL_TIMEOUT",
 ];
 
 /// What sets Claude Code apart from the other CLIs.
@@ -55,7 +56,8 @@ impl Cli for ClaudeCodeCli {
         prompt: &str,
         options: &Options,
     ) -> Result<(Invocation, ClaudeTranslator), ErrorInfo> {
-        let invocation = args::invocation(prompt, options)?;
+        let approvals = moat_guest::approvals::asked();
+        let invocation = args::invocation(prompt, options, approvals.as_ref())?;
         Ok((invocation, ClaudeTranslator::new()))
     }
 }

@@ -73,6 +73,21 @@ pub fn unsupported(cli: &str, option: &str, hint: &str) -> ErrorInfo {
     )
 }
 
+/// Refuses a run that asks about tools before each call (`--ask-tools`)
+/// when the CLI cannot ask anyone in its non-interactive mode (`why`):
+/// they would run unasked. Nothing to refuse when the run names none.
+pub fn refuse_ask_tools(cli: &str, why: &str) -> Result<(), ErrorInfo> {
+    let tools = moat_guest::approvals::ask_tools();
+    if tools.is_empty() {
+        return Ok(());
+    }
+    Err(unsupported(
+        cli,
+        &format!("--ask-tools {}", tools.join(",")),
+        why,
+    ))
+}
+
 /// Refuses tool names a CLI would read as something else than one exact
 /// name: empty ones, and ones holding list separators (`,`, whitespace) or
 /// pattern syntax (`(`, `)`, `*`).

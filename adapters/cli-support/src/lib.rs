@@ -30,7 +30,7 @@ use moat_guest::json::{Map, Value};
 use moat_guest::{DoneEvent, DoneStatus, Event};
 
 pub use adapter::{Cli, CliAdapter};
-pub use args::{Invocation, check_exact_names, program, unsupported};
+pub use args::{Invocation, check_exact_names, program, refuse_ask_tools, unsupported};
 pub use child::{CLI_NOT_FOUND, ChildProcess, spawn};
 pub use run::{LineTranslator, MAX_MESSAGE, RunState, TurnCounter, error_code, token_report};
 pub use session::{AFTER_RESULT_GRACE, CliProcess, CliSession, EXIT_GRACE, ReadError};

@@ -52,6 +52,10 @@ impl Cli for CodexCli {
         options: &Options,
     ) -> Result<(Invocation, CodexTranslator), ErrorInfo> {
         let endpoint = std::env::var("OPENAI_BASE_URL").ok();
+        moat_cli_support::refuse_ask_tools(
+            "codex",
+            "codex exec asks nobody before a command (its approval requests exist only in its interactive and app-server modes)",
+        )?;
         let invocation = args::invocation(prompt, options, endpoint.as_deref())?;
         let context = RunContext {
             model: options.model.clone(),

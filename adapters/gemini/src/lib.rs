@@ -52,6 +52,10 @@ impl Cli for GeminiCli {
         prompt: &str,
         options: &Options,
     ) -> Result<(Invocation, GeminiTranslator), ErrorInfo> {
+        moat_cli_support::refuse_ask_tools(
+            "gemini",
+            "gemini -p asks nobody before a tool (its permission requests exist only in its ACP mode)",
+        )?;
         let invocation = args::invocation(prompt, options)?;
         let context = RunContext {
             cwd: options.cwd.clone(),

@@ -24,6 +24,10 @@ use crate::failure::{cut, header, status_failure, transport_failure};
 use crate::mcp::{CallOutcome, MCP_ERROR};
 use crate::stream::{MALFORMED_EVENT, STREAM_CUT};
 use crate::tally::Tally;
+
+/// The event a model call's usage is reported by (moat_launch's
+/// `USAGE_EVENT`: the host keeps budgets by it).
+const USAGE_EVENT: &str = "moat:usage";
 use crate::toolbox::Toolbox;
 
 /// Most bytes of an error response read to quote its message.
@@ -337,6 +341,7 @@ impl<T: Conversation> Session<T> {
             return Phase::Over;
         };
         self.tally.add(&done);
+        self.report_usage(&done);
         let wants_tools = done.status == DoneStatus::Success
             && self.toolbox.is_some()
             && !turn.calls.is_empty()
@@ -432,6 +437,23 @@ impl<T: Conversation> Session<T> {
     fn finish(&mut self, done: DoneEvent) -> Event {
         self.toolbox = None;
         self.tag(self.tally.apply(done).into())
+    }
+
+    /// Tells the host what this model call used, as it happens (the
+    /// `moat:usage` event): a budget is kept by the call, not only at the
+    /// end. A call that reported nothing is not reported.
+    fn report_usage(&mut self, done: &DoneEvent) {
+        let Some(tokens) = &done.usage.tokens else {
+            return;
+        };
+        let mut usage = moat_guest::json::json!({
+            "inputTokens": tokens.input.total,
+            "outputTokens": tokens.output.total,
+        });
+        if let Some(cost) = &done.usage.cost {
+            usage["costUsd"] = moat_guest::json::json!(cost.usd);
+        }
+        self.queue(Event::extension(USAGE_EVENT, &usage));
     }
 
     fn queue(&mut self, event: Event) {

@@ -30,6 +30,11 @@ pub struct Profile {
     /// secret set NAME`), so the run holds a placeholder instead of the
     /// key; when it is not kept, the key's variable works as before.
     pub secrets: &'static [&'static str],
+    /// Whether its backend keeps to a budget itself (Claude Code's
+    /// `--max-budget-usd`): the run's budget is passed to it in its
+    /// options, besides moat keeping it. Otherwise moat alone keeps it,
+    /// and the adapter is not told.
+    pub own_budget: bool,
 }
 
 impl Profile {
@@ -63,6 +68,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[],
         state_files: &[],
         state_vars: &[],
+        own_budget: false,
         secrets: &[],
     },
     // Waits for its sub-agents, which may be coding agents at work.
@@ -72,6 +78,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[],
         state_files: &[],
         state_vars: &[],
+        own_budget: false,
         secrets: &[],
     },
     Profile {
@@ -80,6 +87,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[],
         state_files: &[],
         state_vars: &[],
+        own_budget: false,
         secrets: &["OPENAI_API_KEY@api.openai.com:443"],
     },
     Profile {
@@ -88,6 +96,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[],
         state_files: &[],
         state_vars: &[],
+        own_budget: false,
         secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
     },
     // The agent CLIs work on whole tasks: edits, builds, tests.
@@ -97,6 +106,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[".claude", ".config/claude"],
         state_files: &[".claude.json"],
         state_vars: &["CLAUDE_CONFIG_DIR"],
+        own_budget: true,
         secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
     },
     Profile {
@@ -105,6 +115,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[".codex"],
         state_files: &[],
         state_vars: &["CODEX_HOME"],
+        own_budget: false,
         secrets: &["OPENAI_API_KEY@api.openai.com:443"],
     },
     Profile {
@@ -113,6 +124,7 @@ const PROFILES: &[Profile] = &[
         state_dirs: &[".gemini"],
         state_files: &[],
         state_vars: &[],
+        own_budget: false,
         secrets: &["GEMINI_API_KEY@generativelanguage.googleapis.com:443"],
     },
 ];

@@ -713,7 +713,13 @@ impl CeilingFlags {
     /// trust presets (a server or worker has no working directory of its
     /// runs').
     pub fn ceiling(&self, holder: &str, grants: &GrantFlags) -> Ceiling {
-        grants.ceiling(holder, self.trust, None, &[], self.limits.ceiling())
+        Ceiling {
+            budget: moat_launch::Budget {
+                usd: self.limits.max_budget_usd,
+                tokens: self.limits.max_tokens,
+            },
+            ..grants.ceiling(holder, self.trust, None, &[], self.limits.ceiling())
+        }
     }
 }
 
@@ -739,6 +745,14 @@ pub struct LimitCeilingFlags {
     /// The most files a run may have open [default: 256].
     #[arg(long = "max-open-files", value_name = "N", value_parser = parse_count)]
     pub max_open_files: Option<usize>,
+    /// The most a run (with its children) may spend, in US dollars
+    /// [default: no ceiling].
+    #[arg(long = "max-budget-usd", value_name = "USD", value_parser = parse_usd)]
+    pub max_budget_usd: Option<f64>,
+    /// The most tokens a run (with its children) may use [default: no
+    /// ceiling].
+    #[arg(long = "max-tokens", value_name = "N", value_parser = parse_tokens)]
+    pub max_tokens: Option<u64>,
 }
 
 impl LimitCeilingFlags {
@@ -811,9 +825,14 @@ pub struct RunFlags {
     /// `moat approve RUN` or `moat deny RUN` answers (docs/approvals.md).
     #[arg(long, help_heading = "Grants")]
     pub ask: bool,
+    /// Tools whose every call the agent asks about first (comma-separated,
+    /// e.g. Bash); implies --ask. Claude Code asks through moat; see
+    /// docs/approvals.md for the other CLIs.
+    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list, help_heading = "Grants")]
+    pub ask_tools: Option<ToolList>,
     /// How long a request waits for an answer before it is denied, or
     /// `none` to wait as long as the run lasts [default: 10m].
-    #[arg(long, value_name = "DURATION|none", value_parser = parse_timeout, requires = "ask", help_heading = "Grants")]
+    #[arg(long, value_name = "DURATION|none", value_parser = parse_timeout, help_heading = "Grants")]
     pub approval_timeout: Option<Timeout>,
     /// The only tools the agent may use, comma-separated; an empty value
     /// allows none. A tool call outside them ends the run.
@@ -829,6 +848,15 @@ pub struct RunFlags {
     /// CPU budget in fuel units (about one per guest instruction).
     #[arg(long, value_name = "N", help_heading = "Limits")]
     pub fuel: Option<u64>,
+    /// The most the run, with the runs it starts, may spend in US dollars
+    /// (priced as it goes: the vendor's cost, else --price-table); past
+    /// it the run ends `max_budget`.
+    #[arg(long, value_name = "USD", value_parser = parse_usd, help_heading = "Limits")]
+    pub max_budget_usd: Option<f64>,
+    /// The most tokens (input and output) the run, with the runs it
+    /// starts, may use; past it the run ends `max_budget`.
+    #[arg(long, value_name = "N", value_parser = parse_tokens, help_heading = "Limits")]
+    pub max_tokens: Option<u64>,
     /// Memory cap for the adapter, e.g. 256MiB (at most 1GiB).
     #[arg(long, value_name = "SIZE", value_parser = parse_memory, default_value = "256MiB", help_heading = "Limits")]
     pub max_memory: u64,
@@ -970,6 +998,7 @@ impl GrantFlags {
             directories: directories.iter().map(PathBuf::from).collect(),
             limits,
             answers_beyond: false,
+            budget: moat_launch::Budget::default(),
         }
     }
 }
@@ -1021,6 +1050,7 @@ impl RunFlags {
                 .map(|list| list.0)
                 .unwrap_or_default(),
             extra: self.extra.clone(),
+            max_budget_usd: self.max_budget_usd,
             ..RunOptions::default()
         }
     }
@@ -1035,6 +1065,7 @@ impl RunFlags {
             max_event_bytes: Some(self.max_event_size),
             max_connections: Some(self.max_connections),
             max_open_files: Some(self.max_open_files),
+            max_tokens: self.max_tokens,
         }
     }
 
@@ -1055,14 +1086,29 @@ impl RunFlags {
     }
 
     /// How the run asks for what it lacks (`--ask`); `None`: it does not.
-    pub fn ask(&self) -> Option<moat_launch::Ask> {
-        self.ask.then_some(moat_launch::Ask {
+    pub fn ask(&self) -> Result<Option<moat_launch::Ask>, crate::UsageError> {
+        if self.approval_timeout.is_some() && !self.asks() {
+            return Err(crate::UsageError(
+                "--approval-timeout is for a run that asks: add --ask (or --ask-tools)".into(),
+            ));
+        }
+        Ok(self.asks().then(|| moat_launch::Ask {
             timeout: match self.approval_timeout {
                 None => Some(moat_launch::Ask::DEFAULT_TIMEOUT),
                 Some(Timeout::After(after)) => Some(after),
                 Some(Timeout::Never) => None,
             },
-        })
+            tools: self
+                .ask_tools
+                .as_ref()
+                .map(|tools| tools.0.clone())
+                .unwrap_or_default(),
+        }))
+    }
+
+    /// Whether the run asks for what it lacks (`--ask`, `--ask-tools`).
+    pub fn asks(&self) -> bool {
+        self.ask || self.ask_tools.is_some()
     }
 
     /// What a run with these flags asks for: all its ceiling allows, at
@@ -1196,6 +1242,26 @@ pub fn parse_memory(text: &str) -> Result<u64, String> {
 
 /// A count of at least 1, at most [`moat_launch::MAX_COUNT`] (more than
 /// any one run needs of a resource the host shares).
+/// A budget in US dollars: a positive number.
+fn parse_usd(text: &str) -> Result<f64, String> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
+        _ => Err(format!(
+            "`{text}` is not an amount of dollars; give a positive number, e.g. 1.50"
+        )),
+    }
+}
+
+/// A number of tokens: a positive whole number.
+fn parse_tokens(text: &str) -> Result<u64, String> {
+    match text.trim().replace('_', "").parse::<u64>() {
+        Ok(tokens) if tokens > 0 => Ok(tokens),
+        _ => Err(format!(
+            "`{text}` is not a number of tokens; give a positive whole number, e.g. 50000"
+        )),
+    }
+}
+
 fn parse_count(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n @ 1..=moat_launch::MAX_COUNT) => Ok(n),

@@ -26,6 +26,8 @@ impl SettingNames for FlagNames {
             Setting::AllowEnv => "--allow-env",
             Setting::AllowRun => "--allow-run",
             Setting::Secret => "--secret",
+            Setting::MaxBudget => "--max-budget-usd",
+            Setting::MaxTokens => "--max-tokens",
         }
         .to_owned()
     }

@@ -120,6 +120,7 @@ impl ClusterRun {
             created_ms: self.created_ms,
             started_ms: self.started_ms,
             ended_ms: self.ended_ms,
+            spent: None,
         }
     }
 }

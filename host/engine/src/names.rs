@@ -59,6 +59,10 @@ pub enum Setting {
     AllowRun,
     /// The secrets the run's requests carry, added by the host.
     Secret,
+    /// The most the run (and its children) may spend, in US dollars.
+    MaxBudget,
+    /// The most tokens the run (and its children) may use.
+    MaxTokens,
 }
 
 /// A grant that would allow a refused request.
@@ -132,6 +136,8 @@ impl SettingNames for FieldNames {
             Setting::AllowEnv => "`grants.env`",
             Setting::AllowRun => "`grants.run`",
             Setting::Secret => "`grants.secrets`",
+            Setting::MaxBudget => "`options.max_budget_usd`",
+            Setting::MaxTokens => "`limits.max_tokens`",
         }
         .to_owned()
     }

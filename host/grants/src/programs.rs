@@ -66,21 +66,17 @@ impl GrantedPrograms {
         let path_var = path_var.map(|path| safe_search_path(path, writable));
         let programs = grants
             .iter()
-            .map(|grant| {
-                let path = locate(grant, path_var.as_deref());
-                let canonical = path.as_deref().and_then(|p| std::fs::canonicalize(p).ok());
-                let writable = canonical
-                    .as_deref()
-                    .is_some_and(|c| writable.iter().any(|dir| c.starts_with(dir)));
-                Granted {
-                    grant: grant.clone(),
-                    path,
-                    canonical,
-                    writable,
-                }
-            })
+            .map(|grant| Granted::found(grant, path_var.as_deref(), writable))
             .collect();
         Self { programs }
+    }
+
+    /// Adds `grant` (approved while the run runs), found as
+    /// [`resolve`](Self::resolve) finds grants.
+    pub fn add(&mut self, grant: &str, path_var: Option<&OsStr>, writable: &[PathBuf]) {
+        let path_var = path_var.map(|path| safe_search_path(path, writable));
+        self.programs
+            .push(Granted::found(grant, path_var.as_deref(), writable));
     }
 
     /// Each grant with where it was found (`None`: not installed).
@@ -131,6 +127,22 @@ impl GrantedPrograms {
 }
 
 impl Granted {
+    /// `grant` as found on `path_var` (a safe search path), marked when
+    /// it lies in one of the `writable` directories.
+    fn found(grant: &str, path_var: Option<&OsStr>, writable: &[PathBuf]) -> Self {
+        let path = locate(grant, path_var);
+        let canonical = path.as_deref().and_then(|p| std::fs::canonicalize(p).ok());
+        let writable = canonical
+            .as_deref()
+            .is_some_and(|c| writable.iter().any(|dir| c.starts_with(dir)));
+        Granted {
+            grant: grant.to_owned(),
+            path,
+            canonical,
+            writable,
+        }
+    }
+
     /// Where to start it: `None` when it was not found, a refusal when it
     /// lies in a directory the run may write.
     fn start_path(&self) -> Option<Result<PathBuf, ProgramRefusal>> {

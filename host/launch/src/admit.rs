@@ -48,6 +48,9 @@ pub struct Ceiling {
     pub directories: Vec<PathBuf>,
     /// The most of each limit (a `None` timeout or fuel: no ceiling).
     pub limits: RunLimits,
+    /// The most budget a run may have (`--max-budget-usd`, `--max-tokens`
+    /// of a server or a worker); unbounded by default.
+    pub budget: crate::Budget,
     /// Whether an answer to a run's request may give it more than these
     /// grants: true where whoever answers holds every right of this user
     /// (`moat run`, `moat parallel`: the person who started them), false
@@ -71,6 +74,7 @@ impl Ceiling {
             directories: Vec::new(),
             limits: limits::shared_host(),
             answers_beyond: false,
+            budget: crate::Budget::default(),
         }
     }
 
@@ -182,6 +186,16 @@ impl Ceiling {
             &self.holder,
             parent.map(ParentScope::limits).as_ref(),
         )?;
+        let asked_budget = crate::Budget {
+            usd: options.max_budget_usd,
+            tokens: asked.limits.max_tokens,
+        };
+        let budget = crate::spending::narrow(
+            asked_budget,
+            self.budget,
+            &self.holder,
+            parent.map(|parent| (&parent.id, parent.budget_left)),
+        )?;
         check_mcp_programs(options, &grants)?;
         let dirs = OpenDirs::open(&grants).map_err(Refusal::Dir)?;
         let approvable = match (self.answers_beyond, parent) {
@@ -199,6 +213,8 @@ impl Ceiling {
             depth,
             secrets: moat_sandbox::Secrets::default(),
             approvable,
+            budget,
+            budget_set_aside: !asked_budget.is_unbounded(),
         })
     }
 
@@ -256,6 +272,8 @@ pub struct ParentScope {
     pub limits: Option<RecordedLimits>,
     /// When its time runs out (ms since the Unix epoch).
     pub deadline_ms: Option<u64>,
+    /// What is left of its budget for a child.
+    pub budget_left: crate::Budget,
     /// How many runs hang above it.
     pub depth: usize,
 }
@@ -271,6 +289,8 @@ impl ParentScope {
             limits: record.run.limits.clone(),
             deadline_ms: record.deadline_ms(),
             depth,
+            budget_left: crate::Budget::of_record(record.run.limits.as_ref())
+                .after(&record.spent.unwrap_or_default()),
         }
     }
 
@@ -312,6 +332,10 @@ pub struct Admission {
     /// allowance and its parent's grants; `None`: anything (see
     /// [`Ceiling::answers_beyond`]).
     pub approvable: Option<Grants>,
+    /// What it (with its children) may spend.
+    pub budget: crate::Budget,
+    /// It named its budget: held for it from its parent's.
+    pub budget_set_aside: bool,
 }
 
 /// The secret grants a built-in's profile declares (none for a component

@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use moat_engine::{AgentEvent, Denial, EventPayload, ExtensionPayload, Grant};
+use moat_engine::{AgentEvent, EventPayload, ExtensionPayload, Grant};
 use moat_engine::{JsonObject, PermissionRequestPayload};
 use moat_grants::{Grants, NetRule};
 use moat_runs::{Answer, Approval, ApprovalRequest, Requested, RunId};
-use moat_sandbox::{Approver, Verdict};
+use moat_sandbox::{Approver, Question, Verdict};
 use moat_store::LocalRuns;
 use tokio::sync::mpsc;
 
@@ -31,11 +31,14 @@ use tokio::sync::mpsc;
 pub const ANSWER_EVENT: &str = "moat:permission_answer";
 
 /// How a run asks: for how long a request is waited for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ask {
     /// How long a request waits for an answer before it is denied;
     /// `None`: as long as the run lasts.
     pub timeout: Option<Duration>,
+    /// The tools whose calls are asked about first (`--ask-tools`): the
+    /// adapter lets its backend ask (Claude Code's permission prompts).
+    pub tools: Vec<String>,
 }
 
 impl Ask {
@@ -48,6 +51,7 @@ impl Default for Ask {
     fn default() -> Self {
         Self {
             timeout: Some(Self::DEFAULT_TIMEOUT),
+            tools: Vec::new(),
         }
     }
 }
@@ -102,38 +106,57 @@ impl Desk {
 }
 
 impl Approver for Desk {
-    fn ask(&self, denial: Denial) -> BoxFuture<'static, Verdict> {
+    fn ask(&self, question: Question) -> BoxFuture<'static, Verdict> {
         let inner = self.0.clone();
-        async move { inner.decide(denial).await }.boxed()
+        async move {
+            let request = match question {
+                Question::Grant(denial) => match denial.remedy.as_ref().and_then(requested) {
+                    Some(what) => ApprovalRequest {
+                        reason: format!(
+                            "{} access to {}: {}",
+                            denial.request.capability(),
+                            denial.request,
+                            denial.reason
+                        ),
+                        what,
+                    },
+                    // Nothing a grant could allow (a prohibited address of
+                    // a granted name, say): refused as it would be.
+                    None => return Verdict::Denied(denial.reason),
+                },
+                Question::Tool {
+                    name,
+                    tool_use_id,
+                    input,
+                    reason,
+                } => ApprovalRequest {
+                    reason: reason.unwrap_or_else(|| format!("the agent asks to use {name}")),
+                    what: Requested::Tool {
+                        name,
+                        tool_use_id,
+                        input: serde_json::Value::Object(input),
+                    },
+                },
+            };
+            inner.decide(request).await
+        }
+        .boxed()
     }
 }
 
 impl Inner {
-    async fn decide(self: Arc<Self>, denial: Denial) -> Verdict {
-        let Some(what) = denial.remedy.as_ref().and_then(requested) else {
-            // Nothing a grant could allow (a prohibited address of a
-            // granted name, say): refused as it would be.
-            return Verdict::Denied(denial.reason);
-        };
+    async fn decide(self: Arc<Self>, request: ApprovalRequest) -> Verdict {
+        let what = &request.what;
         let covered = self
             .always
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .any(|approved| approved.covers(&what));
+            .any(|approved| approved.covers(what));
         if covered {
             tracing::debug!(run = %self.id, %what, "approved by an earlier --always answer");
             return Verdict::Approved;
         }
-        let request = ApprovalRequest {
-            reason: format!(
-                "{} access to {}: {}",
-                denial.request.capability(),
-                denial.request,
-                denial.reason
-            ),
-            what,
-        };
         if let Some(most) = &self.most
             && !within(&request.what, most)
         {
@@ -301,14 +324,23 @@ fn within(what: &Requested, most: &Grants) -> bool {
 /// The `permission_request` event of an open request.
 fn request_event(asked: &Approval) -> EventPayload {
     let what = &asked.request.what;
-    let mut input = match serde_json::to_value(what) {
-        Ok(serde_json::Value::Object(map)) => map,
-        _ => JsonObject::new(),
-    };
-    input.remove("kind");
-    let tool_use_id = match what {
-        Requested::Tool { tool_use_id, .. } => tool_use_id.clone(),
-        _ => format!("moat-request-{}", asked.number),
+    // A tool's call as cligent shows one (its own id and arguments); a
+    // grant by what it names.
+    let (tool_use_id, input) = match what {
+        Requested::Tool {
+            tool_use_id, input, ..
+        } => (
+            tool_use_id.clone(),
+            input.as_object().cloned().unwrap_or_default(),
+        ),
+        _ => {
+            let mut input = match serde_json::to_value(what) {
+                Ok(serde_json::Value::Object(map)) => map,
+                _ => JsonObject::new(),
+            };
+            input.remove("kind");
+            (format!("moat-request-{}", asked.number), input)
+        }
     };
     EventPayload::PermissionRequest(Box::new(PermissionRequestPayload {
         tool_name: what.tool_name(),

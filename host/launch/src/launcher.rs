@@ -26,10 +26,12 @@ use crate::budget::{MemoryBudget, Share};
 use crate::children::{Children, Spawner};
 use crate::error::LaunchError;
 use crate::events::{Followed, Launched};
+use crate::metering::Meter;
 use crate::recording::Recording;
 use crate::resolve::{Resolved, Resolver, Source};
 use crate::secrets::{SecretError, SecretStore};
 use crate::spec::{AdapterRef, LaunchSpec};
+use crate::spending::{Account, Accounts};
 
 /// Where a launcher's runs are recorded and executed.
 #[derive(Clone)]
@@ -87,6 +89,9 @@ enum Kind {
         recording: Option<Box<Recording>>,
         /// What its approval desk tells its consumer, when it asks.
         notices: Option<Notices>,
+        /// What it spends is counted here, when it has a budget or its
+        /// parent does.
+        meter: Option<Meter>,
     },
     /// Submitted to a cluster: to follow there.
     Cluster {
@@ -125,6 +130,8 @@ struct Inner {
     stopping: CancellationToken,
     /// The memory its live runs may hold together.
     memory: Option<MemoryBudget>,
+    /// The spending accounts of its live runs.
+    accounts: Accounts,
 }
 
 impl Launcher {
@@ -144,6 +151,7 @@ impl Launcher {
                 secrets,
                 stopping: CancellationToken::new(),
                 memory: None,
+                accounts: Accounts::default(),
             }),
         }
     }
@@ -230,6 +238,21 @@ impl Launcher {
         self.inner.place.runs()
     }
 
+    /// Opens the account of run `id`, recorded by whoever calls this (a
+    /// workflow's own record): the runs launched here as its children
+    /// spend from `budget`, and once it is spent `abort` is cancelled.
+    /// The account lasts as long as the returned handle.
+    pub fn open_account(
+        &self,
+        id: &RunId,
+        budget: crate::Budget,
+        abort: CancellationToken,
+    ) -> Arc<Account> {
+        let account = Account::new(id.clone(), budget, None, false, abort);
+        self.inner.accounts.add(&account);
+        account
+    }
+
     /// From now on no run starts ([`LaunchError::Stopping`]).
     pub fn stop(&self) {
         self.inner.stopping.cancel();
@@ -305,7 +328,8 @@ impl Launcher {
                 let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
                 let recording = Recording::new(recorder, publisher, spec.abort.clone());
                 let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
-                let desk = spec.ask.map(|ask| {
+                let meter = self.meter(&id, &spec, &admission, Some(local.store().clone()));
+                let desk = spec.ask.clone().map(|ask| {
                     Desk::new(
                         local.clone(),
                         id.clone(),
@@ -324,6 +348,7 @@ impl Launcher {
                     Some(children),
                     share,
                     desk,
+                    meter,
                 ))
             }
             Place::Unrecorded => {
@@ -336,8 +361,12 @@ impl Launcher {
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 let share = self.share(&admission, spec.parent.is_none()).await?;
                 // Named by an id of its own, though nothing records it.
-                given_workspace(&mut spec, &RunId::new(), &mut admission).await?;
-                Ok(self.here(resolved, spec, admission, None, None, None, share, None))
+                let id = RunId::new();
+                given_workspace(&mut spec, &id, &mut admission).await?;
+                let meter = self.meter(&id, &spec, &admission, None);
+                Ok(self.here(
+                    resolved, spec, admission, None, None, None, share, None, meter,
+                ))
             }
         }
     }
@@ -361,6 +390,7 @@ impl Launcher {
         }
         let share = self.share(&admission, spec.parent.is_none()).await?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
+        let meter = self.meter(&id, &spec, &admission, None);
         Ok(self.here(
             resolved,
             spec,
@@ -370,6 +400,7 @@ impl Launcher {
             Some(children),
             share,
             None,
+            meter,
         ))
     }
 
@@ -409,10 +440,24 @@ impl Launcher {
         children: Option<Children>,
         share: Option<Share>,
         desk: Option<(Desk, Notices)>,
+        meter: Option<Meter>,
     ) -> Prepared {
+        let ask_tools = spec
+            .ask
+            .as_ref()
+            .map(|ask| ask.tools.clone())
+            .unwrap_or_default();
         let (desk, notices) = desk.unzip();
+        // The budget goes to a backend that keeps one itself; the others
+        // are not told (moat keeps it for them).
+        let mut options = spec.options;
+        options.max_budget_usd = match resolved.profile {
+            Some(profile) if profile.own_budget => admission.budget.usd,
+            _ => None,
+        };
         let scope = RunScope {
             asking: desk.map(|desk| moat_sandbox::Asking(Arc::new(desk))),
+            ask_tools,
             grants: admission.grants.clone(),
             trust: admission.trust,
             confinement: admission.confinement.clone(),
@@ -421,7 +466,7 @@ impl Launcher {
             secrets: admission.secrets.clone(),
         };
         let request = RunRequest {
-            options: spec.options,
+            options,
             limits: admission.limits.clone(),
             abort: Some(spec.abort),
             drain: spec.drain,
@@ -441,6 +486,7 @@ impl Launcher {
                 role: spec.role,
                 recording: recording.map(Box::new),
                 notices,
+                meter,
             },
         }
     }
@@ -476,8 +522,41 @@ impl Launcher {
             options: spec.options.clone(),
             grants: admission.grants.clone(),
             trust: admission.trust,
-            limits: RecordedLimits::of(&admission.limits),
+            limits: recorded_limits(admission),
             retry_on_worker_loss: spec.retry_on_worker_loss,
+        })
+    }
+
+    /// The meter of run `id`, admitted as `admission`: when it has a
+    /// budget, or its parent has an account here (what it spends, its
+    /// parent spends). Spending is recorded in `store`, when given.
+    fn meter(
+        &self,
+        id: &RunId,
+        spec: &LaunchSpec,
+        admission: &Admission,
+        store: Option<Arc<moat_store::Store>>,
+    ) -> Option<Meter> {
+        let parent = spec
+            .parent
+            .as_ref()
+            .and_then(|parent| self.inner.accounts.get(parent));
+        if admission.budget.is_unbounded() && parent.is_none() {
+            return None;
+        }
+        let account = Account::new(
+            id.clone(),
+            admission.budget,
+            parent,
+            admission.budget_set_aside,
+            spec.abort.clone(),
+        );
+        self.inner.accounts.add(&account);
+        Some(Meter {
+            account,
+            store,
+            price_table: spec.price_table.clone(),
+            model: spec.options.model.clone(),
         })
     }
 
@@ -529,7 +608,13 @@ impl Launcher {
             }
             above = runs.get(&id).await?.and_then(|r| r.run.parent);
         }
-        Ok(ParentScope::of(&record, depth))
+        let mut scope = ParentScope::of(&record, depth);
+        // A parent live here: what its account has left, children's
+        // spending and what they set aside counted.
+        if let Some(account) = self.inner.accounts.get(id) {
+            scope.budget_left = account.left();
+        }
+        Ok(scope)
     }
 
     /// Starts one prepared run: its events, recorded as they pass.
@@ -546,6 +631,7 @@ impl Launcher {
         let mut followed = Vec::new();
         let mut shares = Vec::new();
         let mut notices = Vec::new();
+        let mut meters = Vec::new();
         for (task, prepared) in prepared.into_iter().enumerate() {
             match prepared.kind {
                 Kind::Here {
@@ -555,9 +641,11 @@ impl Launcher {
                     role,
                     recording,
                     notices: asked,
+                    meter,
                 } => {
                     shares.extend(share);
                     notices.extend(asked.map(|asked| (task, asked)));
+                    meters.extend(meter.map(|meter| (task, meter)));
                     here.push((adapter, *request, role, recording.map(|r| *r)));
                 }
                 Kind::Cluster {
@@ -582,6 +670,11 @@ impl Launcher {
             events
         } else {
             crate::events::with_notices(events, notices, roles)
+        };
+        let events = if meters.is_empty() {
+            events
+        } else {
+            crate::metering::metered(events, meters)
         };
         Launched::here(ids, events, recordings, shares)
     }
@@ -661,7 +754,16 @@ fn new_run(resolved: &Resolved, spec: &LaunchSpec, admission: &Admission) -> New
         options: serde_json::to_value(&spec.options).unwrap_or_default(),
         grants: admission.grants.clone(),
         trust: Some(admission.trust),
-        limits: Some(RecordedLimits::of(&admission.limits)),
+        limits: Some(recorded_limits(admission)),
+    }
+}
+
+/// The limits a run's record (or job) keeps: its budget with the rest.
+fn recorded_limits(admission: &Admission) -> RecordedLimits {
+    RecordedLimits {
+        budget_usd: admission.budget.usd,
+        max_tokens: admission.budget.tokens,
+        ..RecordedLimits::of(&admission.limits)
     }
 }
 

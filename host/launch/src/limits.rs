@@ -68,6 +68,9 @@ pub struct AskedLimits {
     pub max_connections: Option<usize>,
     /// Its most open files.
     pub max_open_files: Option<usize>,
+    /// The most tokens it (with its children) may use. (Its budget in
+    /// dollars is its options' `max_budget_usd`.)
+    pub max_tokens: Option<u64>,
 }
 
 impl AskedLimits {
@@ -83,12 +86,13 @@ impl AskedLimits {
             max_event_bytes: Some(limits.max_event_bytes),
             max_connections: Some(limits.max_connections),
             max_open_files: Some(limits.max_open_files),
+            max_tokens: None,
         }
     }
 }
 
 /// What a parent run leaves its children.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ParentLimits {
     /// The parent.
     pub id: RunId,

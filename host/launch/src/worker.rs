@@ -97,7 +97,10 @@ impl JobExecutor {
             asked: Asked {
                 grants: Some(job.grants.clone()),
                 trust: Some(job.trust),
-                limits: AskedLimits::exactly(&job.limits.to_run_limits()),
+                limits: AskedLimits {
+                    max_tokens: job.limits.max_tokens,
+                    ..AskedLimits::exactly(&job.limits.to_run_limits())
+                },
             },
             parent: job.parent.as_deref().and_then(RunId::parse),
             abort,

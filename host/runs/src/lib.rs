@@ -25,7 +25,7 @@ pub mod status;
 
 pub use approval::{Answer, Approval, ApprovalRequest, Requested, pick_open};
 pub use id::{PREFIX as RUN_ID_PREFIX, RunId, SHORT_MIN as SHORT_ID_MIN, short_ids};
-pub use limits::RecordedLimits;
+pub use limits::{RecordedLimits, Spent};
 pub use record::{NewRun, RunFilter, RunRecord};
 pub use result::{check_from, result};
 pub use runs::{EventStream, LAST, Runs, RunsError, StoredEvent};

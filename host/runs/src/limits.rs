@@ -7,7 +7,7 @@ use moat_engine::RunLimits;
 use serde::{Deserialize, Serialize};
 
 /// A run's effective limits, as recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RecordedLimits {
     /// Wall-clock limit in milliseconds; `None`: none.
@@ -22,6 +22,25 @@ pub struct RecordedLimits {
     pub max_connections: u64,
     /// Most open files.
     pub max_open_files: u64,
+    /// The most it (with its children) may spend, in US dollars; `None`:
+    /// no budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
+    /// The most tokens it (with its children) may use; `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+/// What a run (with its children) has spent so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spent {
+    /// US dollars, as reported or priced; `None`: nothing it used had a
+    /// price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+    /// Tokens, input and output.
+    pub tokens: u64,
 }
 
 impl RecordedLimits {
@@ -36,6 +55,8 @@ impl RecordedLimits {
             max_event_bytes: limits.max_event_bytes as u64,
             max_connections: limits.max_connections as u64,
             max_open_files: limits.max_open_files as u64,
+            budget_usd: None,
+            max_tokens: None,
         }
     }
 

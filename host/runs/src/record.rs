@@ -64,6 +64,9 @@ pub struct RunRecord {
     pub started_ms: Option<u64>,
     /// When it reached its terminal status.
     pub ended_ms: Option<u64>,
+    /// What it (with its children) spent, as last recorded while it ran
+    /// with a budget; `None`: not recorded.
+    pub spent: Option<crate::Spent>,
 }
 
 impl RunRecord {
@@ -89,6 +92,7 @@ impl RunRecord {
             "startedMs": self.started_ms,
             "endedMs": self.ended_ms,
             "done": self.done,
+            "spent": self.spent,
         })
     }
 

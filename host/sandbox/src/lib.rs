@@ -68,7 +68,7 @@ mod session;
 mod state;
 
 pub use adapter::{ComponentDetails, WasmAdapter};
-pub use approvals::{Approver, Asking, Verdict};
+pub use approvals::{Approver, Asking, Question, Verdict};
 pub use cache::CacheOutcome;
 pub use children::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns};
 pub use config::{

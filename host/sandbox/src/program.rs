@@ -67,6 +67,7 @@ pub async fn run_contained(
         connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
         secrets: scope.secrets.clone(),
         token: None,
+        asking: None,
     };
     let groups = ChildGroups::new(crate::Containment::default());
     let mut table = ProcessTable::new(

@@ -98,12 +98,28 @@ impl RunState {
                 connections: connections.clone(),
                 secrets: scope.secrets.clone(),
                 token: None,
+                asking: scope.asking.clone(),
             },
         );
         // The adapter learns its secrets' routes, which its programs get.
         for (name, route) in processes.secret_routes() {
             env.retain(|(set, _)| *set != name);
             env.push((name, route));
+        }
+        // And, when it asks, about which tools, and where its CLI asks.
+        let mut told = Vec::new();
+        if scope.asking.is_some() && !scope.ask_tools.is_empty() {
+            told.push((
+                crate::approvals::ASK_TOOLS_VARIABLE,
+                scope.ask_tools.join(","),
+            ));
+        }
+        if let Some(route) = processes.approval_route() {
+            told.push((crate::approvals::APPROVALS_VARIABLE, route));
+        }
+        for (name, value) in told {
+            env.retain(|(set, _)| set != name);
+            env.push((name.to_owned(), value));
         }
         let wasi = capabilities::wasi_context(
             grants,

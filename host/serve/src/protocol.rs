@@ -157,6 +157,9 @@ pub struct AskParams {
     /// Wait as long as the run lasts (no `timeoutMs` with it).
     #[serde(default)]
     pub no_timeout: bool,
+    /// The tools whose calls are asked about first.
+    #[serde(default)]
+    pub tools: Vec<String>,
 }
 
 /// `approve`: a run's request to approve.
@@ -220,6 +223,9 @@ pub struct LimitParams {
     pub max_memory_bytes: Option<u64>,
     /// Its largest event.
     pub max_event_bytes: Option<u64>,
+    /// The most tokens it (with its children) may use. (Its budget in
+    /// dollars is `options.maxBudgetUsd`.)
+    pub max_tokens: Option<u64>,
 }
 
 /// `await`: the runs to wait for.

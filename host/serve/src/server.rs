@@ -143,12 +143,14 @@ impl Server {
             Some(AskParams {
                 timeout_ms: Some(_),
                 no_timeout: true,
+                ..
             }) => {
                 return Err(Failure::invalid(
                     "ask: give timeoutMs or noTimeout, not both",
                 ));
             }
             Some(asked) => Some(moat_launch::Ask {
+                tools: asked.tools,
                 timeout: match (asked.no_timeout, asked.timeout_ms) {
                     (true, _) => None,
                     (false, Some(ms)) => Some(Duration::from_millis(ms)),
@@ -450,6 +452,7 @@ fn asked_limits(params: &LimitParams) -> AskedLimits {
         max_event_bytes: params
             .max_event_bytes
             .map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+        max_tokens: params.max_tokens,
         ..AskedLimits::default()
     }
 }

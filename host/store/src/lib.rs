@@ -305,6 +305,20 @@ impl Store {
         Ok(changed)
     }
 
+    /// Records what run `id` (with its children) has spent so far.
+    pub fn set_spent(&self, id: &RunId, spent: &moat_runs::Spent) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "UPDATE runs SET spent = ?2 WHERE id = ?1",
+                params![
+                    id.as_str(),
+                    serde_json::to_string(spent).expect("spending is plain data")
+                ],
+            )
+            .map_err(write_error)?;
+        Ok(())
+    }
+
     /// Asks the moat that owns the run to cancel it (it polls
     /// [`Store::cancels_requested`]). Idempotent: a run that ended, was
     /// already asked, or does not exist needs nothing more.
@@ -627,7 +641,7 @@ const COLUMNS: &str = concat!(
     "id, parent_id, adapter, component_sha256, prompt, options, grants, limits, trust, ",
     "CASE WHEN status = 'running' AND EXISTS (SELECT 1 FROM approvals a ",
     "WHERE a.run_id = runs.id AND a.answer IS NULL) THEN 'waiting' ELSE status END, ",
-    "reason, done, owner_pid, created_ms, started_ms, ended_ms"
+    "reason, done, owner_pid, created_ms, started_ms, ended_ms, spent"
 );
 
 /// How many runs an ambiguous prefix's error names.
@@ -666,6 +680,9 @@ fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
         created_ms: row.get::<_, i64>(13)? as u64,
         started_ms: row.get::<_, Option<i64>>(14)?.map(|ms| ms as u64),
         ended_ms: row.get::<_, Option<i64>>(15)?.map(|ms| ms as u64),
+        spent: row
+            .get::<_, Option<String>>(16)?
+            .and_then(|text| serde_json::from_str(&text).ok()),
     })
 }
 

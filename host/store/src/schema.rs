@@ -79,6 +79,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, number)
     ) WITHOUT ROWID;
     CREATE INDEX open_approvals ON approvals (run_id) WHERE answer IS NULL;",
+    // 5: what a run with a budget (and its children) spent so far, as
+    // JSON (`Spent`), written as it spends.
+    "ALTER TABLE runs ADD COLUMN spent TEXT;",
 ];
 
 /// The schema version this binary writes.

@@ -655,7 +655,10 @@ fn a_run_with_an_open_request_reads_as_waiting_and_any_process_answers_it_once()
             .collect()
     };
     assert_eq!(listed(vec![RunStatus::Waiting]), std::slice::from_ref(&id));
-    assert_eq!(listed(vec![RunStatus::Running]), std::slice::from_ref(&idle));
+    assert_eq!(
+        listed(vec![RunStatus::Running]),
+        std::slice::from_ref(&idle)
+    );
     assert_eq!(listed(RunStatus::LIVE.to_vec()).len(), 2);
     assert_eq!(owner.answer_of(&id, 1).unwrap(), None);
 

@@ -416,3 +416,80 @@ fn on_a_terminal_the_run_asks_and_y_approves() {
             .starts_with("the terminal of moat run")
     );
 }
+
+#[test]
+fn a_program_it_was_not_granted_and_the_host_that_program_reaches_are_asked_for_too() {
+    let store = tempfile::tempdir().unwrap();
+    let server = TestServer::answering();
+    let mut command = moat_in(store.path());
+    command.args([
+        "run",
+        ESCAPE,
+        &format!("shell curl -s -m20 http://127.0.0.1:{}/", server.port),
+        "--ask",
+        "--output",
+        "ndjson",
+    ]);
+    let run = Started::new(command);
+    // First the program: `sh`, which no grant names.
+    let event = run.next();
+    let EventPayload::PermissionRequest(request) = &event.payload else {
+        panic!("a permission_request first, not {event:?}");
+    };
+    assert_eq!(request.kind.as_deref(), Some("run"));
+    assert_eq!(request.input["program"], "sh");
+    ok(store.path(), &["approve", "@last", "1"]);
+    assert!(
+        matches!(&run.next().payload, EventPayload::Extension(ext) if ext.name == "moat:permission_answer")
+    );
+    // Then the host curl reaches through the run's proxy.
+    let event = run.next();
+    let EventPayload::PermissionRequest(request) = &event.payload else {
+        panic!("the host's request, not {event:?}");
+    };
+    assert_eq!(request.request_id.as_deref(), Some("2"));
+    assert_eq!(request.kind.as_deref(), Some("net"));
+    assert_eq!(request.input["port"], server.port);
+    ok(store.path(), &["approve", "@last", "2"]);
+    let (events, code) = run.finish();
+    assert_eq!(code, Some(0));
+    let said = texts(&events);
+    assert!(
+        said.iter().any(|text| text.contains(SERVED)),
+        "curl reached the approved host: {said:?}"
+    );
+    assert_eq!(server.connections(), 1);
+    let record = shown(store.path());
+    assert_eq!(record["requests"][0]["request"]["program"], "sh");
+    assert_eq!(record["requests"][1]["answer"]["approved"], true);
+}
+
+#[test]
+fn an_adapter_that_cannot_ask_before_a_tool_refuses_a_run_that_names_one() {
+    let store = tempfile::tempdir().unwrap();
+    let output = moat_in(store.path())
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .args(["run", "openai", "hi", "--model", "m", "--ask-tools", "Bash"])
+        .args(["--output", "ndjson"])
+        .output()
+        .unwrap();
+    let events = super::common::events(&output);
+    let error = events
+        .iter()
+        .find_map(AgentEvent::as_error)
+        .expect("a refusal");
+    assert!(
+        error
+            .message
+            .contains("cannot ask before a tool call yet (--ask-tools Bash)"),
+        "{}",
+        error.message
+    );
+    // --approval-timeout alone asks nothing: said in one line.
+    let alone = moat_in(store.path())
+        .args(["run", "echo", "hi", "--approval-timeout", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("add --ask"));
+}

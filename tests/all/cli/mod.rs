@@ -6,6 +6,7 @@
 
 mod adapters;
 mod approvals;
+mod budgets;
 mod cligent;
 pub(crate) mod common;
 mod discovery;

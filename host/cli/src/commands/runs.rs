@@ -228,6 +228,9 @@ fn print_show(
     if let Some(limits) = &run.run.limits {
         println!("limits       {}", limits_shown(limits));
     }
+    if let Some(line) = budget_shown(run) {
+        println!("budget       {line}");
+    }
     println!("created      {}", time(run.created_ms));
     if let Some(started) = run.started_ms {
         println!("started      {}", time(started));
@@ -552,6 +555,29 @@ fn ago(ms: u64) -> String {
         std::time::Duration::from_secs(ms / 1000)
     };
     humantime::format_duration(rounded).to_string()
+}
+
+/// A run's budget, what it spent and what is left: `$1.00; spent $0.42
+/// (1200 tokens), left $0.58`; `None` without a budget or spending.
+fn budget_shown(run: &RunRecord) -> Option<String> {
+    let budget = moat_launch::Budget::of_record(run.run.limits.as_ref());
+    let spent = run.spent;
+    if budget.is_unbounded() && spent.is_none() {
+        return None;
+    }
+    let spent = spent.unwrap_or_default();
+    let spent_words = match spent.usd {
+        Some(usd) => format!("${usd:.2} ({} tokens)", spent.tokens),
+        None => format!("{} tokens", spent.tokens),
+    };
+    if budget.is_unbounded() {
+        return Some(format!("none; spent {spent_words}"));
+    }
+    Some(format!(
+        "{}; spent {spent_words}, left {}",
+        budget.words(),
+        budget.after(&spent).words()
+    ))
 }
 
 pub(super) fn time(ms: u64) -> String {

@@ -78,6 +78,10 @@ pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
         EventPayload::Extension(extension) if extension.name == moat_launch::ANSWER_EVENT => {
             answer_line(s, &extension.payload)
         }
+        // Counted for the budget; the summary line shows the run's usage.
+        EventPayload::Extension(extension) if extension.name == moat_launch::USAGE_EVENT => {
+            return None;
+        }
         EventPayload::Extension(extension) => s.dim(&format!(
             "· {} {}",
             extension.name,
@@ -91,6 +95,9 @@ pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
 /// The number and the words of a request moat holds open for an answer.
 fn held_open(request: &moat_engine::PermissionRequestPayload) -> Option<(&str, String)> {
     let number = request.request_id.as_deref()?;
+    if request.kind.as_deref() == Some("tool") {
+        return Some((number, format!("tool {}", request.tool_name)));
+    }
     let mut what = request.input.clone();
     what.insert("kind".into(), Value::String(request.kind.clone()?));
     let what: moat_runs::Requested = serde_json::from_value(Value::Object(what)).ok()?;

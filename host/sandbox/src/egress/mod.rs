@@ -22,6 +22,7 @@
 //! ones outside the grants among them), UDP, raw and packet sockets and
 //! other families ([`crate::process`]'s `seccomp`).
 
+pub(crate) mod approvals;
 pub(crate) mod namespace;
 pub(crate) mod proxy;
 
@@ -224,6 +225,15 @@ impl RunEgress {
                 ))
             })
             .collect()
+    }
+
+    /// The URL of the run's approvals as an MCP server on its proxy
+    /// ([`approvals`]), for the agent CLI it starts.
+    pub(crate) fn approval_route(&self) -> String {
+        match &self.token {
+            None => format!("{}{}mcp", self.url(), approvals::APPROVAL_ROUTE),
+            Some(token) => format!("{}{}{token}/mcp", self.url(), approvals::APPROVAL_ROUTE),
+        }
     }
 
     fn url(&self) -> String {

@@ -68,6 +68,9 @@ pub(crate) struct Policy {
     /// without namespaces): `Proxy-Authorization: Basic moat:TOKEN`, and
     /// the token as the first segment of a secret's route.
     pub(crate) token: Option<String>,
+    /// Who is asked for a destination no rule grants ([`crate::approvals`]);
+    /// `None`: refused at once.
+    pub(crate) asking: Option<crate::Asking>,
 }
 
 /// The answer when the run has all its connections open.
@@ -134,7 +137,7 @@ impl Proxy {
     }
 }
 
-type ProxyBody = BoxBody<Bytes, hyper::Error>;
+pub(crate) type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
 /// The policy of a running proxy, and the signal that it stopped.
 struct Served {
@@ -214,6 +217,15 @@ where
 }
 
 async fn handle(request: Request<Incoming>, policy: &Arc<Served>) -> Response<ProxyBody> {
+    // The run's approvals: its token in the path, as a secret's route.
+    if request
+        .uri()
+        .path()
+        .starts_with(super::approvals::APPROVAL_ROUTE)
+        && policy.is_for_itself(request.uri())
+    {
+        return super::approvals::serve(request, &policy.policy).await;
+    }
     let route =
         request.uri().path().starts_with(SECRET_ROUTE) && policy.is_for_itself(request.uri());
     // A route carries the token in its path (a program may reach it
@@ -452,11 +464,7 @@ async fn reach(
 ) -> Result<Reached, Response<ProxyBody>> {
     let destination = match Destination::granted(scheme, host, port, &policy.rules) {
         Ok(destination) => destination,
-        Err(denial) => {
-            let message = format!("moat refused this request: {denial}");
-            policy.denials.record(denial);
-            return Err(answer(StatusCode::FORBIDDEN, message));
-        }
+        Err(denial) => approved(scheme, denial, policy).await?,
     };
     let Ok(slot) = policy.connections.clone().try_acquire_owned() else {
         return Err(all_connections_open());
@@ -492,6 +500,31 @@ async fn reach(
             ),
         )),
     }
+}
+
+/// A destination no rule grants, once approved ([`crate::approvals`]):
+/// the program's request waits for the answer. Refused, the refusal is
+/// recorded and the program told why.
+async fn approved(
+    scheme: Scheme,
+    denial: moat_engine::Denial,
+    policy: &Policy,
+) -> Result<Destination, Response<ProxyBody>> {
+    let refuse = |denial: moat_engine::Denial| {
+        let message = format!("moat refused this request: {denial}");
+        policy.denials.record(denial);
+        answer(StatusCode::FORBIDDEN, message)
+    };
+    let (Some(asking), Some(moat_engine::Grant::Net { host, port })) =
+        (&policy.asking, denial.remedy.clone())
+    else {
+        return Err(refuse(denial));
+    };
+    asking.ask(denial.clone()).await.map_err(refuse)?;
+    moat_grants::NetRule::parse(&format!("{host}:{port}"))
+        .ok()
+        .and_then(|rule| Destination::granted(scheme, &host, port, &[rule]).ok())
+        .ok_or_else(|| refuse(denial))
 }
 
 fn describe(failure: &ConnectFailure) -> String {

@@ -115,6 +115,20 @@ pub(crate) struct ProcessTable {
     init: Option<RunInit>,
     /// The Landlock rulesets of the run's programs, built once each.
     rulesets: HashMap<PathBuf, Option<Arc<OwnedFd>>>,
+    /// Who is asked for a program no grant names; `None`: refused.
+    asking: Option<crate::Asking>,
+    /// What a program approved mid-run is found and given by: the host's
+    /// `PATH`, the directories the run may write (never searched), the
+    /// variables granted and the adapter's environment.
+    late: LateGrants,
+}
+
+/// What [`ProcessTable`] keeps to grant a program while the run runs.
+struct LateGrants {
+    path_var: Option<std::ffi::OsString>,
+    write: Vec<PathBuf>,
+    env_grants: Vec<String>,
+    adapter_env: Vec<(String, String)>,
 }
 
 /// A child just started, however it was, and moat's ends of its pipes.
@@ -174,10 +188,17 @@ impl ProcessTable {
             dirs: grants.preopens().into_iter().map(|p| p.host).collect(),
             groups,
             denials,
+            asking: policy.asking.clone(),
             policy,
             egress: None,
             init: None,
             rulesets: HashMap::new(),
+            late: LateGrants {
+                path_var,
+                write,
+                env_grants: grants.env.clone(),
+                adapter_env: env,
+            },
         }
     }
 
@@ -199,6 +220,22 @@ impl ProcessTable {
             Err(error) => {
                 tracing::debug!(adapter = %self.adapter, "the run's proxy did not start: {error}");
                 Vec::new()
+            }
+        }
+    }
+
+    /// The URL of the run's approvals for the agent CLI it starts: only
+    /// when the run asks and its programs are contained (the proxy serves
+    /// it); its proxy starts now for that.
+    pub(crate) fn approval_route(&mut self) -> Option<String> {
+        if self.asking.is_none() || self.programs.is_empty() || self.rights.is_none() {
+            return None;
+        }
+        match self.egress() {
+            Ok(egress) => Some(egress.approval_route()),
+            Err(error) => {
+                tracing::debug!(adapter = %self.adapter, "the run's proxy did not start: {error}");
+                None
             }
         }
     }
@@ -232,7 +269,7 @@ impl ProcessTable {
         &mut self,
         request: SpawnRequest,
     ) -> Result<RunningChild, ProcessError> {
-        let program = self.program(&request.program)?;
+        let program = self.program_asking(&request.program).await?;
         check_sizes(&request)?;
         let env = self
             .env
@@ -393,6 +430,41 @@ impl ProcessTable {
             .map(Arc::new);
         self.rulesets.insert(program.to_path_buf(), ruleset.clone());
         Ok((env, ruleset))
+    }
+
+    /// [`program`](Self::program), asking for one no grant names when the
+    /// run asks ([`crate::approvals`]): approved, it is granted for the
+    /// rest of the run, found as a granted one is.
+    async fn program_asking(&mut self, requested: &str) -> Result<PathBuf, ProcessError> {
+        let nameable = requested.starts_with('/') || !requested.contains('/');
+        if let (Some(asking), Err(ProgramRefusal::NotGranted), true) =
+            (self.asking.clone(), self.programs.find(requested), nameable)
+        {
+            let program = shown(requested);
+            let denial = Denial {
+                request: DeniedRequest::Program {
+                    program: program.clone(),
+                },
+                reason: "not granted".into(),
+                remedy: Some(Grant::Run { program }),
+            };
+            match asking.ask(denial).await {
+                Ok(()) => self.grant_program(requested),
+                Err(denial) => return Err(self.deny(denial)),
+            }
+        }
+        self.program(requested)
+    }
+
+    /// Grants `program` from now on (an approval).
+    fn grant_program(&mut self, program: &str) {
+        let late = &self.late;
+        if self.programs.is_empty() {
+            // Its first program: the children's environment is made now.
+            self.env = self::env::ChildEnv::new(&late.env_grants, &late.adapter_env, &late.write);
+        }
+        self.programs
+            .add(program, late.path_var.as_deref(), &late.write);
     }
 
     fn program(&self, requested: &str) -> Result<PathBuf, ProcessError> {

@@ -373,8 +373,9 @@ async fn run(
         &[],
         flags.limits.ceiling(),
     );
+    let launcher = wiring::launcher(globals, sandbox, place);
     let runner = Arc::new(LaunchRunner::new(
-        wiring::launcher(globals, sandbox, place),
+        launcher.clone(),
         Arc::new(ceiling),
         workflow.project.clone(),
         Arc::new(FlagNames),
@@ -407,12 +408,19 @@ async fn run(
     };
     // On this machine its attempts are its record's children; a cluster
     // does not know a record of this machine's.
+    let cancel = CancellationToken::new();
+    // Its budget covers all its tasks: they spend from its account, and
+    // once it is spent nothing more is dispatched.
+    let budget = workflow_budget(&flags);
+    let mut account = None;
     if let Some(id) = &record
         && !on_cluster
     {
         runner.set_parent(id.clone());
+        if !budget.is_unbounded() {
+            account = Some(launcher.open_account(id, budget, cancel.clone()));
+        }
     }
-    let cancel = CancellationToken::new();
     let (signals, stopped) = on_signals(cancel.clone());
     // Live here: `moat cancel` of its record stops it.
     let live = match (&local, &record) {
@@ -437,6 +445,12 @@ async fn run(
     };
     let result = opened.run(settings).await;
     signals.abort();
+    if let Some(account) = account.filter(|account| account.crossed()) {
+        eprintln!(
+            "moat: the workflow's budget of {} is spent; nothing more was dispatched",
+            account.budget().words()
+        );
+    }
     drop(live);
     let status = result.as_ref().map(|summary| summary.status);
     if let (Some(store), Some(id)) = (&store, &record) {
@@ -500,11 +514,27 @@ fn record(
         }),
         grants,
         trust: Some(flags.trust),
-        limits: None,
+        // Its budget, when it has one; no other limit of its own.
+        limits: Some(workflow_budget(flags))
+            .filter(|budget| !budget.is_unbounded())
+            .map(|budget| moat_runs::RecordedLimits {
+                budget_usd: budget.usd,
+                max_tokens: budget.tokens,
+                ..moat_runs::RecordedLimits::of(&moat_launch::limits::unbounded())
+            }),
     };
     store
         .create_run(&run)
         .context("cannot record the workflow in the run store")
+}
+
+/// What the workflow's tasks may spend together (`--max-budget-usd`,
+/// `--max-tokens` of `moat workflow run`).
+fn workflow_budget(flags: &WorkflowFlags) -> moat_launch::Budget {
+    moat_launch::Budget {
+        usd: flags.limits.max_budget_usd,
+        tokens: flags.limits.max_tokens,
+    }
 }
 
 /// Ends the workflow's record as the workflow ended (or why it could not).
