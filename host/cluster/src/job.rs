@@ -107,6 +107,21 @@ pub struct Job {
     /// project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<JobWorkspace>,
+    /// It asks for what its grants do not cover instead of being refused
+    /// (`--ask`): how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<JobAsk>,
+}
+
+/// How a job's run asks (docs/approvals.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobAsk {
+    /// Denied after this long unanswered; `None`: as long as it runs.
+    pub timeout_ms: Option<u64>,
+    /// The tools asked about before each call.
+    #[serde(default)]
+    pub tools: Vec<String>,
 }
 
 impl Job {
@@ -130,6 +145,7 @@ impl Job {
             limits: RecordedLimits::of(&RunLimits::default()),
             retry_on_worker_loss: false,
             workspace: None,
+            ask: None,
         }
     }
 
@@ -181,6 +197,13 @@ impl Job {
         }
         if let Some(workspace) = &self.workspace {
             workspace.check()?;
+        }
+        if let Some(ask) = &self.ask
+            && (ask.tools.len() > 64 || ask.tools.iter().any(|t| t.is_empty() || t.len() > 256))
+        {
+            return invalid(
+                "a job asking about more than 64 tools, or malformed tool names".into(),
+            );
         }
         self.grants
             .validate()

@@ -45,6 +45,9 @@ pub struct ClusterRun {
     /// trying again after a failure (see `Cluster::end`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ending: Option<String>,
+    /// What the run asked for mid-run, and the answers (approvals.rs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<moat_runs::Approval>,
 }
 
 impl ClusterRun {
@@ -63,10 +66,13 @@ impl ClusterRun {
             started_ms: None,
             ended_ms: None,
             ending: None,
+            approvals: Vec::new(),
         }
     }
 
     /// Its status; a record whose status no moat writes reads as failed.
+    /// (A running run with an open request is `running` here; it reads
+    /// `waiting` in [`to_run_record`](Self::to_run_record).)
     pub fn status(&self) -> RunStatus {
         self.status.parse().unwrap_or(RunStatus::Failed)
     }
@@ -112,7 +118,12 @@ impl ClusterRun {
                 trust: Some(job.trust),
                 limits: Some(job.limits.clone()),
             },
-            status: self.status(),
+            status: match self.status() {
+                RunStatus::Running if self.approvals.iter().any(|a| a.is_open()) => {
+                    RunStatus::Waiting
+                }
+                status => status,
+            },
             reason: self.reason.as_deref().map(FailReason::from_stored),
             done: self.done.clone(),
             owner_pid: 0,

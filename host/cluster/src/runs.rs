@@ -134,26 +134,20 @@ impl Runs for Cluster {
             .to_run_record())
     }
 
-    /// Runs on a cluster do not ask for approval (a run submitted with
-    /// `--ask` is refused): none has a request.
     async fn approvals(&self, id: &RunId) -> Result<Vec<Approval>, RunsError> {
-        Runs::get(self, id)
-            .await?
-            .ok_or_else(|| RunsError::NotFound(id.to_string()))?;
-        Ok(Vec::new())
+        Cluster::approvals(self, id.as_str())
+            .await
+            .map_err(runs_error)
     }
 
     async fn answer(
         &self,
         id: &RunId,
-        _number: Option<u32>,
-        _answer: Answer,
+        number: Option<u32>,
+        answer: Answer,
     ) -> Result<Approval, RunsError> {
-        Runs::get(self, id)
-            .await?
-            .ok_or_else(|| RunsError::NotFound(id.to_string()))?;
-        Err(RunsError::Invalid(format!(
-            "{id} runs on the cluster, where runs do not ask for approval (yet); it has no request to answer"
-        )))
+        Cluster::answer(self, id.as_str(), number, &answer)
+            .await
+            .map_err(runs_error)
     }
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use moat_cluster::Cluster;
 use moat_engine::{AgentEvent, EventPayload, ExtensionPayload, Grant};
 use moat_engine::{JsonObject, PermissionRequestPayload};
 use moat_grants::{Grants, NetRule};
@@ -59,12 +60,69 @@ impl Default for Ask {
 /// The events a run's desk hands its consumer, between the engine's.
 pub(crate) type Notices = mpsc::UnboundedReceiver<AgentEvent>;
 
+/// Where a run's requests are kept: this machine's store, or the run's
+/// record on the cluster.
+#[derive(Clone)]
+pub(crate) enum Book {
+    Local(LocalRuns),
+    Cluster(Box<Cluster>),
+}
+
+impl Book {
+    async fn ask(&self, id: &RunId, request: &ApprovalRequest) -> Result<Approval, String> {
+        match self {
+            Book::Local(local) => local.store().ask(id, request).map_err(|e| e.to_string()),
+            Book::Cluster(cluster) => cluster
+                .ask(id.as_str(), request)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    async fn answer(&self, id: &RunId, number: u32, answer: &Answer) -> Result<Approval, String> {
+        match self {
+            Book::Local(local) => local
+                .store()
+                .answer(id, Some(number), answer)
+                .map_err(|e| e.to_string()),
+            Book::Cluster(cluster) => cluster
+                .answer(id.as_str(), Some(number), answer)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    async fn answer_of(&self, id: &RunId, number: u32) -> Result<Option<Answer>, String> {
+        match self {
+            Book::Local(local) => local
+                .store()
+                .answer_of(id, number)
+                .map_err(|e| e.to_string()),
+            Book::Cluster(cluster) => cluster
+                .answer_of(id.as_str(), number)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Waits for the answer to request `number`.
+    async fn answer_to(&self, id: &RunId, number: u32) -> Result<Answer, String> {
+        match self {
+            Book::Local(local) => local.answer_to(id, number).await.map_err(|e| e.to_string()),
+            Book::Cluster(cluster) => cluster
+                .answer_to(id.as_str(), number)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
 /// One run's desk.
 #[derive(Clone)]
 pub(crate) struct Desk(Arc<Inner>);
 
 struct Inner {
-    runs: LocalRuns,
+    book: Book,
     id: RunId,
     agent: String,
     ask: Ask,
@@ -83,7 +141,7 @@ impl Desk {
     /// answers may give it at most `most` (see [`Inner::most`]), the bound
     /// `holder` set. Its events come out of the returned receiver.
     pub(crate) fn new(
-        runs: LocalRuns,
+        book: Book,
         id: RunId,
         agent: &str,
         ask: Ask,
@@ -92,7 +150,7 @@ impl Desk {
     ) -> (Self, Notices) {
         let (sender, receiver) = mpsc::unbounded_channel();
         let inner = Inner {
-            runs,
+            book,
             id,
             agent: agent.to_owned(),
             ask,
@@ -164,10 +222,10 @@ impl Inner {
                 "{} is beyond what {} may grant; no answer could allow it",
                 request.what, self.holder
             );
-            self.record_refusal(&request, &reason);
+            self.record_refusal(&request, &reason).await;
             return Verdict::Denied(reason);
         }
-        let asked = match self.runs.store().ask(&self.id, &request) {
+        let asked = match self.book.ask(&self.id, &request).await {
             Ok(asked) => asked,
             Err(error) => {
                 return Verdict::Denied(format!("the request could not be recorded: {error}"));
@@ -202,44 +260,38 @@ impl Inner {
     /// The answer to request `number`: the first one given, or the
     /// timeout's denial.
     async fn wait(&self, number: u32) -> Answer {
-        let answered = self.runs.answer_to(&self.id, number);
+        let answered = self.book.answer_to(&self.id, number);
         let outcome = match self.ask.timeout {
             Some(timeout) => tokio::time::timeout(timeout, answered).await.ok(),
             None => Some(answered.await),
         };
         match outcome {
             Some(Ok(answer)) => answer,
-            Some(Err(error)) => self.close(
-                number,
-                Answer::deny(
-                    "moat",
-                    Some(format!("the answer could not be read: {error}")),
-                ),
-            ),
+            Some(Err(error)) => {
+                let why = format!("the answer could not be read: {error}");
+                self.close(number, Answer::deny("moat", Some(why))).await
+            }
             None => {
                 let timeout = self.ask.timeout.unwrap_or_default();
                 let by = format!(
                     "the approval timeout ({})",
                     humantime::format_duration(timeout)
                 );
-                self.close(
-                    number,
-                    Answer::deny(by, Some("nobody answered in time".into())),
-                )
+                let why = Some("nobody answered in time".into());
+                self.close(number, Answer::deny(by, why)).await
             }
         }
     }
 
     /// Answers request `number` with `answer`, unless someone answered it
     /// first: the answer that stands.
-    fn close(&self, number: u32, answer: Answer) -> Answer {
-        let store = self.runs.store();
-        match store.answer(&self.id, Some(number), &answer) {
+    async fn close(&self, number: u32, answer: Answer) -> Answer {
+        match self.book.answer(&self.id, number, &answer).await {
             Ok(_) => answer,
-            Err(error) => match store.answer_of(&self.id, number) {
+            Err(error) => match self.book.answer_of(&self.id, number).await {
                 Ok(Some(first)) => first,
                 _ => Answer {
-                    reason: Some(error.to_string()),
+                    reason: Some(error),
                     ..answer
                 },
             },
@@ -247,16 +299,15 @@ impl Inner {
     }
 
     /// Records a request denied before anyone was asked.
-    fn record_refusal(&self, request: &ApprovalRequest, reason: &str) {
-        let store = self.runs.store();
-        let recorded = store.ask(&self.id, request).and_then(|asked| {
-            let by = format!("the ceiling of {}", self.holder);
-            store.answer(
-                &self.id,
-                Some(asked.number),
-                &Answer::deny(by, Some(reason.into())),
-            )
-        });
+    async fn record_refusal(&self, request: &ApprovalRequest, reason: &str) {
+        let by = format!("the ceiling of {}", self.holder);
+        let recorded = match self.book.ask(&self.id, request).await {
+            Ok(asked) => {
+                let answer = Answer::deny(by, Some(reason.into()));
+                self.book.answer(&self.id, asked.number, &answer).await
+            }
+            Err(error) => Err(error),
+        };
         if let Err(error) = recorded {
             tracing::warn!(run = %self.id, "a refused request could not be recorded: {error}");
         }
@@ -279,10 +330,15 @@ struct OpenRequest {
 
 impl Drop for OpenRequest {
     fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
+        let (Some(inner), Ok(runtime)) = (self.inner.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let number = self.number;
+        runtime.spawn(async move {
             let answer = Answer::deny("moat", Some("the run stopped waiting for it".into()));
-            inner.close(self.number, answer);
-        }
+            inner.close(number, answer).await;
+        });
     }
 }
 

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admit::{
     Admission, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, declared_secrets,
 };
-use crate::approvals::{Desk, Notices};
+use crate::approvals::{Book, Desk, Notices};
 use crate::budget::{MemoryBudget, Share};
 use crate::children::{Children, Spawner};
 use crate::error::LaunchError;
@@ -264,11 +264,6 @@ impl Launcher {
         let (resolved, admission) = self.admit(&spec, None).await?;
         match &self.inner.place {
             Place::Cluster(cluster) => {
-                if spec.ask.is_some() {
-                    return Err(LaunchError::Refused(crate::Refusal::Asking(
-                        "runs on a cluster cannot ask for approval yet; leave out --ask, or run here without --nats".into(),
-                    )));
-                }
                 let (mut spec, mut admission) = (spec, admission);
                 let id = spec.id.clone().unwrap_or_default();
                 spec.id = Some(id.clone());
@@ -331,7 +326,7 @@ impl Launcher {
                 let meter = self.meter(&id, &spec, &admission, Some(local.store().clone()));
                 let desk = spec.ask.clone().map(|ask| {
                     Desk::new(
-                        local.clone(),
+                        Book::Local(local.clone()),
                         id.clone(),
                         resolved.name(),
                         ask,
@@ -391,6 +386,19 @@ impl Launcher {
         let share = self.share(&admission, spec.parent.is_none()).await?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
         let meter = self.meter(&id, &spec, &admission, None);
+        // Its requests are kept in its record on the cluster, where any
+        // submitter answers them.
+        let desk = match (spec.ask.clone(), self.inner.place.cluster()) {
+            (Some(ask), Some(cluster)) => Some(Desk::new(
+                Book::Cluster(Box::new(cluster.clone())),
+                id.clone(),
+                resolved.name(),
+                ask,
+                admission.approvable.clone(),
+                spec.ceiling.holder.clone(),
+            )),
+            _ => None,
+        };
         Ok(self.here(
             resolved,
             spec,
@@ -399,7 +407,7 @@ impl Launcher {
             None,
             Some(children),
             share,
-            None,
+            desk,
             meter,
         ))
     }
@@ -524,6 +532,12 @@ impl Launcher {
             trust: admission.trust,
             limits: recorded_limits(admission),
             retry_on_worker_loss: spec.retry_on_worker_loss,
+            ask: spec.ask.as_ref().map(|ask| moat_cluster::JobAsk {
+                timeout_ms: ask
+                    .timeout
+                    .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+                tools: ask.tools.clone(),
+            }),
         })
     }
 

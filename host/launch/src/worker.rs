@@ -104,6 +104,10 @@ impl JobExecutor {
             },
             parent: job.parent.as_deref().and_then(RunId::parse),
             abort,
+            ask: job.ask.as_ref().map(|ask| crate::Ask {
+                timeout: ask.timeout_ms.map(std::time::Duration::from_millis),
+                tools: ask.tools.clone(),
+            }),
             names: self.names.clone(),
             ..LaunchSpec::new(
                 AdapterRef::Resolved(resolved),

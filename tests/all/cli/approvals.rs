@@ -493,3 +493,57 @@ fn an_adapter_that_cannot_ask_before_a_tool_refuses_a_run_that_names_one() {
     assert_eq!(alone.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&alone.stderr).contains("add --ask"));
 }
+
+#[test]
+fn a_run_on_a_cluster_worker_asks_and_is_answered_through_the_cluster_within_the_workers_ceiling() {
+    use moat_testkit::nats;
+    if !nats::available() {
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let allowed = TestServer::answering();
+    let beyond = TestServer::answering();
+    let server = nats::server(&[]);
+    let url = server.url();
+    let _worker =
+        crate::cluster::Worker::start(&url, &[&format!("--allow-net=127.0.0.1:{}", allowed.port)]);
+    let probes = format!(
+        "http GET http://127.0.0.1:{}/\nhttp GET http://127.0.0.1:{}/",
+        allowed.port, beyond.port
+    );
+    let mut command = moat_in(store.path());
+    command
+        .args(["run", ESCAPE, &probes, "--ask", "--output", "ndjson"])
+        .args(["--nats", &url]);
+    let run = Started::new(command);
+    expect_request(&run, allowed.port);
+
+    let on_cluster = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--nats", url.as_str()]);
+        ok(store.path(), &all)
+    };
+    let listed = on_cluster(&["ps", "--status", "waiting", "-q"]);
+    let id = listed.trim().to_owned();
+    assert!(id.starts_with("r_"), "{listed}");
+    let shown: Value = serde_json::from_str(&on_cluster(&["show", &id, "--json"])).unwrap();
+    assert_eq!(shown["status"], "waiting");
+    assert_eq!(shown["requests"][0]["request"]["port"], allowed.port);
+    assert_eq!(allowed.connections(), 0, "nothing sent before the answer");
+
+    on_cluster(&["approve", &id]);
+    let (events, code) = run.finish();
+    assert_eq!(code, Some(0));
+    let said = texts(&events);
+    assert_eq!(said[0], format!("ok: 200 {SERVED}"), "{events:?}");
+    assert!(said[1].starts_with("denied: "), "{events:?}");
+    // Past the worker's ceiling: denied at once, recorded so.
+    let shown: Value = serde_json::from_str(&on_cluster(&["show", &id, "--json"])).unwrap();
+    assert_eq!(shown["requests"][0]["answer"]["approved"], true);
+    assert_eq!(
+        shown["requests"][1]["answer"]["by"],
+        "the ceiling of this worker"
+    );
+    assert_eq!(allowed.connections(), 1);
+    assert_eq!(beyond.connections(), 0);
+}

@@ -12,6 +12,7 @@
 //! - [`objects`]: components and projects in the object stores, by
 //!   SHA-256; runs' changes, by run id.
 
+mod approvals;
 mod follow;
 mod lost_workers;
 pub(crate) mod objects;
