@@ -31,6 +31,14 @@ pub enum GrantError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A tool name that is not one exact name.
+    #[error("tool `{name}`: {reason}")]
+    Tool {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A secret grant that does not parse.
     #[error("`{grant}`: {reason}")]
     Secret {
@@ -57,6 +65,7 @@ impl GrantError {
             | GrantError::NetRule { reason, .. }
             | GrantError::EnvName { reason, .. }
             | GrantError::Secret { reason, .. }
+            | GrantError::Tool { reason, .. }
             | GrantError::Program { reason, .. } => reason,
         }
     }

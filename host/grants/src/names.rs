@@ -35,6 +35,28 @@ pub fn env_name(name: &str) -> Result<String, GrantError> {
     }
 }
 
+/// Checks a tool's name (`ask-tools`): one exact name, as a backend calls
+/// it (`Bash`, `mcp__files__read_file`): no separators, no patterns.
+pub fn tool(name: &str) -> Result<String, GrantError> {
+    let refuse = |reason: &str| GrantError::Tool {
+        name: name.to_string(),
+        reason: reason.into(),
+    };
+    if name.is_empty() {
+        return Err(refuse("empty"));
+    }
+    if name.len() > 256 {
+        return Err(refuse("too long"));
+    }
+    if name
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || matches!(c, ',' | '(' | ')' | '*'))
+    {
+        return Err(refuse("one exact name: no spaces, commas or patterns"));
+    }
+    Ok(name.to_string())
+}
+
 /// Checks a program grant: a bare name (looked up on PATH by the process
 /// capability) or an absolute path.
 pub fn program(name: &str) -> Result<String, GrantError> {

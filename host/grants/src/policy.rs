@@ -19,8 +19,10 @@
 //!
 //! Keys: `allow-net`, `allow-read`, `allow-write`, `allow-env`, `allow-run`
 //! (lists of strings, the same values as the flags), `grant-declared`
-//! (bool), and in an adapter's table `sha256` (the component's content
-//! hash, shown by `moat inspect`). Relative directories are relative to the
+//! (bool), `ask-tools` (tools every call of which is asked about first,
+//! as `--ask-tools`), `max-budget-usd` and `max-tokens` (the most a run
+//! may spend, as the flags), and in an adapter's table `sha256` (the
+//! component's content hash, shown by `moat inspect`). Relative directories are relative to the
 //! policy file's directory. Unknown keys are refused, so a typo cannot
 //! silently grant less (or more) than meant.
 //!
@@ -37,7 +39,7 @@ use serde::Deserialize;
 use super::{GrantError, Grants, NetRule, PolicyError, SecretGrant, canonical_dir, names};
 
 /// A parsed, validated policy file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Policy {
     path: PathBuf,
     all: PolicyEntry,
@@ -45,10 +47,16 @@ pub struct Policy {
 }
 
 /// What a policy gives one adapter (or every adapter, at the top level).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PolicyEntry {
     /// What the policy grants.
     pub grants: Grants,
+    /// Tools whose every call is asked about first (`ask-tools`).
+    pub ask_tools: Vec<String>,
+    /// The most a run may spend, in US dollars (`max-budget-usd`).
+    pub max_budget_usd: Option<f64>,
+    /// The most tokens a run may use (`max-tokens`).
+    pub max_tokens: Option<u64>,
     /// Grant the adapter what it declares.
     pub grant_declared: bool,
     /// The content hash the component must have, lowercase hex.
@@ -65,6 +73,9 @@ struct RawPolicy {
     allow_run: Vec<String>,
     secret: Vec<String>,
     grant_declared: bool,
+    ask_tools: Vec<String>,
+    max_budget_usd: Option<f64>,
+    max_tokens: Option<u64>,
     adapters: BTreeMap<String, RawEntry>,
 }
 
@@ -78,6 +89,9 @@ struct RawEntry {
     allow_run: Vec<String>,
     secret: Vec<String>,
     grant_declared: bool,
+    ask_tools: Vec<String>,
+    max_budget_usd: Option<f64>,
+    max_tokens: Option<u64>,
     sha256: Option<String>,
 }
 
@@ -108,6 +122,9 @@ impl Policy {
             allow_run: raw.allow_run,
             secret: raw.secret,
             grant_declared: raw.grant_declared,
+            ask_tools: raw.ask_tools,
+            max_budget_usd: raw.max_budget_usd,
+            max_tokens: raw.max_tokens,
             sha256: None,
         };
         let all = entry(all, base).map_err(|p| invalid(p.to_string()))?;
@@ -151,6 +168,20 @@ impl Policy {
             }
             merged.grants.merge(&own.grants);
             merged.grant_declared |= own.grant_declared;
+            for tool in &own.ask_tools {
+                if !merged.ask_tools.contains(tool) {
+                    merged.ask_tools.push(tool.clone());
+                }
+            }
+            // The lower of each budget: the table narrows the top level.
+            merged.max_budget_usd = match (merged.max_budget_usd, own.max_budget_usd) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            merged.max_tokens = match (merged.max_tokens, own.max_tokens) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             merged.sha256.clone_from(&own.sha256);
         }
         Ok(merged)
@@ -203,6 +234,25 @@ fn entry(raw: RawEntry, base: Option<&Path>) -> Result<PolicyEntry, KeyProblem> 
             secrets: each("secret", &raw.secret, |g| SecretGrant::parse(g))?,
         },
         grant_declared: raw.grant_declared,
+        ask_tools: each("ask-tools", &raw.ask_tools, |t| names::tool(t))?,
+        max_budget_usd: match raw.max_budget_usd {
+            Some(usd) if !(usd.is_finite() && usd > 0.0) => {
+                return Err(KeyProblem {
+                    key: "max-budget-usd",
+                    problem: format!("{usd} is not a positive number of dollars"),
+                });
+            }
+            usd => usd,
+        },
+        max_tokens: match raw.max_tokens {
+            Some(0) => {
+                return Err(KeyProblem {
+                    key: "max-tokens",
+                    problem: "0 tokens allows nothing; give a positive number".into(),
+                });
+            }
+            tokens => tokens,
+        },
         sha256,
     })
 }

@@ -82,13 +82,7 @@ impl Ceiling {
     /// needs when it is a built-in, its installed grants, the policy, the
     /// trust presets and the flags (see [`GrantSources`]).
     pub fn sources(&self, resolved: &Resolved) -> Result<GrantSources, Refusal> {
-        let info = resolved.adapter.info();
-        let policy = match &self.policy {
-            Some(policy) => policy
-                .for_adapter(&info.name, resolved.sha256())
-                .map_err(|e| Refusal::Needs(e.to_string()))?,
-            None => Default::default(),
-        };
+        let policy = self.policy_entry(resolved)?;
         // An installed adapter's accepted grants stand as its own policy.
         let mut policy_grants = policy.grants;
         if let Some(accepted) = &resolved.accepted {
@@ -103,6 +97,16 @@ impl Ceiling {
             policy: policy_grants,
             flags: self.grants.clone(),
         })
+    }
+
+    /// What the policy file gives runs of `resolved` (nothing without one).
+    pub fn policy_entry(&self, resolved: &Resolved) -> Result<moat_grants::PolicyEntry, Refusal> {
+        match &self.policy {
+            Some(policy) => policy
+                .for_adapter(&resolved.adapter.info().name, resolved.sha256())
+                .map_err(|e| Refusal::Needs(e.to_string())),
+            None => Ok(Default::default()),
+        }
     }
 
     /// The most a run of `resolved` may be granted here: what `moat run`
@@ -190,9 +194,15 @@ impl Ceiling {
             usd: options.max_budget_usd,
             tokens: asked.limits.max_tokens,
         };
+        // The policy's budget for the adapter narrows the ceiling's.
+        let entry = self.policy_entry(resolved)?;
+        let most = self.budget.min(crate::Budget {
+            usd: entry.max_budget_usd,
+            tokens: entry.max_tokens,
+        });
         let budget = crate::spending::narrow(
             asked_budget,
-            self.budget,
+            most,
             &self.holder,
             parent.map(|parent| (&parent.id, parent.budget_left)),
         )?;
@@ -215,6 +225,7 @@ impl Ceiling {
             approvable,
             budget,
             budget_set_aside: !asked_budget.is_unbounded(),
+            ask_tools: entry.ask_tools,
         })
     }
 
@@ -336,6 +347,9 @@ pub struct Admission {
     pub budget: crate::Budget,
     /// It named its budget: held for it from its parent's.
     pub budget_set_aside: bool,
+    /// The tools the policy file asks about before each call, for its
+    /// adapter: the run asks whatever it was started with.
+    pub ask_tools: Vec<String>,
 }
 
 /// The secret grants a built-in's profile declares (none for a component

@@ -262,6 +262,7 @@ impl Launcher {
     /// starting it.
     pub async fn prepare(&self, spec: LaunchSpec) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec, None).await?;
+        let spec = with_policy_asks(spec, &admission);
         match &self.inner.place {
             Place::Cluster(cluster) => {
                 let (mut spec, mut admission) = (spec, admission);
@@ -377,8 +378,8 @@ impl Launcher {
         id: RunId,
         workspace: Option<(&moat_workspace::Workspace, &str)>,
     ) -> Result<Prepared, LaunchError> {
-        let mut spec = spec;
         let (resolved, admission) = self.admit(&spec, Some(&id)).await?;
+        let mut spec = with_policy_asks(spec, &admission);
         let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
         if let Some((workspace, cwd)) = workspace {
             crate::workspace::unpacked(workspace, cwd, &mut admission, &mut spec.options)?;
@@ -770,6 +771,21 @@ fn new_run(resolved: &Resolved, spec: &LaunchSpec, admission: &Admission) -> New
         trust: Some(admission.trust),
         limits: Some(recorded_limits(admission)),
     }
+}
+
+/// `spec`, asking also about the tools the policy file names for its
+/// adapter (a run it names some for asks, whatever it was started with).
+fn with_policy_asks(mut spec: LaunchSpec, admission: &Admission) -> LaunchSpec {
+    if admission.ask_tools.is_empty() {
+        return spec;
+    }
+    let ask = spec.ask.get_or_insert_with(crate::Ask::default);
+    for tool in &admission.ask_tools {
+        if !ask.tools.contains(tool) {
+            ask.tools.push(tool.clone());
+        }
+    }
+    spec
 }
 
 /// The limits a run's record (or job) keeps: its budget with the rest.

@@ -240,3 +240,59 @@ fn a_workflows_budget_covers_its_tasks_and_stops_dispatching_once_spent() {
     );
     assert_eq!(server.requests().len(), 2, "c was never dispatched");
 }
+
+#[test]
+fn a_policy_files_budget_and_asked_tools_reach_the_runs_of_its_adapter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, stub) = mcp_config(dir.path());
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "max-tokens = 100000\n\n[adapters.openai]\nmax-tokens = 3000\n",
+    )
+    .unwrap();
+    let server = tool_turns(4);
+    let output = moat_in(dir.path())
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
+        .args(["run", "openai", "Loop", "--model", "llama3.2"])
+        .args(["--output", "json", "--policy", policy.to_str().unwrap()])
+        .arg(format!("--allow-net={}", server.grant()))
+        .args(["--mcp-config", &config, "--allow-run", &stub])
+        .output()
+        .unwrap();
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["status"], "max_budget", "{result}");
+    assert_eq!(server.requests().len(), 3, "the adapter's own 3,000 tokens");
+    // Asking for more than the policy allows is refused, in its words.
+    let more = moat_in(dir.path())
+        .args(["run", "openai", "x", "--model", "m", "--max-tokens", "5000"])
+        .args(["--policy", policy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_ne!(more.status.code(), Some(0));
+    assert!(
+        stderr(&more).contains("--max-tokens=5000"),
+        "{}",
+        stderr(&more)
+    );
+
+    // Its ask-tools make the run ask: the openai adapter, which cannot,
+    // refuses it rather than run the tool unasked.
+    std::fs::write(&policy, "[adapters.openai]\nask-tools = [\"Bash\"]\n").unwrap();
+    let asked = moat_in(dir.path())
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .args(["run", "openai", "x", "--model", "m", "--output", "ndjson"])
+        .args(["--policy", policy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&asked.stdout);
+    assert!(said.contains("--ask-tools Bash"), "{said}");
+    // A bad entry is one line naming the key.
+    std::fs::write(&policy, "max-budget-usd = -1\n").unwrap();
+    let bad = moat_in(dir.path())
+        .args(["run", "echo", "x", "--policy", policy.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("max-budget-usd"), "{}", stderr(&bad));
+}
