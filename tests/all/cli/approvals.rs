@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
 use moat_testkit::components::ESCAPE;
 use moat_testkit::http_server::{SERVED, TestServer};
+use moat_testkit::texts;
 use serde_json::Value;
 
 use super::common::moat;
@@ -95,16 +96,6 @@ fn ok(store: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).unwrap()
-}
-
-fn texts(events: &[AgentEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.payload {
-            EventPayload::Text(text) => Some(text.content.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn answers(events: &[AgentEvent]) -> Vec<Value> {
@@ -396,7 +387,6 @@ fn on_a_terminal_the_run_asks_and_y_approves() {
     let (pieces, status) =
         Pty::open().run_answering(command, Some(("[y]es / [n]o / [a]lways", "y\n")));
     let seen: String = pieces.iter().map(|(_, text)| text.as_str()).collect();
-    eprintln!("{seen}");
     assert!(status.success(), "{seen}");
     assert!(
         shown_at(&pieces, &format!("asks for net 127.0.0.1:{}", server.port)).is_some(),

@@ -69,14 +69,14 @@ pub(super) fn print_requests(approvals: &[Approval]) {
                     "{} by {} at {}{reason}",
                     answer.decision(),
                     safe::text(&answer.by),
-                    super::runs::time(answer.at_ms)
+                    crate::render::time(answer.at_ms)
                 )
             }
         };
         println!(
             "{label:<12} {}. {what}, asked {}: {answered}",
             approval.number,
-            super::runs::time(approval.asked_ms)
+            crate::render::time(approval.asked_ms)
         );
     }
 }

@@ -14,7 +14,7 @@ use moat_runs::{RunFilter, RunId, RunRecord, RunStatus, StoredEvent};
 use crate::args::{
     CancelArgs, ListFormat, LogsArgs, OutputFormat, PruneArgs, PsArgs, ShowArgs, WaitArgs,
 };
-use crate::render::{self, Renderer, safe};
+use crate::render::{self, Renderer, safe, time};
 use crate::{Globals, UsageError, wiring};
 
 /// How many stored events `moat logs` reads at a time.
@@ -578,11 +578,6 @@ fn budget_shown(run: &RunRecord) -> Option<String> {
         budget.words(),
         budget.after(&spent).words()
     ))
-}
-
-pub(super) fn time(ms: u64) -> String {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// A line of what `wait` or `cancel` did: the waiting and cancelling go

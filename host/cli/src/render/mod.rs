@@ -50,6 +50,13 @@ pub trait Renderer {
     }
 }
 
+/// A time (ms since the Unix epoch) as `moat show` prints it: RFC 3339,
+/// to the second, UTC.
+pub fn time(ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_seconds(at).to_string()
+}
+
 /// A renderer that shows nothing (a detached run's events are in the store).
 pub fn silent() -> Box<dyn Renderer> {
     struct Silent;

@@ -11,12 +11,14 @@
 //! stream (`GET` is refused with 405, as the transport allows).
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::proxy::{Policy, ProxyBody};
+/// A response's body, as the proxy sends one.
+type Body = BoxBody<Bytes, hyper::Error>;
 
 /// Where the route starts; the run's token (when its proxy has one) and
 /// `/mcp` follow.
@@ -28,14 +30,20 @@ pub const TOOL: &str = "approve";
 /// Largest request body read.
 const MAX_BODY: usize = 1024 * 1024;
 
-/// Answers one request to the route.
-pub(crate) async fn serve(request: Request<Incoming>, policy: &Policy) -> Response<ProxyBody> {
+/// Answers one request to the route of a proxy whose credential is
+/// `token` (when it has one), for a run that asks `asking` (`None`: it
+/// does not ask).
+pub(crate) async fn serve(
+    request: Request<Incoming>,
+    token: Option<&str>,
+    asking: Option<crate::Asking>,
+) -> Response<Body> {
     let path = request.uri().path().to_owned();
     let rest = &path[APPROVAL_ROUTE.len()..];
-    let rest = match &policy.token {
+    let rest = match token {
         None => Some(rest),
         Some(token) => rest
-            .strip_prefix(token.as_str())
+            .strip_prefix(token)
             .and_then(|rest| rest.strip_prefix('/')),
     };
     if rest != Some("mcp") {
@@ -44,7 +52,7 @@ pub(crate) async fn serve(request: Request<Incoming>, policy: &Policy) -> Respon
             "moat's proxy serves only the run it belongs to",
         );
     }
-    let Some(asking) = policy.asking.clone() else {
+    let Some(asking) = asking else {
         return text(StatusCode::NOT_FOUND, "this run does not ask for approval");
     };
     if request.method() != Method::POST {
@@ -121,7 +129,7 @@ fn cut(text: &str) -> &str {
     &text[..text.floor_char_boundary(64)]
 }
 
-fn rpc(message: Value) -> Response<ProxyBody> {
+fn rpc(message: Value) -> Response<Body> {
     let mut response = Response::new(
         Full::new(Bytes::from(message.to_string()))
             .map_err(|never| match never {})
@@ -134,7 +142,7 @@ fn rpc(message: Value) -> Response<ProxyBody> {
     response
 }
 
-fn text(status: StatusCode, message: &str) -> Response<ProxyBody> {
+fn text(status: StatusCode, message: &str) -> Response<Body> {
     let mut response = Response::new(
         Full::new(Bytes::from(format!("{message}\n")))
             .map_err(|never| match never {})
@@ -144,7 +152,7 @@ fn text(status: StatusCode, message: &str) -> Response<ProxyBody> {
     response
 }
 
-fn empty(status: StatusCode) -> Response<ProxyBody> {
+fn empty(status: StatusCode) -> Response<Body> {
     let mut response = Response::new(
         Full::new(Bytes::new())
             .map_err(|never| match never {})

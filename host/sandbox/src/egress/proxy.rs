@@ -137,7 +137,7 @@ impl Proxy {
     }
 }
 
-pub(crate) type ProxyBody = BoxBody<Bytes, hyper::Error>;
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
 /// The policy of a running proxy, and the signal that it stopped.
 struct Served {
@@ -224,7 +224,9 @@ async fn handle(request: Request<Incoming>, policy: &Arc<Served>) -> Response<Pr
         .starts_with(super::approvals::APPROVAL_ROUTE)
         && policy.is_for_itself(request.uri())
     {
-        return super::approvals::serve(request, &policy.policy).await;
+        let policy = &policy.policy;
+        return super::approvals::serve(request, policy.token.as_deref(), policy.asking.clone())
+            .await;
     }
     let route =
         request.uri().path().starts_with(SECRET_ROUTE) && policy.is_for_itself(request.uri());
