@@ -153,8 +153,13 @@ impl Answer {
         }
     }
 
-    /// A denial by `by`, now, for `reason`.
+    /// A denial by `by`, now, for `reason` (cut to [`MAX_REASON_BYTES`]:
+    /// it may come from any client, and goes to the run's adapter).
     pub fn deny(by: impl Into<String>, reason: Option<String>) -> Self {
+        let reason = reason.map(|mut reason| {
+            reason.truncate(reason.floor_char_boundary(MAX_REASON_BYTES));
+            reason
+        });
         Self {
             approved: false,
             always: false,
@@ -173,6 +178,9 @@ impl Answer {
         }
     }
 }
+
+/// The longest reason a denial keeps, in bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
 
 /// One request of a run, and its answer once it has one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,6 @@
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -30,14 +29,22 @@ pub const TOOL: &str = "approve";
 /// Largest request body read.
 const MAX_BODY: usize = 1024 * 1024;
 
+/// Largest tool input asked about, as JSON: it becomes an event and a
+/// record of the run.
+const MAX_INPUT: usize = 64 * 1024;
+
 /// Answers one request to the route of a proxy whose credential is
 /// `token` (when it has one), for a run that asks `asking` (`None`: it
 /// does not ask).
-pub(crate) async fn serve(
-    request: Request<Incoming>,
+pub(crate) async fn serve<B>(
+    request: Request<B>,
     token: Option<&str>,
     asking: Option<crate::Asking>,
-) -> Response<Body> {
+) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     let path = request.uri().path().to_owned();
     let rest = &path[APPROVAL_ROUTE.len()..];
     let rest = match token {
@@ -105,6 +112,13 @@ pub(crate) async fn serve(
                 return rpc(json!({"jsonrpc": "2.0", "id": id,
                     "error": {"code": -32602, "message": "tool_name: a tool's name"}}));
             }
+            if arguments["input"].to_string().len() > MAX_INPUT {
+                let decision = json!({"behavior": "deny",
+                    "message": "moat: the call's input is too large to ask about"});
+                return rpc(reply(
+                    json!({"content": [{"type": "text", "text": decision.to_string()}]}),
+                ));
+            }
             let tool_use_id = arguments["tool_use_id"]
                 .as_str()
                 .filter(|id| !id.is_empty() && id.len() <= 256)
@@ -160,4 +174,168 @@ fn empty(status: StatusCode) -> Response<Body> {
     );
     *response.status_mut() = status;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::{Approver, Question, Verdict};
+
+    /// Approves `Bash`, denies the rest; keeps what it was asked.
+    struct Answering(Mutex<Vec<Question>>);
+
+    impl Approver for Answering {
+        fn ask(&self, question: Question) -> BoxFuture<'static, Verdict> {
+            let verdict = match &question {
+                Question::Tool { name, .. } if name == "Bash" => Verdict::Approved,
+                _ => Verdict::Denied("not that one".into()),
+            };
+            self.0.lock().unwrap().push(question);
+            Box::pin(async move { verdict })
+        }
+    }
+
+    fn post(path: &str, body: Value) -> Request<Full<Bytes>> {
+        Request::post(path)
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap()
+    }
+
+    async fn json_of(response: Response<Body>) -> Value {
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    fn call(tool: &str, input: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": TOOL, "arguments": {"tool_name": tool, "input": input, "tool_use_id": "toolu_1"}}})
+    }
+
+    #[tokio::test]
+    async fn a_cli_asks_through_the_route_and_gets_claude_codes_answer_shape() {
+        let approver = Arc::new(Answering(Mutex::default()));
+        let asking = || Some(crate::Asking(approver.clone()));
+        let route = format!("{APPROVAL_ROUTE}secret/mcp");
+        let initialized = json_of(
+            serve(
+                post(
+                    &route,
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-03-26"}}),
+                ),
+                Some("secret"),
+                asking(),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(initialized["result"]["protocolVersion"], "2025-03-26");
+        let listed = json_of(
+            serve(
+                post(
+                    &route,
+                    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+                ),
+                Some("secret"),
+                asking(),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(listed["result"]["tools"][0]["name"], TOOL);
+
+        let allowed = json_of(
+            serve(
+                post(&route, call("Bash", json!({"command": "ls"}))),
+                Some("secret"),
+                asking(),
+            )
+            .await,
+        )
+        .await;
+        let text: Value =
+            serde_json::from_str(allowed["result"]["content"][0]["text"].as_str().unwrap())
+                .unwrap();
+        assert_eq!(
+            text,
+            json!({"behavior": "allow", "updatedInput": {"command": "ls"}})
+        );
+        let denied = json_of(
+            serve(
+                post(&route, call("Write", json!({}))),
+                Some("secret"),
+                asking(),
+            )
+            .await,
+        )
+        .await;
+        let text: Value =
+            serde_json::from_str(denied["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(text, json!({"behavior": "deny", "message": "not that one"}));
+        let asked = approver.0.lock().unwrap();
+        assert!(matches!(&asked[0], Question::Tool { name, tool_use_id, .. }
+            if name == "Bash" && tool_use_id == "toolu_1"));
+    }
+
+    #[tokio::test]
+    async fn the_route_serves_only_its_run_and_only_what_it_knows() {
+        let approver = Arc::new(Answering(Mutex::default()));
+        let asking = || Some(crate::Asking(approver.clone()));
+        let wrong = format!("{APPROVAL_ROUTE}other/mcp");
+        let response = serve(
+            post(&wrong, call("Bash", json!({}))),
+            Some("secret"),
+            asking(),
+        )
+        .await;
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        let route = format!("{APPROVAL_ROUTE}secret/mcp");
+        let not_asking = serve(post(&route, call("Bash", json!({}))), Some("secret"), None).await;
+        assert_eq!(not_asking.status(), StatusCode::NOT_FOUND);
+        let get = Request::get(&route).body(Full::new(Bytes::new())).unwrap();
+        let response = serve(get, Some("secret"), asking()).await;
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+        let garbage = Request::post(&route)
+            .body(Full::new(Bytes::from_static(b"{not json")))
+            .unwrap();
+        let response = json_of(serve(garbage, Some("secret"), asking()).await).await;
+        assert_eq!(response["error"]["code"], -32700);
+        let unknown = json_of(
+            serve(
+                post(
+                    &route,
+                    json!({"jsonrpc": "2.0", "id": 3, "method": "resources/list"}),
+                ),
+                Some("secret"),
+                asking(),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(unknown["error"]["code"], -32601);
+        let notification = serve(
+            post(
+                &route,
+                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            ),
+            Some("secret"),
+            asking(),
+        )
+        .await;
+        assert_eq!(notification.status(), StatusCode::ACCEPTED);
+        let huge = json!({"blob": "x".repeat(MAX_INPUT)});
+        let too_big =
+            json_of(serve(post(&route, call("Bash", huge)), Some("secret"), asking()).await).await;
+        assert!(
+            too_big["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("too large")
+        );
+        assert!(approver.0.lock().unwrap().is_empty(), "nothing was asked");
+    }
 }
