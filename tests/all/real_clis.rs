@@ -631,8 +631,9 @@ fn check_trust_levels(cli: &Cli, program: &Path, scratch: &Path) {
 }
 
 /// Claude Code's permission prompts reach moat (docs/approvals.md): with
-/// `--ask-tools Bash`, the real CLI asks before its shell call, the run
-/// waits (`waiting`, a `permission_request` for `Bash`), and proceeds once
+/// `--ask` at a trust level that rules the shell out, or `--ask-tools
+/// Bash`, the real CLI asks before its shell call, the run waits
+/// (`waiting`, a `permission_request` for `Bash`), and proceeds once
 /// `moat approve` in another process answers; denied, the command never
 /// runs.
 fn check_permission_prompts_through_moat(cli: &Cli, program: &Path, scratch: &Path) {
@@ -661,7 +662,13 @@ fn check_permission_prompts_through_moat(cli: &Cli, program: &Path, scratch: &Pa
                 "--model",
                 cli.model,
             ])
-            .args(["--trust", "unrestricted", "--ask-tools", "Bash"])
+            // Asked two ways: the trust level's refusal turned into a
+            // question (`controlled` rules the shell out), and by name.
+            .args(if approve {
+                ["--trust", "controlled", "--ask"].as_slice()
+            } else {
+                ["--trust", "unrestricted", "--ask-tools", "Bash"].as_slice()
+            })
             .args(["--output", "ndjson", "--cwd"])
             .arg(&work)
             .arg(format!("--allow-write={}", work.display()))

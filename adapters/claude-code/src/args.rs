@@ -15,7 +15,7 @@
 //! | `extra.program` | the CLI's absolute path, granted by that path (default: `claude` on PATH) |
 //! | allowed tools | `--tools=a,b` (only these exist) and `--allowedTools=a,b` (they run without asking), `--strict-mcp-config` (no MCP servers) |
 //! | disallowed tools | `--disallowedTools=…` |
-//! | the run asks (`--ask`, `--ask-tools`) | `--permission-prompt-tool=mcp__moat__approve` with moat's approvals MCP server in the config: what Claude Code would ask a person it asks moat; the tools asked about (`--ask-tools`) are not pre-approved and are `ask` rules (`--settings={"permissions":{"ask":[…]}}`): asked about at every call |
+//! | the run asks (`--ask`, `--ask-tools`) | `--permission-prompt-tool=mcp__moat__approve` with moat's approvals MCP server in the config: what Claude Code would ask a person it asks moat. The tools the trust level rules out, and those named by `--ask-tools`, are not refused but asked about at every call (`ask` rules: `--settings={"permissions":{"ask":[…]}}`), never pre-approved; at `sandbox`, the built-in tools then exist (each call asked) and the permission mode is `default` |
 //!
 //! Trust levels (Claude Code's permission modes; headless `-p` denies what
 //! would need asking):
@@ -147,7 +147,22 @@ pub fn invocation(
         args.push(format!("--agents={agents}"));
     }
 
-    let forbidden = forbidden(options.trust);
+    // A run that asks turns the trust level's refusals into questions:
+    // what it rules out is asked about at every call instead of refused
+    // (with the tools the run names itself).
+    let mut asked: Vec<String> = Vec::new();
+    let forbidden = match approvals {
+        Some(approvals) => {
+            asked.extend(forbidden(options.trust).iter().map(|t| (*t).to_owned()));
+            for tool in &approvals.tools {
+                if !asked.contains(tool) {
+                    asked.push(tool.clone());
+                }
+            }
+            Vec::new()
+        }
+        None => forbidden(options.trust),
+    };
     check_exact_names(
         "claude-code",
         "--disallowed-tools",
@@ -180,6 +195,8 @@ pub fn invocation(
             approved.extend(allowed.iter().cloned());
         }
         None => match options.trust {
+            // Asking, its tools exist and each call is asked about.
+            TrustLevel::Sandbox if approvals.is_some() => {}
             TrustLevel::Sandbox => {
                 args.push("--tools=".to_owned());
                 strict = true;
@@ -200,25 +217,14 @@ pub fn invocation(
     approved.extend(servers.keys().map(|name| format!("mcp__{name}")));
     let mut env: Vec<(&str, &str)> = QUIET_ENV.to_vec();
     if let Some(approvals) = approvals {
-        if let Some(tool) = approvals
-            .tools
-            .iter()
-            .find(|tool| forbidden.contains(&tool.as_str()))
-        {
-            return Err(unsupported(
-                "claude-code",
-                &format!("--ask-tools {tool}"),
-                &format!("trust level {trust} rules it out; raise --trust to ask for it"),
-            ));
-        }
         // What it would ask a person, it asks moat; the tools asked about
         // are not approved beforehand, and are asked about at every call
         // (its `ask` rules: even a call it deems harmless).
-        approved.retain(|tool| !approvals.tools.contains(tool));
-        if !approvals.tools.is_empty() {
+        approved.retain(|tool| !asked.contains(tool));
+        if !asked.is_empty() {
             args.push(format!(
                 "--settings={}",
-                json!({"permissions": {"ask": approvals.tools}})
+                json!({"permissions": {"ask": asked}})
             ));
         }
         servers.insert(
@@ -252,6 +258,8 @@ pub fn invocation(
         args.push(format!("--disallowedTools={}", disallowed.join(",")));
     }
     let mode = match options.trust {
+        // `dontAsk` would refuse what the run asks about.
+        TrustLevel::Sandbox if approvals.is_some() => "default",
         TrustLevel::Sandbox => "dontAsk",
         TrustLevel::Controlled | TrustLevel::Unrestricted => "acceptEdits",
     };

@@ -283,21 +283,35 @@ fn a_run_that_asks_sends_claude_codes_permission_prompts_to_moat() {
         moat_guest::serde_json::from_str(&arg("--settings=")).unwrap();
     assert_eq!(settings["permissions"]["ask"][0], "Bash");
 
-    // Asking about a tool the trust level rules out is refused.
-    let refused = invocation(
-        "x",
-        &Options {
-            trust: TrustLevel::Controlled,
-            ..options()
-        },
-        Some(&approvals),
-    )
-    .unwrap_err();
-    assert!(
-        refused.message.contains("--ask-tools Bash"),
-        "{}",
-        refused.message
-    );
+    // Asking turns the trust level's refusals into questions: at
+    // `controlled` the shell tools are asked about, not disallowed; at
+    // `sandbox` every built-in tool exists and is asked about.
+    for (trust, mode, asked_too) in [
+        (TrustLevel::Controlled, "acceptEdits", "KillShell"),
+        (TrustLevel::Sandbox, "default", "Read"),
+    ] {
+        let call = invocation("x", &Options { trust, ..options() }, Some(&approvals)).unwrap();
+        let arg = |name: &str| call.args.iter().find_map(|a| a.strip_prefix(name));
+        let settings: moat_guest::json::Value =
+            moat_guest::serde_json::from_str(arg("--settings=").unwrap()).unwrap();
+        let asked: Vec<&str> = settings["permissions"]["ask"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t.as_str())
+            .collect();
+        assert!(
+            asked.contains(&"Bash") && asked.contains(&asked_too),
+            "{asked:?}"
+        );
+        assert!(
+            arg("--disallowedTools=").is_none_or(|d| !d.contains("Bash")),
+            "{:?}",
+            call.args
+        );
+        assert_eq!(arg("--permission-mode="), Some(mode));
+        assert_eq!(arg("--tools="), None, "{:?}", call.args);
+    }
     // A server of the user's named like moat's own is refused.
     let taken = invocation(
         "x",
