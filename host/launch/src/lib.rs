@@ -60,7 +60,10 @@
 //! - children: the runs a component starts; [`contained`]: programs
 //!   that are not runs (a workflow's hooks), contained as a run's are;
 //!   [`worker`]: a cluster worker's jobs; [`workspace`]: a run's
-//!   workspace, here or on a worker.
+//!   workspace, here or on a worker;
+//! - [`approvals`]: what a run asks for mid-run (`--ask`), recorded,
+//!   answered from anywhere, never past the ceiling; [`spending`] and
+//!   metering: budgets, counted as runs spend and narrowed like grants.
 
 pub mod admit;
 pub mod approvals;

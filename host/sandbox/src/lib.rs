@@ -36,6 +36,8 @@
 //! - runtime: the process-wide engine, linker and cache; loading.
 //! - adapter, session, state, control: one component, one run, its store.
 //! - capabilities, http, process: what a run reaches, exactly as granted.
+//! - [`approvals`]: asking, for a run that asks, before refusing what its
+//!   grants do not cover (the launch layer answers).
 //! - limits, failure, output, denials: caps, failures, guest output and
 //!   refusals, turned into what the engine understands.
 
