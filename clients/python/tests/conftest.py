@@ -1,8 +1,9 @@
 """Fixtures: a `moat serve` of the test's own, with a store of its own.
 
 The binary and the test components come from MOAT_BIN,
-MOAT_TEST_COOPERATIVE and MOAT_TEST_FLOOD, which tests/all/clients.rs sets
-(run the suite with scripts/test, or `cargo test -p moat --test all clients::`).
+MOAT_TEST_COOPERATIVE, MOAT_TEST_FLOOD and MOAT_TEST_ESCAPE, which
+tests/all/clients.rs sets (run the suite with scripts/test, or `cargo test
+-p moat --test all clients::`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def _required(name: str) -> str:
 MOAT_BIN = _required("MOAT_BIN")
 COOPERATIVE = _required("MOAT_TEST_COOPERATIVE")
 FLOOD = _required("MOAT_TEST_FLOOD")
+ESCAPE = _required("MOAT_TEST_ESCAPE")
 
 #: How long a test waits for any one thing before failing.
 PATIENCE = 20.0

@@ -3,7 +3,8 @@ import { EventEmitter } from 'node:events';
 import { MoatError } from './errors.js';
 import { EventStream, type EventsOptions, type StreamHost } from './events.js';
 import { type ParallelTask, type RunAgentOptions } from './parallel.js';
-import type { AdapterDescription, AdapterInspection, AgentEvent, EngineResult, Op, RunRecord, RunRequest, RunStatus } from './types.js';
+import { type PermissionHandler, type PermissionRequest, type PermissionsHost } from './permissions.js';
+import type { AdapterDescription, AdapterInspection, AgentEvent, Approval, EngineResult, Op, RunRecord, RunRequest, RunStatus } from './types.js';
 /** The longest request line the server reads (4 MiB). */
 export declare const MAX_REQUEST_BYTES: number;
 /** Options of {@link MoatClient.spawn}. */
@@ -41,6 +42,20 @@ export interface DiffOptions {
     /** git's `--stat` summary (files changed, insertions, deletions) instead of the diff. */
     stat?: boolean;
 }
+/** Options of {@link MoatClient.approve}. */
+export interface ApproveOptions {
+    /** The request's number (a `permission_request`'s `requestId`); absent: the run's only open request. */
+    request?: number | string;
+    /** Also every later request of the run for the same host, program, directory or tool. */
+    always?: boolean;
+}
+/** Options of {@link MoatClient.deny}. */
+export interface DenyOptions {
+    /** The request's number (a `permission_request`'s `requestId`); absent: the run's only open request. */
+    request?: number | string;
+    /** Why, for the run (its `CAPABILITY_DENIED` error says it) and its record. */
+    reason?: string;
+}
 /** Options of {@link MoatClient.runAgent}: the run's options (flat, as cligent's), its request fields, and an abort signal. */
 export type { RunAgentOptions } from './parallel.js';
 /**
@@ -52,10 +67,13 @@ export type { RunAgentOptions } from './parallel.js';
  * {@link MoatError}s. When the connection ends, pending requests reject with
  * `CONNECTION_CLOSED` and live event streams end with that error.
  *
- * Emits `event` (every event message as sent: `run_event`, `lagged`) and
- * `close` (the {@link MoatError} saying why the connection ended).
+ * Emits `event` (every event message as sent: `run_event`, `lagged`),
+ * `close` (the {@link MoatError} saying why the connection ended) and
+ * `permissionError` (`(error, runId, request)`: a permission handler threw,
+ * or its answer failed for another reason than the request having been
+ * answered already; see {@link MoatClient.onPermissionRequest}).
  */
-export declare class MoatClient extends EventEmitter implements StreamHost {
+export declare class MoatClient extends EventEmitter implements StreamHost, PermissionsHost {
     #private;
     /** The spawned server, when there is one. */
     readonly process: ChildProcess | undefined;
@@ -111,6 +129,36 @@ export declare class MoatClient extends EventEmitter implements StreamHost {
      * changed); `INVALID_REQUEST` while the run is live.
      */
     apply(runId: string): Promise<boolean>;
+    /**
+     * Approves a run's request for approval (its only open one when
+     * `request` is absent); the request, answered. `INVALID_REQUEST` when it
+     * was answered already (by anyone: the first answer wins) or the run has
+     * ended; `NOT_FOUND` for an unknown run.
+     */
+    approve(runId: string, options?: ApproveOptions): Promise<Approval>;
+    /** Denies a run's request for approval, as {@link MoatClient.approve} approves one. */
+    deny(runId: string, options?: DenyOptions): Promise<Approval>;
+    /** A run's requests for approval, oldest first, each with its answer (`null` while open). */
+    approvals(runId: string): Promise<Approval[]>;
+    /**
+     * Sets the handler of the permission requests of every run this client
+     * follows ({@link MoatClient.events}, {@link MoatClient.runAgent},
+     * {@link MoatClient.runParallel}), as the Claude Agent SDK's `canUseTool`:
+     * when a `permission_request` of such a run arrives (a run started with
+     * `ask`), the handler is called with the run's id and the request
+     * (`requestId`, `kind`, `toolName`, `input`, `reason`), and its decision
+     * — `{behavior: 'allow', always?}` or `{behavior: 'deny', message?}`,
+     * returned or resolved — is sent as {@link MoatClient.approve} /
+     * {@link MoatClient.deny}. `undefined` leaves the request open.
+     *
+     * Each request is put to the handler once per client, and only while it
+     * is open; an answer that comes after someone else's (another client,
+     * `moat approve`, the timeout) is dropped, and `context.signal` aborts
+     * then. A handler that throws denies the request. A run's own handler
+     * (`runAgent`'s `onPermissionRequest`) comes before this one. `null`
+     * removes it; the returned function removes it too.
+     */
+    onPermissionRequest(handler: PermissionHandler | null): () => void;
     /** Stops the server: it starts no new run, ends its live runs (with `done` interrupted) and exits. */
     shutdown(): Promise<void>;
     /**
@@ -156,6 +204,14 @@ export declare class MoatClient extends EventEmitter implements StreamHost {
     close(options?: {
         timeoutMs?: number;
     }): Promise<void>;
+    /**
+     * Answers the permission requests of run `runId` with `handler` (before
+     * the client's own) until the returned function is called.
+     * @internal
+     */
+    handlePermissions(runId: string, handler: PermissionHandler): () => void;
+    /** @internal */
+    reportPermissionError(error: unknown, runId: string, request: PermissionRequest): void;
     /** @internal */
     subscribeStream(stream: EventStream, fromSeq: number): void;
     /** @internal */

@@ -4,6 +4,7 @@ import { createConnection } from 'node:net';
 import { MoatError } from './errors.js';
 import { EventStream } from './events.js';
 import { interruptedDone, runTasks, splitOptions } from './parallel.js';
+import { Permissions } from './permissions.js';
 /** The longest request line the server reads (4 MiB). */
 export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
 /** How much of a spawned server's stderr is kept for error messages. */
@@ -20,8 +21,11 @@ function protocolError(error) {
  * {@link MoatError}s. When the connection ends, pending requests reject with
  * `CONNECTION_CLOSED` and live event streams end with that error.
  *
- * Emits `event` (every event message as sent: `run_event`, `lagged`) and
- * `close` (the {@link MoatError} saying why the connection ended).
+ * Emits `event` (every event message as sent: `run_event`, `lagged`),
+ * `close` (the {@link MoatError} saying why the connection ended) and
+ * `permissionError` (`(error, runId, request)`: a permission handler threw,
+ * or its answer failed for another reason than the request having been
+ * answered already; see {@link MoatClient.onPermissionRequest}).
  */
 export class MoatClient extends EventEmitter {
     /** The spawned server, when there is one. */
@@ -42,6 +46,7 @@ export class MoatClient extends EventEmitter {
     #resolveClosed;
     #partial = '';
     #stderrTail = '';
+    #permissions = new Permissions(this);
     constructor(input, output, child) {
         super();
         this.#input = input;
@@ -158,8 +163,8 @@ export class MoatClient extends EventEmitter {
      * see {@link MoatClient.diff} and {@link MoatClient.apply}.
      */
     async run(adapter, prompt, request = {}) {
-        const { options, trust, grants, limits, parent, workspace } = request;
-        const result = await this.request('run', { adapter, prompt, options, trust, grants, limits, parent, workspace });
+        const { options, trust, grants, limits, parent, workspace, ask } = request;
+        const result = await this.request('run', { adapter, prompt, options, trust, grants, limits, parent, workspace, ask });
         return result.run;
     }
     /**
@@ -222,6 +227,54 @@ export class MoatClient extends EventEmitter {
         const result = await this.request('apply', { run: runId });
         return result.applied;
     }
+    /**
+     * Approves a run's request for approval (its only open one when
+     * `request` is absent); the request, answered. `INVALID_REQUEST` when it
+     * was answered already (by anyone: the first answer wins) or the run has
+     * ended; `NOT_FOUND` for an unknown run.
+     */
+    async approve(runId, options = {}) {
+        const { request, always } = options;
+        const result = await this.request('approve', { run: runId, request: requestNumber(request), always });
+        return result.request;
+    }
+    /** Denies a run's request for approval, as {@link MoatClient.approve} approves one. */
+    async deny(runId, options = {}) {
+        const { request, reason } = options;
+        const result = await this.request('deny', { run: runId, request: requestNumber(request), reason });
+        return result.request;
+    }
+    /** A run's requests for approval, oldest first, each with its answer (`null` while open). */
+    async approvals(runId) {
+        const result = await this.request('approvals', { run: runId });
+        return result.requests;
+    }
+    /**
+     * Sets the handler of the permission requests of every run this client
+     * follows ({@link MoatClient.events}, {@link MoatClient.runAgent},
+     * {@link MoatClient.runParallel}), as the Claude Agent SDK's `canUseTool`:
+     * when a `permission_request` of such a run arrives (a run started with
+     * `ask`), the handler is called with the run's id and the request
+     * (`requestId`, `kind`, `toolName`, `input`, `reason`), and its decision
+     * — `{behavior: 'allow', always?}` or `{behavior: 'deny', message?}`,
+     * returned or resolved — is sent as {@link MoatClient.approve} /
+     * {@link MoatClient.deny}. `undefined` leaves the request open.
+     *
+     * Each request is put to the handler once per client, and only while it
+     * is open; an answer that comes after someone else's (another client,
+     * `moat approve`, the timeout) is dropped, and `context.signal` aborts
+     * then. A handler that throws denies the request. A run's own handler
+     * (`runAgent`'s `onPermissionRequest`) comes before this one. `null`
+     * removes it; the returned function removes it too.
+     */
+    onPermissionRequest(handler) {
+        this.#permissions.handler = handler;
+        return () => {
+            if (this.#permissions.handler === handler) {
+                this.#permissions.handler = null;
+            }
+        };
+    }
     /** Stops the server: it starts no new run, ends its live runs (with `done` interrupted) and exits. */
     async shutdown() {
         await this.request('shutdown');
@@ -243,12 +296,13 @@ export class MoatClient extends EventEmitter {
      * interrupted. Leaving the loop early cancels the run.
      */
     async *runAgent(adapter, prompt, options = {}) {
-        const { request, abortSignal, highWaterMark, resume } = splitOptions(options);
+        const { request, abortSignal, highWaterMark, resume, onPermissionRequest } = splitOptions(options);
         if (abortSignal?.aborted) {
             yield interruptedDone(adapter, resume);
             return;
         }
         const runId = await this.run(adapter, prompt, request);
+        const forget = onPermissionRequest ? this.handlePermissions(runId, onPermissionRequest) : undefined;
         let cancelled = false;
         const cancel = () => {
             if (!cancelled) {
@@ -269,6 +323,7 @@ export class MoatClient extends EventEmitter {
             }
         }
         finally {
+            forget?.();
             abortSignal?.removeEventListener('abort', cancel);
             if (!done && !this.isClosed) {
                 cancel(); // the loop was left early: the run is this loop's
@@ -319,6 +374,25 @@ export class MoatClient extends EventEmitter {
             if (!(await within(onceClosed(socket), timeoutMs))) {
                 socket.destroy();
             }
+        }
+    }
+    // ----- PermissionsHost -----------------------------------------------------
+    /**
+     * Answers the permission requests of run `runId` with `handler` (before
+     * the client's own) until the returned function is called.
+     * @internal
+     */
+    handlePermissions(runId, handler) {
+        return this.#permissions.forRun(runId, handler);
+    }
+    /** @internal */
+    reportPermissionError(error, runId, request) {
+        if (this.listenerCount('permissionError') > 0) {
+            this.emit('permissionError', error, runId, request);
+        }
+        else {
+            const message = error instanceof Error ? error.message : String(error);
+            process.emitWarning(`request ${request.requestId} of ${runId}: ${message}`, { type: 'MoatPermissionWarning' });
         }
     }
     // ----- StreamHost ----------------------------------------------------------
@@ -429,6 +503,7 @@ export class MoatClient extends EventEmitter {
                 this.emit('event', event);
             }
             if (event.event === 'run_event') {
+                this.#permissions.observe(event);
                 this.#route(event.subscriptionId, event);
             }
             else if (event.event === 'lagged') {
@@ -492,6 +567,7 @@ export class MoatClient extends EventEmitter {
         }
         const error = new MoatError('CONNECTION_CLOSED', message, undefined, cause === undefined ? undefined : { cause });
         this.#closedError = error;
+        this.#permissions.close();
         const pending = [...this.#pending.values()];
         this.#pending.clear();
         const streams = [...this.#streams.values()];
@@ -506,6 +582,17 @@ export class MoatClient extends EventEmitter {
         this.#resolveClosed(error);
         this.emit('close', error);
     }
+}
+/** A request's number as the protocol takes it (`"1"` → 1). */
+function requestNumber(request) {
+    if (request === undefined) {
+        return undefined;
+    }
+    const number = typeof request === 'string' ? Number(request) : request;
+    if (!Number.isInteger(number) || number < 1) {
+        throw new MoatError('INVALID_REQUEST', `a request is named by its number (1, 2, …), not ${JSON.stringify(request)}`);
+    }
+    return number;
 }
 /** Resolves with `promise`'s value, or `undefined` after `ms`. */
 async function within(promise, ms) {

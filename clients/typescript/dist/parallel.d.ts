@@ -1,5 +1,6 @@
 import type { EventsOptions } from './events.js';
 import type { EventStream } from './events.js';
+import type { PermissionHandler } from './permissions.js';
 import type { AgentEvent, DoneEvent, RunOptions, RunRequest } from './types.js';
 /**
  * One task of `MoatClient.runParallel`: cligent's `ParallelTask`, with
@@ -18,8 +19,8 @@ export interface ParallelTask {
     /**
      * The run's options, as {@link RunAgentOptions}: flat (`model`, `cwd`, …)
      * or under `options`, with `trust`, `grants`, `limits`, `parent`,
-     * `workspace`, `highWaterMark` and `abortSignal`. Aborting any task's
-     * signal cancels every task.
+     * `workspace`, `ask`, `onPermissionRequest`, `highWaterMark` and
+     * `abortSignal`. Aborting any task's signal cancels every task.
      */
     options?: RunAgentOptions;
 }
@@ -29,6 +30,7 @@ export declare function splitOptions(options?: RunAgentOptions): {
     abortSignal: AbortSignal | undefined;
     highWaterMark: number | undefined;
     resume: string | undefined;
+    onPermissionRequest: PermissionHandler | undefined;
 };
 /** The `done` of a run that never started, as cligent gives for a signal aborted before the start. */
 export declare function interruptedDone(agent: string, resumeToken?: string): DoneEvent;
@@ -40,6 +42,12 @@ export interface RunAgentOptions extends RunOptions, RunRequest {
     abortSignal?: AbortSignal;
     /** See {@link EventsOptions.highWaterMark}. */
     highWaterMark?: number;
+    /**
+     * Answers this run's permission requests (before the client's own
+     * handler, {@link MoatClient.onPermissionRequest}), as the Claude Agent
+     * SDK's `canUseTool`. Implies `ask: {}` when `ask` is absent.
+     */
+    onPermissionRequest?: PermissionHandler;
 }
 /** What the loop needs of a client (a `MoatClient`). */
 export interface RunsHost {
@@ -47,6 +55,7 @@ export interface RunsHost {
     run(adapter: string, prompt: string, request?: RunRequest): Promise<string>;
     cancel(runId: string): Promise<void>;
     events(runId: string, options?: EventsOptions): EventStream;
+    handlePermissions(runId: string, handler: PermissionHandler): () => void;
 }
 /** See `MoatClient.runParallel`. */
 export declare function runTasks(client: RunsHost, tasks: readonly ParallelTask[]): AsyncGenerator<AgentEvent, void, void>;

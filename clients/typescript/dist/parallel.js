@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { MoatError } from './errors.js';
 /** The parts of {@link RunAgentOptions}: the run request, and what the loop keeps. */
 export function splitOptions(options = {}) {
-    const { abortSignal, options: nested, trust, grants, limits, parent, workspace, highWaterMark, ...flat } = options;
+    const { abortSignal, options: nested, trust, grants, limits, parent, workspace, ask, onPermissionRequest, highWaterMark, ...flat } = options;
     const runOptions = { ...flat, ...nested };
     return {
         request: {
@@ -13,10 +13,13 @@ export function splitOptions(options = {}) {
             limits,
             parent,
             workspace,
+            // A run with a handler of its own asks: the handler is there to answer.
+            ask: ask ?? (onPermissionRequest ? {} : undefined),
         },
         abortSignal,
         highWaterMark,
         resume: runOptions.resume,
+        onPermissionRequest,
     };
 }
 /** The `done` of a run that never started, as cligent gives for a signal aborted before the start. */
@@ -99,10 +102,21 @@ export async function* runTasks(client, tasks) {
     const startedMs = Date.now();
     const pending = new Map();
     const states = tasks.map((task, index) => {
-        const { request, highWaterMark } = split[index];
+        const { request, highWaterMark, onPermissionRequest } = split[index];
         const start = client.run(task.adapter, task.prompt, request);
         pending.set(index, start.then((runId) => ({ index, kind: 'started', runId }), (error) => ({ index, kind: 'refused', error })));
-        return { task, index, start, highWaterMark, runId: undefined, stream: undefined, done: false, cancelled: false };
+        return {
+            task,
+            index,
+            start,
+            highWaterMark,
+            onPermissionRequest,
+            runId: undefined,
+            forget: undefined,
+            stream: undefined,
+            done: false,
+            cancelled: false,
+        };
     });
     let aborted = false;
     const cancel = (state) => {
@@ -132,6 +146,8 @@ export async function* runTasks(client, tasks) {
             switch (step.kind) {
                 case 'started':
                     state.runId = step.runId;
+                    if (state.onPermissionRequest)
+                        state.forget = client.handlePermissions(step.runId, state.onPermissionRequest);
                     state.stream = client.events(step.runId, state.highWaterMark === undefined ? {} : { highWaterMark: state.highWaterMark });
                     if (aborted)
                         cancel(state);
@@ -170,6 +186,9 @@ export async function* runTasks(client, tasks) {
     finally {
         for (const signal of signals) {
             signal.removeEventListener('abort', onAbort);
+        }
+        for (const state of states) {
+            state.forget?.();
         }
         if (!finished) {
             // The loop was left early (or failed): its runs are this loop's.

@@ -257,6 +257,24 @@ export interface RunLimits {
     fuel?: number;
     maxMemoryBytes?: number;
     maxEventBytes?: number;
+    /** The most tokens the run (with its children) may use; its budget in dollars is `options.maxBudgetUsd`. */
+    maxTokens?: number;
+}
+/**
+ * Ask for what the run's grants do not cover (a host, a program, a tool
+ * call) instead of refusing it (docs/approvals.md): the run emits a
+ * `permission_request` and waits (status `waiting`) until a client answers
+ * ({@link MoatClient.approve}, {@link MoatClient.deny}, a handler given to
+ * {@link MoatClient.onPermissionRequest}), `moat approve|deny`, or the
+ * timeout denies it. `{}` asks with the default timeout (10 minutes).
+ */
+export interface Ask {
+    /** Denied after this long unanswered (default 10 minutes). */
+    timeoutMs?: number;
+    /** Wait as long as the run lasts (no `timeoutMs` with it). */
+    noTimeout?: boolean;
+    /** Tools whose calls the run's agent asks about first (Claude Code's permission prompts). */
+    tools?: string[];
 }
 /**
  * How a run's workspace is made: `worktree`, a git worktree of the project
@@ -288,6 +306,8 @@ export interface RunRequest {
     parent?: string;
     /** A workspace of the project at `options.cwd`: the run may then write only it. */
     workspace?: Workspace;
+    /** Ask for what the grants do not cover instead of being refused: the run waits for an answer. */
+    ask?: Ask;
 }
 /**
  * The result of one run (the engine contract's): what `moat run -o json`
@@ -314,7 +334,74 @@ export interface EngineResult {
         message: string;
     };
 }
-export type RunStatus = 'pending' | 'running' | 'completed' | 'failed';
+/** A run record's status; `waiting`: running, with a request open for an answer. */
+export type RunStatus = 'pending' | 'running' | 'waiting' | 'completed' | 'failed';
+/** What a run may ask for. */
+export type ApprovalKind = 'tool' | 'net' | 'run' | 'read' | 'write' | 'secret';
+/** What a request asks for, and why: `kind` with what it names. */
+export interface ApprovalRequest {
+    kind: ApprovalKind;
+    /** Why it asks, in the words of whoever raised it. */
+    reason: string;
+    /** `net`: the host, as the run named it. */
+    host?: string;
+    /** `net`: the port. */
+    port?: number;
+    /** `run`: the program, as the run named it. */
+    program?: string;
+    /** `read`, `write`: the directory. */
+    dir?: string;
+    /** `tool`: the tool; `secret`: the secret. */
+    name?: string;
+    /** `tool`: the call's id, as its `tool_use` names it. */
+    toolUseId?: string;
+    /** `tool`: the call's arguments. */
+    input?: JsonObject;
+}
+/** How a request was answered. */
+export interface ApprovalAnswer {
+    approved: boolean;
+    /** Approved for this request and every later one of the run for the same host, program, directory or tool. */
+    always: boolean;
+    /** Why (a denial's reason), as the one who answered said it. */
+    reason?: string;
+    /** Who or what answered: `a client of moat serve (pid N)`, `moat approve (pid N, user)`, `the approval timeout (10m)`, `the ceiling of this server`, … */
+    by: string;
+    /** When (ms since the Unix epoch). */
+    atMs: number;
+}
+/** A run's request (the protocol's `approval`), and its answer once it has one. */
+export interface Approval {
+    /** Its number in its run, from 1 (a `permission_request`'s `requestId`, as a number). */
+    number: number;
+    request: ApprovalRequest;
+    /** When it was asked (ms since the Unix epoch). */
+    askedMs: number;
+    /** `null` while it is open. */
+    answer: ApprovalAnswer | null;
+}
+/**
+ * A `permission_request` payload as moat sends it: cligent's
+ * {@link PermissionRequestPayload} with moat's `requestId` (the request's
+ * number in its run, as a string: absent for a request the adapter only
+ * reports, its backend having asked and answered itself) and `kind`.
+ * `toolName` is `moat:KIND` for a grant, the tool's own for a tool call.
+ */
+export interface MoatPermissionRequestPayload extends PermissionRequestPayload {
+    requestId?: string;
+    kind?: ApprovalKind;
+}
+/** How a request was decided, in a word. */
+export type PermissionDecisionWord = 'approved' | 'approved always' | 'denied';
+/** The payload of a `moat:permission_answer` event: a request of the run was answered. */
+export interface PermissionAnswerPayload {
+    requestId: string;
+    decision: PermissionDecisionWord;
+    approved: boolean;
+    always: boolean;
+    by: string;
+    reason: string | null;
+}
 /** A run's record (as `moat show --json`). */
 export interface RunRecord {
     id: string;
@@ -353,6 +440,8 @@ export interface RunRecord {
     done?: DonePayload | null;
     /** The EngineResult once it ended, else null (`get` only). */
     result?: EngineResult | null;
+    /** Its requests for approval, oldest first, with their answers (`get` only). */
+    requests?: Approval[];
 }
 /** What an adapter says it needs from the host. */
 export interface AdapterNeeds {
@@ -378,7 +467,7 @@ export interface AdapterInspection extends AdapterDescription {
 }
 /** A request's id. */
 export type RequestId = number | string;
-export type Op = 'run' | 'await' | 'cancel' | 'get' | 'list' | 'subscribe' | 'unsubscribe' | 'adapters' | 'inspect' | 'diff' | 'apply' | 'shutdown';
+export type Op = 'run' | 'await' | 'cancel' | 'get' | 'list' | 'subscribe' | 'unsubscribe' | 'adapters' | 'inspect' | 'diff' | 'apply' | 'approve' | 'deny' | 'approvals' | 'shutdown';
 /** The error codes of the protocol. */
 export type ProtocolErrorCode = 'INVALID_REQUEST' | 'NOT_FOUND' | 'BOUNDARY_VIOLATION' | 'RUN_FAILED' | 'CONFLICT';
 export interface WireError {

@@ -6,10 +6,12 @@ import type { Readable, Writable } from 'node:stream';
 import { MoatError } from './errors.js';
 import { EventStream, type EventsOptions, type StreamHost } from './events.js';
 import { interruptedDone, runTasks, splitOptions, type ParallelTask, type RunAgentOptions } from './parallel.js';
+import { Permissions, type PermissionHandler, type PermissionRequest, type PermissionsHost } from './permissions.js';
 import type {
   AdapterDescription,
   AdapterInspection,
   AgentEvent,
+  Approval,
   EngineResult,
   EventMessage,
   Op,
@@ -65,6 +67,22 @@ export interface DiffOptions {
   stat?: boolean;
 }
 
+/** Options of {@link MoatClient.approve}. */
+export interface ApproveOptions {
+  /** The request's number (a `permission_request`'s `requestId`); absent: the run's only open request. */
+  request?: number | string;
+  /** Also every later request of the run for the same host, program, directory or tool. */
+  always?: boolean;
+}
+
+/** Options of {@link MoatClient.deny}. */
+export interface DenyOptions {
+  /** The request's number (a `permission_request`'s `requestId`); absent: the run's only open request. */
+  request?: number | string;
+  /** Why, for the run (its `CAPABILITY_DENIED` error says it) and its record. */
+  reason?: string;
+}
+
 /** Options of {@link MoatClient.runAgent}: the run's options (flat, as cligent's), its request fields, and an abort signal. */
 export type { RunAgentOptions } from './parallel.js';
 
@@ -87,10 +105,13 @@ function protocolError(error: WireError): MoatError {
  * {@link MoatError}s. When the connection ends, pending requests reject with
  * `CONNECTION_CLOSED` and live event streams end with that error.
  *
- * Emits `event` (every event message as sent: `run_event`, `lagged`) and
- * `close` (the {@link MoatError} saying why the connection ended).
+ * Emits `event` (every event message as sent: `run_event`, `lagged`),
+ * `close` (the {@link MoatError} saying why the connection ended) and
+ * `permissionError` (`(error, runId, request)`: a permission handler threw,
+ * or its answer failed for another reason than the request having been
+ * answered already; see {@link MoatClient.onPermissionRequest}).
  */
-export class MoatClient extends EventEmitter implements StreamHost {
+export class MoatClient extends EventEmitter implements StreamHost, PermissionsHost {
   /** The spawned server, when there is one. */
   readonly process: ChildProcess | undefined;
   /** Resolves with the reason once the connection has ended (never rejects). */
@@ -110,6 +131,7 @@ export class MoatClient extends EventEmitter implements StreamHost {
   #resolveClosed!: (error: MoatError) => void;
   #partial = '';
   #stderrTail = '';
+  readonly #permissions = new Permissions(this);
 
   private constructor(input: Writable, output: Readable, child?: ChildProcess) {
     super();
@@ -228,8 +250,8 @@ export class MoatClient extends EventEmitter implements StreamHost {
    * see {@link MoatClient.diff} and {@link MoatClient.apply}.
    */
   async run(adapter: string, prompt: string, request: RunRequest = {}): Promise<string> {
-    const { options, trust, grants, limits, parent, workspace } = request;
-    const result = await this.request<{ run: string }>('run', { adapter, prompt, options, trust, grants, limits, parent, workspace });
+    const { options, trust, grants, limits, parent, workspace, ask } = request;
+    const result = await this.request<{ run: string }>('run', { adapter, prompt, options, trust, grants, limits, parent, workspace, ask });
     return result.run;
   }
 
@@ -302,6 +324,58 @@ export class MoatClient extends EventEmitter implements StreamHost {
     return result.applied;
   }
 
+  /**
+   * Approves a run's request for approval (its only open one when
+   * `request` is absent); the request, answered. `INVALID_REQUEST` when it
+   * was answered already (by anyone: the first answer wins) or the run has
+   * ended; `NOT_FOUND` for an unknown run.
+   */
+  async approve(runId: string, options: ApproveOptions = {}): Promise<Approval> {
+    const { request, always } = options;
+    const result = await this.request<{ request: Approval }>('approve', { run: runId, request: requestNumber(request), always });
+    return result.request;
+  }
+
+  /** Denies a run's request for approval, as {@link MoatClient.approve} approves one. */
+  async deny(runId: string, options: DenyOptions = {}): Promise<Approval> {
+    const { request, reason } = options;
+    const result = await this.request<{ request: Approval }>('deny', { run: runId, request: requestNumber(request), reason });
+    return result.request;
+  }
+
+  /** A run's requests for approval, oldest first, each with its answer (`null` while open). */
+  async approvals(runId: string): Promise<Approval[]> {
+    const result = await this.request<{ requests: Approval[] }>('approvals', { run: runId });
+    return result.requests;
+  }
+
+  /**
+   * Sets the handler of the permission requests of every run this client
+   * follows ({@link MoatClient.events}, {@link MoatClient.runAgent},
+   * {@link MoatClient.runParallel}), as the Claude Agent SDK's `canUseTool`:
+   * when a `permission_request` of such a run arrives (a run started with
+   * `ask`), the handler is called with the run's id and the request
+   * (`requestId`, `kind`, `toolName`, `input`, `reason`), and its decision
+   * — `{behavior: 'allow', always?}` or `{behavior: 'deny', message?}`,
+   * returned or resolved — is sent as {@link MoatClient.approve} /
+   * {@link MoatClient.deny}. `undefined` leaves the request open.
+   *
+   * Each request is put to the handler once per client, and only while it
+   * is open; an answer that comes after someone else's (another client,
+   * `moat approve`, the timeout) is dropped, and `context.signal` aborts
+   * then. A handler that throws denies the request. A run's own handler
+   * (`runAgent`'s `onPermissionRequest`) comes before this one. `null`
+   * removes it; the returned function removes it too.
+   */
+  onPermissionRequest(handler: PermissionHandler | null): () => void {
+    this.#permissions.handler = handler;
+    return () => {
+      if (this.#permissions.handler === handler) {
+        this.#permissions.handler = null;
+      }
+    };
+  }
+
   /** Stops the server: it starts no new run, ends its live runs (with `done` interrupted) and exits. */
   async shutdown(): Promise<void> {
     await this.request('shutdown');
@@ -325,12 +399,13 @@ export class MoatClient extends EventEmitter implements StreamHost {
    * interrupted. Leaving the loop early cancels the run.
    */
   async *runAgent(adapter: string, prompt: string, options: RunAgentOptions = {}): AsyncGenerator<AgentEvent, void, void> {
-    const { request, abortSignal, highWaterMark, resume } = splitOptions(options);
+    const { request, abortSignal, highWaterMark, resume, onPermissionRequest } = splitOptions(options);
     if (abortSignal?.aborted) {
       yield interruptedDone(adapter, resume);
       return;
     }
     const runId = await this.run(adapter, prompt, request);
+    const forget = onPermissionRequest ? this.handlePermissions(runId, onPermissionRequest) : undefined;
     let cancelled = false;
     const cancel = (): void => {
       if (!cancelled) {
@@ -350,6 +425,7 @@ export class MoatClient extends EventEmitter implements StreamHost {
         yield event;
       }
     } finally {
+      forget?.();
       abortSignal?.removeEventListener('abort', cancel);
       if (!done && !this.isClosed) {
         cancel(); // the loop was left early: the run is this loop's
@@ -401,6 +477,27 @@ export class MoatClient extends EventEmitter implements StreamHost {
       if (!(await within(onceClosed(socket), timeoutMs))) {
         socket.destroy();
       }
+    }
+  }
+
+  // ----- PermissionsHost -----------------------------------------------------
+
+  /**
+   * Answers the permission requests of run `runId` with `handler` (before
+   * the client's own) until the returned function is called.
+   * @internal
+   */
+  handlePermissions(runId: string, handler: PermissionHandler): () => void {
+    return this.#permissions.forRun(runId, handler);
+  }
+
+  /** @internal */
+  reportPermissionError(error: unknown, runId: string, request: PermissionRequest): void {
+    if (this.listenerCount('permissionError') > 0) {
+      this.emit('permissionError', error, runId, request);
+    } else {
+      const message = error instanceof Error ? error.message : String(error);
+      process.emitWarning(`request ${request.requestId} of ${runId}: ${message}`, { type: 'MoatPermissionWarning' });
     }
   }
 
@@ -516,6 +613,7 @@ export class MoatClient extends EventEmitter implements StreamHost {
         this.emit('event', event);
       }
       if (event.event === 'run_event') {
+        this.#permissions.observe(event);
         this.#route(event.subscriptionId, event);
       } else if (event.event === 'lagged') {
         for (const id of event.subscriptionIds) {
@@ -580,6 +678,7 @@ export class MoatClient extends EventEmitter implements StreamHost {
     }
     const error = new MoatError('CONNECTION_CLOSED', message, undefined, cause === undefined ? undefined : { cause });
     this.#closedError = error;
+    this.#permissions.close();
     const pending = [...this.#pending.values()];
     this.#pending.clear();
     const streams = [...this.#streams.values()];
@@ -594,6 +693,18 @@ export class MoatClient extends EventEmitter implements StreamHost {
     this.#resolveClosed(error);
     this.emit('close', error);
   }
+}
+
+/** A request's number as the protocol takes it (`"1"` → 1). */
+function requestNumber(request: number | string | undefined): number | undefined {
+  if (request === undefined) {
+    return undefined;
+  }
+  const number = typeof request === 'string' ? Number(request) : request;
+  if (!Number.isInteger(number) || number < 1) {
+    throw new MoatError('INVALID_REQUEST', `a request is named by its number (1, 2, …), not ${JSON.stringify(request)}`);
+  }
+  return number;
 }
 
 /** Resolves with `promise`'s value, or `undefined` after `ms`. */

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import type { EventsOptions } from './events.js';
 import { MoatError } from './errors.js';
 import type { EventStream } from './events.js';
+import type { PermissionHandler } from './permissions.js';
 import type { AgentEvent, DoneEvent, ErrorEvent, ProtocolErrorCode, RunOptions, RunRequest } from './types.js';
 
 /**
@@ -23,8 +24,8 @@ export interface ParallelTask {
   /**
    * The run's options, as {@link RunAgentOptions}: flat (`model`, `cwd`, …)
    * or under `options`, with `trust`, `grants`, `limits`, `parent`,
-   * `workspace`, `highWaterMark` and `abortSignal`. Aborting any task's
-   * signal cancels every task.
+   * `workspace`, `ask`, `onPermissionRequest`, `highWaterMark` and
+   * `abortSignal`. Aborting any task's signal cancels every task.
    */
   options?: RunAgentOptions;
 }
@@ -35,8 +36,10 @@ export function splitOptions(options: RunAgentOptions = {}): {
   abortSignal: AbortSignal | undefined;
   highWaterMark: number | undefined;
   resume: string | undefined;
+  onPermissionRequest: PermissionHandler | undefined;
 } {
-  const { abortSignal, options: nested, trust, grants, limits, parent, workspace, highWaterMark, ...flat } = options;
+  const { abortSignal, options: nested, trust, grants, limits, parent, workspace, ask, onPermissionRequest, highWaterMark, ...flat } =
+    options;
   const runOptions: RunOptions = { ...flat, ...nested };
   return {
     request: {
@@ -46,10 +49,13 @@ export function splitOptions(options: RunAgentOptions = {}): {
       limits,
       parent,
       workspace,
+      // A run with a handler of its own asks: the handler is there to answer.
+      ask: ask ?? (onPermissionRequest ? {} : undefined),
     },
     abortSignal,
     highWaterMark,
     resume: runOptions.resume,
+    onPermissionRequest,
   };
 }
 
@@ -124,7 +130,10 @@ interface TaskState {
   readonly index: number;
   readonly start: Promise<string>;
   readonly highWaterMark: number | undefined;
+  readonly onPermissionRequest: PermissionHandler | undefined;
   runId: string | undefined;
+  /** Removes the task's permission handler. */
+  forget: (() => void) | undefined;
   stream: EventStream | undefined;
   /** Its `done` was yielded (or it was refused): nothing more of it. */
   done: boolean;
@@ -143,6 +152,12 @@ export interface RunAgentOptions extends RunOptions, RunRequest {
   abortSignal?: AbortSignal;
   /** See {@link EventsOptions.highWaterMark}. */
   highWaterMark?: number;
+  /**
+   * Answers this run's permission requests (before the client's own
+   * handler, {@link MoatClient.onPermissionRequest}), as the Claude Agent
+   * SDK's `canUseTool`. Implies `ask: {}` when `ask` is absent.
+   */
+  onPermissionRequest?: PermissionHandler;
 }
 
 /** What the loop needs of a client (a `MoatClient`). */
@@ -151,6 +166,7 @@ export interface RunsHost {
   run(adapter: string, prompt: string, request?: RunRequest): Promise<string>;
   cancel(runId: string): Promise<void>;
   events(runId: string, options?: EventsOptions): EventStream;
+  handlePermissions(runId: string, handler: PermissionHandler): () => void;
 }
 
 /** See `MoatClient.runParallel`. */
@@ -171,7 +187,7 @@ export async function* runTasks(client: RunsHost, tasks: readonly ParallelTask[]
   const startedMs = Date.now();
   const pending = new Map<number, Promise<Step>>();
   const states: TaskState[] = tasks.map((task, index) => {
-    const { request, highWaterMark } = split[index]!;
+    const { request, highWaterMark, onPermissionRequest } = split[index]!;
     const start = client.run(task.adapter, task.prompt, request);
     pending.set(
       index,
@@ -180,7 +196,18 @@ export async function* runTasks(client: RunsHost, tasks: readonly ParallelTask[]
         (error: unknown): Step => ({ index, kind: 'refused', error }),
       ),
     );
-    return { task, index, start, highWaterMark, runId: undefined, stream: undefined, done: false, cancelled: false };
+    return {
+      task,
+      index,
+      start,
+      highWaterMark,
+      onPermissionRequest,
+      runId: undefined,
+      forget: undefined,
+      stream: undefined,
+      done: false,
+      cancelled: false,
+    };
   });
 
   let aborted = false;
@@ -217,6 +244,7 @@ export async function* runTasks(client: RunsHost, tasks: readonly ParallelTask[]
       switch (step.kind) {
         case 'started':
           state.runId = step.runId;
+          if (state.onPermissionRequest) state.forget = client.handlePermissions(step.runId, state.onPermissionRequest);
           state.stream = client.events(step.runId, state.highWaterMark === undefined ? {} : { highWaterMark: state.highWaterMark });
           if (aborted) cancel(state);
           next(state);
@@ -252,6 +280,9 @@ export async function* runTasks(client: RunsHost, tasks: readonly ParallelTask[]
   } finally {
     for (const signal of signals) {
       signal.removeEventListener('abort', onAbort);
+    }
+    for (const state of states) {
+      state.forget?.();
     }
     if (!finished) {
       // The loop was left early (or failed): its runs are this loop's.

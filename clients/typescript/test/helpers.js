@@ -2,6 +2,7 @@
 // store of its own.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +24,31 @@ function required(name) {
 export const BIN = required('MOAT_BIN');
 export const COOPERATIVE = required('MOAT_TEST_COOPERATIVE');
 export const FLOOD = required('MOAT_TEST_FLOOD');
+export const ESCAPE = required('MOAT_TEST_ESCAPE');
+
+/**
+ * An HTTP server on 127.0.0.1 (a free port), closed after the test,
+ * answering every request with `body`; `hits` counts the requests.
+ */
+export async function loopbackServer(t, body = 'hello from loopback') {
+  const server = createServer((request, response) => {
+    served.hits += 1;
+    response.writeHead(200, { 'content-type': 'text/plain' });
+    response.end(body);
+  });
+  const served = { hits: 0, port: 0, url: '' };
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  served.port = server.address().port;
+  served.url = `http://127.0.0.1:${served.port}/`;
+  t.after(() => {
+    server.closeAllConnections();
+    return new Promise((resolve) => server.close(() => resolve()));
+  });
+  return served;
+}
 
 /** A fresh directory, removed after the test. */
 export function tempDir(t) {

@@ -8,7 +8,15 @@ import {
   runAgent,
   runParallel,
   type AgentEvent,
+  type Approval,
+  type Ask,
   type CligentEvent,
+  type MoatPermissionRequestPayload,
+  type PermissionAnswerPayload,
+  type PermissionDecision,
+  type PermissionHandler,
+  type PermissionRequest,
+  type RunStatus,
   type DoneUsage,
   type EngineResult,
   type ParallelTask,
@@ -113,6 +121,59 @@ export async function consumer(): Promise<void> {
   for await (const event of client.runParallel([{ adapter: 'echo', prompt: 'c', role: 'r' }])) {
     if (event.type === 'done') event.payload.durationMs satisfies number;
   }
+
+  // Approvals: a run that asks, answered by a handler (canUseTool's shape) or by the API.
+  const ask: Ask = { timeoutMs: 60_000 };
+  const asking = await client.run('escape.wasm', 'http GET http://127.0.0.1:8765/', { grants: { net: [] }, ask });
+  const handler: PermissionHandler = async (runId, request, { signal }) => {
+    runId satisfies string;
+    request satisfies PermissionRequest;
+    request.requestId satisfies string;
+    request.number satisfies number;
+    request.kind satisfies 'tool' | 'net' | 'run' | 'read' | 'write' | 'secret';
+    request.toolName satisfies string;
+    request.input satisfies Record<string, unknown>;
+    request.reason satisfies string | undefined;
+    signal satisfies AbortSignal;
+    if (request.kind === 'net') return { behavior: 'allow', always: true };
+    if (request.kind === 'tool') return undefined; // left open for someone else
+    return { behavior: 'deny', message: 'not this one' };
+  };
+  const remove: () => void = client.onPermissionRequest(handler);
+  client.onPermissionRequest((_runId, request) => (request.kind === 'net' ? { behavior: 'allow' } : { behavior: 'deny' }));
+  client.onPermissionRequest(null);
+  remove();
+  client.on('permissionError', (error: unknown, runId: string, request: PermissionRequest) => void [error, runId, request]);
+  for await (const event of client.runAgent('escape.wasm', 'x', { grants: { net: [] }, onPermissionRequest: handler })) {
+    if (event.type === 'permission_request') {
+      (event.payload as MoatPermissionRequestPayload).requestId satisfies string | undefined;
+    }
+    if (event.type === 'moat:permission_answer') {
+      (event.payload as PermissionAnswerPayload).decision satisfies 'approved' | 'approved always' | 'denied';
+    }
+  }
+  for await (const event of runParallel([{ adapter: 'escape.wasm', prompt: 'x', options: { ask: {}, onPermissionRequest: handler } }], client)) {
+    event satisfies AgentEvent;
+  }
+  const open: Approval[] = await client.approvals(asking);
+  const first = open[0]!;
+  first.answer?.approved satisfies boolean | undefined;
+  first.request.port satisfies number | undefined;
+  const approved: Approval = await client.approve(asking, { request: first.number, always: true });
+  await client.approve(asking, { request: '1' });
+  await client.approve(asking);
+  const denied: Approval = await client.deny(asking, { request: 2, reason: 'no' });
+  denied.answer satisfies { approved: boolean; always: boolean; reason?: string; by: string; atMs: number } | null;
+  const waiting: RunStatus = 'waiting';
+  (await client.get(asking)).requests satisfies Approval[] | undefined;
+  await client.list({ status: [waiting] });
+  const allow: PermissionDecision = { behavior: 'allow' };
+  void [approved, allow];
+  // @ts-expect-error: a decision allows or denies
+  const maybe: PermissionDecision = { behavior: 'ask' };
+  // @ts-expect-error: ask has no such field
+  await client.run('echo', 'x', { ask: { forever: true } });
+  void maybe;
 
   // cligent's guard.
   const value: unknown = JSON.parse('{}');

@@ -9,6 +9,12 @@ records, and stream their events, over JSON lines.
                  {"adapter": "echo", "prompt": "b", "role": "two"}]
         async for event in client.run_parallel(tasks):
             print(event.get("role"), event["type"])
+
+        @client.on_permission_request        # runs started with ask=... that
+        async def decide(run_id, request):   # reach past their grants ask here
+            if request.kind == "net" and request.input["host"] == "api.example.com":
+                return PermissionResultAllow()
+            return PermissionResultDeny(message="not this host")
 """
 
 from ._client import (
@@ -20,10 +26,22 @@ from ._client import (
     is_agent_event,
 )
 from ._errors import MoatConnectionError, MoatError
+from ._permissions import (
+    PermissionHandler,
+    PermissionRequest,
+    PermissionResult,
+    PermissionResultAllow,
+    PermissionResultDeny,
+)
 from ._types import (
     AdapterInfo,
     AdapterNeeds,
     AgentEvent,
+    Approval,
+    ApprovalAnswer,
+    ApprovalKind,
+    ApprovalRequest,
+    Ask,
     DoneMetadata,
     DonePayload,
     DoneUsage,
@@ -38,6 +56,8 @@ from ._types import (
     Limits,
     OutputTokenUsage,
     ParallelTask,
+    PermissionAnswerPayload,
+    PermissionRequestPayload,
     PricedUsageUnit,
     ResultStatus,
     RunOptions,
@@ -67,6 +87,11 @@ __all__ = [
     "AdapterInfo",
     "AdapterNeeds",
     "AgentEvent",
+    "Approval",
+    "ApprovalAnswer",
+    "ApprovalKind",
+    "ApprovalRequest",
+    "Ask",
     "DoneMetadata",
     "DonePayload",
     "DoneUsage",
@@ -85,6 +110,13 @@ __all__ = [
     "MoatError",
     "OutputTokenUsage",
     "ParallelTask",
+    "PermissionAnswerPayload",
+    "PermissionHandler",
+    "PermissionRequest",
+    "PermissionRequestPayload",
+    "PermissionResult",
+    "PermissionResultAllow",
+    "PermissionResultDeny",
     "PricedUsageUnit",
     "ResultStatus",
     "RunAgentStream",

@@ -17,12 +17,15 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeGuard, TypeVar, cast
+from typing import Any, TypeGuard, TypeVar, cast, overload
 
 from ._errors import MoatConnectionError, MoatError
+from ._permissions import PermissionHandler, _Permissions
 from ._types import (
     AdapterInfo,
     AgentEvent,
+    Approval,
+    Ask,
     EngineResult,
     Grants,
     Limits,
@@ -39,6 +42,7 @@ __all__ = ["EventStream", "MoatClient", "RunAgentStream", "RunParallelStream", "
 log = logging.getLogger("moat_client")
 
 _Self = TypeVar("_Self", bound="MoatClient")
+_Handler = TypeVar("_Handler", bound=PermissionHandler)
 
 Json = dict[str, Any]
 
@@ -166,6 +170,7 @@ class MoatClient:
         self._closing: str | None = None
         self._close_task: asyncio.Future[None] | None = None
         self._drain_lock = asyncio.Lock()
+        self._permissions = _Permissions(self)
         self._reading = asyncio.get_running_loop().create_task(self._read_all())
 
     # ---- making one ------------------------------------------------------
@@ -239,12 +244,16 @@ class MoatClient:
         limits: Limits | None = None,
         parent: str | None = None,
         workspace: Workspace | None = None,
+        ask: Ask | None = None,
     ) -> str:
         """Starts a run of `adapter` (a built-in's name or a component's
         path); its id, as soon as it is recorded (it goes on in the
         server). With `workspace`, the run works on a workspace of the
         project at `options["cwd"]` (absolute, granted) and may write only
-        it: see :meth:`diff` and :meth:`apply`."""
+        it: see :meth:`diff` and :meth:`apply`. With `ask` (`{}`,
+        `{"timeoutMs": N}`, `{"noTimeout": True}`), what its grants do not
+        cover is asked for instead of refused: the run waits for an answer
+        (:meth:`approve`, :meth:`deny`, :meth:`on_permission_request`)."""
         fields: Json = {"adapter": adapter, "prompt": prompt}
         if options is not None:
             fields["options"] = dict(options)
@@ -258,6 +267,8 @@ class MoatClient:
             fields["parent"] = parent
         if workspace is not None:
             fields["workspace"] = dict(workspace)
+        if ask is not None:
+            fields["ask"] = dict(ask)
         result = await self._call("run", fields)
         return cast(str, result["run"])
 
@@ -337,6 +348,73 @@ class MoatClient:
         result = await self._call("apply", {"run": run})
         return cast(bool, result["applied"])
 
+    async def approve(
+        self, run: str, *, request: int | str | None = None, always: bool = False
+    ) -> Approval:
+        """Approves a run's request for approval (`request`: its number, or
+        a `permission_request`'s `requestId`; None: the run's only open
+        one); with `always`, also every later request of the run for the
+        same host, program, directory or tool. The request, answered.
+        `INVALID_REQUEST` when it was answered already (by anyone: the
+        first answer wins) or the run has ended; `NOT_FOUND` for an unknown
+        run."""
+        fields: Json = {"run": run}
+        if request is not None:
+            fields["request"] = _request_number(request)
+        if always:
+            fields["always"] = True
+        result = await self._call("approve", fields)
+        return cast(Approval, result["request"])
+
+    async def deny(
+        self, run: str, *, request: int | str | None = None, reason: str | None = None
+    ) -> Approval:
+        """Denies a run's request for approval, as :meth:`approve` approves
+        one; `reason` is the run's (its `CAPABILITY_DENIED` error says it)
+        and the record's."""
+        fields: Json = {"run": run}
+        if request is not None:
+            fields["request"] = _request_number(request)
+        if reason is not None:
+            fields["reason"] = reason
+        result = await self._call("deny", fields)
+        return cast(Approval, result["request"])
+
+    async def approvals(self, run: str) -> builtins.list[Approval]:
+        """A run's requests for approval, oldest first, each with its
+        `answer` (None while open)."""
+        result = await self._call("approvals", {"run": run})
+        return cast(builtins.list[Approval], result["requests"])
+
+    @overload
+    def on_permission_request(self, handler: _Handler) -> _Handler: ...
+
+    @overload
+    def on_permission_request(self, handler: None) -> None: ...
+
+    def on_permission_request(self, handler: _Handler | None) -> _Handler | None:
+        """Sets the handler of the permission requests of every run this
+        client follows (:meth:`events`, :meth:`run_agent`,
+        :meth:`run_parallel`), as the Claude Agent SDK's `can_use_tool`;
+        returns it, so that it may be used as a decorator. None removes it.
+
+        When a `permission_request` of such a run arrives (a run started
+        with `ask`), the handler is called with the run's id and a
+        :class:`PermissionRequest` (`request_id`, `kind`, `tool_name`,
+        `input`, `reason`, …); its decision, returned or awaited —
+        :class:`PermissionResultAllow` (`always`) or
+        :class:`PermissionResultDeny` (`message`) — is sent as
+        :meth:`approve` / :meth:`deny`; None leaves the request open. Each
+        request is put to it once per client, and only while it is open.
+        Someone else may answer first (another client, `moat approve`, the
+        timeout): a coroutine handler is then cancelled, and a late answer
+        is dropped without an error. A handler that raises denies the
+        request (logged on the `moat_client` logger). A run's own handler
+        (:meth:`run_agent`'s `on_permission_request`) comes before this
+        one."""
+        self._permissions.handler = handler
+        return handler
+
     async def shutdown(self) -> None:
         """Asks the server to stop: it starts no new run, ends its live runs
         (each with `done` interrupted), then exits. :meth:`wait` waits for
@@ -372,13 +450,17 @@ class MoatClient:
         *,
         cancel_event: asyncio.Event | None = None,
         max_buffered: int = DEFAULT_MAX_BUFFERED,
+        on_permission_request: PermissionHandler | None = None,
         **run_kwargs: Any,
     ) -> RunAgentStream:
         """Starts a run and yields its every event until its `done`
         (cligent's `runAgent`). Setting `cancel_event` cancels the run: the
         stream then ends with its `done` interrupted. `run_kwargs` are
         :meth:`run`'s (`options`, `trust`, `grants`, `limits`, `parent`,
-        `workspace`)."""
+        `workspace`, `ask`). `on_permission_request` answers this run's
+        permission requests (before the client's own handler, see
+        :meth:`on_permission_request`), as `can_use_tool` does one query's;
+        it implies `ask={}` when `ask` is not given."""
         return RunAgentStream(
             self,
             adapter,
@@ -386,6 +468,7 @@ class MoatClient:
             cancel_event=cancel_event,
             run_kwargs=run_kwargs,
             max_buffered=max_buffered,
+            on_permission_request=on_permission_request,
         )
 
     def run_parallel(
@@ -667,6 +750,10 @@ class MoatClient:
     def _dispatch_event(self, message: Json) -> None:
         kind = message.get("event")
         if kind == "run_event":
+            try:
+                self._permissions.observe(message)
+            except Exception:  # never let a permission request stop the events
+                log.exception("a permission request could not be handled")
             ids = [message.get("subscriptionId")]
         elif kind == "lagged":
             ids = message.get("subscriptionIds") or []
@@ -688,6 +775,7 @@ class MoatClient:
         if self._lost is None:
             self._lost = reason
         reason = self._lost
+        self._permissions.close()
         pending, self._pending = self._pending, {}
         for request in pending.values():
             if request.future is not None and not request.future.done():
@@ -830,13 +918,16 @@ class RunAgentStream(AsyncIterator[AgentEvent]):
         cancel_event: asyncio.Event | None = None,
         run_kwargs: Mapping[str, Any] | None = None,
         max_buffered: int = DEFAULT_MAX_BUFFERED,
+        on_permission_request: PermissionHandler | None = None,
     ) -> None:
         self._client = client
         self._adapter = adapter
         self._prompt = prompt
         self._cancel_event = cancel_event
-        self._run_kwargs = dict(run_kwargs or {})
+        self._run_kwargs = _asking(dict(run_kwargs or {}), on_permission_request)
         self._max_buffered = max_buffered
+        self._on_permission_request = on_permission_request
+        self._forget: Callable[[], None] | None = None
         self.run_id: str | None = None
         self._events: EventStream | None = None
         self._watch: asyncio.Future[Any] | None = None
@@ -857,6 +948,10 @@ class RunAgentStream(AsyncIterator[AgentEvent]):
             except BaseException:
                 self._finished = True
                 raise
+            if self._on_permission_request is not None:
+                self._forget = self._client._permissions.for_run(
+                    self.run_id, self._on_permission_request
+                )
             self._events = EventStream(
                 self._client, self.run_id, 0, max_buffered=self._max_buffered
             )
@@ -903,6 +998,9 @@ class RunAgentStream(AsyncIterator[AgentEvent]):
         watch, self._watch = self._watch, None
         if watch is not None and not watch.done():
             watch.cancel()
+        forget, self._forget = self._forget, None
+        if forget is not None:
+            forget()
 
     @property
     def finished(self) -> bool:
@@ -941,7 +1039,28 @@ _REFUSALS = frozenset(
 )
 
 #: A parallel task's keys that are :meth:`MoatClient.run`'s.
-_RUN_KEYS = ("options", "trust", "grants", "limits", "parent", "workspace")
+_RUN_KEYS = ("options", "trust", "grants", "limits", "parent", "workspace", "ask")
+
+
+def _asking(run_kwargs: dict[str, Any], handler: PermissionHandler | None) -> dict[str, Any]:
+    """A run with a permission handler of its own asks: the handler is there
+    to answer."""
+    if handler is not None and run_kwargs.get("ask") is None:
+        run_kwargs["ask"] = {}
+    return run_kwargs
+
+
+def _request_number(request: int | str) -> int:
+    """A request's number as the protocol takes it (`"1"` → 1)."""
+    try:
+        number = int(request)
+    except ValueError:
+        number = 0
+    if isinstance(request, bool) or number < 1:
+        raise MoatError(
+            "INVALID_REQUEST", f"a request is named by its number (1, 2, …), not {request!r}"
+        )
+    return number
 
 
 def is_agent_event(value: object) -> TypeGuard[AgentEvent]:
@@ -1013,8 +1132,13 @@ class _Task:
         self.adapter: str = task["adapter"]
         self.prompt: str = task["prompt"]
         self.role: str | None = task.get("role")
-        self.run_kwargs: dict[str, Any] = {k: v for k, v in task.items() if k in _RUN_KEYS}
+        self.on_permission_request: PermissionHandler | None = task.get("on_permission_request")
+        self.run_kwargs: dict[str, Any] = _asking(
+            {k: v for k, v in task.items() if k in _RUN_KEYS}, self.on_permission_request
+        )
         self.cancel_event: asyncio.Event | None = task.get("cancel_event")
+        #: Removes its permission handler.
+        self.forget: Callable[[], None] | None = None
         self.start: asyncio.Future[str] | None = None
         self.run_id: str | None = None
         self.events: EventStream | None = None
@@ -1156,6 +1280,8 @@ class RunParallelStream(AsyncIterator[AgentEvent]):
                 self._ready.append(_with_role(event, task.role))
             return
         task.run_id = cast(str, future.result())
+        if task.on_permission_request is not None:
+            task.forget = self._client._permissions.for_run(task.run_id, task.on_permission_request)
         task.events = EventStream(self._client, task.run_id, 0, max_buffered=self._max_buffered)
         if self._aborted:
             self._cancel_run(task)
@@ -1200,6 +1326,10 @@ class RunParallelStream(AsyncIterator[AgentEvent]):
         for watch in watches:
             if not watch.done():
                 watch.cancel()
+        for task in self._tasks:
+            forget, task.forget = task.forget, None
+            if forget is not None:
+                forget()
 
     async def aclose(self) -> None:
         """Leaves early: cancels every run still going. Idempotent."""

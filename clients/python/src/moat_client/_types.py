@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from ._permissions import PermissionHandler
 
 __all__ = [
     "AdapterInfo",
     "AdapterNeeds",
     "AgentEvent",
+    "Approval",
+    "ApprovalAnswer",
+    "ApprovalKind",
+    "ApprovalRequest",
+    "Ask",
     "DoneMetadata",
     "DonePayload",
     "DoneUsage",
@@ -28,6 +36,8 @@ __all__ = [
     "Limits",
     "OutputTokenUsage",
     "ParallelTask",
+    "PermissionAnswerPayload",
+    "PermissionRequestPayload",
     "PricedUsageUnit",
     "ResultStatus",
     "RunOptions",
@@ -67,8 +77,12 @@ EventType = Literal[
 ResultStatus = Literal["success", "error", "interrupted", "max_turns", "max_budget"]
 """How a run ended (an EngineResult's and a `done` payload's `status`)."""
 
-RunStatus = Literal["pending", "running", "completed", "failed"]
-"""A run record's status."""
+RunStatus = Literal["pending", "running", "waiting", "completed", "failed"]
+"""A run record's status; `waiting`: running, with a request open for an
+answer (docs/approvals.md)."""
+
+ApprovalKind = Literal["tool", "net", "run", "read", "write", "secret"]
+"""What a run may ask for."""
 
 Trust = Literal["sandbox", "controlled", "unrestricted"]
 """The backend's own switches for a run."""
@@ -162,6 +176,30 @@ class ToolUsePayload(_ToolUsePayloadRequired, total=False):
     `description`) event's payload."""
 
     description: str
+
+
+class PermissionRequestPayload(_ToolUsePayloadRequired, total=False):
+    """A `permission_request` event's payload: cligent's (`toolName`,
+    `toolUseId`, `input`, `reason`) with moat's `requestId` (the request's
+    number in its run, as a string; absent for a request the adapter only
+    reports, its backend having asked and answered itself) and `kind`.
+    `toolName` is `moat:KIND` for a grant, the tool's own for a tool call."""
+
+    reason: str
+    requestId: str
+    kind: ApprovalKind
+
+
+class PermissionAnswerPayload(TypedDict):
+    """A `moat:permission_answer` event's payload: a request of the run was
+    answered."""
+
+    requestId: str
+    decision: Literal["approved", "approved always", "denied"]
+    approved: bool
+    always: bool
+    by: str
+    reason: str | None
 
 
 class _ToolResultPayloadRequired(TypedDict):
@@ -365,6 +403,81 @@ class Limits(TypedDict, total=False):
     fuel: int
     maxMemoryBytes: int
     maxEventBytes: int
+    #: The most tokens the run (with its children) may use; its budget in
+    #: dollars is `options["maxBudgetUsd"]`.
+    maxTokens: int
+
+
+class Ask(TypedDict, total=False):
+    """A run that asks for what its grants do not cover (a host, a program,
+    a tool call) instead of being refused (docs/approvals.md): it emits a
+    `permission_request` and waits (status `waiting`) until a client
+    answers (:meth:`MoatClient.approve`, :meth:`MoatClient.deny`, a handler
+    of :meth:`MoatClient.on_permission_request`), `moat approve|deny`, or
+    the timeout denies it. `{}` asks with the default timeout (10 minutes)."""
+
+    #: Denied after this long unanswered (default 10 minutes).
+    timeoutMs: int
+    #: Wait as long as the run lasts (no `timeoutMs` with it).
+    noTimeout: bool
+    #: Tools whose calls the run's agent asks about first (Claude Code's
+    #: permission prompts).
+    tools: list[str]
+
+
+class _ApprovalRequestRequired(TypedDict):
+    kind: ApprovalKind
+    #: Why it asks, in the words of whoever raised it.
+    reason: str
+
+
+class ApprovalRequest(_ApprovalRequestRequired, total=False):
+    """What a request asks for: its `kind`, with what it names."""
+
+    #: `net`: the host, as the run named it, and the port.
+    host: str
+    port: int
+    #: `run`: the program, as the run named it.
+    program: str
+    #: `read`, `write`: the directory.
+    dir: str
+    #: `tool`: the tool; `secret`: the secret.
+    name: str
+    #: `tool`: the call's id and arguments.
+    toolUseId: str
+    input: dict[str, Any]
+
+
+class _ApprovalAnswerRequired(TypedDict):
+    approved: bool
+    #: Also every later request of the run for the same host, program,
+    #: directory or tool.
+    always: bool
+    #: Who or what answered: `a client of moat serve (pid N)`, `moat
+    #: approve (pid N, user)`, `the approval timeout (10m)`, …
+    by: str
+    #: When (ms since the Unix epoch).
+    atMs: int
+
+
+class ApprovalAnswer(_ApprovalAnswerRequired, total=False):
+    """How a request was answered."""
+
+    #: Why (a denial's reason), as the one who answered said it.
+    reason: str
+
+
+class Approval(TypedDict):
+    """A run's request for approval (the protocol's `approval`), and its
+    answer once it has one."""
+
+    #: Its number in its run, from 1 (a `permission_request`'s `requestId`).
+    number: int
+    request: ApprovalRequest
+    #: When it was asked (ms since the Unix epoch).
+    askedMs: int
+    #: None while it is open.
+    answer: ApprovalAnswer | None
 
 
 class _WorkspaceRequired(TypedDict):
@@ -431,6 +544,9 @@ class RunRecord(_RunRecordRequired, total=False):
     #: The payload of the run's `done`, once it ended.
     done: DonePayload | None
     result: EngineResult | None
+    #: Its requests for approval, oldest first, with their answers (`get`
+    #: only).
+    requests: list[Approval]
 
 
 class AdapterNeeds(TypedDict, total=False):
@@ -468,8 +584,9 @@ class _ParallelTaskRequired(TypedDict):
 class ParallelTask(_ParallelTaskRequired, total=False):
     """One task of :meth:`MoatClient.run_parallel` (cligent's
     `ParallelTask`, with the adapter by name): `options`, `trust`,
-    `grants`, `limits`, `parent` and `workspace` are
-    :meth:`MoatClient.run`'s."""
+    `grants`, `limits`, `parent`, `workspace` and `ask` are
+    :meth:`MoatClient.run`'s; `on_permission_request` answers the task's
+    permission requests (as :meth:`MoatClient.run_agent`'s)."""
 
     #: Set as `role` on every event of this task; absent: no role.
     role: str
@@ -479,5 +596,9 @@ class ParallelTask(_ParallelTaskRequired, total=False):
     limits: Limits
     parent: str
     workspace: Workspace
+    ask: Ask
+    #: Answers this task's permission requests, before the client's own
+    #: handler; implies `ask` `{}` when the task has no `ask`.
+    on_permission_request: PermissionHandler
     #: Setting it cancels every task (as run_parallel's own `cancel_event`).
     cancel_event: asyncio.Event
