@@ -537,3 +537,45 @@ fn a_run_on_a_cluster_worker_asks_and_is_answered_through_the_cluster_within_the
     assert_eq!(allowed.connections(), 1);
     assert_eq!(beyond.connections(), 0);
 }
+
+#[test]
+fn each_task_of_moat_parallel_asks_for_itself_and_its_requests_come_in_its_role() {
+    let store = tempfile::tempdir().unwrap();
+    let server = TestServer::answering();
+    let mut command = moat_in(store.path());
+    command.args([
+        "parallel",
+        "--task",
+        &format!("fetch:{ESCAPE}=http GET http://127.0.0.1:{}/", server.port),
+        "--task",
+        "quiet:echo=hello",
+        "--ask",
+        "--output",
+        "ndjson",
+    ]);
+    let run = Started::new(command);
+    // The fetching task's request, in its role; the other task goes on.
+    let request = loop {
+        let event = run.next();
+        if matches!(event.payload, EventPayload::PermissionRequest(_)) {
+            break event;
+        }
+    };
+    assert_eq!(request.role.as_deref(), Some("fetch"));
+    let waiting = ok(store.path(), &["ps", "--status", "waiting", "-q"]);
+    let id = waiting.trim().to_owned();
+    assert!(id.starts_with("r_") && !id.contains('\n'), "{waiting}");
+    ok(store.path(), &["approve", &id]);
+    let (events, code) = run.finish();
+    assert_eq!(code, Some(0));
+    let fetched: Vec<&AgentEvent> = events
+        .iter()
+        .filter(|e| e.role.as_deref() == Some("fetch"))
+        .collect();
+    assert!(
+        fetched.iter().any(|e| matches!(&e.payload,
+            EventPayload::Text(text) if text.content == format!("ok: 200 {SERVED}"))),
+        "{events:?}"
+    );
+    assert_eq!(server.connections(), 1);
+}
