@@ -372,7 +372,10 @@ fn within(what: &Requested, most: &Grants) -> bool {
         Requested::Run { program } => asked.run.push(program.clone()),
         Requested::Read { dir } => asked.read.push(dir.into()),
         Requested::Write { dir } => asked.write.push(dir.into()),
-        Requested::Secret { .. } | Requested::Tool { .. } => return false,
+        // A tool is no grant: what may be called is the run's tool policy,
+        // which the ceiling narrowed already.
+        Requested::Tool { .. } => return true,
+        Requested::Secret { .. } => return false,
     }
     asked.excess_over(most).is_empty()
 }
@@ -451,5 +454,14 @@ mod tests {
             },
             &most
         ));
+        // A tool call is bounded by the tool policy, not by grants: a
+        // server's ceiling lets it be asked about.
+        let tool = Requested::Tool {
+            name: "Bash".into(),
+            tool_use_id: "t1".into(),
+            input: serde_json::json!({}),
+        };
+        assert!(within(&tool, &most));
+        assert!(within(&tool, &Grants::none()));
     }
 }

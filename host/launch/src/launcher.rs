@@ -451,11 +451,6 @@ impl Launcher {
         desk: Option<(Desk, Notices)>,
         meter: Option<Meter>,
     ) -> Prepared {
-        let ask_tools = spec
-            .ask
-            .as_ref()
-            .map(|ask| ask.tools.clone())
-            .unwrap_or_default();
         let (desk, notices) = desk.unzip();
         // The budget goes to a backend that keeps one itself; the others
         // are not told (moat keeps it for them).
@@ -465,8 +460,14 @@ impl Launcher {
             _ => None,
         };
         let scope = RunScope {
-            asking: desk.map(|desk| moat_sandbox::Asking(Arc::new(desk))),
-            ask_tools,
+            asking: desk.map(|desk| moat_sandbox::Asking {
+                approver: Arc::new(desk),
+                tools: spec
+                    .ask
+                    .as_ref()
+                    .map(|ask| ask.tools.clone())
+                    .unwrap_or_default(),
+            }),
             grants: admission.grants.clone(),
             trust: admission.trust,
             confinement: admission.confinement.clone(),

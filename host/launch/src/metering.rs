@@ -26,6 +26,10 @@ use crate::spending::{Account, USAGE_EVENT};
 /// The error code of the event that says a run's budget is spent.
 pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
 
+/// The error code of the event that says a run's budget in dollars cannot
+/// be kept: what it used has no price.
+pub const BUDGET_UNPRICED: &str = "BUDGET_UNPRICED";
+
 /// How one run's spending is counted.
 pub(crate) struct Meter {
     pub(crate) account: Arc<Account>,
@@ -42,6 +46,9 @@ struct Counting {
     meter: Meter,
     usd: f64,
     tokens: u64,
+    /// It used tokens without a price under a budget in dollars: it was
+    /// stopped (a budget nobody can keep is not kept silently).
+    unpriced: bool,
 }
 
 /// `engine`'s events, each run of `meters` (by task) counted.
@@ -60,6 +67,7 @@ pub(crate) fn metered(
                         meter,
                         usd: 0.0,
                         tokens: 0,
+                        unpriced: false,
                     },
                 )
             })
@@ -120,26 +128,37 @@ impl Stream for Metered {
                     run.charge(more_usd, more_tokens);
                 }
                 let task = passed.task;
-                if let Some(run) = self.runs.remove(&task)
-                    && run.meter.account.crossed()
-                {
-                    done.status = DoneStatus::MaxBudget;
-                    let spent = run.meter.account.spent();
-                    let error = moat_engine::AgentEvent {
-                        payload: EventPayload::error(
-                            BUDGET_EXCEEDED,
-                            format!(
-                                "the run spent {} of its budget of {}; it was stopped",
-                                spent_words(&spent),
-                                run.meter.account.budget().words()
-                            ),
-                            false,
+                let Some(run) = self.runs.remove(&task) else {
+                    return Poll::Ready(Some(passed));
+                };
+                let budget = run.meter.account.budget().words();
+                let (status, code, message) = if run.unpriced {
+                    (
+                        DoneStatus::Error,
+                        BUDGET_UNPRICED,
+                        format!(
+                            "the run's budget is {budget}, and what it used has no price (model {}): \
+                             give --price-table with its prices, or a budget in tokens (--max-tokens)",
+                            run.meter.model.as_deref().unwrap_or("unknown")
                         ),
-                        ..passed.event.clone()
-                    };
-                    self.queue.push_back(passed);
-                    return Poll::Ready(Some(TaskEvent { task, event: error }));
-                }
+                    )
+                } else if run.meter.account.crossed() {
+                    let spent = run.meter.account.spent().words();
+                    (
+                        DoneStatus::MaxBudget,
+                        BUDGET_EXCEEDED,
+                        format!("the run spent {spent} of its budget of {budget}; it was stopped"),
+                    )
+                } else {
+                    return Poll::Ready(Some(passed));
+                };
+                done.status = status;
+                let error = moat_engine::AgentEvent {
+                    payload: EventPayload::error(code, message, false),
+                    ..passed.event.clone()
+                };
+                self.queue.push_back(passed);
+                return Poll::Ready(Some(TaskEvent { task, event: error }));
             }
             _ => {}
         }
@@ -170,6 +189,11 @@ impl Counting {
     /// Charges one call's usage to the run's account and those above it,
     /// recording what each has spent now.
     fn charge(&mut self, usd: Option<f64>, tokens: u64) {
+        if usd.is_none() && tokens > 0 && self.meter.account.budget().usd.is_some() {
+            tracing::info!(run = %self.meter.account.id(), "tokens without a price under a budget in dollars; stopping the run");
+            self.unpriced = true;
+            self.meter.account.stop();
+        }
         self.usd += usd.unwrap_or(0.0);
         self.tokens = self.tokens.saturating_add(tokens);
         let charged = self.meter.account.charge(usd, tokens);
@@ -185,13 +209,5 @@ fn record(store: &Store, charged: &[(RunId, Spent)]) {
         if let Err(error) = store.set_spent(id, spent) {
             tracing::warn!(run = %id, "what the run spent could not be recorded: {error}");
         }
-    }
-}
-
-/// `$0.42 (1200 tokens)`, or `1200 tokens` when nothing had a price.
-fn spent_words(spent: &Spent) -> String {
-    match spent.usd {
-        Some(usd) => format!("${usd:.2} ({} tokens)", spent.tokens),
-        None => format!("{} tokens", spent.tokens),
     }
 }

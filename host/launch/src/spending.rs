@@ -159,6 +159,11 @@ impl Account {
         self.lock().spent
     }
 
+    /// Stops its run (the budget cannot be kept: see the meter).
+    pub fn stop(&self) {
+        self.abort.cancel();
+    }
+
     /// Whether its budget was crossed.
     pub fn crossed(&self) -> bool {
         self.lock().crossed

@@ -179,6 +179,15 @@ impl Answer {
     }
 }
 
+/// Most requests one run may make, wherever it is kept: a guest asking in
+/// a loop must not grow the store without end (each is a record someone
+/// would have to answer).
+pub const MAX_REQUESTS: u32 = 1_000;
+
+/// How often a run waiting for an answer from another process looks for
+/// it (one small read).
+pub const ANSWER_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// The longest reason a denial keeps, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
 

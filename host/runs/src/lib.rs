@@ -23,7 +23,9 @@ pub mod result;
 pub mod runs;
 pub mod status;
 
-pub use approval::{Answer, Approval, ApprovalRequest, Requested, pick_open};
+pub use approval::{
+    ANSWER_POLL, Answer, Approval, ApprovalRequest, MAX_REQUESTS, Requested, pick_open,
+};
 pub use id::{PREFIX as RUN_ID_PREFIX, RunId, SHORT_MIN as SHORT_ID_MIN, short_ids};
 pub use limits::{RecordedLimits, Spent};
 pub use record::{NewRun, RunFilter, RunRecord};

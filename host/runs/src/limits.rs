@@ -43,6 +43,17 @@ pub struct Spent {
     pub tokens: u64,
 }
 
+impl Spent {
+    /// In words: `$0.42 (1200 tokens)`, or `1200 tokens` when nothing
+    /// had a price.
+    pub fn words(&self) -> String {
+        match self.usd {
+            Some(usd) => format!("${usd:.2} ({} tokens)", self.tokens),
+            None => format!("{} tokens", self.tokens),
+        }
+    }
+}
+
 impl RecordedLimits {
     /// `limits` as records keep them.
     pub fn of(limits: &RunLimits) -> Self {

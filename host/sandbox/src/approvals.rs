@@ -62,7 +62,13 @@ pub trait Approver: Send + Sync {
 
 /// A run's [`Approver`], as its scope carries it.
 #[derive(Clone)]
-pub struct Asking(pub Arc<dyn Approver>);
+pub struct Asking {
+    /// Who answers.
+    pub approver: Arc<dyn Approver>,
+    /// The tools whose every call the run asks about first
+    /// (`--ask-tools`): its adapter lets its backend ask.
+    pub tools: Vec<String>,
+}
 
 impl fmt::Debug for Asking {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -73,7 +79,7 @@ impl fmt::Debug for Asking {
 /// The same approver, not an equal one.
 impl PartialEq for Asking {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.approver, &other.approver) && self.tools == other.tools
     }
 }
 
@@ -81,15 +87,25 @@ impl Asking {
     /// Asks for what `denial` refuses: `Ok` when approved, else the
     /// denial to record, its reason the answer's.
     pub(crate) async fn ask(&self, denial: Denial) -> Result<(), Denial> {
-        let _waiting = crate::control::Waiting::begin();
-        match self.0.ask(Question::Grant(denial.clone())).await {
+        match self.approver.ask(Question::Grant(denial.clone())).await {
             Verdict::Approved => Ok(()),
             Verdict::Denied(reason) => Err(Denial { reason, ..denial }),
         }
     }
 
+    /// [`ask`](Self::ask) for the guest's own call (its HTTP request, its
+    /// spawn): no guest code of the run runs until the answer comes, so
+    /// the run counts as waiting ([`crate::control::Waiting`]). A program's
+    /// request (through the proxy) asks with [`ask`](Self::ask): its guest
+    /// may be running meanwhile.
+    pub(crate) async fn ask_for_guest(&self, denial: Denial) -> Result<(), Denial> {
+        let _waiting = crate::control::Waiting::begin();
+        self.ask(denial).await
+    }
+
     /// Asks whether the tool call may be made: `Ok` when approved, else
-    /// why not.
+    /// why not. (Asked by a program the run started: its guest may be
+    /// running meanwhile, so the run does not count as waiting.)
     pub async fn ask_tool(
         &self,
         name: String,
@@ -97,14 +113,13 @@ impl Asking {
         input: moat_engine::JsonObject,
         reason: Option<String>,
     ) -> Result<(), String> {
-        let _waiting = crate::control::Waiting::begin();
         let question = Question::Tool {
             name,
             tool_use_id,
             input,
             reason,
         };
-        match self.0.ask(question).await {
+        match self.approver.ask(question).await {
             Verdict::Approved => Ok(()),
             Verdict::Denied(reason) => Err(reason),
         }

@@ -150,7 +150,7 @@ impl NetAccess {
         };
         let access = self.for_one_request();
         Box::new(async move {
-            if let Err(denial) = asking.ask(denial).await {
+            if let Err(denial) = asking.ask_for_guest(denial).await {
                 access.denials.record(denial);
                 return Err(HttpError::HttpRequestDenied);
             }

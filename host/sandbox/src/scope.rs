@@ -31,9 +31,6 @@ pub struct RunScope {
     /// Who is asked for what its grants do not cover (see
     /// [`crate::approvals`]); `None`: it is refused at once.
     pub asking: Option<crate::Asking>,
-    /// The tools whose calls the run asks about first (`--ask-tools`),
-    /// when it asks.
-    pub ask_tools: Vec<String>,
 }
 
 impl RunScope {

@@ -108,11 +108,8 @@ impl RunState {
         }
         // And, when it asks, about which tools, and where its CLI asks.
         let mut told = Vec::new();
-        if scope.asking.is_some() && !scope.ask_tools.is_empty() {
-            told.push((
-                crate::approvals::ASK_TOOLS_VARIABLE,
-                scope.ask_tools.join(","),
-            ));
+        if let Some(asking) = scope.asking.as_ref().filter(|a| !a.tools.is_empty()) {
+            told.push((crate::approvals::ASK_TOOLS_VARIABLE, asking.tools.join(",")));
         }
         if let Some(route) = processes.approval_route() {
             told.push((crate::approvals::APPROVALS_VARIABLE, route));

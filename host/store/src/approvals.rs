@@ -3,14 +3,10 @@
 //! approve` in another terminal, a protocol client of another server) and
 //! the moat that runs it finds the answer.
 
-use moat_runs::{Answer, Approval, ApprovalRequest, RunId, RunsError, pick_open};
+use moat_runs::{Answer, Approval, ApprovalRequest, MAX_REQUESTS, RunId, RunsError, pick_open};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use crate::{Store, StoreError, write_error};
-
-/// Most requests one run may make: a guest asking in a loop must not grow
-/// the store without end (each is a row someone would have to answer).
-pub const MAX_REQUESTS: u32 = 1_000;
 
 impl Store {
     /// Records `request` as the next request of the live run `id`, open:
@@ -83,16 +79,14 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(write_error)?;
+        // A run that ended has its requests closed: said before anything
+        // about them.
+        live_status(&tx, id)?;
         let approvals = read_approvals(&tx, id)?;
-        if approvals.iter().all(|a| !a.is_open()) && number.is_none() {
-            // A run that ended has nothing open: say it ended.
-            live_status(&tx, id)?;
-        }
         let number = pick_open(id.as_str(), &approvals, number).map_err(|error| match error {
             RunsError::NotFound(what) => StoreError::NotFound(what),
             other => StoreError::Refused(other.to_string()),
         })?;
-        live_status(&tx, id)?;
         tx.execute(
             "UPDATE approvals SET answer = ?3 WHERE run_id = ?1 AND number = ?2 AND answer IS NULL",
             params![

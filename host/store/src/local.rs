@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use moat_runs::{
-    Answer, Approval, EventStream, RunFilter, RunId, RunRecord, Runs, RunsError, StoredEvent,
+    ANSWER_POLL, Answer, Approval, EventStream, RunFilter, RunId, RunRecord, Runs, RunsError,
+    StoredEvent,
 };
 
 use crate::live::{LiveRuns, Publisher};
@@ -40,9 +41,6 @@ pub struct LocalRuns {
     /// processes are found by polling, [`ANSWER_POLL`]).
     answered: Arc<tokio::sync::Notify>,
 }
-
-/// How often a run waiting for an answer looks for one in the store.
-pub const ANSWER_POLL: Duration = Duration::from_millis(200);
 
 impl LocalRuns {
     /// The runs of `store`, with none live in this process yet.

@@ -64,20 +64,37 @@ fn tool_turns(turns: usize) -> LlmServer {
     LlmServer::start_turns(replies)
 }
 
-#[test]
-fn an_openai_run_stops_at_its_budget_as_the_calls_report_usage_and_says_what_it_spent() {
-    let dir = tempfile::tempdir().unwrap();
-    let (config, stub) = mcp_config(dir.path());
-    let server = tool_turns(4);
-    let output = moat_in(dir.path())
+/// `moat run openai` looping on `server`'s tool turns (with the MCP stub
+/// as its tool), with `flags`.
+fn openai_loop(dir: &Path, server: &LlmServer, flags: &[&str]) -> Output {
+    let (config, stub) = mcp_config(dir);
+    moat_in(dir)
         .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
         .args(["run", "openai", "Loop", "--model", "llama3.2"])
-        .args(["--output", "ndjson", "--max-budget-usd", "0.2"])
-        .args(["--price-table", &price_table(dir.path())])
+        .args(flags)
         .arg(format!("--allow-net={}", server.grant()))
         .args(["--mcp-config", &config, "--allow-run", &stub])
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn an_openai_run_stops_at_its_budget_as_the_calls_report_usage_and_says_what_it_spent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = tool_turns(4);
+    let prices = price_table(dir.path());
+    let output = openai_loop(
+        dir.path(),
+        &server,
+        &[
+            "--output",
+            "ndjson",
+            "--max-budget-usd",
+            "0.2",
+            "--price-table",
+            &prices,
+        ],
+    );
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let events = events(&output);
     // Two calls ($0.11 each) crossed $0.20: no third call was made.
@@ -128,16 +145,12 @@ fn an_openai_run_stops_at_its_budget_as_the_calls_report_usage_and_says_what_it_
 #[test]
 fn a_token_budget_stops_a_run_the_same_way() {
     let dir = tempfile::tempdir().unwrap();
-    let (config, stub) = mcp_config(dir.path());
     let server = tool_turns(4);
-    let output = moat_in(dir.path())
-        .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
-        .args(["run", "openai", "Loop", "--model", "llama3.2"])
-        .args(["--output", "json", "--max-tokens", "3000"])
-        .arg(format!("--allow-net={}", server.grant()))
-        .args(["--mcp-config", &config, "--allow-run", &stub])
-        .output()
-        .unwrap();
+    let output = openai_loop(
+        dir.path(),
+        &server,
+        &["--output", "json", "--max-tokens", "3000"],
+    );
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["status"], "max_budget", "{result}");
@@ -244,7 +257,6 @@ fn a_workflows_budget_covers_its_tasks_and_stops_dispatching_once_spent() {
 #[test]
 fn a_policy_files_budget_and_asked_tools_reach_the_runs_of_its_adapter() {
     let dir = tempfile::tempdir().unwrap();
-    let (config, stub) = mcp_config(dir.path());
     let policy = dir.path().join("policy.toml");
     std::fs::write(
         &policy,
@@ -252,14 +264,11 @@ fn a_policy_files_budget_and_asked_tools_reach_the_runs_of_its_adapter() {
     )
     .unwrap();
     let server = tool_turns(4);
-    let output = moat_in(dir.path())
-        .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
-        .args(["run", "openai", "Loop", "--model", "llama3.2"])
-        .args(["--output", "json", "--policy", policy.to_str().unwrap()])
-        .arg(format!("--allow-net={}", server.grant()))
-        .args(["--mcp-config", &config, "--allow-run", &stub])
-        .output()
-        .unwrap();
+    let output = openai_loop(
+        dir.path(),
+        &server,
+        &["--output", "json", "--policy", policy.to_str().unwrap()],
+    );
     let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["status"], "max_budget", "{result}");
     assert_eq!(server.requests().len(), 3, "the adapter's own 3,000 tokens");
@@ -295,4 +304,33 @@ fn a_policy_files_budget_and_asked_tools_reach_the_runs_of_its_adapter() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("max-budget-usd"), "{}", stderr(&bad));
+}
+
+#[test]
+fn a_budget_in_dollars_that_nothing_prices_stops_the_run_instead_of_being_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = tool_turns(4);
+    // No price table, and the stand-in reports tokens, not costs.
+    let output = openai_loop(
+        dir.path(),
+        &server,
+        &["--output", "ndjson", "--max-budget-usd", "5"],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let events = events(&output);
+    let error = events
+        .iter()
+        .filter_map(AgentEvent::as_error)
+        .find(|error| error.code.as_deref() == Some("BUDGET_UNPRICED"))
+        .expect("a BUDGET_UNPRICED error");
+    assert!(
+        error.message.contains("--price-table") && error.message.contains("llama3.2"),
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "stopped after its first unpriced call"
+    );
 }

@@ -566,10 +566,7 @@ fn budget_shown(run: &RunRecord) -> Option<String> {
         return None;
     }
     let spent = spent.unwrap_or_default();
-    let spent_words = match spent.usd {
-        Some(usd) => format!("${usd:.2} ({} tokens)", spent.tokens),
-        None => format!("{} tokens", spent.tokens),
-    };
+    let spent_words = spent.words();
     if budget.is_unbounded() {
         return Some(format!("none; spent {spent_words}"));
     }

@@ -3,19 +3,13 @@
 //! and any submitter's `moat approve --nats` see the same requests, and
 //! the first answer wins.
 
-use std::time::Duration;
-
-use moat_runs::{Answer, Approval, ApprovalRequest, RunsError, pick_open};
+use moat_runs::{
+    ANSWER_POLL, Answer, Approval, ApprovalRequest, MAX_REQUESTS, RunsError, pick_open,
+};
 
 use crate::Cluster;
 use crate::cluster::records::Change;
 use crate::error::ClusterError;
-
-/// Most requests one run may make (as the local store allows).
-const MAX_REQUESTS: usize = 1_000;
-
-/// How often a worker waiting for an answer reads the run's record.
-pub const ANSWER_POLL: Duration = Duration::from_millis(200);
 
 impl Cluster {
     /// Records `request` as run `id`'s next request, open: the run reads
@@ -31,7 +25,7 @@ impl Cluster {
                 ));
                 return Change::Keep;
             }
-            if run.approvals.len() >= MAX_REQUESTS {
+            if run.approvals.len() >= MAX_REQUESTS as usize {
                 refused = Some(format!(
                     "{id} asked {MAX_REQUESTS} times, the most a run may ask"
                 ));

@@ -218,7 +218,12 @@ mod tests {
     #[tokio::test]
     async fn a_cli_asks_through_the_route_and_gets_claude_codes_answer_shape() {
         let approver = Arc::new(Answering(Mutex::default()));
-        let asking = || Some(crate::Asking(approver.clone()));
+        let asking = || {
+            Some(crate::Asking {
+                approver: approver.clone(),
+                tools: Vec::new(),
+            })
+        };
         let route = format!("{APPROVAL_ROUTE}secret/mcp");
         let initialized = json_of(
             serve(
@@ -284,7 +289,12 @@ mod tests {
     #[tokio::test]
     async fn the_route_serves_only_its_run_and_only_what_it_knows() {
         let approver = Arc::new(Answering(Mutex::default()));
-        let asking = || Some(crate::Asking(approver.clone()));
+        let asking = || {
+            Some(crate::Asking {
+                approver: approver.clone(),
+                tools: Vec::new(),
+            })
+        };
         let wrong = format!("{APPROVAL_ROUTE}other/mcp");
         let response = serve(
             post(&wrong, call("Bash", json!({}))),

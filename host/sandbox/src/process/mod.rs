@@ -448,7 +448,7 @@ impl ProcessTable {
                 reason: "not granted".into(),
                 remedy: Some(Grant::Run { program }),
             };
-            match asking.ask(denial).await {
+            match asking.ask_for_guest(denial).await {
                 Ok(()) => self.grant_program(requested),
                 Err(denial) => return Err(self.deny(denial)),
             }
