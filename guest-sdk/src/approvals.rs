@@ -1,9 +1,11 @@
-//! How the host tells an adapter that its run asks instead of failing
-//! (`moat run --ask`, docs/approvals.md): two variables in the adapter's
-//! environment, set by the host only for such a run whose programs are
-//! contained. An agent CLI the adapter starts can then ask moat before a
-//! tool call, through an MCP server on the run's proxy with one tool,
-//! `approve` (Claude Code's `--permission-prompt-tool` shape).
+//! Asking instead of failing (`moat run --ask`, docs/approvals.md).
+//!
+//! An adapter asks the run's user itself with [`request`] (the contract's
+//! blocking `request-approval`), before a tool call its run puts under
+//! `ask` ([`ask_tools`]). An agent CLI the adapter starts asks through the
+//! run's approvals MCP server instead ([`asked`]): one tool, `approve`
+//! (Claude Code's `--permission-prompt-tool` shape), on the run's proxy.
+//! The host tells the adapter both in two variables of its environment.
 
 /// The variable with the URL of the run's approvals as an MCP server
 /// (streamable HTTP). The host's `moat_sandbox::APPROVALS_VARIABLE`.
@@ -58,6 +60,84 @@ pub fn from(url: Option<String>, tools: Option<String>) -> Option<Approvals> {
     Some(Approvals { url, tools })
 }
 
+/// The answer to a [`request`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    /// Go ahead with the call.
+    Allow,
+    /// Do not make it: who refused, and why (tell the backend).
+    Deny(String),
+    /// The run was aborted while waiting: end with `done` interrupted.
+    Interrupted,
+}
+
+/// Asks the run's user whether to make the tool call `tool_use_id` of
+/// `tool_name` with `input` (a JSON object), and waits for the answer. The
+/// user sees it as a `permission_request` event with `reason`. A run
+/// started without `--ask` is answered [`Approval::Deny`] at once.
+pub fn request(
+    tool_name: &str,
+    tool_use_id: &str,
+    input: &serde_json::Value,
+    reason: Option<&str>,
+) -> Approval {
+    #[cfg(target_arch = "wasm32")]
+    {
+        use crate::bindings::moat::adapter::approvals as wit;
+        let request = wit::ApprovalRequest {
+            tool_name: tool_name.to_owned(),
+            tool_use_id: tool_use_id.to_owned(),
+            input: input.to_string(),
+            reason: reason.map(str::to_owned),
+        };
+        match wit::request_approval(&request) {
+            wit::Approval::Allow => Approval::Allow,
+            wit::Approval::Deny(why) => Approval::Deny(why),
+            wit::Approval::Interrupted => Approval::Interrupted,
+        }
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        testing::answer(tool_name, tool_use_id, input, reason)
+    }
+}
+
+/// A stand-in for the host's answers on native targets, for adapter unit
+/// tests.
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing {
+    use super::Approval;
+    use core::cell::RefCell;
+
+    type Answerer = Box<dyn FnMut(&str, &str, &serde_json::Value, Option<&str>) -> Approval>;
+
+    thread_local! {
+        static ANSWERER: RefCell<Option<Answerer>> = const { RefCell::new(None) };
+    }
+
+    /// Answers this thread's [`request`](super::request)s with `answerer`
+    /// (given the tool's name, the call's id, its input and the reason).
+    /// Without one, every request is denied, as a run that does not ask
+    /// denies it.
+    pub fn answer_with(
+        answerer: impl FnMut(&str, &str, &serde_json::Value, Option<&str>) -> Approval + 'static,
+    ) {
+        ANSWERER.with(|slot| *slot.borrow_mut() = Some(Box::new(answerer)));
+    }
+
+    pub(super) fn answer(
+        tool_name: &str,
+        tool_use_id: &str,
+        input: &serde_json::Value,
+        reason: Option<&str>,
+    ) -> Approval {
+        ANSWERER.with(|slot| match slot.borrow_mut().as_mut() {
+            Some(answerer) => answerer(tool_name, tool_use_id, input, reason),
+            None => Approval::Deny("no answerer set (approvals::testing::answer_with)".into()),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +155,22 @@ mod tests {
                 tools: vec!["Bash".into(), "Write".into()],
             })
         );
+    }
+
+    #[test]
+    fn natively_requests_are_answered_by_the_stand_in() {
+        let input = serde_json::json!({"path": "a"});
+        assert!(matches!(
+            request("Write", "t1", &input, None),
+            Approval::Deny(_)
+        ));
+        testing::answer_with(|tool, id, input, reason| {
+            if tool == "Write" && id == "t1" && input["path"] == "a" && reason == Some("why") {
+                Approval::Allow
+            } else {
+                Approval::Deny("unexpected".into())
+            }
+        });
+        assert_eq!(request("Write", "t1", &input, Some("why")), Approval::Allow);
     }
 }

@@ -54,7 +54,7 @@ mod types;
 pub mod bindings {
     wit_bindgen::generate!({
         world: "adapter-world",
-        path: "../wit/v0.3.0",
+        path: "../wit/v0.4.0",
         // The export macro is used from the adapter crates, so it must be
         // `#[macro_export]`ed and name its paths from outside this crate.
         pub_export_macro: true,
@@ -79,7 +79,7 @@ pub use serde_json;
 
 /// The WIT package (and version) this SDK was built against, read from the
 /// package line of the WIT it is generated from.
-pub const CONTRACT_VERSION: &str = wit_package(include_str!("../../wit/v0.3.0/adapter.wit"));
+pub const CONTRACT_VERSION: &str = wit_package(include_str!("../../wit/v0.4.0/adapter.wit"));
 
 /// The `moat:adapter@x.y.z` of the `package …;` line of a WIT source, at
 /// compile time: the version is written only in the WIT.
@@ -169,7 +169,7 @@ mod tests {
     #[test]
     fn contract_version_matches_the_wit_package() {
         assert!(super::CONTRACT_VERSION.starts_with("moat:adapter@"));
-        let wit = include_str!("../../wit/v0.3.0/adapter.wit");
+        let wit = include_str!("../../wit/v0.4.0/adapter.wit");
         let package = format!("package {};", super::CONTRACT_VERSION);
         assert!(wit.lines().any(|line| line.trim() == package), "{package}");
     }

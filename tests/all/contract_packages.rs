@@ -8,7 +8,7 @@
 use moat_testkit::repo_root;
 
 /// Every contract version kept in wit/.
-const VERSIONS: [&str; 2] = ["0.2.0", "0.3.0"];
+const VERSIONS: [&str; 3] = ["0.2.0", "0.3.0", "0.4.0"];
 
 #[test]
 fn each_contract_version_encodes_to_a_binary_package_that_decodes_back() {

@@ -120,7 +120,7 @@ async fn a_component_built_against_the_current_contract_loads_and_runs() {
 #[tokio::test]
 async fn a_component_of_an_older_supported_contract_runs_beside_and_is_refused_what_it_cannot_carry()
  {
-    // Built from wit/v0.2.0 directly, while everything else is 0.3.0.
+    // Built from wit/v0.2.0 directly, while everything else is newer.
     let adapter = load(CONTRACT_V0_2).await;
     assert_eq!(adapter.details().contract.to_string(), "0.2.0");
     assert_ne!(moat_sandbox::contract::LATEST.to_string(), "0.2.0");
@@ -146,8 +146,8 @@ async fn a_component_of_an_older_supported_contract_runs_beside_and_is_refused_w
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_component_of_an_older_contract_is_served_its_unchanged_imports_by_the_newest() {
-    // 0.2.0's `host` and `process` are the same as 0.3.0's: the host serves
-    // them with 0.3.0's implementation, under 0.2.0's names.
+    // 0.2.0's `host` and `process` are the same as the newest's: the host
+    // serves them with the newest's implementation, under 0.2.0's names.
     let granted = run_component(CONTRACT_V0_2, "run echo hello", |request| {
         request.scope.grants = moat_grants::Grants {
             run: vec!["echo".into()],
@@ -167,6 +167,34 @@ async fn a_component_of_an_older_contract_is_served_its_unchanged_imports_by_the
         texts.len() == 1 && texts[0].starts_with("0.2.0: denied:"),
         "{texts:?}"
     );
+    assert_eq!(moat_testkit::error_codes(&refused), ["CAPABILITY_DENIED"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_of_the_previous_contract_runs_on_the_newest_host_side_under_its_own_names() {
+    // Built from wit/v0.3.0 directly: 0.4.0 only added `approvals`, so
+    // everything 0.3.0 imports is served by the newest module.
+    let adapter = load(CONTRACT_V0_3).await;
+    assert_eq!(adapter.details().contract.to_string(), "0.3.0");
+    assert_ne!(moat_sandbox::contract::LATEST.to_string(), "0.3.0");
+    let events = run_component(CONTRACT_V0_3, "hi", |request| {
+        // Every option 0.3.0 carries reaches it.
+        request.options.directories = vec!["/data".into()];
+    })
+    .await;
+    let done = single_done(&events);
+    assert_eq!(done.status, moat_engine::DoneStatus::Success);
+    assert_eq!(done.result.as_deref(), Some("0.3.0: hi"));
+
+    let granted = run_component(CONTRACT_V0_3, "run echo hello", |request| {
+        request.scope.grants = moat_grants::Grants {
+            run: vec!["echo".into()],
+            ..moat_grants::Grants::none()
+        };
+    })
+    .await;
+    assert_eq!(moat_testkit::texts(&granted), ["0.3.0: hello"]);
+    let refused = run_component(CONTRACT_V0_3, "run echo hello", |_| {}).await;
     assert_eq!(moat_testkit::error_codes(&refused), ["CAPABILITY_DENIED"]);
 }
 

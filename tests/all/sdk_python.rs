@@ -26,6 +26,7 @@ struct PythonComponents {
     echo: PathBuf,
     openai: PathBuf,
     ignores_abort: PathBuf,
+    ask: PathBuf,
 }
 
 /// Builds the Python components once per test process; `None` (after
@@ -62,6 +63,11 @@ fn components() -> Option<&'static PythonComponents> {
                     &root,
                     "adapters/python/testing/ignores_abort/build.sh",
                     &out.join("ignores_abort.wasm"),
+                ),
+                ask: build(
+                    &root,
+                    "adapters/python/testing/ask/build.sh",
+                    &out.join("ask.wasm"),
                 ),
             })
         })
@@ -297,4 +303,18 @@ async fn python_adapter_that_ignores_abort_is_still_stopped_by_the_host() {
     let Some(built) = components() else { return };
     check_abort_is_enforced(&built.ignores_abort, "spin").await;
     check_abort_is_enforced(&built.ignores_abort, "yield").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_component_asks_through_request_approval_and_goes_on_as_answered() {
+    let Some(built) = components() else { return };
+    let path = built.ask.to_str().expect("a UTF-8 path").to_owned();
+    // The SDK builds against contract 0.4.0, which has `approvals`.
+    crate::sdk_typescript::built_against_0_4_with_approvals(&path).await;
+    // The same run as the TypeScript SDK's `ask` adapter's.
+    tokio::task::spawn_blocking(move || {
+        crate::sdk_typescript::asks_through_the_real_binary(&path, "ask-py")
+    })
+    .await
+    .expect("the run through the binary");
 }

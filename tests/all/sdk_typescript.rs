@@ -8,18 +8,21 @@
 //! so and skip; with `MOAT_REQUIRE_SDKS=1` (CI) they fail with that line
 //! instead. A build that fails once the tools are installed always fails.
 
-use std::process::Command;
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use moat_engine::{DoneStatus, EventPayload, InputTokens, OutputTokens};
+use moat_engine::{AgentEvent, DoneStatus, EventPayload, InputTokens, OutputTokens};
 use moat_grants::Grants;
 use moat_testkit::llm::{deltas, error, grant, metadata};
 use moat_testkit::llm_server::{LlmServer, Reply};
 use moat_testkit::{
     Request, describe, error_codes, repo_root, run_large_component, single_done, texts,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const TEXT_USAGE: &[u8] = include_bytes!("../../adapters/openai/fixtures/text_usage.sse");
@@ -29,6 +32,7 @@ struct Built {
     echo: String,
     openai: String,
     spin: String,
+    ask: String,
 }
 
 /// Why the TypeScript toolchain is unavailable, or the built components.
@@ -69,6 +73,7 @@ fn build() -> Result<Built, String> {
         echo: component("echo/dist/echo.wasm"),
         openai: component("openai/dist/openai.wasm"),
         spin: component("testing/spin/dist/spin.wasm"),
+        ask: component("testing/ask/dist/ask.wasm"),
     })
 }
 
@@ -333,4 +338,186 @@ async fn an_abort_while_the_typescript_openai_adapter_waits_on_a_stalled_server_
         !deltas(&events).is_empty(),
         "the first deltas came through before the abort"
     );
+}
+
+/// Checks that the component at `path` was built against contract 0.4.0
+/// and imports its `approvals` (loading it also compiles it into the
+/// cache the `moat` binary of the tests shares, with the suite's longer
+/// compile timeout).
+pub(crate) async fn built_against_0_4_with_approvals(path: &str) {
+    let adapter = moat_testkit::load_large(path).await;
+    let details = adapter.details();
+    assert_eq!(details.contract.to_string(), "0.4.0", "{path}");
+    assert!(
+        details
+            .imports
+            .iter()
+            .any(|import| import == "moat:adapter/approvals@0.4.0"),
+        "{path} imports {:?}",
+        details.imports
+    );
+}
+
+/// `moat` (the tests' binary) with a run store of its own, so `@last` is
+/// the run just started.
+fn moat_in(store: &Path) -> Command {
+    let mut command = crate::cli::common::moat();
+    command.env("MOAT_STORE", store.join("moat.db"));
+    command
+}
+
+/// The next `permission_request` of a run read as it goes, within 60 s
+/// (a large component may wait its turn to load); the events before it
+/// go to `seen`.
+fn next_request(
+    events: &mpsc::Receiver<AgentEvent>,
+    seen: &mut Vec<AgentEvent>,
+) -> moat_engine::PermissionRequestPayload {
+    loop {
+        let event = events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an event within 60 s");
+        match event.payload {
+            EventPayload::PermissionRequest(request) => return *request,
+            EventPayload::Done(_) => panic!("the run ended without asking: {seen:?} {event:?}"),
+            _ => seen.push(event),
+        }
+    }
+}
+
+/// Runs `moat ARGS` in `store`, asserting it succeeded.
+fn answer(store: &Path, args: &[&str]) {
+    let output = moat_in(store).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "moat {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// An SDK's `ask` test adapter (`name`, the component at `path`: one probe
+/// a line, `TOOL INPUT` or `ask-tools`) asking through the SDK's approvals
+/// API and the contract's `request-approval`, run by the real `moat`
+/// binary: without `--ask` it is denied at once and nothing is recorded;
+/// with `--ask-tools` it learns the tools, each request arrives as a
+/// `permission_request` and waits until another process approves (it goes
+/// on, allowed) or denies it (it goes on, told why). Shared with the
+/// Python SDK's tests (tests/all/sdk_python.rs).
+pub(crate) fn asks_through_the_real_binary(path: &str, name: &str) {
+    // Nobody to ask: denied at once. An input that is not a JSON object
+    // is refused by the SDK before the host is asked.
+    let store = tempfile::tempdir().unwrap();
+    let output = moat_in(store.path())
+        .args([
+            "run",
+            path,
+            "Deploy {\"env\":\"prod\"}\nDeploy [1]\nask-tools",
+        ])
+        .args(["--output", "ndjson"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let events = crate::cli::common::events(&output);
+    let said = texts(&events);
+    assert_eq!(said.len(), 3, "{said:?}");
+    assert_eq!(
+        said[0],
+        "denied: this run does not ask: nobody can answer (start it with --ask)"
+    );
+    assert!(
+        said[1].starts_with("invalid: ") && said[1].contains("must be a JSON object"),
+        "{said:?}"
+    );
+    assert_eq!(said[2], "ask-tools: ", "a run that does not ask names none");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.payload, EventPayload::PermissionRequest(_))),
+        "nobody was asked"
+    );
+    assert_eq!(single_done(&events).status, DoneStatus::Success);
+    assert!(events.iter().all(|e| e.agent == name), "{events:?}");
+
+    // Asking: each request waits for another process's answer.
+    let store = tempfile::tempdir().unwrap();
+    let mut child = moat_in(store.path())
+        .args([
+            "run",
+            path,
+            "ask-tools\nDeploy {\"env\":\"prod\"}\nWrite {\"path\":\"a\"}",
+        ])
+        .args(["--ask-tools", "Deploy,Write", "--output", "ndjson"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, events) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let event: AgentEvent = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
+            if sender.send(event).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let request = next_request(&events, &mut seen);
+    assert_eq!(texts(&seen), ["ask-tools: Deploy,Write"]);
+    assert_eq!(request.kind.as_deref(), Some("tool"));
+    assert_eq!(request.request_id.as_deref(), Some("1"));
+    assert_eq!(
+        (request.tool_name.as_str(), request.tool_use_id.as_str()),
+        ("Deploy", "call-2")
+    );
+    assert_eq!(Value::Object(request.input), json!({"env": "prod"}));
+    assert_eq!(
+        request.reason.as_deref(),
+        Some(format!("the {name} test adapter asks").as_str())
+    );
+    // Nothing goes on until it is answered.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(events.try_recv().is_err(), "the run waits for the answer");
+    answer(store.path(), &["approve", "@last"]);
+
+    let request = next_request(&events, &mut seen);
+    assert_eq!(request.request_id.as_deref(), Some("2"));
+    assert_eq!(
+        (request.tool_name.as_str(), request.tool_use_id.as_str()),
+        ("Write", "call-3")
+    );
+    assert_eq!(Value::Object(request.input), json!({"path": "a"}));
+    answer(store.path(), &["deny", "@last", "--reason", "not today"]);
+
+    let status = child.wait().unwrap();
+    seen.extend(events.iter());
+    assert_eq!(status.code(), Some(0), "{seen:?}");
+    let said = texts(&seen);
+    assert_eq!(said.len(), 3, "{said:?}");
+    assert_eq!(said[1], "ok: allowed");
+    assert!(
+        said[2].starts_with("denied: ") && said[2].ends_with("not today"),
+        "{said:?}"
+    );
+    assert_eq!(single_done(&seen).status, DoneStatus::Success);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typescript_component_asks_through_request_approval_and_goes_on_as_answered() {
+    let Some(built) = components().await else {
+        return;
+    };
+    // The SDK builds against contract 0.4.0, which has `approvals`.
+    built_against_0_4_with_approvals(&built.ask).await;
+    let path = built.ask.clone();
+    tokio::task::spawn_blocking(move || asks_through_the_real_binary(&path, "ask-ts"))
+        .await
+        .expect("the run through the binary");
 }

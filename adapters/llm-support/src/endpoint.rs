@@ -143,14 +143,6 @@ pub fn invalid(message: &str) -> ErrorInfo {
 /// MCP servers are honoured: their tools are the adapter's tool loop.
 pub fn refuse_unsupported(vendor: &Vendor, options: &Options) -> Result<(), ErrorInfo> {
     let refuse = |message: String| Err(ErrorInfo::new(UNSUPPORTED_OPTION, message, false));
-    let ask_tools = moat_guest::approvals::ask_tools();
-    if !ask_tools.is_empty() {
-        return refuse(format!(
-            "the {} adapter cannot ask before a tool call yet (--ask-tools {}); leave it out, or narrow its tools with --allowed-tools",
-            vendor.adapter,
-            ask_tools.join(",")
-        ));
-    }
     if !options.directories.is_empty() {
         return refuse(format!(
             "the {} adapter gives the model no files, so extra directories cannot be honoured",

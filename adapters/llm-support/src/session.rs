@@ -7,12 +7,16 @@
 //! for tools the run's servers offer, the session calls them, reports each
 //! call's `tool_result`, sends the results back and reads the next answer,
 //! until an answer asks for no tool, or the run's turns (model calls) are
-//! used up. Without them a run is one model call whose tool calls, if any,
-//! are the caller's to run.
+//! used up. A call of a tool the run puts under `ask` (`--ask-tools`) is
+//! asked about first (`moat_guest::approvals::request`): denied, it is not
+//! made, its `tool_result` is `denied` and the model is told why. Without
+//! MCP servers a run is one model call whose tool calls, if any, are the
+//! caller's to run.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use moat_guest::approvals::{self, Approval};
 use moat_guest::http::{self, Request, Response};
 use moat_guest::json::Value;
 use moat_guest::sse::{ReadError, SseParser, SseReader};
@@ -104,6 +108,8 @@ pub struct Session<T> {
     tally: Tally,
     /// The session id of the first answer, kept for the whole run.
     session_id: Option<String>,
+    /// The tools whose every call is asked about first (`--ask-tools`).
+    ask_tools: Vec<String>,
 }
 
 impl<T: Conversation> Session<T> {
@@ -155,6 +161,7 @@ impl<T: Conversation> Session<T> {
             turn: Turn::default(),
             tally: Tally::default(),
             session_id: None,
+            ask_tools: approvals::ask_tools(),
         }
     }
 
@@ -383,6 +390,13 @@ impl<T: Conversation> Session<T> {
             }
             Call::Make { id, name, input } => (id, name, input),
         };
+        if self.ask_tools.contains(&name) {
+            match approvals::request(&name, &id, &input, None) {
+                Approval::Allow => {}
+                Approval::Deny(why) => return Some(self.denied(id, name, why)),
+                Approval::Interrupted => return None,
+            }
+        }
         let toolbox = self.toolbox.as_mut()?;
         let started = Instant::now();
         let (text, is_error) = match toolbox.call(&name, &input) {
@@ -419,6 +433,27 @@ impl<T: Conversation> Session<T> {
             text,
             is_error,
         })
+    }
+
+    /// A call the run's user denied: its `tool_result` (status `denied`,
+    /// the reason its output) is queued, and the model is told.
+    fn denied(&mut self, id: String, name: String, why: String) -> ToolOutput {
+        let text = format!("the user denied this call: {why}");
+        self.queue(
+            moat_guest::ToolResultEvent::new(
+                id.as_str(),
+                name.as_str(),
+                ToolStatus::Denied,
+                &Value::String(text.clone()),
+            )
+            .into(),
+        );
+        ToolOutput {
+            id,
+            name,
+            text,
+            is_error: true,
+        }
     }
 
     /// The answer and its tools' outputs go into the conversation, and the

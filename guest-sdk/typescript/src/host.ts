@@ -3,7 +3,7 @@
  * and logging into the host's log.
  */
 
-import * as host from "moat:adapter/host@0.3.0";
+import * as host from "moat:adapter/host@0.4.0";
 
 /**
  * Whether the user asked the run to stop. The SDK looks at it for you

@@ -10,6 +10,8 @@
 
 export { defineAdapter } from "./adapter.js";
 export type { AdapterDefinition, AdapterExport, AdapterInfoInit, RunContext } from "./adapter.js";
+export { ASK_TOOLS_VARIABLE, askTools, requestApproval } from "./approvals.js";
+export type { Approval, ApprovalRequest } from "./approvals.js";
 export {
   done,
   error,

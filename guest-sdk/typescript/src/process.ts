@@ -9,7 +9,7 @@
  * interrupted).
  */
 
-import * as wit from "moat:adapter/process@0.3.0";
+import * as wit from "moat:adapter/process@0.4.0";
 import { InterruptedError } from "./errors.js";
 
 /** Why a process call failed (the contract's `process-error`). */

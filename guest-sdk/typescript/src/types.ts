@@ -1,5 +1,5 @@
 /**
- * The contract's types, as generated from `wit/v0.3.0` (see
+ * The contract's types, as generated from `wit/v0.4.0` (see
  * `src/wit/README.md`), re-exported under the names adapter authors use.
  *
  * Type-only: nothing here exists at run time.
@@ -22,7 +22,7 @@ export type {
   ToolStatus,
   TrustLevel,
   Usage,
-} from "moat:adapter/types@0.3.0";
+} from "moat:adapter/types@0.4.0";
 
 /** The contract this SDK builds against (the WIT package and version). */
-export const CONTRACT_VERSION = "moat:adapter@0.3.0";
+export const CONTRACT_VERSION = "moat:adapter@0.4.0";

@@ -381,6 +381,10 @@ pub struct WorkflowFlags {
     /// The most of each limit any task's run may have.
     #[command(flatten)]
     pub limits: LimitCeilingFlags,
+    /// Every task's run asks for what its grants do not cover, within the
+    /// workflow's flags (beyond them: denied at once).
+    #[command(flatten)]
+    pub asking: AskFlags,
     /// Record nothing in the run store (the state file is still written).
     #[arg(long)]
     pub no_store: bool,
@@ -820,20 +824,9 @@ pub struct RunFlags {
     /// (docs/security.md).
     #[arg(long, value_name = "LEVEL", value_parser = trust_parser(), default_value = "sandbox", help_heading = "Grants")]
     pub trust: TrustLevel,
-    /// Ask for what the run's grants do not cover (a host, a program)
-    /// instead of refusing it: the run waits (`moat ps`: waiting) until
-    /// `moat approve RUN` or `moat deny RUN` answers (docs/approvals.md).
-    #[arg(long, help_heading = "Grants")]
-    pub ask: bool,
-    /// Tools whose every call the agent asks about first (comma-separated,
-    /// e.g. Bash); implies --ask. Claude Code asks through moat; see
-    /// docs/approvals.md for the other CLIs.
-    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list, help_heading = "Grants")]
-    pub ask_tools: Option<ToolList>,
-    /// How long a request waits for an answer before it is denied, or
-    /// `none` to wait as long as the run lasts [default: 10m].
-    #[arg(long, value_name = "DURATION|none", value_parser = parse_timeout, help_heading = "Grants")]
-    pub approval_timeout: Option<Timeout>,
+    /// Asking instead of refusing.
+    #[command(flatten)]
+    pub asking: AskFlags,
     /// The only tools the agent may use, comma-separated; an empty value
     /// allows none. A tool call outside them ends the run.
     #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list, help_heading = "Agent")]
@@ -1003,6 +996,54 @@ impl GrantFlags {
     }
 }
 
+/// Asking instead of refusing (docs/approvals.md): of `moat run`,
+/// `parallel` (each task's) and `workflow run` (every task's).
+#[derive(Debug, Clone, Default, Args)]
+pub struct AskFlags {
+    /// Ask for what the run's grants do not cover (a host, a program)
+    /// instead of refusing it: the run waits (`moat ps`: waiting) until
+    /// `moat approve RUN` or `moat deny RUN` answers (docs/approvals.md).
+    #[arg(long, help_heading = "Grants")]
+    pub ask: bool,
+    /// Tools whose every call the agent asks about first (comma-separated,
+    /// e.g. Bash); implies --ask. Claude Code and the openai and
+    /// anthropic tool loops ask through moat; see docs/approvals.md.
+    #[arg(long, value_name = "TOOLS", value_parser = parse_tool_list, help_heading = "Grants")]
+    pub ask_tools: Option<ToolList>,
+    /// How long a request waits for an answer before it is denied, or
+    /// `none` to wait as long as the run lasts [default: 10m].
+    #[arg(long, value_name = "DURATION|none", value_parser = parse_timeout, help_heading = "Grants")]
+    pub approval_timeout: Option<Timeout>,
+}
+
+impl AskFlags {
+    /// How the run asks for what it lacks (`--ask`); `None`: it does not.
+    pub fn ask(&self) -> Result<Option<moat_launch::Ask>, crate::UsageError> {
+        if self.approval_timeout.is_some() && !self.asks() {
+            return Err(crate::UsageError(
+                "--approval-timeout is for a run that asks: add --ask (or --ask-tools)".into(),
+            ));
+        }
+        Ok(self.asks().then(|| moat_launch::Ask {
+            timeout: match self.approval_timeout {
+                None => Some(moat_launch::Ask::DEFAULT_TIMEOUT),
+                Some(Timeout::After(after)) => Some(after),
+                Some(Timeout::Never) => None,
+            },
+            tools: self
+                .ask_tools
+                .as_ref()
+                .map(|tools| tools.0.clone())
+                .unwrap_or_default(),
+        }))
+    }
+
+    /// Whether the run asks for what it lacks (`--ask`, `--ask-tools`).
+    pub fn asks(&self) -> bool {
+        self.ask || self.ask_tools.is_some()
+    }
+}
+
 /// A comma-separated list of tool names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolList(pub Vec<String>);
@@ -1083,32 +1124,6 @@ impl RunFlags {
                 moat_launch::limits::unbounded(),
             )
         }
-    }
-
-    /// How the run asks for what it lacks (`--ask`); `None`: it does not.
-    pub fn ask(&self) -> Result<Option<moat_launch::Ask>, crate::UsageError> {
-        if self.approval_timeout.is_some() && !self.asks() {
-            return Err(crate::UsageError(
-                "--approval-timeout is for a run that asks: add --ask (or --ask-tools)".into(),
-            ));
-        }
-        Ok(self.asks().then(|| moat_launch::Ask {
-            timeout: match self.approval_timeout {
-                None => Some(moat_launch::Ask::DEFAULT_TIMEOUT),
-                Some(Timeout::After(after)) => Some(after),
-                Some(Timeout::Never) => None,
-            },
-            tools: self
-                .ask_tools
-                .as_ref()
-                .map(|tools| tools.0.clone())
-                .unwrap_or_default(),
-        }))
-    }
-
-    /// Whether the run asks for what it lacks (`--ask`, `--ask-tools`).
-    pub fn asks(&self) -> bool {
-        self.ask || self.ask_tools.is_some()
     }
 
     /// What a run with these flags asks for: all its ceiling allows, at

@@ -53,6 +53,9 @@ pub(crate) struct RunState {
     pub(crate) max_open_files: usize,
     /// Who starts its child runs; `None`: none may start.
     pub(crate) children: Option<crate::children::ChildRunner>,
+    /// Who answers the guest's requests (`approvals` import); `None`: the
+    /// run does not ask.
+    pub(crate) asking: Option<crate::Asking>,
 }
 
 impl RunState {
@@ -128,6 +131,7 @@ impl RunState {
         Ok(Self {
             processes,
             children: scope.children.clone(),
+            asking: scope.asking.clone(),
             adapter,
             control,
             memory: MemoryCap::new(limits.max_memory_bytes),

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::definition::{Task, Workflow};
 use crate::events::WorkflowEvent;
 use crate::hooks::Hooks;
-use crate::runner::{Noted, RunNotice, TaskRunner};
+use crate::runner::{Noted, NotedWhat, RunNotice, TaskRunner};
 use crate::state::{self, State, StateError, StateFile, TaskState, TaskStatus, WorkflowStatus};
 use crate::step::{Emit, Step, StepReport, Verdict};
 
@@ -435,6 +435,8 @@ impl<'a> Round<'a> {
     /// waiting): written in the state at once, then each runner is told
     /// it may start its run. A notice from an attempt that no longer runs,
     /// or while stopping, is refused: that run must not start.
+    /// A notice of a run waiting for an answer is said at once
+    /// ([`WorkflowEvent::TaskWaiting`]).
     fn noticed(&mut self, first: Noted) {
         let mut batch = vec![first];
         while let Ok(noted) = self.notices.try_recv() {
@@ -446,33 +448,47 @@ impl<'a> Round<'a> {
                 .running
                 .get(&noted.task)
                 .is_some_and(|running| running.serial == noted.serial);
+            let written = match noted.what {
+                NotedWhat::Starting(written) => written,
+                NotedWhat::Waiting { request, reason } => {
+                    if current {
+                        self.emit(WorkflowEvent::TaskWaiting {
+                            task: noted.task,
+                            run: noted.run,
+                            request,
+                            reason,
+                        });
+                    }
+                    continue;
+                }
+            };
             if self.stopping.is_some() || !current {
                 let why = if current {
                     "the workflow is stopping"
                 } else {
                     "its attempt has ended"
                 };
-                let _ = noted.written.send(Err(why.into()));
+                let _ = written.send(Err(why.into()));
                 continue;
             }
             self.task_mut(&noted.task).run = Some(noted.run.clone());
-            accepted.push(noted);
+            accepted.push((noted.task, written));
         }
         if accepted.is_empty() {
             return;
         }
         match self.file.save(&self.state) {
             Ok(()) => {
-                for noted in accepted {
-                    let _ = noted.written.send(Ok(()));
+                for (_, written) in accepted {
+                    let _ = written.send(Ok(()));
                 }
             }
             Err(error) => {
                 tracing::error!("cannot write the workflow's state: {error}");
                 let reason = error.to_string();
-                for noted in accepted {
-                    self.task_mut(&noted.task).run = None;
-                    let _ = noted.written.send(Err(reason.clone()));
+                for (task, written) in accepted {
+                    self.task_mut(&task).run = None;
+                    let _ = written.send(Err(reason.clone()));
                 }
                 self.stop(Stop::StateFailed(error));
             }

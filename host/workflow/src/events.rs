@@ -44,6 +44,18 @@ pub enum WorkflowEvent {
         /// The loop's iteration, from 1.
         iteration: u32,
     },
+    /// An attempt's run waits for an answer to a request (the workflow
+    /// runs with `--ask`): `moat approve RUN N` or `moat deny RUN N`.
+    TaskWaiting {
+        /// The task.
+        task: String,
+        /// Its run.
+        run: String,
+        /// The request's number in the run.
+        request: String,
+        /// What it asks for, in words.
+        reason: String,
+    },
     /// An attempt failed and will be tried again.
     TaskRetrying {
         /// The task.

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use moat_engine::{AgentEvent, DoneStatus, ResultFold};
+use moat_engine::{AgentEvent, DoneStatus, EventPayload, ResultFold};
 use moat_runs::{RunId, Runs};
 use tokio_util::sync::CancellationToken;
 
-use crate::runner::{AttemptStatus, TaskReport};
+use crate::runner::{AttemptStatus, RunNotice, TaskReport};
 
 /// Folds a run's `events` to its end into the attempt's report; `abort`
 /// tells an interrupted run stopped by the attempt's abort (cancelled)
@@ -18,10 +18,18 @@ pub(crate) async fn report(
     events: impl Stream<Item = AgentEvent>,
     abort: &CancellationToken,
     run: Option<String>,
+    notice: &RunNotice,
 ) -> TaskReport {
     let mut fold = ResultFold::new();
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
+        // A request held open for an answer: the workflow says so.
+        if let (EventPayload::PermissionRequest(request), Some(run)) = (&event.payload, &run)
+            && let Some(number) = &request.request_id
+        {
+            let reason = request.reason.as_deref().unwrap_or(&request.tool_name);
+            notice.waiting(run, number, reason);
+        }
         fold.observe(&event, &mut ());
     }
     let result = fold.finish();
@@ -55,7 +63,12 @@ pub(crate) async fn report(
 /// Follows run `id` in `runs` from its first event to its end — the
 /// stored ones, then the live ones — into the attempt's report. `abort`
 /// cancels the run where it runs, as it does a run started here.
-pub(crate) async fn follow(runs: Arc<dyn Runs>, id: RunId, abort: CancellationToken) -> TaskReport {
+pub(crate) async fn follow(
+    runs: Arc<dyn Runs>,
+    id: RunId,
+    abort: CancellationToken,
+    notice: RunNotice,
+) -> TaskReport {
     let run = Some(id.to_string());
     let stored = match runs.follow(&id, 0).await {
         Ok(stored) => stored,
@@ -87,7 +100,7 @@ pub(crate) async fn follow(runs: Arc<dyn Runs>, id: RunId, abort: CancellationTo
             }
         }
     });
-    let report = report(events, &abort, run).await;
+    let report = report(events, &abort, run, &notice).await;
     // The run has ended: nothing left to cancel.
     cancelling.abort();
     report

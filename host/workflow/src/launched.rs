@@ -44,6 +44,9 @@ pub struct LaunchRunner {
     loaded: Mutex<HashMap<String, Resolved>>,
     /// Where the workspaces of tasks that have one are made.
     workspace_root: OnceLock<PathBuf>,
+    /// How every attempt asks for what its grants lack (`--ask`); unset:
+    /// refused at once.
+    ask: OnceLock<moat_launch::Ask>,
 }
 
 impl LaunchRunner {
@@ -64,7 +67,14 @@ impl LaunchRunner {
             names,
             loaded: Mutex::default(),
             workspace_root: OnceLock::new(),
+            ask: OnceLock::new(),
         }
+    }
+
+    /// Lets every attempt ask for what its grants lack, as `ask` says,
+    /// within the ceiling (an answer never passes the workflow's flags).
+    pub fn set_ask(&self, ask: moat_launch::Ask) {
+        let _ = self.ask.set(ask);
     }
 
     /// Makes the workspaces of tasks that ask for one under `root`.
@@ -155,6 +165,7 @@ impl LaunchRunner {
             },
             parent: self.parent.get().cloned(),
             names: self.names.clone(),
+            ask: self.ask.get().cloned(),
             ..LaunchSpec::new(AdapterRef::Resolved(resolved), prompt, self.ceiling.clone())
         }
     }
@@ -221,7 +232,7 @@ impl TaskRunner for LaunchRunner {
         };
         let run_id = prepared.id().map(ToString::to_string);
         let events = self.launcher.start(prepared);
-        followed::report(events, &dispatch.abort, run_id).await
+        followed::report(events, &dispatch.abort, run_id, &dispatch.notice).await
     }
 
     async fn reattach(&self, run: &str, dispatch: TaskDispatch) -> Reattach {
@@ -259,6 +270,6 @@ impl TaskRunner for LaunchRunner {
         if record.status == RunStatus::Failed && record.reason == Some(FailReason::Cancelled) {
             return Reattach::Cannot(format!("run {id} was cancelled"));
         }
-        Reattach::Following(followed::follow(runs, id, dispatch.abort).boxed())
+        Reattach::Following(followed::follow(runs, id, dispatch.abort, dispatch.notice).boxed())
     }
 }

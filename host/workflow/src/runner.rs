@@ -163,14 +163,24 @@ struct Listener {
     sender: mpsc::UnboundedSender<Noted>,
 }
 
-/// A run an attempt is about to start, for the engine's loop.
+/// What an attempt tells the engine's loop about its run.
 #[derive(Debug)]
 pub(crate) struct Noted {
     pub(crate) task: String,
     pub(crate) serial: u64,
     pub(crate) run: String,
-    /// Answered once the state holding the run is written (or why not).
-    pub(crate) written: oneshot::Sender<Result<(), String>>,
+    pub(crate) what: NotedWhat,
+}
+
+/// What [`Noted`] says.
+#[derive(Debug)]
+pub(crate) enum NotedWhat {
+    /// The run is about to start; answered once the state holding it is
+    /// written (or why not).
+    Starting(oneshot::Sender<Result<(), String>>),
+    /// The run waits for an answer to its request `request` (`moat
+    /// approve RUN N`), for `reason`.
+    Waiting { request: String, reason: String },
 }
 
 impl RunNotice {
@@ -210,13 +220,30 @@ impl RunNotice {
                 task: to.task.clone(),
                 serial: to.serial,
                 run: run.to_owned(),
-                written,
+                what: NotedWhat::Starting(written),
             })
             .map_err(|_| not_recorded("the workflow has ended"))?;
         match answer.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(reason)) => Err(not_recorded(&reason)),
             Err(_) => Err(not_recorded("the workflow has ended")),
+        }
+    }
+
+    /// The attempt's run `run` waits for an answer to its request
+    /// `request` (asked for `reason`): the workflow says so, with how to
+    /// answer. Nothing waits on the engine.
+    pub fn waiting(&self, run: &str, request: &str, reason: &str) {
+        if let Some(to) = &self.to {
+            let _ = to.sender.send(Noted {
+                task: to.task.clone(),
+                serial: to.serial,
+                run: run.to_owned(),
+                what: NotedWhat::Waiting {
+                    request: request.to_owned(),
+                    reason: reason.to_owned(),
+                },
+            });
         }
     }
 }

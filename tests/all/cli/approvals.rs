@@ -2,7 +2,9 @@
 //! `--ask` that reaches for a host it was not granted waits (`waiting` in
 //! `moat ps`, its request in `moat show`) until another process answers
 //! with `moat approve` or `moat deny`, or its approval timeout passes; the
-//! answer, who gave it and when is recorded with the run.
+//! answer, who gave it and when is recorded with the run. An API adapter
+//! asks before a tool call under `ask` through the contract's
+//! `request-approval` the same way.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -10,11 +12,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use moat_engine::{AgentEvent, DoneStatus, EventPayload};
+use moat_engine::{AgentEvent, DoneStatus, EventPayload, ToolStatus};
 use moat_testkit::components::ESCAPE;
 use moat_testkit::http_server::{SERVED, TestServer};
+use moat_testkit::llm_server::{LlmServer, Reply};
+use moat_testkit::llm_turns::{openai_answer, openai_tool_turn};
 use moat_testkit::texts;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::common::moat;
 
@@ -454,12 +458,214 @@ fn a_program_it_was_not_granted_and_the_host_that_program_reaches_are_asked_for_
     assert_eq!(record["requests"][1]["answer"]["approved"], true);
 }
 
+/// `moat run openai` with the MCP stub as its tools and `server` as its
+/// model, asking before every call of the stub's `echo`; the stub logs
+/// the calls it gets in `dir`/mcp.jsonl.
+fn openai_asking_before_echo(store: &Path, dir: &Path, server: &LlmServer) -> Started {
+    let stub = moat_testkit::mcp_stub().display().to_string();
+    let log = dir.join("mcp.jsonl");
+    let config = dir.join("mcp.json");
+    let servers =
+        json!({"mcpServers": {"stub": {"command": stub, "env": {"MOAT_MCP_STUB_LOG": log}}}});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let mut command = moat_in(store);
+    command
+        .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
+        .args(["run", "openai", "Use the echo tool", "--model", "m"])
+        .args(["--ask-tools", "mcp__stub__echo", "--output", "ndjson"])
+        .arg(format!("--allow-net={}", server.grant()))
+        .args([
+            "--mcp-config",
+            config.to_str().unwrap(),
+            "--allow-run",
+            &stub,
+        ])
+        .arg(format!("--allow-write={}", dir.display()))
+        .args(["--allow-env", "MOAT_MCP_STUB_LOG"]);
+    Started::new(command)
+}
+
+/// A model that calls the stub's `echo` once, then answers.
+fn calling_echo_once() -> LlmServer {
+    LlmServer::start_turns(vec![
+        Reply::sse(&openai_tool_turn(
+            "call_1",
+            "mcp__stub__echo",
+            &json!({"text": "hi"}),
+            (10, 5),
+        )),
+        Reply::sse(&openai_answer("finished", (10, 5))),
+    ])
+}
+
+/// Skips the run's events up to its next `permission_request`.
+fn next_request(run: &Started) -> moat_engine::PermissionRequestPayload {
+    loop {
+        let event = run.next();
+        match event.payload {
+            EventPayload::PermissionRequest(request) => return *request,
+            EventPayload::Done(_) => panic!("the run ended without asking"),
+            _ => {}
+        }
+    }
+}
+
+fn tool_results(events: &[AgentEvent]) -> Vec<&moat_engine::ToolResultPayload> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ToolResult(result) => Some(&**result),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tool calls the MCP stub was asked to make.
+fn stub_calls(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("mcp.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains("tools/call"))
+        .count()
+}
+
+#[test]
+fn an_api_adapter_asks_before_a_tool_under_ask_and_makes_the_call_only_when_approved() {
+    // Approved from another process: the call is made.
+    let store = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = calling_echo_once();
+    let run = openai_asking_before_echo(store.path(), dir.path(), &server);
+    let request = next_request(&run);
+    assert_eq!(request.kind.as_deref(), Some("tool"));
+    assert_eq!(request.tool_name, "mcp__stub__echo");
+    assert_eq!(request.tool_use_id, "call_1");
+    assert_eq!(Value::Object(request.input.clone()), json!({"text": "hi"}));
+    assert_eq!(
+        stub_calls(dir.path()),
+        0,
+        "nothing called before the answer"
+    );
+    let listed = ok(store.path(), &["ps", "--status", "waiting"]);
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    ok(store.path(), &["approve", "@last"]);
+    let (events, code) = run.finish();
+    assert_eq!(code, Some(0));
+    assert_eq!(done_status(&events), DoneStatus::Success);
+    let results: Vec<_> = tool_results(&events);
+    assert_eq!(results.len(), 1, "{events:?}");
+    assert_eq!(results[0].status, ToolStatus::Success);
+    assert_eq!(stub_calls(dir.path()), 1);
+    assert_eq!(answers(&events)[0]["decision"], "approved");
+
+    // Denied with a reason: not called; its result is `denied`, the model
+    // is told why and the run goes on to its answer.
+    let store = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = calling_echo_once();
+    let run = openai_asking_before_echo(store.path(), dir.path(), &server);
+    next_request(&run);
+    ok(store.path(), &["deny", "@last", "--reason", "not today"]);
+    let (events, code) = run.finish();
+    assert_eq!(code, Some(0));
+    assert_eq!(done_status(&events), DoneStatus::Success);
+    let results: Vec<_> = tool_results(&events);
+    assert_eq!(results.len(), 1, "{events:?}");
+    assert_eq!(results[0].status, ToolStatus::Denied);
+    assert!(
+        results[0].output.to_string().contains("not today"),
+        "{:?}",
+        results[0].output
+    );
+    assert_eq!(stub_calls(dir.path()), 0, "a denied call is never made");
+    let told = server.requests()[1].json()["messages"].to_string();
+    assert!(told.contains("not today"), "the model is told: {told}");
+    let record = shown(store.path());
+    assert_eq!(record["requests"][0]["request"]["name"], "mcp__stub__echo");
+    assert_eq!(record["requests"][0]["answer"]["approved"], false);
+}
+
+#[test]
+fn a_component_asks_through_the_contract_and_a_run_that_cannot_ask_or_a_malformed_request_is_denied_at_once()
+ {
+    let store = tempfile::tempdir().unwrap();
+    let probe = "ask Deploy {\"env\":\"prod\"}";
+    // Without --ask nobody can answer: denied at once, nothing recorded.
+    let output = moat_in(store.path())
+        .args(["run", ESCAPE, probe, "--output", "ndjson"])
+        .output()
+        .unwrap();
+    let events = super::common::events(&output);
+    let said = texts(&events);
+    assert!(
+        said.len() == 1 && said[0].starts_with("denied: this run does not ask"),
+        "{said:?}"
+    );
+    assert!(
+        shown(store.path())["requests"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    );
+
+    // With --ask: a malformed request is denied without asking anyone; a
+    // well-formed one waits for the answer and goes on when approved.
+    let store = tempfile::tempdir().unwrap();
+    let mut command = moat_in(store.path());
+    command.args([
+        "run",
+        ESCAPE,
+        &format!("ask Deploy not json\n{probe}"),
+        "--ask",
+        "--output",
+        "ndjson",
+    ]);
+    let run = Started::new(command);
+    let request = next_request(&run);
+    assert_eq!(request.kind.as_deref(), Some("tool"));
+    assert_eq!(request.request_id.as_deref(), Some("1"));
+    assert_eq!(
+        (request.tool_name.as_str(), request.tool_use_id.as_str()),
+        ("Deploy", "probe")
+    );
+    assert_eq!(Value::Object(request.input.clone()), json!({"env": "prod"}));
+    assert_eq!(
+        request.reason.as_deref(),
+        Some("the escape component probes")
+    );
+    ok(store.path(), &["approve", "@last"]);
+    let (events, code) = run.finish();
+    assert_eq!(code, Some(0));
+    let said = texts(&events);
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].starts_with("denied: the request was malformed"),
+        "{said:?}"
+    );
+    assert_eq!(said[1], "ok: allowed");
+
+    // Cancelled while it waits: the call returns at once and the run ends
+    // cancelled (its request closed), with its one `done`.
+    let store = tempfile::tempdir().unwrap();
+    let mut command = moat_in(store.path());
+    command.args(["run", ESCAPE, probe, "--ask", "--output", "ndjson"]);
+    let run = Started::new(command);
+    next_request(&run);
+    ok(store.path(), &["cancel", "@last"]);
+    let (events, _) = run.finish();
+    assert_eq!(done_status(&events), DoneStatus::Interrupted);
+    let record = shown(store.path());
+    assert_eq!(record["reason"], "cancelled");
+    assert_eq!(
+        record["requests"][0]["answer"]["reason"],
+        "the run stopped waiting for it"
+    );
+}
+
 #[test]
 fn an_adapter_that_cannot_ask_before_a_tool_refuses_a_run_that_names_one() {
     let store = tempfile::tempdir().unwrap();
     let output = moat_in(store.path())
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .args(["run", "openai", "hi", "--model", "m", "--ask-tools", "Bash"])
+        .args(["run", "gemini", "hi", "--ask-tools", "Bash"])
         .args(["--output", "ndjson"])
         .output()
         .unwrap();
@@ -469,9 +675,7 @@ fn an_adapter_that_cannot_ask_before_a_tool_refuses_a_run_that_names_one() {
         .find_map(AgentEvent::as_error)
         .expect("a refusal");
     assert!(
-        error
-            .message
-            .contains("cannot ask before a tool call yet (--ask-tools Bash)"),
+        error.message.contains("cannot honour --ask-tools Bash"),
         "{}",
         error.message
     );

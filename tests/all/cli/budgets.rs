@@ -285,12 +285,11 @@ fn a_policy_files_budget_and_asked_tools_reach_the_runs_of_its_adapter() {
         stderr(&more)
     );
 
-    // Its ask-tools make the run ask: the openai adapter, which cannot,
+    // Its ask-tools make the run ask: the gemini adapter, which cannot,
     // refuses it rather than run the tool unasked.
-    std::fs::write(&policy, "[adapters.openai]\nask-tools = [\"Bash\"]\n").unwrap();
+    std::fs::write(&policy, "[adapters.gemini]\nask-tools = [\"Bash\"]\n").unwrap();
     let asked = moat_in(dir.path())
-        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-        .args(["run", "openai", "x", "--model", "m", "--output", "ndjson"])
+        .args(["run", "gemini", "x", "--output", "ndjson"])
         .args(["--policy", policy.to_str().unwrap()])
         .output()
         .unwrap();

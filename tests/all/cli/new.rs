@@ -157,6 +157,29 @@ fn runs(project: &Path, name: &str, prompt: &str) {
     );
 }
 
+/// The project's built component, `moat inspect`ed: built against the
+/// contract the SDKs build against, 0.4.0.
+fn built_against_0_4(project: &Path, name: &str) {
+    let inspected = moat()
+        .args(["inspect", &format!("./{name}.wasm")])
+        .current_dir(project)
+        .output()
+        .unwrap();
+    assert_eq!(
+        inspected.status.code(),
+        Some(0),
+        "{}",
+        text(&inspected.stderr)
+    );
+    let shown = text(&inspected.stdout);
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.split_whitespace().eq(["contract", "moat:adapter@0.4.0"])),
+        "{shown}"
+    );
+}
+
 /// The Rust project's build script, as a user runs it; the components'
 /// target directory is shared with moat's own build so the SDK's
 /// dependencies are not compiled again.
@@ -186,7 +209,7 @@ fn a_new_rust_adapter_moved_elsewhere_builds_tests_and_runs_with_no_edits() {
             "vendor/README.md",
             "vendor/guest-sdk/Cargo.toml",
             "vendor/guest-sdk/src/lib.rs",
-            "vendor/wit/v0.3.0/adapter.wit",
+            "vendor/wit/v0.4.0/adapter.wit",
         ],
     );
     // The SDK by version, from the project's own copy.
@@ -205,6 +228,7 @@ fn a_new_rust_adapter_moved_elsewhere_builds_tests_and_runs_with_no_edits() {
     let (_to, project) = moved(dir, &project);
     rust_builds(&project);
     runs(&project, "hello-agent", "x");
+    built_against_0_4(&project, "hello-agent");
     // Its own test, natively.
     let tested = Command::new("cargo")
         .args(["test", "--quiet"])
@@ -346,7 +370,7 @@ fn a_new_python_adapter_builds_in_its_own_venv_there_and_again_once_moved() {
             ".gitignore",
             "vendor/README.md",
             "vendor/guest-sdk/python/src/moat_adapter/__init__.py",
-            "vendor/wit/v0.3.0/adapter.wit",
+            "vendor/wit/v0.4.0/adapter.wit",
         ],
     );
     assert_names_no_checkout(&project, &[]);
@@ -374,6 +398,7 @@ fn a_new_python_adapter_builds_in_its_own_venv_there_and_again_once_moved() {
     let (_dir, project) = moved(dir, &project);
     passes(&own_test(&project), "hello-py");
     runs(&project, "hello-py", "x");
+    built_against_0_4(&project, "hello-py");
     let pth = std::fs::read_dir(project.join(".venv/lib"))
         .unwrap()
         .map(|python| {
@@ -433,7 +458,8 @@ fn a_new_typescript_adapter_moved_elsewhere_installs_builds_and_passes_its_test(
         package.contains(&format!("\"@moat/adapter\": \"file:{tarball}\"")),
         "{package}"
     );
-    // The package holds the contract's WIT itself, not a link to it.
+    // The package holds the contract's WIT itself, not a link to it: the
+    // version its SDK builds against.
     let listed = Command::new("tar")
         .arg("-tzf")
         .arg(project.join(&tarball))
@@ -446,12 +472,26 @@ fn a_new_typescript_adapter_moved_elsewhere_installs_builds_and_passes_its_test(
         "{}",
         text(&listed.stdout)
     );
+    let contract = Command::new("tar")
+        .arg("-xzOf")
+        .arg(project.join(&tarball))
+        .arg("package/wit/deps/moat-adapter/adapter.wit")
+        .output()
+        .unwrap();
+    assert!(
+        text(&contract.stdout)
+            .lines()
+            .any(|l| l.trim() == "package moat:adapter@0.4.0;"),
+        "{}",
+        text(&contract.stdout)
+    );
     assert_names_no_checkout(&project, &[]);
 
     // Moved before its first install: npm install, the build, moat's answer.
     let (_dir, project) = moved(dir, &project);
     passes(&own_test(&project), "hello-ts");
     runs(&project, "hello-ts", "x");
+    built_against_0_4(&project, "hello-ts");
     // Its lock names the tarball inside the project.
     assert_names_no_checkout(&project, &["node_modules"]);
 }

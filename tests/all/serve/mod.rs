@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-use moat_testkit::components::{CONTRACT_V0_2, COOPERATIVE, FLOOD, PANIC};
+use moat_testkit::components::{CONTRACT_V0_2, CONTRACT_V0_3, COOPERATIVE, FLOOD, PANIC};
 use serde_json::{Value, json};
 
 use client::{Client, Server, check};
@@ -564,16 +564,27 @@ fn adapters_inspect_and_two_contract_versions_side_by_side() {
     );
     let echo = client.ok("inspect", json!({"adapter": "echo"}));
     assert_eq!(echo["allowed"]["env"], json!(["HOME"]));
-    assert_eq!(echo["contract"], "moat:adapter@0.3.0");
+    assert_eq!(
+        echo["contract"],
+        format!("moat:adapter@{}", moat_sandbox::contract::LATEST)
+    );
     let old = client.ok("inspect", json!({"adapter": CONTRACT_V0_2}));
     assert_eq!(old["contract"], "moat:adapter@0.2.0");
+    let older = client.ok("inspect", json!({"adapter": CONTRACT_V0_3}));
+    assert_eq!(older["contract"], "moat:adapter@0.3.0");
 
     let new = start(&mut client, json!({"adapter": "echo", "prompt": "new"}));
     let old = start(
         &mut client,
         json!({"adapter": CONTRACT_V0_2, "prompt": "old"}),
     );
-    let results = client.ok("await", json!({"runs": [new, old]}));
+    // A 0.3.0 component starts a child run through 0.3.0's `runs`, which
+    // the newest version's host side serves.
+    let parent = start(
+        &mut client,
+        json!({"adapter": CONTRACT_V0_3, "prompt": "child echo from a child"}),
+    );
+    let results = client.ok("await", json!({"runs": [new, old, parent]}));
     assert_eq!(results["results"][&new]["status"], "success");
     assert_eq!(results["results"][&old]["status"], "success");
     assert!(
@@ -581,6 +592,12 @@ fn adapters_inspect_and_two_contract_versions_side_by_side() {
             .as_str()
             .unwrap()
             .contains("0.2.0")
+    );
+    assert_eq!(results["results"][&parent]["status"], "success");
+    let said = results["results"][&parent]["text"].as_str().unwrap();
+    assert!(
+        said.starts_with("0.3.0: {") && said.contains("from a child"),
+        "{said}"
     );
 }
 

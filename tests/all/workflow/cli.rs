@@ -713,3 +713,84 @@ fn a_hook_runs_contained_so_the_script_an_agent_planted_cannot_write_outside_or_
     );
     assert!(listener.accept().is_ok(), "and reaches the network");
 }
+
+#[test]
+fn with_ask_a_task_asks_for_what_its_grants_lack_within_the_workflows_flags_and_no_further() {
+    use moat_testkit::components::ESCAPE;
+    use moat_testkit::http_server::TestServer;
+    let project = Project::new();
+    std::fs::copy(ESCAPE, project.path().join("agent.wasm")).unwrap();
+    let within = TestServer::answering();
+    let beyond = TestServer::answering();
+    // The task has no host of its own; the workflow may give one of the two.
+    project.write(
+        "flow.toml",
+        &format!(
+            "[[task]]\nid = \"fetch\"\nadapter = \"agent.wasm\"\nprompt = \"p\"\n\
+             options = {{ extra = {{ probes = [\"http GET http://127.0.0.1:{}/\", \"http GET http://127.0.0.1:{}/\"] }} }}\n\
+             [task.grants]\nnet = []\n",
+            within.port, beyond.port
+        ),
+    );
+    let mut child = project
+        .moat()
+        .args([
+            "workflow",
+            "run",
+            "flow.toml",
+            "--output",
+            "ndjson",
+            "--ask",
+        ])
+        .arg(format!("--allow-net=127.0.0.1:{}", within.port))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let request = loop {
+        let line = lines.next().expect("a task_waiting event").unwrap();
+        let event: Value = serde_json::from_str(&line).unwrap();
+        seen.push(event.clone());
+        if event["type"] == "task_waiting" {
+            break event;
+        }
+    };
+    // The workflow says which task waits, for what, and how to answer.
+    assert_eq!(request["task"], "fetch");
+    assert_eq!(request["request"], "1");
+    let reason = request["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("127.0.0.1:{}", within.port)),
+        "{reason}"
+    );
+    let id = request["run"].as_str().unwrap().to_owned();
+    // Its run is waiting; another process answers it.
+    let waiting = project.run(&["ps", "--status", "waiting", "--output", "json"]);
+    let waiting: Vec<Value> = serde_json::from_slice(&waiting.stdout).unwrap();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(waiting[0]["id"], id.as_str());
+    let approved = project.run(&["approve", &id]);
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr(&approved));
+    seen.extend(lines.map(|line| serde_json::from_str::<Value>(&line.unwrap()).unwrap()));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(within.connections(), 1, "the approved host was reached");
+    // Beyond the workflow's flags nobody is asked: denied at once.
+    assert_eq!(of_type(&seen, "task_waiting").len(), 1, "{seen:?}");
+    assert_eq!(beyond.connections(), 0);
+    let record = project.run(&["show", &id, "--json"]);
+    let record: Value = serde_json::from_slice(&record.stdout).unwrap();
+    let requests = record["requests"].as_array().unwrap();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[0]["answer"]["approved"], true);
+    assert_eq!(requests[1]["answer"]["approved"], false);
+    assert!(
+        requests[1]["answer"]["by"]
+            .as_str()
+            .unwrap()
+            .contains("the ceiling of the workflow"),
+        "{requests:?}"
+    );
+}

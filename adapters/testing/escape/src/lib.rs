@@ -35,7 +35,11 @@
 //! - `cat TEXT`: starts `cat` with a piped stdin, writes TEXT and reads it
 //!   back;
 //! - `fork N`: starts `sleep 60` N times, keeping every child, reported as
-//!   `ok: started <n>` or `denied: started <n>, then <error>`.
+//!   `ok: started <n>` or `denied: started <n>, then <error>`;
+//! - `ask TOOL INPUT`: asks the run's user (the contract's
+//!   `request-approval`) about a call `probe` of TOOL with INPUT, sent as
+//!   written (it need not be JSON), reported as `ok: allowed`,
+//!   `denied: <reason>` or `denied: interrupted`.
 //!
 //! A caller that wraps the prompt in text of its own (a workflow's task
 //! gets its context and instructions around it) gives the probes in
@@ -188,9 +192,34 @@ fn probe(line: &str) -> Option<Result<String, String>> {
         }
         "cat" => cat(argument),
         "fork" => fork(argument.parse().unwrap_or(1)),
+        "ask" => ask(argument),
         _ => return None,
     };
     Some(outcome)
+}
+
+/// `ask TOOL INPUT`, through the raw import: the input goes as written.
+fn ask(argument: &str) -> Result<String, String> {
+    let (tool, input) = argument.split_once(' ').unwrap_or((argument, "{}"));
+    #[cfg(target_arch = "wasm32")]
+    {
+        use moat_guest::bindings::moat::adapter::approvals as wit;
+        let request = wit::ApprovalRequest {
+            tool_name: tool.to_owned(),
+            tool_use_id: "probe".to_owned(),
+            input: input.to_owned(),
+            reason: Some("the escape component probes".to_owned()),
+        };
+        match wit::request_approval(&request) {
+            wit::Approval::Allow => Ok("allowed".to_owned()),
+            wit::Approval::Deny(why) => Err(why),
+            wit::Approval::Interrupted => Err("interrupted".to_owned()),
+        }
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        Err(format!("no host to ask about {tool} {input}"))
+    }
 }
 
 fn list(dir: &str) -> Result<String, String> {

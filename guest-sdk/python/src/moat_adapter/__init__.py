@@ -19,11 +19,14 @@ component (componentize-py), which `moat run ./hello.wasm "you"` runs.
 - `adapter`: `define_adapter`, the start phase, abort and failures;
 - `info`: `adapter_info`, `Refused`, reading `Options`;
 - `host`: the abort flag and logging; `http`: HTTP over `wasi:http`;
-  `sse`: server-sent events; `process`: the process capability.
+  `sse`: server-sent events; `process`: the process capability;
+- `approvals`: asking the run's user before a tool call
+  (`request_approval`, `ask_tools`; `moat run --ask`).
 """
 
-from . import events, host, http, process, sse
+from . import approvals, events, host, http, process, sse
 from .adapter import ADAPTER_ERROR, define_adapter
+from .approvals import Approval, ApprovalBehavior, ask_tools, request_approval
 from .events import (
     SESSION_NOT_FOUND,
     TURNS_METADATA_KEY,
@@ -57,6 +60,8 @@ __all__ = [
     "TURNS_METADATA_KEY",
     "UNSUPPORTED_OPTION",
     "AdapterInfo",
+    "Approval",
+    "ApprovalBehavior",
     "Cost",
     "CostSource",
     "DoneStatus",
@@ -72,6 +77,8 @@ __all__ = [
     "TrustLevel",
     "Usage",
     "adapter_info",
+    "approvals",
+    "ask_tools",
     "define_adapter",
     "events",
     "extra_object",
@@ -80,5 +87,6 @@ __all__ = [
     "interrupted",
     "permits",
     "process",
+    "request_approval",
     "sse",
 ]

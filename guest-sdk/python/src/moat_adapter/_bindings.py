@@ -14,6 +14,7 @@ from wit_world.imports import http_types  # noqa: F401
 from wit_world.imports import io_poll  # noqa: F401
 from wit_world.imports import io_streams  # noqa: F401
 from wit_world.imports import monotonic_clock  # noqa: F401
+from wit_world.imports import moat_approvals  # noqa: F401
 from wit_world.imports import moat_host  # noqa: F401
 from wit_world.imports import moat_process  # noqa: F401
 from wit_world.imports import moat_types as types  # noqa: F401

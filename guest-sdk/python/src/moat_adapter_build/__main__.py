@@ -18,7 +18,7 @@ from . import build, wit
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="moat-adapter-build", description=__doc__.splitlines()[0])
-    parser.add_argument("--contract-wit", type=Path, default=wit.DEFAULT_CONTRACT_WIT, help="moat's WIT folder (wit/v0.3.0)")
+    parser.add_argument("--contract-wit", type=Path, default=wit.DEFAULT_CONTRACT_WIT, help=f"moat's WIT folder (wit/v{wit.CONTRACT_VERSION})")
     commands = parser.add_subparsers(dest="command", required=True)
     component = commands.add_parser("component", help="build a component")
     component.add_argument("--app", required=True, help="the module that binds `Adapter`")

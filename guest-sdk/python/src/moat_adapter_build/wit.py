@@ -2,7 +2,7 @@
 
 componentize-py takes one package folder with its dependencies in `deps/`:
 the SDK's world (`guest-sdk/python/wit/world.wit`), moat's contract (the
-repository's `wit/v0.3.0`, one source for every SDK) and the WASI packages
+repository's `wit/v0.4.0`, one source for every SDK) and the WASI packages
 the host implements (`guest-sdk/python/wit/wasi/`).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 #: the SDK is installed editable, so the path leads into the repository).
 SDK_ROOT = Path(__file__).resolve().parents[2]
 #: The contract version the SDK builds against (the newest).
-CONTRACT_VERSION = "0.3.0"
+CONTRACT_VERSION = "0.4.0"
 #: moat's WIT for that version, in the repository.
 DEFAULT_CONTRACT_WIT = SDK_ROOT.parents[1] / "wit" / f"v{CONTRACT_VERSION}"
 #: The world every Python adapter targets (wit/world.wit).
@@ -30,6 +30,7 @@ INTERFACE_NAMES = {
     f"moat:adapter/host@{CONTRACT_VERSION}": "moat_host",
     f"moat:adapter/process@{CONTRACT_VERSION}": "moat_process",
     f"moat:adapter/runs@{CONTRACT_VERSION}": "moat_runs",
+    f"moat:adapter/approvals@{CONTRACT_VERSION}": "moat_approvals",
     f"wasi:http/types@{WASI_VERSION}": "http_types",
     f"wasi:http/outgoing-handler@{WASI_VERSION}": "http_outgoing",
     f"wasi:io/poll@{WASI_VERSION}": "io_poll",

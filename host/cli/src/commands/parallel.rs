@@ -92,7 +92,7 @@ pub async fn parallel(
             names: Arc::new(FlagNames),
             // Each task a workspace of its own.
             workspace: wiring::workspace(globals, &task.flags)?,
-            ask: task.flags.ask()?,
+            ask: task.flags.asking.ask()?,
             ..LaunchSpec::new(AdapterRef::Resolved(resolved.clone()), task.prompt, ceiling)
         };
         let task = launcher.prepare(spec).await.map_err(wiring::launch_error)?;

@@ -68,7 +68,7 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
         names: Arc::new(FlagNames),
         retry_on_worker_loss: args.retry_on_worker_loss,
         workspace: wiring::workspace(globals, &args.run)?,
-        ask: args.run.ask()?,
+        ask: args.run.asking.ask()?,
         ..LaunchSpec::new(AdapterRef::Resolved(resolved), prompt, ceiling)
     };
     let prepared = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
@@ -91,7 +91,7 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
     // Pretty output on a terminal asks the terminal about the run's
     // requests too (`moat approve` elsewhere still answers them).
     let format = render::default_format(args.output);
-    let prompt = match (&runs, prepared.id(), args.run.asks()) {
+    let prompt = match (&runs, prepared.id(), args.run.asking.asks()) {
         (Some(runs), Some(id), true)
             if !args.detached_child
                 && format == OutputFormat::Pretty

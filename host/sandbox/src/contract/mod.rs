@@ -1,8 +1,8 @@
 //! The `moat:adapter` contract, every version this host runs, side by side.
 //!
 //! Each version of the WIT package lives in its own folder of `wit/`
-//! (`wit/v0.2.0`, `wit/v0.3.0`) and has its own module here (`v0_2_0`,
-//! `v0_3_0`), generated from that folder, which implements [`Contract`]:
+//! (`wit/v0.2.0`, `wit/v0.3.0`, `wit/v0.4.0`) and has its own module here
+//! (`v0_2_0`, `v0_3_0`, `v0_4_0`), generated from that folder, which implements [`Contract`]:
 //! how the sandbox instantiates a component of that version, calls its
 //! exports and answers its imports. The newest version's module holds the
 //! host side of every import and the conversions to the sandbox's own
@@ -22,6 +22,7 @@
 pub(crate) mod bindings;
 mod v0_2_0;
 mod v0_3_0;
+mod v0_4_0;
 pub(crate) mod version;
 
 use wasmtime::Engine;
@@ -44,6 +45,7 @@ pub const ADAPTER_INTERFACE: &str = "moat:adapter/adapter";
 pub(crate) const SUPPORTED: &[Supported] = &[
     Supported::of::<v0_2_0::Contract>(),
     Supported::of::<v0_3_0::Contract>(),
+    Supported::of::<v0_4_0::Contract>(),
 ];
 
 /// The newest contract version this host runs: the one the guest SDK of
@@ -73,6 +75,17 @@ impl Supported {
             link: link::<C>,
         }
     }
+}
+
+/// The linker's instance for the interface `name` of contract `version`
+/// (`moat:adapter/NAME@VERSION`): where an older version's module adds
+/// the newest's host side under its own names.
+pub(crate) fn interface_instance<'a>(
+    linker: &'a mut Linker<RunState>,
+    version: ContractVersion,
+    name: &str,
+) -> wasmtime::Result<wasmtime::component::LinkerInstance<'a, RunState>> {
+    linker.instance(&format!("{CONTRACT_PACKAGE}/{name}@{version}"))
 }
 
 /// Adds the imports of every supported version to `linker`: their names

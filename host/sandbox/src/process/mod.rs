@@ -29,7 +29,7 @@
 //!
 //! The types here are the contract's, version-neutral: the newest contract
 //! version's module converts its generated types to them
-//! (`contract::v0_3_0::process`), which older versions' bindings share.
+//! (`contract::v0_4_0::process`), which older versions' bindings share.
 
 mod calls;
 mod cgroup;

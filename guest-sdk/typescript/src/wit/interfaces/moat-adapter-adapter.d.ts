@@ -1,5 +1,5 @@
 /// <reference path="./moat-adapter-types.d.ts" />
-declare module 'moat:adapter/adapter@0.3.0' {
+declare module 'moat:adapter/adapter@0.4.0' {
   /**
    * Describe the adapter. Must not have side effects.
    */
@@ -9,10 +9,10 @@ declare module 'moat:adapter/adapter@0.3.0' {
    * adapter cannot honour.
    */
   export function run(prompt: string, options: Options): Session;
-  export type AdapterInfo = import('moat:adapter/types@0.3.0').AdapterInfo;
-  export type Options = import('moat:adapter/types@0.3.0').Options;
-  export type Event = import('moat:adapter/types@0.3.0').Event;
-  export type ErrorInfo = import('moat:adapter/types@0.3.0').ErrorInfo;
+  export type AdapterInfo = import('moat:adapter/types@0.4.0').AdapterInfo;
+  export type Options = import('moat:adapter/types@0.4.0').Options;
+  export type Event = import('moat:adapter/types@0.4.0').Event;
+  export type ErrorInfo = import('moat:adapter/types@0.4.0').ErrorInfo;
   
   export class Session {
     /**

@@ -1,4 +1,4 @@
-declare module 'moat:adapter/host@0.3.0' {
+declare module 'moat:adapter/host@0.4.0' {
   /**
    * Write a message into the host's log.
    */

@@ -1,4 +1,4 @@
-declare module 'moat:adapter/process@0.3.0' {
+declare module 'moat:adapter/process@0.4.0' {
   /**
    * Starts a granted program.
    */

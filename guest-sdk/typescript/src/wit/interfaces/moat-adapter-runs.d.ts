@@ -1,4 +1,4 @@
-declare module 'moat:adapter/runs@0.3.0' {
+declare module 'moat:adapter/runs@0.4.0' {
   /**
    * Starts a child run of this run.
    */

@@ -1,4 +1,4 @@
-declare module 'moat:adapter/types@0.3.0' {
+declare module 'moat:adapter/types@0.4.0' {
   /**
    * How much the adapter may let its backend do on its own
    * (backend-native file, web and shell tools).

@@ -383,6 +383,9 @@ async fn run(
     if workflow.tasks.iter().any(|task| task.workspace.is_some()) {
         runner.set_workspace_root(wiring::workspace_root(globals)?);
     }
+    if let Some(ask) = flags.asking.ask()? {
+        runner.set_ask(ask);
+    }
     for warning in unsandboxed_warnings(&workflow, &flags.grants.grants().write) {
         eprintln!("moat: {warning}");
     }

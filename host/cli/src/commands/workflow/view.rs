@@ -133,6 +133,16 @@ impl View for Live {
                     "↺ {task}: re-attached to its run {run}, started before the resume"
                 ));
             }
+            WorkflowEvent::TaskWaiting {
+                task,
+                run,
+                request,
+                reason,
+            } => {
+                self.line(format!(
+                    "? {task} waits: {reason} (moat approve {run} {request}, or moat deny)"
+                ));
+            }
             WorkflowEvent::TaskRetrying {
                 task,
                 attempt,

@@ -3,10 +3,10 @@
 //!
 //! 0.3.0 left the imports `host` and `process` as they were, and of `types`
 //! changed only `options` (it added `directories`, `mcp-servers` and
-//! `agents`). So the bindings generated here take those interfaces from
-//! 0.3.0's (bindgen's `with`): their host side is 0.3.0's, and the infos,
-//! events and errors a 0.2.0 component returns are 0.3.0's types, converted
-//! by 0.3.0's code. What is 0.2.0's own: its `options` ([`types`]), refusing
+//! `agents`); 0.4.0 changed none of them. So the bindings generated here
+//! take those interfaces from the newest's (bindgen's `with`): their host
+//! side is the newest's, and the infos, events and errors a 0.2.0
+//! component returns are its types, converted by its code. What is 0.2.0's own: its `options` ([`types`]), refusing
 //! the options it cannot carry, the session's one-event `next` where 0.3.0
 //! has `next-batch`, and no `runs` import.
 
@@ -16,9 +16,8 @@ use moat_engine::{ErrorInfo, RunOptions};
 use moat_grants::TrustLevel;
 use wasmtime::component::{HasSelf, Linker, LinkerInstance};
 
-use super::CONTRACT_PACKAGE;
 use super::bindings;
-use super::v0_3_0 as latest;
+use super::v0_4_0 as latest;
 use super::version::ContractVersion;
 use crate::state::RunState;
 use latest::convert;
@@ -29,10 +28,10 @@ wasmtime::component::bindgen!({
     world: "adapter-world",
     exports: { default: async },
     with: {
-        // The same in 0.3.0: its bindings, and with them its host side.
+        // The same in the newest: its bindings, and with them its host side.
         "moat:adapter/host": unchanged::host,
         "moat:adapter/process": unchanged::process,
-        // 0.3.0's but for `options`.
+        // The newest's but for `options`.
         "moat:adapter/types": types,
     },
 });
@@ -48,9 +47,10 @@ impl bindings::Contract for Contract {
         ContractVersion::of_wit(include_str!("../../../../../wit/v0.2.0/adapter.wit"));
     type Options = types::Options;
 
-    /// 0.3.0's host side, under 0.2.0's names. Not the generated world's
-    /// `add_to_linker`: the interfaces it takes from 0.3.0 would add
-    /// themselves under 0.3.0's names, which 0.3.0's module adds.
+    /// The newest's host side, under 0.2.0's names. Not the generated
+    /// world's `add_to_linker`: the interfaces it takes from the newest
+    /// would add themselves under the newest's names, which its module
+    /// adds.
     fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
         unchanged::types::add_to_linker_instance::<RunState, HasSelf<RunState>>(
             &mut interface(linker, "types")?,
@@ -66,7 +66,7 @@ impl bindings::Contract for Contract {
         )
     }
 
-    /// 0.3.0's options, refused when they set what 0.2.0 has no field for.
+    /// The newest's options, refused when they set what 0.2.0 has no field for.
     fn options(options: &RunOptions, trust: TrustLevel) -> Result<Self::Options, ErrorInfo> {
         let beyond = options.beyond_contract_0_2();
         if !beyond.is_empty() {
@@ -90,12 +90,10 @@ impl bindings::Contract for Contract {
     }
 }
 
-/// The linker's instance for 0.2.0's interface `name`
-/// (`moat:adapter/NAME@0.2.0`).
+/// The linker's instance for 0.2.0's interface `name`.
 fn interface<'a>(
     linker: &'a mut Linker<RunState>,
     name: &str,
 ) -> wasmtime::Result<LinkerInstance<'a, RunState>> {
-    let version = <Contract as bindings::Contract>::VERSION;
-    linker.instance(&format!("{CONTRACT_PACKAGE}/{name}@{version}"))
+    super::interface_instance(linker, <Contract as bindings::Contract>::VERSION, name)
 }

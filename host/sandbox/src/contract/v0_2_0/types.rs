@@ -1,4 +1,5 @@
-//! `moat:adapter/types` of 0.2.0: 0.3.0's, but for `options`.
+//! `moat:adapter/types` of 0.2.0: the newest's (unchanged since 0.3.0), but
+//! for `options`.
 //!
 //! bindgen's `with` takes whole interfaces, and 0.3.0 changed one record of
 //! `types` only: `options`, to which it added three fields. So 0.2.0's
@@ -13,7 +14,8 @@
 use wasmtime::component::{ComponentType, Lower};
 
 use super::latest::moat::adapter::types as latest;
-// Everything of 0.3.0's `types`; its `Options` is shadowed by 0.2.0's below.
+// Everything of the newest `types`; its `Options` is shadowed by 0.2.0's
+// below.
 pub use latest::*;
 
 /// Options for one run, as 0.2.0 carries them: 0.3.0's without

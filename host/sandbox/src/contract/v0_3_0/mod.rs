@@ -1,37 +1,33 @@
-//! Contract `moat:adapter@0.3.0` (`wit/v0.3.0`), the newest: the bindings
-//! generated from its WIT, the conversions between them and the sandbox's
-//! own types, and the host side of its imports.
+//! Contract `moat:adapter@0.3.0` (`wit/v0.3.0`), run through the newest
+//! version's module: nothing of it is its own.
 //!
-//! Older versions' modules are built on this one: what did not change
-//! since is these bindings, this host side and these conversions there too
-//! (see `v0_2_0`).
-
-pub(super) mod convert;
-mod host;
-mod process;
-mod runs;
+//! 0.4.0 added the import `approvals` and changed nothing else: 0.3.0's
+//! `types`, `host`, `process` and `runs` are 0.4.0's. So the bindings
+//! generated here take all four from 0.4.0's (bindgen's `with`): their host
+//! side is 0.4.0's, and what a 0.3.0 component returns is 0.4.0's types,
+//! converted by 0.4.0's code. Only its exports are generated here.
 
 use moat_engine::{ErrorInfo, RunOptions};
 use moat_grants::TrustLevel;
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::{HasSelf, Linker, LinkerInstance};
 
 use super::bindings;
+use super::v0_4_0 as latest;
 use super::version::ContractVersion;
 use crate::state::RunState;
+use latest::convert;
+use latest::moat::adapter as unchanged;
 
 wasmtime::component::bindgen!({
     path: "../../wit/v0.3.0",
     world: "adapter-world",
-    imports: {
-        // Waiting for a child is async on the host; to the guest it blocks.
-        "moat:adapter/process": async | trappable,
-        // Waiting for a child run is async on the host too.
-        "moat:adapter/runs": async | trappable,
-    },
     exports: { default: async },
     with: {
-        "moat:adapter/process.child": crate::process::RunningChild,
-        "moat:adapter/runs.child-run": crate::children::ChildHandle,
+        // The same in 0.4.0: its bindings, and with them its host side.
+        "moat:adapter/types": unchanged::types,
+        "moat:adapter/host": unchanged::host,
+        "moat:adapter/process": unchanged::process,
+        "moat:adapter/runs": unchanged::runs,
     },
 });
 
@@ -41,10 +37,28 @@ pub(crate) struct Contract;
 impl bindings::Contract for Contract {
     const VERSION: ContractVersion =
         ContractVersion::of_wit(include_str!("../../../../../wit/v0.3.0/adapter.wit"));
-    type Options = moat::adapter::types::Options;
+    type Options = unchanged::types::Options;
 
+    /// 0.4.0's host side, under 0.3.0's names. Not the generated world's
+    /// `add_to_linker`: the interfaces it takes from 0.4.0 would add
+    /// themselves under 0.4.0's names, which 0.4.0's module adds.
     fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-        AdapterWorld::add_to_linker::<RunState, HasSelf<RunState>>(linker, |state| state)
+        unchanged::types::add_to_linker_instance::<RunState, HasSelf<RunState>>(
+            &mut interface(linker, "types")?,
+            |state| state,
+        )?;
+        unchanged::host::add_to_linker_instance::<RunState, HasSelf<RunState>>(
+            &mut interface(linker, "host")?,
+            |state| state,
+        )?;
+        unchanged::process::add_to_linker_instance::<RunState, HasSelf<RunState>>(
+            &mut interface(linker, "process")?,
+            |state| state,
+        )?;
+        unchanged::runs::add_to_linker_instance::<RunState, HasSelf<RunState>>(
+            &mut interface(linker, "runs")?,
+            |state| state,
+        )
     }
 
     /// 0.3.0 carries every option.
@@ -56,4 +70,12 @@ impl bindings::Contract for Contract {
         convert: convert,
         pull: |session, store, handle, max| session.call_next_batch(store, handle, max),
     }
+}
+
+/// The linker's instance for 0.3.0's interface `name`.
+fn interface<'a>(
+    linker: &'a mut Linker<RunState>,
+    name: &str,
+) -> wasmtime::Result<LinkerInstance<'a, RunState>> {
+    super::interface_instance(linker, <Contract as bindings::Contract>::VERSION, name)
 }

@@ -1,4 +1,5 @@
-//! The `moat:adapter/runs` import of contract 0.3.0: a component's child
+//! The `moat:adapter/runs` import of contract 0.4.0, and of 0.3.0 (the
+//! same interface): a component's child
 //! runs, started and read through the run's [`ChildRuns`]
 //! (crate::children). Every wait gives up at once when the parent run is
 //! aborted, or at its own timeout.

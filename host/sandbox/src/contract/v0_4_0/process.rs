@@ -1,5 +1,5 @@
-//! The `moat:adapter/process` import of contract 0.3.0, and of 0.2.0 (the
-//! same interface): the guest's calls, converted and answered by the
+//! The `moat:adapter/process` import of contract 0.4.0, and of 0.3.0 and
+//! 0.2.0 (the same interface): the guest's calls, converted and answered by the
 //! version-neutral process capability ([`crate::process`]).
 
 use wasmtime::component::Resource;

@@ -1,5 +1,5 @@
-//! The `moat:adapter/host` import of contract 0.3.0, and of 0.2.0 (the
-//! same interface): logging and the cooperative abort flag.
+//! The `moat:adapter/host` import of contract 0.4.0, and of 0.3.0 and
+//! 0.2.0 (the same interface): logging and the cooperative abort flag.
 
 use super::moat::adapter::host::{Host, LogLevel};
 use crate::state::{GuestLogLevel, RunState};

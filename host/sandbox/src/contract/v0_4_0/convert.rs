@@ -1,6 +1,7 @@
-//! Conversions between contract 0.3.0's generated types and the engine's.
-//! 0.2.0's module converts with them too: its bindings return 0.3.0's
-//! types, and its options are made from 0.3.0's.
+//! Conversions between contract 0.4.0's generated types and the engine's.
+//! Older versions' modules convert with them too: their bindings return
+//! these types (`types` is unchanged since 0.3.0, and 0.2.0's differs
+//! only in `options`, which it makes from these).
 //!
 //! Only shapes change here; the engine validates the values.
 
