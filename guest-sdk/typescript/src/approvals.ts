@@ -17,8 +17,8 @@ import type { JsonObject } from "./json.js";
 
 /**
  * The variable naming, comma-separated, the tools to ask about before each
- * call (`--ask-tools`). The host sets it for every run; an adapter need not
- * declare it.
+ * call (`--ask-tools`). The host sets it for a run that asks about tools; an
+ * adapter need not declare it.
  */
 export const ASK_TOOLS_VARIABLE = "MOAT_ASK_TOOLS";
 

@@ -123,6 +123,11 @@ pub struct RunRequest<S = ()> {
     /// `init` carries (`InitPayload::run_id`); `None` for a run recorded
     /// nowhere.
     pub run_id: Option<String>,
+    /// The session id its events carry until the adapter names one; a
+    /// fresh one when `None`. Given when events of the layer above (a
+    /// request it holds open for an answer) may come before the run's
+    /// first, so that they carry the run's session id too.
+    pub session_id: Option<String>,
 }
 
 /// The model an `init` names when neither the backend nor the caller
@@ -163,6 +168,7 @@ impl RunRequest {
             price_table: None,
             resume_fallback: true,
             run_id: None,
+            session_id: None,
         }
     }
 }
@@ -183,6 +189,7 @@ impl<S> RunRequest<S> {
             price_table: self.price_table,
             resume_fallback: self.resume_fallback,
             run_id: self.run_id,
+            session_id: self.session_id,
         }
     }
 
@@ -491,7 +498,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
             started_at: None,
             deadline: None,
             clock: ReadClock::new(),
-            session_id: None,
+            session_id: request.session_id,
             tool_use_ids: HashSet::new(),
             permission_ids: HashSet::new(),
             seen_init: false,

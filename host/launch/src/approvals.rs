@@ -132,6 +132,9 @@ struct Inner {
     /// Who set that bound, for the denial that names it.
     holder: String,
     notices: mpsc::UnboundedSender<AgentEvent>,
+    /// The session id the run's events carry until its adapter names one:
+    /// a request made before the run's first event carries it too.
+    session: String,
     /// What `--always` answers approved for the rest of the run.
     always: Mutex<Vec<Requested>>,
 }
@@ -139,7 +142,8 @@ struct Inner {
 impl Desk {
     /// The desk of run `id` (of adapter `agent`), recorded in `runs`;
     /// answers may give it at most `most` (see [`Inner::most`]), the bound
-    /// `holder` set. Its events come out of the returned receiver.
+    /// `holder` set. Its events come out of the returned receiver, with
+    /// the desk's session id (see [`Desk::session`]).
     pub(crate) fn new(
         book: Book,
         id: RunId,
@@ -157,9 +161,17 @@ impl Desk {
             most,
             holder,
             notices: sender,
+            session: moat_engine::new_session_id(),
             always: Mutex::default(),
         };
         (Self(Arc::new(inner)), receiver)
+    }
+
+    /// The session id the desk's events carry: the run's engine starts
+    /// with it, so that a request made before the run's first event is of
+    /// the same session.
+    pub(crate) fn session(&self) -> &str {
+        &self.0.session
     }
 }
 
@@ -315,9 +327,9 @@ impl Inner {
 
     fn notify(&self, payload: EventPayload) {
         // The consumer gone, the run is ending: nobody to tell.
-        let _ = self
-            .notices
-            .send(AgentEvent::by_host(self.agent.clone(), payload));
+        let mut event = AgentEvent::by_host(self.agent.clone(), payload);
+        event.session_id.clone_from(&self.session);
+        let _ = self.notices.send(event);
     }
 }
 

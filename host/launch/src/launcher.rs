@@ -452,6 +452,8 @@ impl Launcher {
         meter: Option<Meter>,
     ) -> Prepared {
         let (desk, notices) = desk.unzip();
+        // The run's events and its desk's share a session id from the start.
+        let session_id = desk.as_ref().map(|desk| desk.session().to_owned());
         // The budget goes to a backend that keeps one itself; the others
         // are not told (moat keeps it for them).
         let mut options = spec.options;
@@ -484,6 +486,7 @@ impl Launcher {
             price_table: spec.price_table,
             resume_fallback: spec.resume_fallback,
             run_id: id.as_ref().map(RunId::to_string),
+            session_id,
             ..RunRequest::new(resolved.name(), spec.prompt).with_scope(scope)
         };
         Prepared {

@@ -649,10 +649,21 @@ fn a_component_asks_through_the_contract_and_a_run_that_cannot_ask_or_a_malforme
     let mut command = moat_in(store.path());
     command.args(["run", ESCAPE, probe, "--ask", "--output", "ndjson"]);
     let run = Started::new(command);
-    next_request(&run);
+    let asked = run.next();
+    assert!(
+        matches!(asked.payload, EventPayload::PermissionRequest(_)),
+        "{asked:?}"
+    );
     ok(store.path(), &["cancel", "@last"]);
     let (events, _) = run.finish();
     assert_eq!(done_status(&events), DoneStatus::Interrupted);
+    // The request came before the run's first event, and is of its session.
+    assert!(
+        events
+            .iter()
+            .all(|event| event.session_id == asked.session_id),
+        "{asked:?} {events:?}"
+    );
     let record = shown(store.path());
     assert_eq!(record["reason"], "cancelled");
     assert_eq!(
