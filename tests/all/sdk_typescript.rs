@@ -8,14 +8,11 @@
 //! so and skip; with `MOAT_REQUIRE_SDKS=1` (CI) they fail with that line
 //! instead. A build that fails once the tools are installed always fails.
 
-use std::io::BufRead;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use moat_engine::{AgentEvent, DoneStatus, EventPayload, InputTokens, OutputTokens};
+use moat_engine::{DoneStatus, EventPayload, InputTokens, OutputTokens};
 use moat_grants::Grants;
 use moat_testkit::llm::{deltas, error, grant, metadata};
 use moat_testkit::llm_server::{LlmServer, Reply};
@@ -23,6 +20,8 @@ use moat_testkit::{
     Request, describe, error_codes, repo_root, run_large_component, single_done, texts,
 };
 use serde_json::{Value, json};
+
+use crate::cli::common::{Started, moat_in, ok_in};
 use tokio_util::sync::CancellationToken;
 
 const TEXT_USAGE: &[u8] = include_bytes!("../../adapters/openai/fixtures/text_usage.sse");
@@ -358,43 +357,6 @@ pub(crate) async fn built_against_0_4_with_approvals(path: &str) {
     );
 }
 
-/// `moat` (the tests' binary) with a run store of its own, so `@last` is
-/// the run just started.
-fn moat_in(store: &Path) -> Command {
-    let mut command = crate::cli::common::moat();
-    command.env("MOAT_STORE", store.join("moat.db"));
-    command
-}
-
-/// The next `permission_request` of a run read as it goes, within 60 s
-/// (a large component may wait its turn to load); the events before it
-/// go to `seen`.
-fn next_request(
-    events: &mpsc::Receiver<AgentEvent>,
-    seen: &mut Vec<AgentEvent>,
-) -> moat_engine::PermissionRequestPayload {
-    loop {
-        let event = events
-            .recv_timeout(Duration::from_secs(60))
-            .expect("an event within 60 s");
-        match event.payload {
-            EventPayload::PermissionRequest(request) => return *request,
-            EventPayload::Done(_) => panic!("the run ended without asking: {seen:?} {event:?}"),
-            _ => seen.push(event),
-        }
-    }
-}
-
-/// Runs `moat ARGS` in `store`, asserting it succeeded.
-fn answer(store: &Path, args: &[&str]) {
-    let output = moat_in(store).args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "moat {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// An SDK's `ask` test adapter (`name`, the component at `path`: one probe
 /// a line, `TOOL INPUT` or `ask-tools`) asking through the SDK's approvals
 /// API and the contract's `request-approval`, run by the real `moat`
@@ -445,31 +407,17 @@ pub(crate) fn asks_through_the_real_binary(path: &str, name: &str) {
 
     // Asking: each request waits for another process's answer.
     let store = tempfile::tempdir().unwrap();
-    let mut child = moat_in(store.path())
+    let mut command = moat_in(store.path());
+    command
         .args([
             "run",
             path,
             "ask-tools\nDeploy {\"env\":\"prod\"}\nWrite {\"path\":\"a\"}",
         ])
-        .args(["--ask-tools", "Deploy,Write", "--output", "ndjson"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (sender, events) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { return };
-            let event: AgentEvent = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
-            if sender.send(event).is_err() {
-                return;
-            }
-        }
-    });
+        .args(["--ask-tools", "Deploy,Write", "--output", "ndjson"]);
+    let run = Started::new(command);
     let mut seen = Vec::new();
-    let request = next_request(&events, &mut seen);
+    let request = run.next_request(&mut seen);
     assert_eq!(texts(&seen), ["ask-tools: Deploy,Write"]);
     assert_eq!(request.kind.as_deref(), Some("tool"));
     assert_eq!(request.request_id.as_deref(), Some("1"));
@@ -484,21 +432,21 @@ pub(crate) fn asks_through_the_real_binary(path: &str, name: &str) {
     );
     // Nothing goes on until it is answered.
     std::thread::sleep(Duration::from_millis(300));
-    assert!(events.try_recv().is_err(), "the run waits for the answer");
-    answer(store.path(), &["approve", "@last"]);
+    assert!(run.try_next().is_none(), "the run waits for the answer");
+    ok_in(store.path(), &["approve", "@last"]);
 
-    let request = next_request(&events, &mut seen);
+    let request = run.next_request(&mut seen);
     assert_eq!(request.request_id.as_deref(), Some("2"));
     assert_eq!(
         (request.tool_name.as_str(), request.tool_use_id.as_str()),
         ("Write", "call-3")
     );
     assert_eq!(Value::Object(request.input), json!({"path": "a"}));
-    answer(store.path(), &["deny", "@last", "--reason", "not today"]);
+    ok_in(store.path(), &["deny", "@last", "--reason", "not today"]);
 
-    let status = child.wait().unwrap();
-    seen.extend(events.iter());
-    assert_eq!(status.code(), Some(0), "{seen:?}");
+    let (rest, code) = run.finish();
+    seen.extend(rest);
+    assert_eq!(code, Some(0), "{seen:?}");
     let said = texts(&seen);
     assert_eq!(said.len(), 3, "{said:?}");
     assert_eq!(said[1], "ok: allowed");

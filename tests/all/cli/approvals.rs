@@ -6,10 +6,8 @@
 //! asks before a tool call under `ask` through the contract's
 //! `request-approval` the same way.
 
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload, ToolStatus};
@@ -20,56 +18,7 @@ use moat_testkit::llm_turns::{openai_answer, openai_tool_turn};
 use moat_testkit::texts;
 use serde_json::{Value, json};
 
-use super::common::moat;
-
-/// `moat` with a run store of the test's own, so `@last` is its run.
-fn moat_in(store: &Path) -> Command {
-    let mut command = moat();
-    command.env("MOAT_STORE", store.join("moat.db"));
-    command
-}
-
-/// A run started in the background, its events read as they come.
-struct Started {
-    child: Child,
-    events: mpsc::Receiver<AgentEvent>,
-}
-
-impl Started {
-    fn new(mut command: Command) -> Self {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let event = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
-                if sender.send(event).is_err() {
-                    return;
-                }
-            }
-        });
-        Self { child, events }
-    }
-
-    /// The next event, within 30 s.
-    fn next(&self) -> AgentEvent {
-        self.events
-            .recv_timeout(Duration::from_secs(30))
-            .expect("an event within 30 s")
-    }
-
-    /// The rest of the events, to the end of the run, and its exit code.
-    fn finish(mut self) -> (Vec<AgentEvent>, Option<i32>) {
-        let status = self.child.wait().unwrap();
-        (self.events.iter().collect(), status.code())
-    }
-}
+use super::common::{Started, moat_in, ok_in};
 
 /// A run of `escape` fetching `url` `times` times, with `flags`.
 fn fetching(store: &Path, url: &str, times: usize, flags: &[&str]) -> Started {
@@ -93,13 +42,7 @@ fn shown(store: &Path) -> Value {
 
 /// Runs `moat ARGS` in `store`; its stdout, asserting it succeeded.
 fn ok(store: &Path, args: &[&str]) -> String {
-    let output = moat_in(store).args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "moat {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    ok_in(store, args)
 }
 
 fn answers(events: &[AgentEvent]) -> Vec<Value> {
@@ -334,7 +277,7 @@ fn a_waiting_run_spends_next_to_no_cpu_and_other_processes_follow_it_meanwhile()
     let url = format!("http://127.0.0.1:{}/", server.port);
     let run = fetching(store.path(), &url, 1, &[]);
     expect_request(&run, server.port);
-    let pid = run.child.id();
+    let pid = run.pid();
 
     // Another process follows it while it waits.
     let follower = moat_in(store.path())
@@ -500,14 +443,7 @@ fn calling_echo_once() -> LlmServer {
 
 /// Skips the run's events up to its next `permission_request`.
 fn next_request(run: &Started) -> moat_engine::PermissionRequestPayload {
-    loop {
-        let event = run.next();
-        match event.payload {
-            EventPayload::PermissionRequest(request) => return *request,
-            EventPayload::Done(_) => panic!("the run ended without asking"),
-            _ => {}
-        }
-    }
+    run.next_request(&mut Vec::new())
 }
 
 fn tool_results(events: &[AgentEvent]) -> Vec<&moat_engine::ToolResultPayload> {

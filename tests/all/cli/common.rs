@@ -1,8 +1,12 @@
 //! Helpers the tests that run the real `moat` binary share.
 
-use std::process::{Command, Output, Stdio};
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
-use moat_engine::AgentEvent;
+use moat_engine::{AgentEvent, EventPayload, PermissionRequestPayload};
 
 /// `moat` with the tests' shared cache, their shared run store and data
 /// directory (never the user's) and quiet logs.
@@ -33,6 +37,95 @@ pub fn moat() -> Command {
         .env_remove("MOAT_LOG")
         .stdin(Stdio::null());
     command
+}
+
+/// `moat` with a run store of its own in `store`, so `@last` is the run
+/// just started.
+pub fn moat_in(store: &Path) -> Command {
+    let mut command = moat();
+    command.env("MOAT_STORE", store.join("moat.db"));
+    command
+}
+
+/// Runs `moat ARGS` with the store in `store`; its stdout, asserting it
+/// succeeded.
+pub fn ok_in(store: &Path, args: &[&str]) -> String {
+    let output = moat_in(store).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "moat {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// A run started in the background (`--output ndjson`), its events read
+/// as they come.
+pub struct Started {
+    child: Child,
+    events: mpsc::Receiver<AgentEvent>,
+}
+
+impl Started {
+    /// Starts `command`.
+    pub fn new(mut command: Command) -> Self {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let event = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
+                if sender.send(event).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, events }
+    }
+
+    /// The next event, within 60 s (a large component may wait its turn
+    /// to load).
+    pub fn next(&self) -> AgentEvent {
+        self.events
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an event within 60 s")
+    }
+
+    /// The process id of its `moat`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next event if one has come.
+    pub fn try_next(&self) -> Option<AgentEvent> {
+        self.events.try_recv().ok()
+    }
+
+    /// The next `permission_request`; the events before it go to `seen`.
+    pub fn next_request(&self, seen: &mut Vec<AgentEvent>) -> PermissionRequestPayload {
+        loop {
+            let event = self.next();
+            match event.payload {
+                EventPayload::PermissionRequest(request) => return *request,
+                EventPayload::Done(_) => {
+                    panic!("the run ended without asking: {seen:?} {event:?}")
+                }
+                _ => seen.push(event),
+            }
+        }
+    }
+
+    /// The rest of the events, to the end of the run, and its exit code.
+    pub fn finish(mut self) -> (Vec<AgentEvent>, Option<i32>) {
+        let status = self.child.wait().unwrap();
+        (self.events.iter().collect(), status.code())
+    }
 }
 
 /// The events of an ndjson run.
