@@ -64,6 +64,19 @@ pub struct Cli {
         help_heading = "Workspace"
     )]
     pub workspace_dir: Option<PathBuf>,
+    /// Export traces over OTLP/HTTP to the collector at URL [default: the
+    /// OTEL_EXPORTER_OTLP_* variables, else http://localhost:4318]. The
+    /// standard OTEL_* variables turn it on without the flag
+    /// (docs/observability.md).
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        num_args = 0..=1,
+        require_equals = true,
+        help_heading = "Output"
+    )]
+    pub otel: Option<Option<String>>,
     #[command(flatten)]
     pub cluster: ClusterFlags,
     #[command(subcommand)]
@@ -133,6 +146,19 @@ pub enum Command {
     /// List or remove runs' workspaces.
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Watch runs and workflows in the browser: a local page on
+    /// 127.0.0.1, its URL (with its token) printed (docs/observability.md).
+    Ui(UiArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The port on 127.0.0.1 (0: a free one).
+    #[arg(long, value_name = "P", default_value_t = 0)]
+    pub port: u16,
+    /// Print the URL without opening a browser.
+    #[arg(long)]
+    pub no_open: bool,
 }
 
 /// How a run gets a workspace.

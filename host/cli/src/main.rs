@@ -82,6 +82,7 @@ fn main() -> ExitCode {
     // What a moat killed with SIGKILL left running ends now, whatever this
     // one is asked to do.
     moat_sandbox::clean_up_after_gone_moats();
+    let mut telemetry = wiring::telemetry(cli.otel.as_ref().map(Option::as_deref));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -93,6 +94,10 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(dispatch(cli));
+    // The runs' spans go out while the sessions close.
+    if let Some(telemetry) = &mut telemetry {
+        telemetry.flush_soon();
+    }
     // Every run has ended; what remains is closing sessions in the
     // background. Shutting down drops them, which kills what their
     // adapters started and removes their directories: wait for that, but
@@ -100,6 +105,10 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
     // Whatever is still alive of any run dies with it now.
     moat_sandbox::stop_all_runs();
+    // The runs' last spans, waited for briefly.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown();
+    }
     match result {
         Ok(code) => code,
         Err(error) => {
@@ -163,6 +172,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => return commands::diff(&globals, args).await,
         Command::Apply(args) => return commands::apply(&globals, args).await,
         Command::Workspace(command) => return commands::workspace(&globals, command).await,
+        Command::Ui(args) => return commands::ui(&globals, args).await,
         Command::Man(args) => return commands::man(args),
         Command::Doctor => return commands::doctor(&globals, config.as_ref()).await,
         Command::Secret(command) => return commands::secret(&globals, command),
@@ -204,6 +214,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Diff(_)
         | Command::Apply(_)
         | Command::Workspace(_)
+        | Command::Ui(_)
         | Command::Doctor => {
             unreachable!("answered above")
         }

@@ -238,3 +238,57 @@ pub fn runs_error(error: RunsError) -> anyhow::Error {
         other => anyhow::anyhow!("{other}"),
     }
 }
+
+/// Starts exporting traces when `--otel` (`otel`) or the `OTEL_*`
+/// variables ask for it; a collector that is misconfigured is reported
+/// once and changes nothing else.
+pub(crate) fn telemetry(otel: Option<Option<&str>>) -> Option<moat_telemetry::Guard> {
+    let config = match moat_telemetry::OtelConfig::from_env(otel) {
+        Ok(config) => config?,
+        Err(error) => {
+            tracing::warn!("no traces are exported: {error}");
+            return None;
+        }
+    };
+    match moat_telemetry::install(&config) {
+        Ok(guard) => Some(guard),
+        Err(error) => {
+            tracing::warn!("no traces are exported: {error}");
+            None
+        }
+    }
+}
+
+/// The span of workflow `name`'s own record `id`, its tasks' runs'
+/// parent; `None` when no traces are exported.
+pub(crate) fn workflow_tracer(
+    id: &moat_runs::RunId,
+    name: &str,
+) -> Option<moat_telemetry::RunTracer> {
+    let id = id.to_string();
+    let mut tracer = moat_telemetry::start_run(moat_telemetry::RunStart {
+        id: Some(&id),
+        adapter: "workflow",
+        ..moat_telemetry::RunStart::default()
+    })?;
+    tracer.set_attribute("moat.workflow.name", name.to_owned());
+    Some(tracer)
+}
+
+/// Ends a workflow's span as it ended.
+pub(crate) fn end_workflow_tracer<E: std::fmt::Display>(
+    tracer: moat_telemetry::RunTracer,
+    result: &Result<moat_workflow::Summary, E>,
+) {
+    match result {
+        Ok(summary) => {
+            let (status, error) = match summary.status {
+                moat_workflow::WorkflowStatus::Completed => ("success", None),
+                moat_workflow::WorkflowStatus::Cancelled => ("interrupted", None),
+                _ => ("error", Some("a task failed")),
+            };
+            tracer.finish(status, error);
+        }
+        Err(error) => tracer.finish("error", Some(&error.to_string())),
+    }
+}

@@ -111,6 +111,11 @@ pub struct Job {
     /// (`--ask`): how.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask: Option<JobAsk>,
+    /// The submitter's trace context (W3C `traceparent`), when it exports
+    /// traces: the worker's span of the run is its child. A malformed one
+    /// is ignored, never refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// How a job's run asks (docs/approvals.md).
@@ -146,6 +151,7 @@ impl Job {
             retry_on_worker_loss: false,
             workspace: None,
             ask: None,
+            traceparent: None,
         }
     }
 

@@ -348,7 +348,7 @@ impl Drop for OpenRequest {
         };
         let number = self.number;
         runtime.spawn(async move {
-            let answer = Answer::deny("moat", Some("the run stopped waiting for it".into()));
+            let answer = Answer::closed();
             inner.close(number, answer).await;
         });
     }

@@ -89,6 +89,8 @@ pub(crate) struct Followed {
     pub(crate) abort: CancellationToken,
     /// Set on its events, as on a run's here.
     pub(crate) role: Option<String>,
+    /// The submitter's side of its spans, when traces are exported.
+    pub(crate) tracer: Option<moat_telemetry::RunTracer>,
 }
 
 /// The run's events from the cluster to its `done`; its abort cancels it
@@ -100,7 +102,9 @@ fn follow(run: Followed) -> BoxStream<'static, AgentEvent> {
         id,
         abort,
         role,
+        tracer,
     } = run;
+    let mut tracer = tracer;
     let cancelling = {
         let (cluster, id, abort) = (cluster.clone(), id.clone(), abort.clone());
         tokio::spawn(async move {
@@ -131,6 +135,12 @@ fn follow(run: Followed) -> BoxStream<'static, AgentEvent> {
                             }
                         }
                     }
+                })
+                .map(move |event| {
+                    if let Some(tracer) = tracer.as_mut() {
+                        tracer.observe(&event);
+                    }
+                    event
                 })
                 .boxed(),
             Err(error) => unfollowed(&id, &error.to_string()),

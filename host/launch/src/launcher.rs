@@ -92,6 +92,8 @@ enum Kind {
         /// What it spends is counted here, when it has a budget or its
         /// parent does.
         meter: Option<Meter>,
+        /// Its spans, when traces are exported.
+        tracer: Option<moat_telemetry::RunTracer>,
     },
     /// Submitted to a cluster: to follow there.
     Cluster {
@@ -99,6 +101,8 @@ enum Kind {
         id: RunId,
         abort: CancellationToken,
         role: Option<String>,
+        /// The submitter's side of its spans, when traces are exported.
+        tracer: Option<moat_telemetry::RunTracer>,
     },
 }
 
@@ -282,9 +286,12 @@ impl Launcher {
                     )),
                     None => None,
                 };
+                let tracer = start_tracer(&resolved, &spec, Some(&id), None, true);
                 let submitted = match self.job(cluster, &resolved, &spec, &admission).await {
                     Ok(mut job) => {
                         job.workspace = workspace.as_ref().map(|((job, _), _)| job.clone());
+                        job.traceparent =
+                            tracer.as_ref().map(moat_telemetry::RunTracer::traceparent);
                         cluster.submit(job).await.map_err(LaunchError::from)
                     }
                     Err(error) => Err(error),
@@ -303,6 +310,7 @@ impl Launcher {
                         id,
                         abort: spec.abort,
                         role: spec.role,
+                        tracer,
                     },
                 })
             }
@@ -345,6 +353,7 @@ impl Launcher {
                     share,
                     desk,
                     meter,
+                    None,
                 ))
             }
             Place::Unrecorded => {
@@ -361,7 +370,7 @@ impl Launcher {
                 given_workspace(&mut spec, &id, &mut admission).await?;
                 let meter = self.meter(&id, &spec, &admission, None);
                 Ok(self.here(
-                    resolved, spec, admission, None, None, None, share, None, meter,
+                    resolved, spec, admission, None, None, None, share, None, meter, None,
                 ))
             }
         }
@@ -372,11 +381,13 @@ impl Launcher {
     /// it claimed): its children are launched at this launcher's place.
     /// With `workspace` (made from the job's project, and where in it the
     /// run works), the run may write it and works there.
+    /// `traceparent`: the submitter's trace context, its spans' parent.
     pub(crate) async fn prepare_recorded_elsewhere(
         &self,
         spec: LaunchSpec,
         id: RunId,
         workspace: Option<(&moat_workspace::Workspace, &str)>,
+        traceparent: Option<&str>,
     ) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec, Some(&id)).await?;
         let mut spec = with_policy_asks(spec, &admission);
@@ -410,6 +421,7 @@ impl Launcher {
             share,
             desk,
             meter,
+            traceparent,
         ))
     }
 
@@ -450,7 +462,9 @@ impl Launcher {
         share: Option<Share>,
         desk: Option<(Desk, Notices)>,
         meter: Option<Meter>,
+        traceparent: Option<&str>,
     ) -> Prepared {
+        let tracer = start_tracer(&resolved, &spec, id.as_ref(), traceparent, false);
         let (desk, notices) = desk.unzip();
         // The run's events and its desk's share a session id from the start.
         let session_id = desk.as_ref().map(|desk| desk.session().to_owned());
@@ -500,6 +514,7 @@ impl Launcher {
                 recording: recording.map(Box::new),
                 notices,
                 meter,
+                tracer,
             },
         }
     }
@@ -543,6 +558,8 @@ impl Launcher {
                     .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
                 tools: ask.tools.clone(),
             }),
+            // Set by the caller, from the run's span.
+            traceparent: None,
         })
     }
 
@@ -651,6 +668,7 @@ impl Launcher {
         let mut shares = Vec::new();
         let mut notices = Vec::new();
         let mut meters = Vec::new();
+        let mut tracers = Vec::new();
         for (task, prepared) in prepared.into_iter().enumerate() {
             match prepared.kind {
                 Kind::Here {
@@ -661,7 +679,9 @@ impl Launcher {
                     recording,
                     notices: asked,
                     meter,
+                    tracer,
                 } => {
+                    tracers.extend(tracer.map(|tracer| (task, tracer)));
                     shares.extend(share);
                     notices.extend(asked.map(|asked| (task, asked)));
                     meters.extend(meter.map(|meter| (task, meter)));
@@ -672,11 +692,13 @@ impl Launcher {
                     id,
                     abort,
                     role,
+                    tracer,
                 } => followed.push(Followed {
                     cluster,
                     id,
                     abort,
                     role,
+                    tracer,
                 }),
             }
         }
@@ -695,6 +717,7 @@ impl Launcher {
         } else {
             crate::metering::metered(events, meters)
         };
+        let events = crate::traces::traced(events, tracers);
         Launched::here(ids, events, recordings, shares)
     }
 
@@ -761,6 +784,29 @@ async fn given_workspace(
     };
     let given = crate::workspace::give(request, id, admission, &mut spec.options).await?;
     Ok(Some((given, request.root.clone())))
+}
+
+/// The spans of the run of `resolved` that `spec` asks for (`id`, when
+/// recorded; `traceparent`: a parent from another process; `submitted`:
+/// followed here, executed by a cluster's worker); `None` when no traces
+/// are exported.
+fn start_tracer(
+    resolved: &Resolved,
+    spec: &LaunchSpec,
+    id: Option<&RunId>,
+    traceparent: Option<&str>,
+    submitted: bool,
+) -> Option<moat_telemetry::RunTracer> {
+    let id = id.map(RunId::to_string);
+    let parent = spec.parent.as_ref().map(RunId::to_string);
+    moat_telemetry::start_run(moat_telemetry::RunStart {
+        id: id.as_deref(),
+        parent: parent.as_deref(),
+        traceparent,
+        adapter: resolved.name(),
+        model: spec.options.model.as_deref(),
+        submitted,
+    })
 }
 
 /// The record of a run of `resolved` that `spec` asks for, as admitted.

@@ -63,7 +63,9 @@
 //!   workspace, here or on a worker;
 //! - [`approvals`]: what a run asks for mid-run (`--ask`), recorded,
 //!   answered from anywhere, never past the ceiling; [`spending`] and
-//!   metering: budgets, counted as runs spend and narrowed like grants.
+//!   metering: budgets, counted as runs spend and narrowed like grants;
+//! - traces: each run's OpenTelemetry spans ([`moat_telemetry`]), made
+//!   from its events as they pass, wherever it was started from.
 
 pub mod admit;
 pub mod approvals;
@@ -81,6 +83,7 @@ pub mod resolve;
 pub mod secrets;
 pub mod spec;
 pub mod spending;
+mod traces;
 pub mod worker;
 pub mod workspace;
 

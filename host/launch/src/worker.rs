@@ -129,7 +129,12 @@ impl JobExecutor {
             .map_or("", |asked| asked.cwd.as_str());
         let prepared = self
             .launcher
-            .prepare_recorded_elsewhere(spec, id, workspace.as_ref().map(|w| (w, cwd)))
+            .prepare_recorded_elsewhere(
+                spec,
+                id,
+                workspace.as_ref().map(|w| (w, cwd)),
+                job.traceparent.as_deref(),
+            )
             .await;
         if prepared.is_err()
             && let Some(workspace) = &workspace

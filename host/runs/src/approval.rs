@@ -153,6 +153,14 @@ impl Answer {
         }
     }
 
+    /// The answer a request gets when its run stops waiting for it (it
+    /// ended, was cancelled, or gave up) before anyone answered: denied
+    /// by moat. Written by whoever closes it first — the run's desk as the
+    /// call that asked is dropped, or the store as the run ends.
+    pub fn closed() -> Self {
+        Self::deny("moat", Some("the run stopped waiting for it".into()))
+    }
+
     /// A denial by `by`, now, for `reason` (cut to [`MAX_REASON_BYTES`]:
     /// it may come from any client, and goes to the run's adapter).
     pub fn deny(by: impl Into<String>, reason: Option<String>) -> Self {

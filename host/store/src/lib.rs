@@ -710,6 +710,18 @@ fn end_run(
     if changed == 0 {
         return Ok(false);
     }
+    // Its open requests are closed with it, in the same transaction: a
+    // desk closing one as the run stops may come too late (the process
+    // exiting, or the run already ended), and an ended run's requests are
+    // never left open.
+    tx.execute(
+        "UPDATE approvals SET answer = ?2 WHERE run_id = ?1 AND answer IS NULL",
+        params![
+            id,
+            serde_json::to_string(&moat_runs::Answer::closed()).expect("an answer is plain data")
+        ],
+    )
+    .map_err(write_error)?;
     let has_done: bool = tx.query_row(writer::HAS_DONE, [id], |row| row.get(0))?;
     if !has_done {
         let (next, agent): (i64, String) = tx.query_row(

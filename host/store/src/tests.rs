@@ -696,5 +696,18 @@ fn a_run_with_an_open_request_reads_as_waiting_and_any_process_answers_it_once()
             .to_string()
             .contains("has ended")
     );
-    assert_eq!(owner.approvals(&id).unwrap().len(), 2);
+    // The request left open when it ended was closed with it.
+    let approvals = owner.approvals(&id).unwrap();
+    assert_eq!(approvals.len(), 2);
+    let closed = approvals[1]
+        .answer
+        .as_ref()
+        .expect("closed as the run ended");
+    assert!(!closed.approved);
+    assert_eq!(closed.by, "moat");
+    assert_eq!(closed.reason, Answer::closed().reason);
+    assert_eq!(
+        approvals[0].answer.as_ref().map(|a| a.by.as_str()),
+        Some("a test")
+    );
 }

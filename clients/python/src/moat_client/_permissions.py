@@ -9,13 +9,10 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from ._errors import MoatError
-from ._types import AgentEvent, ApprovalKind
-
-if TYPE_CHECKING:
-    from ._client import MoatClient
+from ._types import AgentEvent, Approval, ApprovalKind
 
 __all__ = [
     "PermissionHandler",
@@ -113,12 +110,28 @@ class _Asked:
             task.cancel()
 
 
+class _Answering(Protocol):
+    """What answering a request takes of a client: `MoatClient`'s
+    `approvals`, `approve` and `deny` (named here by shape, so this module
+    does not import the client that imports it)."""
+
+    async def approvals(self, run: str) -> list[Approval]: ...
+
+    async def approve(
+        self, run: str, *, request: int | str | None = None, always: bool = False
+    ) -> Approval: ...
+
+    async def deny(
+        self, run: str, *, request: int | str | None = None, reason: str | None = None
+    ) -> Approval: ...
+
+
 class _Permissions:
     """Watches the events of a client's subscriptions for
     `permission_request`s and answers each once with its run's handler (or
     the client's)."""
 
-    def __init__(self, client: MoatClient) -> None:
+    def __init__(self, client: _Answering) -> None:
         self._client = client
         #: The client's handler, for every run it follows.
         self.handler: PermissionHandler | None = None

@@ -313,6 +313,12 @@ impl Cluster {
                 run.done = outcome.done.clone().or_else(|| payload_of(&event));
                 run.ended_ms = Some(moat_engine::now_ms());
                 run.ending = Some(ending_id.clone());
+                // Its open requests are closed with it, in the same write.
+                for approval in &mut run.approvals {
+                    approval
+                        .answer
+                        .get_or_insert_with(moat_runs::Answer::closed);
+                }
                 done_event = Some(event);
                 Change::Write
             })

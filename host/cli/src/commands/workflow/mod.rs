@@ -399,6 +399,7 @@ async fn run(
     };
     let record_of = |store: &Arc<Store>| record(store, &workflow, &flags, grants);
     let record = store.as_ref().map(record_of).transpose()?;
+    let name = workflow.name.clone();
     let engine = Engine::new(workflow, runner.clone(), hooks);
     let opened = match engine.open(start).await {
         Ok(opened) => opened,
@@ -416,9 +417,12 @@ async fn run(
     // once it is spent nothing more is dispatched.
     let budget = workflow_budget(&flags);
     let mut account = None;
+    // Its span is its tasks' runs' parent, as its record is: one trace.
+    let mut tracer = None;
     if let Some(id) = &record
         && !on_cluster
     {
+        tracer = wiring::workflow_tracer(id, &name);
         runner.set_parent(id.clone());
         if !budget.is_unbounded() {
             account = Some(launcher.open_account(id, budget, cancel.clone()));
@@ -456,6 +460,9 @@ async fn run(
     }
     drop(live);
     let status = result.as_ref().map(|summary| summary.status);
+    if let Some(tracer) = tracer {
+        wiring::end_workflow_tracer(tracer, &result);
+    }
     if let (Some(store), Some(id)) = (&store, &record) {
         let error = result.as_ref().err().map(ToString::to_string);
         end_record(

@@ -1,0 +1,114 @@
+//! `moat ui`: the local web inspector (moat-ui) over this machine's runs
+//! or, with `--nats`, the cluster's; its URL, with the token, printed and
+//! opened in a browser when there is a display.
+
+use std::io::Write;
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+
+use moat_launch::{LaunchError, RunWorkspace};
+use moat_ui::{DiffSource, Settings, Ui};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::UiArgs;
+use crate::{Globals, wiring};
+
+pub async fn ui(globals: &Globals, args: &UiArgs) -> anyhow::Result<ExitCode> {
+    let place = Arc::new(wiring::place(globals, "moat ui", false).await?);
+    let runs = place.runs().expect("a recorded place");
+    let settings = Settings {
+        port: args.port,
+        diff: wiring::workspace_root(globals)
+            .ok()
+            .map(|root| diffs(place.clone(), root)),
+        answerer: answerer(),
+    };
+    let ui = Ui::bind(runs, settings).await.map_err(|error| {
+        crate::UsageError(format!(
+            "cannot listen on 127.0.0.1:{}: {error}; --port 0 picks a free port",
+            args.port
+        ))
+    })?;
+    let url = ui.url();
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "moat ui: {url}")?;
+        writeln!(
+            stdout,
+            "(the token in this URL is the only way in; Ctrl-C stops)"
+        )?;
+        stdout.flush()?;
+    }
+    if !args.no_open {
+        open(&url);
+    }
+    let stop = CancellationToken::new();
+    tokio::spawn(stop_on_signals(stop.clone()));
+    ui.serve(stop).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A run's workspace diff, as `moat diff RUN` prints it (without colour).
+fn diffs(place: Arc<moat_launch::Place>, root: std::path::PathBuf) -> DiffSource {
+    Arc::new(move |id| {
+        let place = place.clone();
+        let root = root.clone();
+        Box::pin(async move {
+            let workspace = match RunWorkspace::find(place.cluster(), &root, &id) {
+                Ok(workspace) => workspace,
+                Err(LaunchError::Workspace(moat_workspace::WorkspaceError::NotFound(_))) => {
+                    return Ok(None);
+                }
+                Err(error) => return Err(error.to_string()),
+            };
+            let diff = workspace
+                .diff(false, false)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(Some(String::from_utf8_lossy(&diff).into_owned()))
+        })
+    })
+}
+
+/// Who answers from the page, as the run's record keeps it.
+fn answerer() -> String {
+    match std::env::var("USER") {
+        Ok(user) if !user.is_empty() => format!("moat ui (pid {}, {user})", std::process::id()),
+        _ => format!("moat ui (pid {})", std::process::id()),
+    }
+}
+
+/// Opens `url` in the desktop's browser when there is a display; the URL
+/// is printed either way.
+fn open(url: &str) {
+    let display = ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
+    if !display {
+        return;
+    }
+    let opened = std::process::Command::new("xdg-open")
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    if let Err(error) = opened {
+        tracing::debug!("cannot run xdg-open: {error}");
+    }
+}
+
+async fn stop_on_signals(stop: CancellationToken) {
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = interrupt.recv() => {}
+        _ = terminate.recv() => {}
+    }
+    stop.cancel();
+}

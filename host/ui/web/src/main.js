@@ -1,0 +1,494 @@
+// The page of `moat ui`: runs, a run, a workflow. Every request carries
+// the token of the page's URL; live data comes as server-sent events.
+import { h, render } from 'preact';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import htm from 'htm';
+import dagre from '@dagrejs/dagre';
+import './app.css';
+
+const html = htm.bind(h);
+const TOKEN = new URLSearchParams(location.search).get('token') || '';
+const STATUSES = ['pending', 'running', 'waiting', 'completed', 'failed'];
+
+function api(path, params = {}) {
+  const query = new URLSearchParams({ ...params, token: TOKEN });
+  return `api/${path}?${query}`;
+}
+
+async function getJson(path, params) {
+  const response = await fetch(api(path, params));
+  if (!response.ok) throw new Error(`${response.status}: ${await response.text()}`);
+  return response.json();
+}
+
+async function post(path, body) {
+  const response = await fetch(api(path), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body || {}),
+  });
+  if (!response.ok) throw new Error(`${response.status}: ${await response.text()}`);
+  return response.json();
+}
+
+// ---- formatting
+
+function ago(ms, now) {
+  if (!ms) return '-';
+  return span(now - ms) + ' ago';
+}
+function span(ms) {
+  if (ms == null || ms < 0) return '-';
+  if (ms < 1000) return `${ms} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${Math.floor(s % 60)}s`;
+  return `${Math.floor(m / 60)}h ${m % 60}m`;
+}
+function duration(run, now) {
+  if (!run.startedMs) return '-';
+  return span((run.endedMs || now) - run.startedMs);
+}
+function cost(usage, spent) {
+  const usd = usage?.cost?.usd ?? spent?.usd;
+  return usd == null ? '-' : `$${Number(usd).toFixed(4)}`;
+}
+function tokens(usage) {
+  const t = usage?.tokens;
+  if (!t) return '-';
+  const input = t.input?.total ?? t.input;
+  const output = t.output?.total ?? t.output;
+  if (input == null && output == null) return '-';
+  return `${input ?? '?'} → ${output ?? '?'}`;
+}
+function shortId(id) {
+  return id ? id.slice(0, 12) : '';
+}
+function statusOf(run) {
+  return run.status === 'failed' && run.reason === 'cancelled' ? 'cancelled' : run.status;
+}
+function Badge({ status, title }) {
+  return html`<span class=${`badge ${status}`} title=${title || status}>${status}</span>`;
+}
+function brief(value, max = 120) {
+  let text = typeof value === 'string' ? value : JSON.stringify(value);
+  if (text == null) return '';
+  return text.length > max ? text.slice(0, max) + '…' : text;
+}
+
+// ---- router
+
+function useRoute() {
+  const [hash, setHash] = useState(location.hash);
+  useEffect(() => {
+    const changed = () => setHash(location.hash);
+    addEventListener('hashchange', changed);
+    return () => removeEventListener('hashchange', changed);
+  }, []);
+  const parts = hash.replace(/^#\/?/, '').split('/');
+  return parts;
+}
+
+function useNow(every = 1000) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now()), every);
+    return () => clearInterval(timer);
+  }, [every]);
+  return now;
+}
+
+function App() {
+  const [page, id] = useRoute();
+  let body;
+  if (page === 'run' && id) body = html`<${RunPage} key=${id} id=${id} />`;
+  else if (page === 'workflow' && id) body = html`<${WorkflowPage} key=${id} id=${id} />`;
+  else body = html`<${RunsPage} />`;
+  return html`
+    <header class="top"><a class="brand" href="#/">moat ui</a><a href="#/">Runs</a></header>
+    <main>${body}</main>`;
+}
+
+// ---- runs
+
+function RunsPage() {
+  const [status, setStatus] = useState('');
+  const [adapter, setAdapter] = useState('');
+  const [runs, setRuns] = useState(null);
+  const [error, setError] = useState(null);
+  const [adapters, setAdapters] = useState([]);
+  const now = useNow();
+  useEffect(() => {
+    const params = { limit: '1000' };
+    if (status === 'live') params.status = 'pending,running,waiting';
+    else if (status) params.status = status;
+    if (adapter) params.adapter = adapter;
+    const source = new EventSource(api('runs/stream', params));
+    source.addEventListener('runs', (message) => {
+      const list = JSON.parse(message.data);
+      setRuns(list);
+      setError(null);
+      setAdapters((known) => {
+        const all = new Set(known);
+        for (const run of list) all.add(run.adapter);
+        return all.size === known.length ? known : [...all].sort();
+      });
+    });
+    source.addEventListener('failure', (message) => setError(JSON.parse(message.data)));
+    source.onerror = () => setError('the connection to moat ui was lost; retrying…');
+    source.onopen = () => setError(null);
+    return () => source.close();
+  }, [status, adapter]);
+  return html`
+    <h1>Runs</h1>
+    <div class="filters">
+      <label>status
+        <select id="filter-status" value=${status} onChange=${(e) => setStatus(e.target.value)}>
+          <option value="">any</option>
+          <option value="live">live (pending, running, waiting)</option>
+          ${STATUSES.map((s) => html`<option value=${s}>${s}</option>`)}
+        </select>
+      </label>
+      <label>adapter
+        <select id="filter-adapter" value=${adapter} onChange=${(e) => setAdapter(e.target.value)}>
+          <option value="">any</option>
+          ${adapters.map((a) => html`<option value=${a}>${a}</option>`)}
+        </select>
+      </label>
+      <span class="muted">${runs ? `${runs.length} runs` : 'loading…'}</span>
+    </div>
+    ${error && html`<div class="error-banner">${String(error)}</div>`}
+    <table id="runs">
+      <thead><tr>
+        <th>run</th><th>status</th><th>adapter</th><th>age</th><th class="num">duration</th>
+        <th class="num">cost</th><th class="num">tokens</th><th>parent</th><th>prompt</th>
+      </tr></thead>
+      <tbody>
+        ${(runs || []).map((run) => html`
+          <tr key=${run.id} data-run-id=${run.id} data-status=${statusOf(run)}>
+            <td class="mono"><a href=${run.workflow ? `#/workflow/${run.id}` : `#/run/${run.id}`}>${shortId(run.id)}</a></td>
+            <td><${Badge} status=${statusOf(run)} /></td>
+            <td>${run.adapter}</td>
+            <td>${ago(run.createdMs, now)}</td>
+            <td class="num">${duration(run, now)}</td>
+            <td class="num">${cost(run.usage, run.spent)}</td>
+            <td class="num">${tokens(run.usage)}</td>
+            <td class="mono">${run.parent ? html`<a href=${`#/run/${run.parent}`}>${shortId(run.parent)}</a>` : ''}</td>
+            <td class="prompt" title=${run.prompt}>${brief(run.prompt, 80)}</td>
+          </tr>`)}
+      </tbody>
+    </table>`;
+}
+
+// ---- a run
+
+// The events of a run, folded as they come: the answer's text, the
+// other events in order (tool calls with their results).
+function useEvents(id) {
+  const store = useRef(null);
+  const [, setTick] = useState(0);
+  if (!store.current) store.current = { answer: '', segment: 0, items: [], tools: new Map(), count: 0, ended: false, error: null };
+  useEffect(() => {
+    const s = store.current;
+    let scheduled = false;
+    const redraw = () => {
+      if (scheduled) return;
+      scheduled = true;
+      requestAnimationFrame(() => { scheduled = false; setTick((t) => t + 1); });
+    };
+    const source = new EventSource(api(`runs/${encodeURIComponent(id)}/events`));
+    source.addEventListener('events', (message) => {
+      for (const event of JSON.parse(message.data)) fold(s, event);
+      redraw();
+    });
+    source.addEventListener('end', () => { s.ended = true; source.close(); redraw(); });
+    source.addEventListener('failure', (message) => { s.error = JSON.parse(message.data); source.close(); redraw(); });
+    source.onerror = () => { if (!s.ended) { s.error = 'the live stream was interrupted; reconnecting…'; redraw(); } };
+    source.onopen = () => { s.error = null; };
+    return () => source.close();
+  }, [id]);
+  return store.current;
+}
+
+function fold(s, event) {
+  s.count += 1;
+  const p = event.payload || {};
+  switch (event.type) {
+    case 'text_delta':
+      s.answer += p.delta || '';
+      return;
+    case 'text':
+      // A whole message: the deltas before it, complete (or a message
+      // sent without deltas).
+      if (s.answer.length > s.segment) s.answer = s.answer.slice(0, s.segment);
+      else if (s.answer && !s.answer.endsWith('\n')) s.answer += '\n';
+      s.answer += p.content || '';
+      s.segment = s.answer.length;
+      return;
+    case 'tool_use': {
+      const item = { kind: 'tool', use: p, result: null };
+      s.tools.set(p.toolUseId, item);
+      s.items.push(item);
+      return;
+    }
+    case 'tool_result': {
+      const item = s.tools.get(p.toolUseId);
+      if (item) item.result = p;
+      else s.items.push({ kind: 'tool', use: { toolName: p.toolName, toolUseId: p.toolUseId }, result: p });
+      return;
+    }
+    default:
+      s.items.push({ kind: event.type, payload: p, at: event.timestamp });
+      // Keep the page light on very long runs: the oldest items go.
+      if (s.items.length > 5000) s.items.splice(0, s.items.length - 5000);
+  }
+}
+
+function EventItem({ item }) {
+  const p = item.payload || {};
+  switch (item.kind) {
+    case 'tool': {
+      const use = item.use;
+      const status = item.result ? item.result.status : 'running';
+      return html`<div class="ev tool"><details>
+        <summary><b>${use.toolName}</b> ${use.description || brief(use.input, 100)}
+          <span class="muted"> · ${status}${item.result?.durationMs != null ? ` · ${span(item.result.durationMs)}` : ''}</span></summary>
+        <pre class="json">${JSON.stringify(use.input, null, 2)}</pre>
+        ${item.result && html`<pre class="json">${typeof item.result.output === 'string' ? item.result.output : JSON.stringify(item.result.output, null, 2)}</pre>`}
+      </details></div>`;
+    }
+    case 'thinking':
+      return html`<div class="ev thinking">${p.summary}</div>`;
+    case 'error':
+      return html`<div class="ev error"><b>${p.code || 'error'}</b>${p.recoverable ? ' (recoverable)' : ''}: ${p.message}</div>`;
+    case 'permission_request':
+      return html`<div class="ev permission">asks to use <b>${p.toolName}</b>${p.reason ? `: ${p.reason}` : ''}</div>`;
+    case 'init':
+      return html`<div class="ev muted">started${p.model ? ` · model ${p.model}` : ''}${p.cwd ? ` · ${p.cwd}` : ''}</div>`;
+    case 'done': {
+      const u = p.usage || {};
+      return html`<div class=${`ev done ${p.status === 'success' ? '' : 'bad'}`} id="done">done: ${p.status}
+        <span class="muted"> · ${span(p.durationMs)} · ${u.toolUses ?? 0} tool calls · tokens ${tokens(u)} · cost ${cost(u)}</span></div>`;
+    }
+    default:
+      return html`<div class="ev"><details><summary class="muted">${item.kind}</summary><pre class="json">${JSON.stringify(p, null, 2)}</pre></details></div>`;
+  }
+}
+
+function Tree({ nodes, root }) {
+  if (!nodes || nodes.length === 0) return root ? html`<p class="muted">no children</p>` : null;
+  return html`<ul class=${root ? 'tree root' : 'tree'}>${nodes.map((n) => html`
+    <li key=${n.id}><a class="mono" href=${n.workflow ? `#/workflow/${n.id}` : `#/run/${n.id}`}>${shortId(n.id)}</a>
+      ${' '}<${Badge} status=${statusOf(n)} /> ${n.adapter}
+      <${Tree} nodes=${n.children} /></li>`)}</ul>`;
+}
+
+function useRecord(id, every = 1000) {
+  const [data, setData] = useState(null);
+  const [error, setError] = useState(null);
+  const [again, setAgain] = useState(0);
+  useEffect(() => {
+    let stop = false;
+    let timer;
+    const load = async () => {
+      try {
+        const next = await getJson(`runs/${encodeURIComponent(id)}`);
+        if (stop) return;
+        setData(next);
+        setError(null);
+        // Ended: read once more later (children may still end), then stop.
+        const ended = ['completed', 'failed'].includes(next.record.status);
+        const live = next.children.some(function walk(n) { return !['completed', 'failed'].includes(n.status) || n.children.some(walk); });
+        if (!ended || live) timer = setTimeout(load, every);
+      } catch (e) {
+        if (!stop) { setError(e.message); timer = setTimeout(load, every * 3); }
+      }
+    };
+    load();
+    return () => { stop = true; clearTimeout(timer); };
+  }, [id, again]);
+  return [data, error, () => setAgain((n) => n + 1)];
+}
+
+function RunPage({ id }) {
+  const [data, error, reload] = useRecord(id);
+  const events = useEvents(id);
+  const [acting, setActing] = useState(null);
+  const now = useNow();
+  if (!data) return error ? html`<div class="error-banner">${error}</div>` : html`<p class="muted">loading…</p>`;
+  const r = data.record;
+  const status = statusOf(r);
+  const ended = ['completed', 'failed'].includes(r.status);
+  const act = async (what, call) => {
+    setActing(what);
+    try { await call(); } catch (e) { alert(e.message); }
+    setActing(null);
+    reload();
+  };
+  return html`
+    <h1>run <span class="mono">${r.id}</span> <${Badge} status=${status} title=${r.reason || r.status} /></h1>
+    <p><span id="run-status" data-status=${status}>${status}${r.reason && r.reason !== 'cancelled' ? ` (${r.reason})` : ''}</span>
+      ${' · '}${r.adapter} · started ${ago(r.createdMs, now)} · ${duration(r, now)}
+      ${r.parent && html` · parent <a class="mono" href=${`#/run/${r.parent}`}>${shortId(r.parent)}</a>`}
+      ${data.workflow && html` · <a id="workflow-link" href=${`#/workflow/${r.id}`}>workflow graph</a>`}
+      ${' '}<button id="cancel" class="danger" disabled=${ended || acting}
+        onClick=${() => act('cancel', () => post(`runs/${encodeURIComponent(r.id)}/cancel`))}>Cancel</button></p>
+    ${error && html`<div class="error-banner">${error}</div>`}
+    <div class="grid">
+      <section>
+        <${Approvals} data=${data} act=${act} acting=${acting} />
+        <h2>Answer</h2>
+        <div id="answer" class="answer">${events.answer || html`<span class="muted">nothing yet</span>`}</div>
+        <h2>Events <span class="muted" id="event-count" data-count=${events.count}>${events.count}${events.ended ? '' : ' · live'}</span></h2>
+        ${events.error && html`<div class="error-banner">${String(events.error)}</div>`}
+        <div class="events">${events.items.map((item, i) => html`<${EventItem} key=${i} item=${item} />`)}</div>
+        ${data.diffAvailable && html`<${Diff} id=${r.id} />`}
+      </section>
+      <aside>
+        <div class="panel"><h2 style="margin-top:0">Record</h2><${Record} r=${r} /></div>
+        <div class="panel" style="margin-top:16px"><h2 style="margin-top:0">Children</h2><${Tree} nodes=${data.children} root /></div>
+      </aside>
+    </div>`;
+}
+
+function Approvals({ data, act, acting }) {
+  const list = data.approvals || [];
+  if (list.length === 0 && !data.approvalsError) return null;
+  const id = encodeURIComponent(data.record.id);
+  return html`<h2>Approvals</h2>
+    ${data.approvalsError && html`<div class="error-banner">${data.approvalsError}</div>`}
+    <div class="panel" id="approvals">${list.map((a) => html`
+      <div class="approval" data-number=${a.number}>
+        <span class="mono">${a.number}.</span>
+        <span class="what"><b>${a.request?.kind ?? 'request'}</b> ${a.request?.reason ?? brief(a.request, 200)}</span>
+        ${a.answer
+          ? html`<span class="muted">${a.answer.approved ? 'approved' : 'denied'} by ${a.answer.by}</span>`
+          : html`<button class="ok" disabled=${acting} onClick=${() => act('approve', () => post(`runs/${id}/approvals/${a.number}`, { decision: 'approve' }))}>Approve</button>
+                 <button class="danger" disabled=${acting} onClick=${() => act('deny', () => post(`runs/${id}/approvals/${a.number}`, { decision: 'deny', reason: 'denied in moat ui' }))}>Deny</button>`}
+      </div>`)}</div>`;
+}
+
+function Record({ r }) {
+  const json = (v) => html`<pre class="json">${JSON.stringify(v, null, 2)}</pre>`;
+  const workspace = r.options?.workspace;
+  return html`<dl class="record">
+    <dt>adapter</dt><dd>${r.adapter}</dd>
+    <dt>component</dt><dd class="mono">${brief(r.componentSha256, 24)}</dd>
+    <dt>trust</dt><dd>${r.trust ?? '-'}</dd>
+    <dt>where</dt><dd>${r.worker ? `worker ${r.worker}` : r.ownerPid ? `pid ${r.ownerPid}` : '-'}</dd>
+    <dt>prompt</dt><dd>${brief(r.prompt, 400)}</dd>
+    ${workspace && html`<dt>workspace</dt><dd>${json(workspace)}</dd>`}
+  </dl>
+  <details><summary>grants</summary>${json(r.grants)}</details>
+  <details><summary>limits</summary>${json(r.limits)}</details>
+  <details><summary>options</summary>${json(r.options)}</details>
+  ${r.done && html`<details><summary>done</summary>${json(r.done)}</details>`}`;
+}
+
+function Diff({ id }) {
+  const [diff, setDiff] = useState(null);
+  const load = async () => {
+    try { setDiff(await getJson(`runs/${encodeURIComponent(id)}/diff`)); } catch (e) { setDiff({ error: e.message }); }
+  };
+  return html`<h2>Workspace</h2>
+    ${!diff && html`<button id="show-diff" onClick=${load}>Show the workspace diff</button>`}
+    ${diff && diff.error && html`<div class="error-banner">${diff.error}</div>`}
+    ${diff && !diff.error && diff.diff == null && html`<p class="muted">this run has no workspace</p>`}
+    ${diff && diff.diff != null && html`<pre class="diff">${diff.diff === '' ? 'no changes' : diff.diff.split('\n').map((line) => html`<div class=${line.startsWith('@@') ? 'hunk' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : ''}>${line}</div>`)}</pre>
+      ${diff.truncated && html`<p class="muted">truncated: \`moat diff ${id}\` shows all of it</p>`}`}`;
+}
+
+// ---- a workflow
+
+const TASK_COLOURS = {
+  completed: ['#e3f4ea', '#1f8a4c'], failed: ['#fbe5e4', '#c4302b'],
+  running: ['#e4ecfb', '#2457c5'], pending: ['#f1f1ee', '#7a7f85'],
+};
+
+function WorkflowPage({ id }) {
+  const [record] = useRecord(id, 1000);
+  const [flow, setFlow] = useState(null);
+  const [error, setError] = useState(null);
+  const now = useNow();
+  useEffect(() => {
+    let stop = false;
+    let timer;
+    const load = async () => {
+      try {
+        const next = await getJson(`runs/${encodeURIComponent(id)}/workflow`);
+        if (stop) return;
+        setFlow(next);
+        setError(null);
+        if (next.status !== 'completed' && next.status !== 'failed' && next.status !== 'cancelled') timer = setTimeout(load, 1000);
+      } catch (e) {
+        if (!stop) { setError(e.message); timer = setTimeout(load, 3000); }
+      }
+    };
+    load();
+    return () => { stop = true; clearTimeout(timer); };
+  }, [id]);
+  const layout = useMemo(() => flow && lay(flow.tasks), [flow && flow.tasks.map((t) => t.id + t.dependsOn.join()).join('|')]);
+  if (!flow) return error ? html`<div class="error-banner">${error}</div>` : html`<p class="muted">loading…</p>`;
+  const r = record?.record;
+  const open = (task) => {
+    const run = task.state?.run || task.state?.runs?.[task.state.runs.length - 1];
+    if (run) location.hash = `#/run/${run}`;
+  };
+  return html`
+    <h1>workflow ${flow.name} <span id="workflow-status" data-status=${flow.status || 'pending'}><${Badge} status=${flow.status || 'pending'} /></span></h1>
+    <p class="muted">${flow.file}${flow.startedAt ? ` · started ${flow.startedAt}` : ''}${flow.endedAt ? ` · ended ${flow.endedAt}` : ''}
+      ${r && html` · record <a class="mono" href=${`#/run/${r.id}`}>${shortId(r.id)}</a>`}</p>
+    ${flow.changed && html`<div class="error-banner">the workflow file changed since this run: its tasks may differ from those that ran</div>`}
+    ${error && html`<div class="error-banner">${error}</div>`}
+    <div class="dag" id="dag">
+      <svg width=${layout.width} height=${layout.height} viewBox=${`0 0 ${layout.width} ${layout.height}`}>
+        <defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#9aa0a6" /></marker></defs>
+        ${layout.edges.map((e) => html`<path d=${e.path} fill="none" stroke="#9aa0a6" stroke-width="1.5" marker-end="url(#arrow)" />`)}
+        ${flow.tasks.map((task) => {
+          const n = layout.nodes[task.id];
+          const st = (task.state?.status || 'PENDING').toLowerCase();
+          const [fill, stroke] = TASK_COLOURS[st] || TASK_COLOURS.pending;
+          const s = task.state || {};
+          const runs = s.runs?.length || 0;
+          return html`<g class="node" data-task=${task.id} data-status=${st} transform=${`translate(${n.x - n.width / 2},${n.y - n.height / 2})`} onClick=${() => open(task)}>
+            <title>${task.id}: ${st}${s.error ? ` — ${s.error}` : ''}</title>
+            <rect width=${n.width} height=${n.height} fill=${fill} stroke=${stroke} />
+            <text class="title" x="12" y="21" fill=${stroke}>${task.id}</text>
+            <text x="12" y="40" fill="#44484c">${st} · ${task.adapter}</text>
+            <text x="12" y="57" fill="#6b7075">${runs} run${runs === 1 ? '' : 's'} · ×${s.iterations || 0} · ${s.duration_ms ? span(s.duration_ms) : '-'}</text>
+          </g>`;
+        })}
+      </svg>
+    </div>
+    <h2>Tasks</h2>
+    <table id="tasks"><thead><tr><th>task</th><th>status</th><th>adapter</th><th class="num">iterations</th><th class="num">attempt</th><th class="num">duration</th><th class="num">tokens</th><th class="num">cost</th><th>runs</th><th>note</th></tr></thead>
+      <tbody>${flow.tasks.map((task) => {
+        const s = task.state || {};
+        return html`<tr data-task=${task.id}><td>${task.id}</td><td><${Badge} status=${(s.status || 'PENDING').toLowerCase()} /></td><td>${task.adapter}</td>
+          <td class="num">${s.iterations ?? 0}</td><td class="num">${s.attempts ?? 0}</td><td class="num">${s.duration_ms ? span(s.duration_ms) : '-'}</td>
+          <td class="num">${tokens(s.usage)}</td><td class="num">${cost(s.usage)}</td>
+          <td class="mono">${[...(s.runs || []), ...(s.run && !(s.runs || []).includes(s.run) ? [s.run] : [])].map((run) => html`<a href=${`#/run/${run}`}>${shortId(run)}</a> `)}</td>
+          <td class="muted">${s.blocked_by ? `blocked by ${s.blocked_by}` : brief(s.error || '', 80)}</td></tr>`;
+      })}</tbody></table>
+    <p class="muted">${now && ''}</p>`;
+}
+
+function lay(tasks) {
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: 'LR', nodesep: 24, ranksep: 56, marginx: 16, marginy: 16 });
+  g.setDefaultEdgeLabel(() => ({}));
+  for (const task of tasks) g.setNode(task.id, { width: 200, height: 66 });
+  for (const task of tasks) for (const dep of task.dependsOn) if (g.hasNode(dep)) g.setEdge(dep, task.id);
+  dagre.layout(g);
+  const nodes = {};
+  for (const id of g.nodes()) nodes[id] = g.node(id);
+  const edges = g.edges().map((e) => {
+    const points = g.edge(e).points;
+    return { path: points.map((p, i) => `${i ? 'L' : 'M'}${p.x},${p.y}`).join(' ') };
+  });
+  const graph = g.graph();
+  return { nodes, edges, width: Math.max(graph.width || 0, 200), height: Math.max(graph.height || 0, 80) };
+}
+
+render(html`<${App} />`, document.getElementById('app'));

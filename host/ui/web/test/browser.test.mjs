@@ -1,0 +1,244 @@
+// `moat ui` in real Chromium (playwright-core driving Debian's chromium),
+// through the real `moat` binary: run by tests/all/ui.rs, which gives the
+// binary, the testing components and where screenshots go.
+//
+//   MOAT_BIN              the moat binary
+//   MOAT_TEST_FLOOD       the flood testing component (N text deltas)
+//   MOAT_TEST_SLEEPY      the sleepy testing component (a tick per sleep)
+//   MOAT_TEST_ESCAPE      the escape testing component (reaches for hosts)
+//   MOAT_UI_EXAMPLE       examples/workflows/pipeline
+//   MOAT_UI_SCREENSHOTS   where ui-*.png are written (docs/images)
+//   MOAT_UI_NATS          optional: a NATS URL with one worker on it
+//   CHROMIUM              the browser (default /usr/bin/chromium)
+//   MOAT_STORE etc.       the environment of every moat started here
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const BIN = process.env.MOAT_BIN;
+const FLOOD = process.env.MOAT_TEST_FLOOD;
+const SLEEPY = process.env.MOAT_TEST_SLEEPY;
+const ESCAPE = process.env.MOAT_TEST_ESCAPE;
+const SHOTS = process.env.MOAT_UI_SCREENSHOTS;
+const NATS = process.env.MOAT_UI_NATS || '';
+for (const [name, value] of Object.entries({ BIN, FLOOD, SLEEPY, ESCAPE, SHOTS })) {
+  if (!value) throw new Error(`${name} is not set: run this suite from tests/all/ui.rs`);
+}
+
+function moat(args, options = {}) {
+  return execFileSync(BIN, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...options });
+}
+
+/// Starts `moat ui`, resolving with its process and URL once it prints it.
+function startUi(extra = []) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(BIN, ['ui', '--no-open', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const found = out.match(/moat ui: (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+)/);
+      if (found) resolve({ child, url: found[1] });
+    });
+    child.stderr.on('data', (chunk) => { err += chunk; });
+    child.on('exit', (code) => reject(new Error(`moat ui exited (${code}): ${err}`)));
+    setTimeout(() => reject(new Error(`moat ui printed no URL: ${out} ${err}`)), 30000).unref();
+  });
+}
+
+/// A raw request (Node's fetch would not send a foreign Origin or Host).
+function get(url, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers }, (res) => {
+      let body = '';
+      res.on('data', (c) => { body += c; });
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const detached = (args) => moat(['run', ...args, '--detach']).trim().split(/\s+/).pop();
+
+describe('moat ui', () => {
+  let ui;
+  let browser;
+  let page;
+  before(async () => {
+    ui = await startUi();
+    browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium' });
+    page = await browser.newPage({ viewport: { width: 1360, height: 820 } });
+    page.on('pageerror', (error) => { console.error('page error:', error); });
+  });
+  after(async () => {
+    await browser?.close();
+    ui?.child.kill('SIGTERM');
+  });
+
+  test('every request needs the token, from this origin', async () => {
+    const base = ui.url.replace(/\/\?token=.*/, '');
+    const token = ui.url.split('token=')[1];
+    assert.equal((await get(`${base}/`)).status, 403);
+    assert.equal((await get(`${base}/api/runs`)).status, 403);
+    assert.equal((await get(`${base}/api/runs/stream`)).status, 403);
+    assert.equal((await get(`${base}/api/runs?token=${token.slice(0, -1)}0`)).status, 403);
+    assert.equal((await get(`${base}/api/runs?token=${token}`, { Origin: 'http://evil.example' })).status, 403);
+    assert.equal((await get(`${base}/api/runs?token=${token}`, { Host: `evil.example:${new URL(base).port}` })).status, 403);
+    assert.equal((await get(`${base}/api/runs?token=${token}`, { Origin: base })).status, 200);
+    assert.equal((await get(`${base}/api/runs?token=${token}&status=sleeping`)).status, 400);
+    assert.equal((await get(`${base}/api/runs/not-a-run?token=${token}`)).status, 400);
+    // The browser too: the page without the token is refused.
+    const refused = await page.goto(`${base}/`);
+    assert.equal(refused.status(), 403);
+  });
+
+  test('the runs page shows a run started from the CLI within a second, then completed', async () => {
+    await page.goto(ui.url);
+    await page.waitForSelector('#runs');
+    // About two seconds of ticks: seen running, then completed.
+    const id = detached([SLEEPY, '2']);
+    const started = Date.now();
+    const row = page.locator(`tr[data-run-id="${id}"]`);
+    await row.waitFor({ timeout: 5000 });
+    const seenAfter = Date.now() - started;
+    assert.ok(seenAfter < 1000, `the run appeared after ${seenAfter} ms`);
+    await page.locator(`tr[data-run-id="${id}"][data-status="completed"]`).waitFor({ timeout: 30000 });
+    // Filters: only completed runs of this adapter.
+    await page.selectOption('#filter-status', 'failed');
+    await row.waitFor({ state: 'detached', timeout: 5000 });
+    await page.selectOption('#filter-status', 'completed');
+    await row.waitFor({ timeout: 5000 });
+    await page.selectOption('#filter-status', '');
+    console.log(`# the run appeared on the page ${seenAfter} ms after moat run --detach returned`);
+  });
+
+  test('a run page shows a flood\'s events arriving and the final answer', async () => {
+    const count = 20000;
+    const id = detached([FLOOD, String(count)]);
+    await page.goto(`${ui.url}#/run/${id}`);
+    const counts = [];
+    const sampler = setInterval(async () => {
+      try { counts.push(Number(await page.locator('#event-count').getAttribute('data-count', { timeout: 200 }))); } catch {}
+    }, 20);
+    await page.locator('#done').waitFor({ timeout: 30000 });
+    clearInterval(sampler);
+    const answer = await page.locator('#answer').textContent();
+    assert.equal(answer, 'x'.repeat(count));
+    // The deltas and done.
+    const total = Number(await page.locator('#event-count').getAttribute('data-count'));
+    assert.equal(total, count + 1);
+    assert.match(await page.locator('#done').textContent(), /done: success/);
+    await page.locator('#run-status[data-status="completed"]').waitFor({ timeout: 10000 });
+    // Seen arriving: the page showed some of them before all.
+    assert.ok(counts.some((n) => n > 0 && n < count + 1), `counts seen: ${counts}`);
+    console.log(`# counts seen while it streamed: ${[...new Set(counts)].slice(0, 8).join(', ')}…`);
+    await page.screenshot({ path: join(SHOTS, 'ui-run.png') });
+  });
+
+  test('cancel on the page ends a live run', async () => {
+    const id = detached([SLEEPY, '200 cooperate']);
+    await page.goto(`${ui.url}#/run/${id}`);
+    await page.locator('#run-status[data-status="running"]').waitFor({ timeout: 15000 });
+    // A tick or two on the page first.
+    await page.waitForFunction(() => document.querySelector('#answer')?.textContent.includes('tick'), null, { timeout: 15000 });
+    await page.click('#cancel');
+    await page.locator('#run-status[data-status="cancelled"]').waitFor({ timeout: 15000 });
+    const shown = JSON.parse(moat(['show', id, '--json']));
+    assert.equal(shown.status ?? shown.record?.status, 'failed');
+    assert.equal(shown.reason ?? shown.record?.reason, 'cancelled');
+    assert.ok(await page.locator('#cancel').isDisabled());
+  });
+
+  test('a workflow page shows the example pipeline\'s DAG, every task completed', async () => {
+    const project = mkdtempSync(join(tmpdir(), 'moat-ui-pipeline-'));
+    const example = process.env.MOAT_UI_EXAMPLE;
+    for (const name of readdirSync(example)) {
+      if (statSync(join(example, name)).isFile()) cpSync(join(example, name), join(project, name));
+    }
+    moat(['workflow', 'run', 'workflow.toml', '--output', 'ndjson'], { cwd: project });
+    const runs = JSON.parse(moat(['ps', '--all', '--output', 'json']));
+    const record = runs.find((run) => run.adapter === 'workflow');
+    assert.ok(record, 'the workflow is recorded');
+    await page.goto(ui.url);
+    await page.click(`tr[data-run-id="${record.id}"] a`);
+    await page.waitForSelector('#dag g.node');
+    const tasks = page.locator('#dag g.node');
+    assert.equal(await tasks.count(), 4);
+    await page.locator('#dag g.node[data-status="completed"]').nth(3).waitFor({ timeout: 10000 });
+    assert.equal(await page.locator('#dag g.node:not([data-status="completed"])').count(), 0);
+    assert.equal(await page.locator('#dag path').count() >= 3, true);
+    await page.locator('#workflow-status[data-status="completed"]').waitFor({ timeout: 10000 });
+    await page.screenshot({ path: join(SHOTS, 'ui-workflow.png') });
+    // A task's box opens its run.
+    await page.click('#dag g.node[data-task="design"]');
+    await page.locator('#run-status[data-status="completed"]').waitFor({ timeout: 10000 });
+    assert.match(page.url(), /#\/run\/r_/);
+  });
+
+  test('a waiting run\'s request is approved from its page', async () => {
+    // A host it was not granted, with --ask: it waits for an answer.
+    const id = detached([ESCAPE, 'http GET http://127.0.0.1:9/', '--ask']);
+    await page.goto(`${ui.url}#/run/${id}`);
+    await page.locator('#run-status[data-status="waiting"]').waitFor({ timeout: 15000 });
+    const request = page.locator('#approvals .approval[data-number="1"]');
+    await request.locator('button.ok').waitFor({ timeout: 10000 });
+    assert.match(await request.textContent(), /net.*127\.0\.0\.1:9/);
+    await page.screenshot({ path: join(SHOTS, 'ui-approval.png') });
+    await request.locator('button.ok').click();
+    await request.locator('text=approved by moat ui').waitFor({ timeout: 10000 });
+    await page.locator('#run-status:not([data-status="waiting"])').waitFor({ timeout: 15000 });
+    const shown = JSON.parse(moat(['show', id, '--json']));
+    assert.equal(shown.requests[0].answer.approved, true);
+    assert.match(shown.requests[0].answer.by, /^moat ui \(pid \d+/);
+  });
+
+  test('a run\'s workspace diff shows on its page', async () => {
+    const project = mkdtempSync(join(tmpdir(), 'moat-ui-project-'));
+    const git = (...args) => execFileSync('git', ['-c', 'user.email=t@t', '-c', 'user.name=t', ...args], { cwd: project });
+    writeFileSync(join(project, 'a.txt'), 'a\n');
+    git('init', '-q', '.');
+    git('add', 'a.txt');
+    git('commit', '-qm', 'init');
+    moat(['run', 'echo', 'hi', '--workspace', 'copy', `--allow-write=${project}`], { cwd: project });
+    const id = JSON.parse(moat(['ps', '--all', '--output', 'json']))[0].id;
+    // What an agent would have written in its copy.
+    writeFileSync(join(process.env.MOAT_WORKSPACE_DIR, id, 'b.txt'), 'written by the run\n');
+    await page.goto(`${ui.url}#/run/${id}`);
+    await page.click('#show-diff');
+    const diff = page.locator('pre.diff');
+    await diff.waitFor({ timeout: 10000 });
+    assert.match(await diff.textContent(), /\+\+\+ b\/b\.txt.*\+written by the run/s);
+  });
+
+  test('the runs page, with a workflow, its tasks and a live run', async () => {
+    const live = detached([SLEEPY, '300 cooperate']);
+    await page.goto(ui.url);
+    await page.locator(`tr[data-run-id="${live}"][data-status="running"]`).waitFor({ timeout: 15000 });
+    await page.screenshot({ path: join(SHOTS, 'ui-runs.png') });
+    moat(['cancel', live]);
+    await page.locator(`tr[data-run-id="${live}"][data-status="cancelled"]`).waitFor({ timeout: 15000 });
+  });
+
+  test('the runs page with --nats: a cluster\'s runs', { skip: !NATS && 'no MOAT_UI_NATS' }, async () => {
+    const cluster = await startUi(['--nats', NATS]);
+    try {
+      const other = await browser.newPage({ viewport: { width: 1360, height: 600 } });
+      await other.goto(cluster.url);
+      await other.waitForSelector('#runs');
+      const id = moat(['run', 'echo', 'hello cluster', '--nats', NATS, '--detach']).trim().split(/\s+/).pop();
+      await other.locator(`tr[data-run-id="${id}"][data-status="completed"]`).waitFor({ timeout: 20000 });
+      await other.goto(`${cluster.url}#/run/${id}`);
+      await other.locator('#done').waitFor({ timeout: 10000 });
+      assert.equal(await other.locator('#answer').textContent(), 'hello cluster');
+      await other.close();
+    } finally {
+      cluster.child.kill('SIGTERM');
+    }
+  });
+});
