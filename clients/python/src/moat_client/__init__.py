@@ -26,13 +26,6 @@ from ._client import (
     is_agent_event,
 )
 from ._errors import MoatConnectionError, MoatError
-from ._permissions import (
-    PermissionHandler,
-    PermissionRequest,
-    PermissionResult,
-    PermissionResultAllow,
-    PermissionResultDeny,
-)
 from ._types import (
     AdapterInfo,
     AdapterNeeds,
@@ -57,7 +50,12 @@ from ._types import (
     OutputTokenUsage,
     ParallelTask,
     PermissionAnswerPayload,
+    PermissionHandler,
+    PermissionRequest,
     PermissionRequestPayload,
+    PermissionResult,
+    PermissionResultAllow,
+    PermissionResultDeny,
     PricedUsageUnit,
     ResultStatus,
     RunOptions,

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, TypeGuard, TypeVar, cast, overload
 
 from ._errors import MoatConnectionError, MoatError
-from ._permissions import PermissionHandler, _Permissions
+from ._permissions import _Permissions
 from ._types import (
     AdapterInfo,
     AgentEvent,
@@ -30,6 +30,7 @@ from ._types import (
     Grants,
     Limits,
     ParallelTask,
+    PermissionHandler,
     RunOptions,
     RunRecord,
     RunStatus,

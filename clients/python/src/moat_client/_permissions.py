@@ -7,84 +7,25 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 from ._errors import MoatError
-from ._types import AgentEvent, Approval, ApprovalKind
-
-__all__ = [
-    "PermissionHandler",
-    "PermissionRequest",
-    "PermissionResult",
-    "PermissionResultAllow",
-    "PermissionResultDeny",
-]
+from ._types import (
+    AgentEvent,
+    Approval,
+    PermissionHandler,
+    PermissionRequest,
+    PermissionResult,
+    PermissionResultAllow,
+    PermissionResultDeny,
+)
 
 log = logging.getLogger("moat_client")
 
 Json = dict[str, Any]
 
-
-@dataclass(frozen=True)
-class PermissionRequest:
-    """A run's open request for approval, as a :data:`PermissionHandler`
-    gets it."""
-
-    #: The request's number in its run, as the event gives it (`"1"`):
-    #: `moat approve RUN 1`.
-    request_id: str
-    #: The same number, as :meth:`MoatClient.approve`'s `request` takes it.
-    number: int
-    #: What it asks for: `net` (a host), `run` (a program), `tool` (a tool
-    #: call), …
-    kind: ApprovalKind
-    #: `moat:KIND` for a grant (`moat:net`), the tool's own for a tool call.
-    tool_name: str
-    #: `moat-request-N` for a grant, the call's id for a tool call.
-    tool_use_id: str
-    #: What it names: `{"host", "port"}`, `{"program"}`, the tool call's
-    #: arguments, …
-    input: dict[str, Any]
-    #: Why it asks (`net access to http://127.0.0.1:8765: not granted`).
-    reason: str | None
-    #: The `permission_request` event itself.
-    event: AgentEvent = field(repr=False)
-
-
-@dataclass(frozen=True)
-class PermissionResultAllow:
-    """Allow the request; with `always`, also every later request of the
-    run for the same host, program, directory or tool."""
-
-    always: bool = False
-    behavior: Literal["allow"] = "allow"
-
-
-@dataclass(frozen=True)
-class PermissionResultDeny:
-    """Deny the request; `message` says why (the run's `CAPABILITY_DENIED`
-    error and its record give it)."""
-
-    message: str | None = None
-    behavior: Literal["deny"] = "deny"
-
-
-PermissionResult = PermissionResultAllow | PermissionResultDeny
-"""A handler's decision (the shape of `can_use_tool`'s result)."""
-
-PermissionHandler = Callable[
-    [str, PermissionRequest],
-    PermissionResult | None | Awaitable[PermissionResult | None],
-]
-"""Decides a run's request, given the run's id and the request: a plain
-function or a coroutine function. Its decision is sent as `approve` /
-`deny`; None leaves the request open for someone else (another client,
-`moat approve`, the approval timeout). One that raises denies the request
-(logged on the `moat_client` logger). A coroutine is cancelled once its
-answer is no longer wanted: someone else answered first, the run ended, or
-the connection closed."""
 
 #: An answer that came too late, for nobody's fault: the request was
 #: answered already or the run ended (`INVALID_REQUEST`), the run is gone

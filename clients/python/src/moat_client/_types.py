@@ -1,17 +1,17 @@
 """The protocol's shapes (protocol/moat-protocol.schema.json) as TypedDicts.
 
 They describe the JSON objects the server sends and accepts; at run time
-they are plain dicts. Keys keep the protocol's camelCase spelling.
+they are plain dicts. Keys keep the protocol's camelCase spelling. At the
+end, the permission handler's shapes (dataclasses), which `_permissions`
+answers with.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
-
-if TYPE_CHECKING:
-    from ._permissions import PermissionHandler
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
 
 __all__ = [
     "AdapterInfo",
@@ -37,7 +37,12 @@ __all__ = [
     "OutputTokenUsage",
     "ParallelTask",
     "PermissionAnswerPayload",
+    "PermissionHandler",
+    "PermissionRequest",
     "PermissionRequestPayload",
+    "PermissionResult",
+    "PermissionResultAllow",
+    "PermissionResultDeny",
     "PricedUsageUnit",
     "ResultStatus",
     "RunOptions",
@@ -602,3 +607,63 @@ class ParallelTask(_ParallelTaskRequired, total=False):
     on_permission_request: PermissionHandler
     #: Setting it cancels every task (as run_parallel's own `cancel_event`).
     cancel_event: asyncio.Event
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    """A run's open request for approval, as a :data:`PermissionHandler`
+    gets it."""
+
+    #: The request's number in its run, as the event gives it (`"1"`):
+    #: `moat approve RUN 1`.
+    request_id: str
+    #: The same number, as :meth:`MoatClient.approve`'s `request` takes it.
+    number: int
+    #: What it asks for: `net` (a host), `run` (a program), `tool` (a tool
+    #: call), …
+    kind: ApprovalKind
+    #: `moat:KIND` for a grant (`moat:net`), the tool's own for a tool call.
+    tool_name: str
+    #: `moat-request-N` for a grant, the call's id for a tool call.
+    tool_use_id: str
+    #: What it names: `{"host", "port"}`, `{"program"}`, the tool call's
+    #: arguments, …
+    input: dict[str, Any]
+    #: Why it asks (`net access to http://127.0.0.1:8765: not granted`).
+    reason: str | None
+    #: The `permission_request` event itself.
+    event: AgentEvent = field(repr=False)
+
+
+@dataclass(frozen=True)
+class PermissionResultAllow:
+    """Allow the request; with `always`, also every later request of the
+    run for the same host, program, directory or tool."""
+
+    always: bool = False
+    behavior: Literal["allow"] = "allow"
+
+
+@dataclass(frozen=True)
+class PermissionResultDeny:
+    """Deny the request; `message` says why (the run's `CAPABILITY_DENIED`
+    error and its record give it)."""
+
+    message: str | None = None
+    behavior: Literal["deny"] = "deny"
+
+
+PermissionResult = PermissionResultAllow | PermissionResultDeny
+"""A handler's decision (the shape of `can_use_tool`'s result)."""
+
+PermissionHandler = Callable[
+    [str, PermissionRequest],
+    PermissionResult | None | Awaitable[PermissionResult | None],
+]
+"""Decides a run's request, given the run's id and the request: a plain
+function or a coroutine function. Its decision is sent as `approve` /
+`deny`; None leaves the request open for someone else (another client,
+`moat approve`, the approval timeout). One that raises denies the request
+(logged on the `moat_client` logger). A coroutine is cancelled once its
+answer is no longer wanted: someone else answered first, the run ended, or
+the connection closed."""
