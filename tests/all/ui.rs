@@ -4,8 +4,10 @@
 //! run` / `moat workflow run` processes: the runs page live, a flood's
 //! events on a run's page, cancel from the page, the example pipeline's
 //! DAG, the token and origin checks, and the runs of a cluster (one
-//! nats-server, one worker). Its screenshots go to docs/images/ui-*.png
-//! (docs/observability.md).
+//! nats-server, one worker). Its screenshots go to
+//! target/ui-screenshots/, and with `MOAT_UPDATE_SCREENSHOTS=1` to
+//! docs/images/ui-*.png (docs/observability.md): a test run leaves the
+//! checkout as it was.
 //!
 //! `scripts/test` installs the suite's npm packages (npm ci --prefix
 //! host/ui/web) and sets `MOAT_REQUIRE_CLIENTS=1`: then a missing
@@ -40,7 +42,11 @@ fn the_pages_work_in_chromium_against_the_real_binary() {
         return;
     }
     let store = tempfile::tempdir().unwrap();
-    let shots = root.join("docs/images");
+    let shots = if std::env::var("MOAT_UPDATE_SCREENSHOTS").as_deref() == Ok("1") {
+        root.join("docs/images")
+    } else {
+        root.join("target/ui-screenshots")
+    };
     std::fs::create_dir_all(&shots).unwrap();
     // The cluster's part: one nats-server and one worker, when there is
     // a nats-server (the cluster's tests require it under
