@@ -38,6 +38,24 @@ pub enum DoneStatus {
     MaxBudget,
 }
 
+impl DoneStatus {
+    /// Its name in the event stream (`max_turns`), as it is serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Interrupted => "interrupted",
+            Self::MaxTurns => "max_turns",
+            Self::MaxBudget => "max_budget",
+        }
+    }
+}
+
+/// The extension event an adapter reports one model call's usage with, as
+/// it happens: `{"inputTokens": N, "outputTokens": N, "costUsd": X?}`.
+/// The run's `done` still reports the whole run's.
+pub const USAGE_EVENT: &str = "moat:usage";
+
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -48,6 +66,17 @@ pub enum ToolStatus {
     Error,
     /// The call was not allowed.
     Denied,
+}
+
+impl ToolStatus {
+    /// Its name in the event stream, as it is serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Denied => "denied",
+        }
+    }
 }
 
 /// Whether a token report covers the whole run.
@@ -840,6 +869,17 @@ pub fn is_agent_event(value: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_names_are_their_serialised_names() {
+        use DoneStatus::*;
+        for status in [Success, Error, Interrupted, MaxTurns, MaxBudget] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+        for status in [ToolStatus::Success, ToolStatus::Error, ToolStatus::Denied] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+    }
     use serde_json::json;
 
     const SID: &str = "s-1";

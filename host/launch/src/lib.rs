@@ -98,6 +98,6 @@ pub use refusal::{Bound, Refusal};
 pub use resolve::{ResolveError, Resolved, Resolver, Source, catalog, check_exists};
 pub use secrets::{SecretError, SecretStore};
 pub use spec::{AdapterRef, LaunchSpec};
-pub use spending::{Budget, USAGE_EVENT};
+pub use spending::Budget;
 pub use worker::JobExecutor;
 pub use workspace::RunWorkspace;

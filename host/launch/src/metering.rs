@@ -21,7 +21,8 @@ use moat_engine::{
 use moat_runs::{RunId, Spent};
 use moat_store::Store;
 
-use crate::spending::{Account, USAGE_EVENT};
+use crate::spending::Account;
+use moat_engine::USAGE_EVENT;
 
 /// The error code of the event that says a run's budget is spent.
 pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";

@@ -19,11 +19,6 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use moat_runs::{RecordedLimits, RunId, Spent};
 use tokio_util::sync::CancellationToken;
 
-/// The name of the event an adapter reports one model call's usage with,
-/// as it happens: `{"inputTokens": N, "outputTokens": N, "costUsd": X?}`.
-/// The run's `done` still reports the whole run's.
-pub const USAGE_EVENT: &str = "moat:usage";
-
 /// The most to spend; each `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Budget {

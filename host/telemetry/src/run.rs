@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use moat_engine::{AgentEvent, DoneStatus, EventPayload, ToolStatus};
+use moat_engine::{AgentEvent, DoneStatus, EventPayload, ToolStatus, UNKNOWN_MODEL, USAGE_EVENT};
 use opentelemetry::trace::{
     Span as _, SpanContext, SpanKind, Status, TraceContextExt, Tracer as _,
 };
@@ -12,10 +12,6 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::Span;
 
 use crate::{Telemetry, installed};
-
-/// The event a model call's usage is reported by (moat_launch's
-/// `USAGE_EVENT`).
-const USAGE_EVENT: &str = "moat:usage";
 
 /// What a run's span starts with.
 #[derive(Debug, Clone, Copy, Default)]
@@ -163,12 +159,7 @@ impl RunTracer {
             }
             EventPayload::ToolResult(result) => {
                 if let Some(mut span) = self.tools.remove(&result.tool_use_id) {
-                    let status = match result.status {
-                        ToolStatus::Success => "success",
-                        ToolStatus::Error => "error",
-                        ToolStatus::Denied => "denied",
-                    };
-                    span.set_attribute(KeyValue::new("moat.tool.status", status));
+                    span.set_attribute(KeyValue::new("moat.tool.status", result.status.as_str()));
                     span.set_status(match result.status {
                         ToolStatus::Success => Status::Ok,
                         ToolStatus::Error => Status::error(summary(&result.output).into_owned()),
@@ -199,13 +190,7 @@ impl RunTracer {
                 );
             }
             EventPayload::Done(done) => {
-                let status = match done.status {
-                    DoneStatus::Success => "success",
-                    DoneStatus::Error => "error",
-                    DoneStatus::Interrupted => "interrupted",
-                    DoneStatus::MaxTurns => "max_turns",
-                    DoneStatus::MaxBudget => "max_budget",
-                };
+                let status = done.status.as_str();
                 self.span
                     .set_attribute(KeyValue::new("moat.done.status", status));
                 self.span.set_attribute(KeyValue::new(
@@ -266,7 +251,7 @@ impl RunTracer {
     /// the run's previous step to now.
     fn model_call(&mut self, usage: &serde_json::Value) {
         let telemetry = installed().expect("a run tracer exists once installed");
-        let model = self.model.as_deref().unwrap_or("unknown");
+        let model = self.model.as_deref().unwrap_or(UNKNOWN_MODEL);
         let mut attributes = vec![
             KeyValue::new("gen_ai.operation.name", "chat"),
             KeyValue::new("gen_ai.request.model", model.to_owned()),

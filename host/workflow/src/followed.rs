@@ -42,13 +42,7 @@ pub(crate) async fn report(
                     Some(code) => format!("{code}: {}", error.message),
                     None => error.message.clone(),
                 },
-                None => format!(
-                    "the run ended {}",
-                    serde_json::to_value(other)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_else(|| format!("{other:?}"))
-                ),
+                None => format!("the run ended {}", other.as_str()),
             },
         },
     };

@@ -79,7 +79,7 @@ pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
             answer_line(s, &extension.payload)
         }
         // Counted for the budget; the summary line shows the run's usage.
-        EventPayload::Extension(extension) if extension.name == moat_launch::USAGE_EVENT => {
+        EventPayload::Extension(extension) if extension.name == moat_engine::USAGE_EVENT => {
             return None;
         }
         EventPayload::Extension(extension) => s.dim(&format!(

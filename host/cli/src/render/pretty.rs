@@ -132,7 +132,7 @@ impl<W: Write> Pretty<W> {
 
 impl<W: Write> Renderer for Pretty<W> {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()> {
-        if matches!(&event.payload, EventPayload::Extension(e) if e.name == moat_launch::USAGE_EVENT)
+        if matches!(&event.payload, EventPayload::Extension(e) if e.name == moat_engine::USAGE_EVENT)
         {
             // A model call's usage, for budgets: nothing to show, and the
             // answer streaming around it goes on as one.
