@@ -2,7 +2,8 @@
 //! of its own (moat's snapshots of a copy are commits nobody else sees)
 //! and its failure said in git's words.
 
-use std::path::Path;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::WorkspaceError;
@@ -27,6 +28,10 @@ pub(crate) fn run(
     for (name, value) in env {
         command.env(name, value);
     }
+    let _turn = match walks_worktrees(args) {
+        true => Some(worktrees_lock(dir)?),
+        false => None,
+    };
     let output = command.output().map_err(|error| WorkspaceError::Git {
         command: shown(args),
         message: format!("cannot run git ({error}); install git"),
@@ -45,6 +50,38 @@ pub(crate) fn run(
 pub(crate) fn text(dir: &Path, args: &[&str]) -> Result<String, WorkspaceError> {
     let out = run(dir, args, &[])?;
     Ok(String::from_utf8_lossy(&out).trim().to_owned())
+}
+
+/// Whether git reads every worktree of the repository for this command:
+/// `worktree add` and `branch -D` look for the branch in each worktree, and
+/// `worktree remove|prune` delete worktrees' files. Another `worktree add`
+/// may be half-way through writing its own at that moment, and git fails
+/// ("failed to read …/commondir"): runs started together (parallel, a
+/// workflow's tasks, two moats) take turns for these commands.
+fn walks_worktrees(args: &[&str]) -> bool {
+    matches!(args.first(), Some(&"worktree" | &"branch"))
+}
+
+/// An exclusive lock on the repository `dir` is in, held until dropped: a
+/// file in its common git directory, locked by every moat on the machine.
+fn worktrees_lock(dir: &Path) -> Result<File, WorkspaceError> {
+    let common = PathBuf::from(text(
+        dir,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )?);
+    let path = common.join("moat-worktrees.lock");
+    let failed = |error: std::io::Error| WorkspaceError::Io {
+        what: format!("cannot lock {}", path.display()),
+        error,
+    };
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(failed)?;
+    file.lock().map_err(failed)?;
+    Ok(file)
 }
 
 fn shown(args: &[&str]) -> String {

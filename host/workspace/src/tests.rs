@@ -415,3 +415,34 @@ fn a_packed_copy_carries_every_file_and_upstream_changes_and_a_bad_bundle_is_ref
         "nothing half made"
     );
 }
+
+/// git's worktree commands read every worktree's files, and another
+/// `git worktree add` may be half-way through writing its own: run at once
+/// in one repository they fail ("failed to read …/commondir"). Runs started
+/// together (parallel, a workflow's tasks, two moats) must each get theirs.
+#[test]
+fn worktrees_made_and_removed_at_once_in_one_repository_all_succeed() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let request = request(project.path(), root.path(), Mode::Worktree);
+            let root = root.path();
+            scope.spawn(move || {
+                for n in 0..30 {
+                    let run = format!("r_{thread}x{n}");
+                    let workspace = create(&request, &run, &[])
+                        .unwrap_or_else(|e| panic!("{run} made at once with others: {e}"));
+                    workspace
+                        .remove(root)
+                        .unwrap_or_else(|e| panic!("{run} removed at once with others: {e}"));
+                }
+            });
+        }
+    });
+    assert_eq!(
+        git(project.path(), &["worktree", "list"]).lines().count(),
+        1,
+        "every worktree removed"
+    );
+}
