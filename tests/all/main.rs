@@ -3,6 +3,7 @@
 //! built-ins) run through the real host; the `cli` modules run the real
 //! `moat` binary. Shared helpers are in `moat-testkit` (tests/testkit).
 
+mod acp;
 mod anthropic;
 mod capabilities;
 mod claude_code;

@@ -117,6 +117,9 @@ pub enum Command {
     /// Serve moat's operations as JSON lines (docs/protocol.md), on stdio
     /// or a Unix socket.
     Serve(ServeArgs),
+    /// Be an ACP agent on stdio for editors (Zed, JetBrains…): each prompt
+    /// a contained, recorded run of ADAPTER (docs/acp.md).
+    Acp(AcpArgs),
     /// Run workflows: DAGs of agent tasks, persisted and resumable
     /// (docs/workflows.md).
     #[command(subcommand)]
@@ -643,6 +646,17 @@ pub enum ListFormat {
 
 fn parse_status(text: &str) -> Result<RunStatus, String> {
     text.parse()
+}
+
+#[derive(Debug, Args)]
+pub struct AcpArgs {
+    /// The adapter every session runs: a built-in name (see `moat
+    /// adapters`), an installed adapter or a path to a .wasm component.
+    pub adapter: String,
+    /// The runs' options, grants and limits, as `moat run` takes them; the
+    /// working directory is each session's own.
+    #[command(flatten)]
+    pub run: RunFlags,
 }
 
 #[derive(Debug, Args)]

@@ -130,6 +130,14 @@ fn expand(path: &Path, base: &Path) -> PathBuf {
 }
 
 impl Config {
+    /// The model the file gives `adapter`.
+    fn model_of(&self, adapter: &str) -> Option<String> {
+        self.file
+            .adapters
+            .get(adapter)
+            .and_then(|a| a.model.clone())
+    }
+
     /// Fills what the command line left unsaid.
     pub fn apply(&self, cli: &mut Cli) {
         let file = &self.file;
@@ -140,15 +148,17 @@ impl Config {
         match &mut cli.command {
             Command::Run(args) => {
                 fill(&mut args.output, &self.output);
-                let model = file
-                    .adapters
-                    .get(&args.adapter)
-                    .and_then(|a| a.model.clone());
-                fill(&mut args.run.model, &model);
+                fill(&mut args.run.model, &self.model_of(&args.adapter));
                 fill(&mut args.run.grants.policy, &self.policy);
             }
             Command::Parallel(args) => {
                 fill(&mut args.output, &self.output);
+                fill(&mut args.run.grants.policy, &self.policy);
+            }
+            // An editor's agent: the adapter's model and the policy, as
+            // for `moat run`.
+            Command::Acp(args) => {
+                fill(&mut args.run.model, &self.model_of(&args.adapter));
                 fill(&mut args.run.grants.policy, &self.policy);
             }
             // `-t` asks for pretty output itself.

@@ -197,6 +197,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters => commands::adapters(&sandbox).await,
         Command::Serve(args) => commands::serve(&globals, sandbox, args).await,
+        Command::Acp(args) => commands::acp(&globals, sandbox, args).await,
         Command::Workflow(command) => commands::workflow(&globals, &sandbox, command).await,
         Command::Adapter(command) => commands::adapter(&sandbox, command).await,
         Command::Ps(_)

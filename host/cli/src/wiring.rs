@@ -42,7 +42,7 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     // One command runs a handful of sessions at most; a server as many as
     // its clients start (the library's default pool).
     config.pool_sessions = match &cli.command {
-        Command::Serve(_) => config.pool_sessions,
+        Command::Serve(_) | Command::Acp(_) => config.pool_sessions,
         // One run and its children: a pool for the library's default would
         // cost every `moat run` the mappings of thousands.
         Command::Run(_) => RUN_SESSIONS,
@@ -60,7 +60,10 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     };
     // A person waiting for a command sees a first compile; a server's or
     // a worker's log says it (at info).
-    if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
+    if !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Acp(_) | Command::Worker(_)
+    ) {
         config.compile_watcher = crate::render::compile_watcher();
     }
     Sandbox::new(config).context("cannot start the sandbox")

@@ -113,7 +113,7 @@ pub async fn serve_stdio(server: Arc<Server>) -> std::io::Result<()> {
 /// copies it into one end of a socket pair. (Tokio reads stdin on its
 /// blocking pool, and a read the client never answers would hold up the
 /// runtime's shutdown after the server is done.)
-fn stdin_stream() -> std::io::Result<tokio::net::UnixStream> {
+pub fn stdin_stream() -> std::io::Result<tokio::net::UnixStream> {
     let (ours, mut theirs) = std::os::unix::net::UnixStream::pair()?;
     std::thread::spawn(move || {
         // At the end of stdin `theirs` is dropped: the server reads the end.

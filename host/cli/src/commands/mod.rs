@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod acp;
 mod adapters;
 mod approvals;
 mod compile;
@@ -20,6 +21,7 @@ mod worker;
 mod workflow;
 mod workspace;
 
+pub use acp::acp;
 pub use adapters::adapters;
 pub use approvals::{approve, deny};
 pub use compile::compile;

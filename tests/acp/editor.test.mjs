@@ -1,0 +1,270 @@
+// `moat acp` driven as an editor drives it: the official ACP TypeScript SDK
+// (@agentclientprotocol/sdk) as the client, the real `moat` binary as the
+// agent on stdio. Every message moat sends is checked with the SDK's own
+// schemas (its zod validators) as it arrives. Run by tests/all/acp.rs,
+// which sets MOAT_BIN, the store, the test components and, for the openai
+// part, a loopback model server.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
+
+import { client, methods, ndJsonStream, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
+
+// The SDK's validators, by file: its package exports them to itself only.
+const validate = await import(
+  new URL("./node_modules/@agentclientprotocol/sdk/dist/v1/schema/zod.gen.js", import.meta.url)
+);
+
+const MOAT = process.env.MOAT_BIN;
+const CWD = fileURLToPath(new URL(".", import.meta.url));
+
+/** What moat may send, by method (requests and notifications to the client). */
+const INCOMING = {
+  "session/update": validate.zSessionNotification,
+  "session/request_permission": validate.zRequestPermissionRequest,
+};
+/** What moat answers, by the method of the client's request. */
+const ANSWERS = {
+  initialize: validate.zInitializeResponse,
+  "session/new": validate.zNewSessionResponse,
+  "session/prompt": validate.zPromptResponse,
+};
+
+/**
+ * Starts `moat acp ...args` and connects the SDK to it through a stream
+ * that checks every message moat sends. Returns the child, the stream and
+ * the problems found so far.
+ */
+function startAgent(args) {
+  const child = spawn(MOAT, ["acp", ...args], { stdio: ["pipe", "pipe", "inherit"] });
+  const raw = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  const asked = new Map();
+  const problems = [];
+  const checked = new TransformStream({
+    transform(message, controller) {
+      const schema =
+        "method" in message ? INCOMING[message.method] : ANSWERS[asked.get(message.id)];
+      if ("method" in message && !schema) {
+        problems.push(`moat sent an unexpected method: ${message.method}`);
+      }
+      if (schema && "error" in message === false) {
+        const result = schema.safeParse("method" in message ? message.params : message.result);
+        if (!result.success) {
+          problems.push(`${JSON.stringify(message)}: ${result.error.message}`);
+        }
+      }
+      controller.enqueue(message);
+    },
+  });
+  const outgoing = raw.writable.getWriter();
+  const writable = new WritableStream({
+    async write(message) {
+      if ("method" in message && "id" in message) asked.set(message.id, message.method);
+      await outgoing.write(message);
+    },
+    async close() {
+      await outgoing.close();
+    },
+  });
+  return { child, stream: { readable: raw.readable.pipeThrough(checked), writable }, problems };
+}
+
+/** Runs `op` with a connected, initialized client; checks what moat sent. */
+async function withAgent(args, op, { onPermission } = {}) {
+  const agent = startAgent(args);
+  const app = client({ name: "moat-acp-test" });
+  if (onPermission) {
+    app.onRequest(methods.client.session.requestPermission, ({ params }) => onPermission(params));
+  }
+  try {
+    return await app.connectWith(agent.stream, async (ctx) => {
+      const init = await ctx.request(methods.agent.initialize, {
+        protocolVersion: PROTOCOL_VERSION,
+        clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+        clientInfo: { name: "moat-acp-test", version: "1.0.0" },
+      });
+      assert.equal(init.protocolVersion, 1);
+      assert.equal(init.agentCapabilities.loadSession, false);
+      return await op(ctx, init);
+    });
+  } finally {
+    agent.child.stdin.end();
+    await new Promise((done) => (agent.child.exitCode !== null ? done() : agent.child.on("exit", done)));
+    assert.deepEqual(agent.problems, [], "every message moat sent passes the SDK's schemas");
+  }
+}
+
+/** Reads one turn's updates to its stop: the text, the updates, the answer. */
+async function turn(session, prompt, { onUpdate } = {}) {
+  const answer = session.prompt(prompt);
+  let text = "";
+  const updates = [];
+  for (;;) {
+    const message = await session.nextUpdate();
+    if (message.kind === "stop") break;
+    updates.push(message.update);
+    if (message.update.sessionUpdate === "agent_message_chunk") {
+      text += message.update.content.text;
+    }
+    if (onUpdate) await onUpdate(message.update);
+  }
+  return { text, updates, response: await answer };
+}
+
+/** The run's record, as `moat show --json` prints it. */
+function show(run) {
+  return JSON.parse(execFileSync(MOAT, ["show", run, "--json"], { encoding: "utf8" }));
+}
+
+test("two prompts in one session: the second sees the first; each a recorded run", async () => {
+  await withAgent(["echo"], async (ctx) => {
+    const session = await ctx.buildSession(CWD).start();
+    const first = await turn(session, "first words");
+    assert.equal(first.text, "first words");
+    assert.equal(first.response.stopReason, "end_turn");
+    const second = await turn(session, "second words");
+    assert.equal(second.response.stopReason, "end_turn");
+    assert.match(second.text, /User: first words\nAssistant: first words/);
+    assert.match(second.text, /User: second words$/);
+    const runs = [first.response._meta.moatRun, second.response._meta.moatRun];
+    assert.notEqual(runs[0], runs[1]);
+    for (const run of runs) assert.equal(show(run).status, "completed");
+  });
+});
+
+test("a cancel mid-prompt ends the turn cancelled and the run cancelled", async () => {
+  await withAgent([process.env.MOAT_TEST_COOPERATIVE], async (ctx) => {
+    const session = await ctx.buildSession(CWD).start();
+    let cancelled = false;
+    const { response } = await turn(session, "go", {
+      onUpdate: async () => {
+        if (!cancelled) {
+          cancelled = true;
+          await ctx.notify(methods.agent.session.cancel, { sessionId: session.sessionId });
+        }
+      },
+    });
+    assert.equal(response.stopReason, "cancelled");
+    const record = show(response._meta.moatRun);
+    assert.equal(record.status, "failed");
+    assert.equal(record.reason, "cancelled");
+    assert.equal(record.options.resume, null);
+
+    // The session goes on from the resume token the cancelled run left.
+    cancelled = false;
+    const next = await turn(session, "go on", {
+      onUpdate: async () => {
+        if (!cancelled) {
+          cancelled = true;
+          await ctx.notify(methods.agent.session.cancel, { sessionId: session.sessionId });
+        }
+      },
+    });
+    assert.equal(next.response.stopReason, "cancelled");
+    assert.equal(show(next.response._meta.moatRun).options.resume, "coop-resume-token");
+  });
+});
+
+test("an editor that goes away mid-prompt leaves no run running", async () => {
+  const agent = startAgent([process.env.MOAT_TEST_COOPERATIVE]);
+  const app = client({ name: "moat-acp-test" });
+  const exited = new Promise((done) => agent.child.on("exit", done));
+  await app
+    .connectWith(agent.stream, async (ctx) => {
+      await ctx.request(methods.agent.initialize, { protocolVersion: PROTOCOL_VERSION });
+      const session = await ctx.buildSession(CWD).start();
+      const answer = session.prompt("go");
+      await session.nextUpdate();
+      // The editor quits: its end of stdin closes.
+      agent.child.stdin.end();
+      await answer;
+    })
+    .catch(() => {});
+  await exited;
+  const record = show("@last");
+  assert.equal(record.adapter, "cooperative");
+  assert.equal(record.status, "failed");
+  assert.equal(record.reason, "cancelled");
+  assert.equal(record.done.status, "interrupted");
+});
+
+test("what moat cannot do is a JSON-RPC error saying so", async () => {
+  await withAgent(["echo"], async (ctx) => {
+    await assert.rejects(
+      ctx.request(methods.agent.session.prompt, {
+        sessionId: "nope",
+        prompt: [{ type: "text", text: "hi" }],
+      }),
+      (error) => error.code === -32002 && /no session nope/.test(error.message),
+    );
+    await assert.rejects(
+      ctx.request(methods.agent.session.new, { cwd: "relative/dir", mcpServers: [] }),
+      (error) => error.code === -32602 && /not an absolute path/.test(error.message),
+    );
+    await assert.rejects(
+      ctx.request(methods.agent.session.load, { sessionId: "x", cwd: CWD, mcpServers: [] }),
+      (error) => error.code === -32601,
+    );
+    const session = await ctx.buildSession(CWD).start();
+    await assert.rejects(
+      session.prompt([{ type: "image", data: "", mimeType: "image/png" }]),
+      (error) => error.code === -32602 && /no image/.test(error.message),
+    );
+  });
+});
+
+test("a session outside the granted directories is refused, naming the flag", async () => {
+  await withAgent(["echo", `--allow-read=${CWD}`], async (ctx) => {
+    await assert.rejects(
+      ctx.request(methods.agent.session.new, { cwd: "/", mcpServers: [] }),
+      (error) => error.code === -32602 && /--allow-write=\//.test(error.message),
+    );
+    await ctx.buildSession(CWD).start();
+  });
+});
+
+test(
+  "openai: two prompts remembered, and a tool call asked of the editor and approved",
+  { skip: !process.env.ACP_OPENAI_ARGS },
+  async () => {
+    const asked = [];
+    const args = ["openai", ...JSON.parse(process.env.ACP_OPENAI_ARGS)];
+    await withAgent(
+      args,
+      async (ctx) => {
+        // The directory its grants name (--allow-write).
+        const session = await ctx.buildSession(process.env.ACP_OPENAI_CWD).start();
+        const first = await turn(session, "my name is Ada");
+        assert.equal(first.text, "first answer");
+        const second = await turn(session, "what is my name?");
+        assert.equal(second.text, "second answer");
+        const third = await turn(session, "use the echo tool");
+        assert.equal(third.response.stopReason, "end_turn");
+        assert.equal(third.text, "Let me check.finished", "the narration before the call, then the answer");
+        const calls = third.updates.filter((u) => u.sessionUpdate === "tool_call");
+        assert.equal(calls.length, 1);
+        const results = third.updates.filter((u) => u.sessionUpdate === "tool_call_update");
+        assert.equal(results.at(-1).status, "completed");
+        const record = show(third.response._meta.moatRun);
+        assert.equal(record.status, "completed");
+        assert.equal(record.requests[0].answer.approved, true);
+        assert.match(record.requests[0].answer.by, /moat-acp-test through moat acp/);
+      },
+      {
+        onPermission: (params) => {
+          asked.push(params);
+          return { outcome: { outcome: "selected", optionId: "allow_once" } };
+        },
+      },
+    );
+    assert.equal(asked.length, 1);
+    assert.equal(asked[0].toolCall.title, "mcp__stub__echo");
+    assert.deepEqual(
+      asked[0].options.map((o) => o.kind),
+      ["allow_once", "allow_always", "reject_once"],
+    );
+  },
+);
