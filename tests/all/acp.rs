@@ -120,10 +120,7 @@ fn what_the_editor_decides_is_no_flag_and_an_unknown_adapter_fails_before_any_se
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_moat"))
             .args(args)
-            .env(
-                "MOAT_STORE",
-                tempfile::tempdir().unwrap().path().join("moat.db"),
-            )
+            .env("MOAT_STORE", store.path().join("moat.db"))
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -562,6 +562,67 @@ fn a_workflows_tasks_are_children_of_the_workflows_span() {
 }
 
 #[test]
+fn a_workflow_on_a_cluster_is_one_trace_with_its_tasks_and_their_workers_spans() {
+    if !nats::available() {
+        eprintln!("skipped: no nats-server");
+        return;
+    }
+    let server = nats::server(&[]);
+    let url = server.url();
+    let collector = Collector::start();
+    let _worker = ExportingWorker::start(&url, &collector);
+    let dir = tempfile::tempdir().unwrap();
+    let example = moat_testkit::repo_root().join("examples/workflows/pipeline");
+    for entry in std::fs::read_dir(example).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let output = moat_exporting(dir.path(), &collector)
+        .current_dir(dir.path())
+        .args(["workflow", "run", "workflow.toml", "--nats", &url])
+        .args(["--output", "ndjson"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let attempts = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.contains("\"type\":\"task_started\""))
+        .count();
+    assert!(attempts >= 4, "every task started");
+    // Each attempt: the submitter's span and the worker's.
+    let spans = collector.wait_for(|spans| {
+        named(spans, "invoke_agent workflow").len() == 1
+            && named(spans, "invoke_agent echo").len() == 2 * attempts
+    });
+    let workflows = named(&spans, "invoke_agent workflow");
+    assert_eq!(workflows.len(), 1, "{spans:#?}");
+    let workflow = workflows[0];
+    assert_eq!(text(workflow, "moat.done.status"), "success");
+    let echo = named(&spans, "invoke_agent echo");
+    assert_eq!(echo.len(), 2 * attempts, "{spans:#?}");
+    let client = 3; // SPAN_KIND_CLIENT
+    let submitted: Vec<_> = echo.iter().filter(|s| s.kind == client).collect();
+    assert_eq!(submitted.len(), attempts);
+    for span in &echo {
+        assert_eq!(span.trace_id, workflow.trace_id, "one trace: {span:#?}");
+    }
+    for task in &submitted {
+        assert_eq!(task.parent_span_id, workflow.span_id, "under the workflow");
+        let on_worker = echo
+            .iter()
+            .find(|s| s.kind != client && s.parent_span_id == task.span_id)
+            .expect("the worker's span under the submitter's");
+        assert_eq!(text(on_worker, "moat.run.id"), text(task, "moat.run.id"));
+    }
+}
+
+#[test]
 fn an_unreachable_collector_changes_nothing_for_the_run_and_is_reported_once() {
     // A port nobody listens on: bound, then closed.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")

@@ -262,15 +262,15 @@ pub(crate) fn telemetry(otel: Option<Option<&str>>) -> Option<moat_telemetry::Gu
     }
 }
 
-/// The span of workflow `name`'s own record `id`, its tasks' runs'
-/// parent; `None` when no traces are exported.
+/// The span of workflow `name` (of its own record `id`, when it has one),
+/// its tasks' runs' parent; `None` when no traces are exported.
 pub(crate) fn workflow_tracer(
-    id: &moat_runs::RunId,
+    id: Option<&moat_runs::RunId>,
     name: &str,
 ) -> Option<moat_telemetry::RunTracer> {
-    let id = id.to_string();
+    let id = id.map(ToString::to_string);
     let mut tracer = moat_telemetry::start_run(moat_telemetry::RunStart {
-        id: Some(&id),
+        id: id.as_deref(),
         adapter: "workflow",
         ..moat_telemetry::RunStart::default()
     })?;

@@ -787,7 +787,8 @@ async fn given_workspace(
 }
 
 /// The spans of the run of `resolved` that `spec` asks for (`id`, when
-/// recorded; `traceparent`: a parent from another process; `submitted`:
+/// recorded; `traceparent`: a parent from another process, else the
+/// spec's own; `submitted`:
 /// followed here, executed by a cluster's worker); `None` when no traces
 /// are exported.
 fn start_tracer(
@@ -802,7 +803,7 @@ fn start_tracer(
     moat_telemetry::start_run(moat_telemetry::RunStart {
         id: id.as_deref(),
         parent: parent.as_deref(),
-        traceparent,
+        traceparent: traceparent.or(spec.traceparent.as_deref()),
         adapter: resolved.name(),
         model: spec.options.model.as_deref(),
         submitted,

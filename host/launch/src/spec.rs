@@ -63,6 +63,10 @@ pub struct LaunchSpec {
     /// Ask for what its grants do not cover instead of being refused at
     /// once ([`crate::approvals`]); `None`: refused at once.
     pub ask: Option<crate::Ask>,
+    /// A parent span from elsewhere, for a run with no parent run whose
+    /// trace it belongs to: a workflow's tasks on a cluster, which knows
+    /// no record of the workflow's (a W3C `traceparent`).
+    pub traceparent: Option<String>,
 }
 
 impl LaunchSpec {
@@ -86,6 +90,7 @@ impl LaunchSpec {
             id: None,
             workspace: None,
             ask: None,
+            traceparent: None,
         }
     }
 }

@@ -22,7 +22,7 @@ pub(crate) struct Exporter {
 
 impl Exporter {
     pub(crate) fn new(config: &OtelConfig) -> Result<Self, TelemetryError> {
-        let client = Client::default();
+        let client = Client;
         let inner = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)

@@ -1,7 +1,8 @@
 //! moat's OpenTelemetry traces. With the standard `OTEL_*` variables set
-//! (or `--otel`), [`install`] starts an OTLP/HTTP exporter behind the
-//! SDK's batch processor, and every run the launch layer starts gets a
-//! [`RunTracer`] ([`start_run`]) that turns its events into spans:
+//! (or `--otel`), [`install`] readies an OTLP/HTTP exporter behind the
+//! SDK's batch processor — made when the first run starts, so a command
+//! that starts none pays nothing — and every run the launch layer starts
+//! gets a [`RunTracer`] ([`start_run`]) that turns its events into spans:
 //!
 //! - `invoke_agent {adapter}`, the run (GenAI semantic conventions:
 //!   `gen_ai.operation.name`, `gen_ai.agent.name`, `gen_ai.request.model`,
@@ -41,6 +42,12 @@ pub use config::{DEFAULT_ENDPOINT, OtelConfig};
 pub use context::{parse_traceparent, traceparent};
 pub use run::{RunStart, RunTracer, start_run};
 
+/// Most spans waiting for export at once (`OTEL_BSP_MAX_QUEUE_SIZE`
+/// overrides it); more are dropped, counted and logged once by the SDK.
+/// A batch goes out at 512 spans or every 5 s, so only spans ending while
+/// an export is stuck (a collector that does not answer) wait here.
+pub const MAX_QUEUED_SPANS: usize = 512;
+
 /// The longest the process waits at its end for its spans to be exported.
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -67,51 +74,87 @@ struct Telemetry {
     live: Mutex<HashMap<String, SpanContext>>,
 }
 
-static TELEMETRY: OnceLock<Telemetry> = OnceLock::new();
+/// What [`install`] was given: the exporter is made from it when the
+/// first run starts.
+static CONFIG: OnceLock<OtelConfig> = OnceLock::new();
 
+/// The exporter, once the first run started (`None`: it could not be
+/// made, which was said then).
+static TELEMETRY: OnceLock<Option<Telemetry>> = OnceLock::new();
+
+/// The exporter, if one was made.
 fn installed() -> Option<&'static Telemetry> {
-    TELEMETRY.get()
+    TELEMETRY.get().and_then(Option::as_ref)
+}
+
+/// The exporter, made now if this is the first run: a process that starts
+/// no run (`moat ps`) pays nothing for it.
+fn started() -> Option<&'static Telemetry> {
+    TELEMETRY
+        .get_or_init(|| {
+            let config = CONFIG.get()?;
+            match Telemetry::new(config) {
+                Ok(telemetry) => Some(telemetry),
+                Err(error) => {
+                    tracing::warn!("no traces are exported: {error}");
+                    None
+                }
+            }
+        })
+        .as_ref()
 }
 
 /// Exports this process's runs' traces as `config` says, until the
-/// returned guard is shut down (or dropped).
+/// returned guard is shut down (or dropped). The exporter starts with the
+/// first run.
 pub fn install(config: &OtelConfig) -> Result<Guard, TelemetryError> {
-    if installed().is_some() {
-        return Err(TelemetryError::Installed);
-    }
-    let exporter = export::Exporter::new(config)?;
-    // The queue's bound and the export interval: the SDK's defaults, or
-    // the OTEL_BSP_* variables.
-    let processor = BatchSpanProcessor::builder(exporter)
-        .with_batch_config(BatchConfigBuilder::default().build())
-        .build();
-    let mut resource = Resource::builder();
-    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
-        resource = resource.with_service_name("moat");
-    }
-    let resource = resource
-        .with_attribute(opentelemetry::KeyValue::new(
-            "service.version",
-            env!("CARGO_PKG_VERSION"),
-        ))
-        .build();
-    let provider = SdkTracerProvider::builder()
-        .with_span_processor(processor)
-        .with_resource(resource)
-        .build();
-    let tracer = provider.tracer("moat");
-    TELEMETRY
-        .set(Telemetry {
-            provider,
-            tracer,
-            live: Mutex::new(HashMap::new()),
-        })
+    CONFIG
+        .set(config.clone())
         .map_err(|_| TelemetryError::Installed)?;
-    tracing::info!(endpoint = %config.traces_endpoint, "exporting traces over OTLP");
     Ok(Guard {
         done: false,
         flushing: None,
     })
+}
+
+impl Telemetry {
+    fn new(config: &OtelConfig) -> Result<Self, TelemetryError> {
+        let exporter = export::Exporter::new(config)?;
+        // The export interval and batch: the SDK's defaults, or the
+        // OTEL_BSP_* variables. The queue's bound is moat's own unless
+        // OTEL_BSP_MAX_QUEUE_SIZE sets it: the SDK's channel allocates and
+        // touches every slot up front, and the SDK's 2,048 cost every
+        // `moat run` 180 page faults (a third of what export cost a short
+        // run: docs/performance.md).
+        let mut batch = BatchConfigBuilder::default();
+        if std::env::var_os("OTEL_BSP_MAX_QUEUE_SIZE").is_none() {
+            batch = batch.with_max_queue_size(MAX_QUEUED_SPANS);
+        }
+        let processor = BatchSpanProcessor::builder(exporter)
+            .with_batch_config(batch.build())
+            .build();
+        let mut resource = Resource::builder();
+        if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+            resource = resource.with_service_name("moat");
+        }
+        let resource = resource
+            .with_attribute(opentelemetry::KeyValue::new(
+                "service.version",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("moat");
+        tracing::info!(endpoint = %config.traces_endpoint, "exporting traces over OTLP");
+        Ok(Self {
+            provider,
+            tracer,
+            live: Mutex::new(HashMap::new()),
+        })
+    }
 }
 
 /// Flushes and stops the exporter when the process ends.

@@ -11,7 +11,7 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::Span;
 
-use crate::{Telemetry, installed};
+use crate::{Telemetry, installed, started};
 
 /// What a run's span starts with.
 #[derive(Debug, Clone, Copy, Default)]
@@ -55,7 +55,7 @@ pub struct RunTracer {
 /// The tracer of a run started as `start`; `None` when no traces are
 /// exported.
 pub fn start_run(start: RunStart<'_>) -> Option<RunTracer> {
-    let telemetry = installed()?;
+    let telemetry = started()?;
     Some(RunTracer::start(telemetry, start))
 }
 

@@ -37,6 +37,9 @@ pub struct LaunchRunner {
     /// The workflow's own record: the parent of every attempt's (set once
     /// it exists; on this machine only).
     parent: OnceLock<RunId>,
+    /// The workflow's span, when it has no record its tasks' runs can
+    /// name (on a cluster): every attempt's span's parent.
+    traceparent: OnceLock<String>,
     /// Where every task works (the workflow file's directory).
     project: PathBuf,
     names: Arc<dyn SettingNames>,
@@ -63,6 +66,7 @@ impl LaunchRunner {
             launcher,
             ceiling,
             parent: OnceLock::new(),
+            traceparent: OnceLock::new(),
             project,
             names,
             loaded: Mutex::default(),
@@ -112,6 +116,12 @@ impl LaunchRunner {
     /// Records every attempt as a child of `run`, the workflow's own.
     pub fn set_parent(&self, run: RunId) {
         let _ = self.parent.set(run);
+    }
+
+    /// Traces every attempt under `traceparent`, the workflow's span, when
+    /// the attempts have no parent run to find it by.
+    pub fn set_traceparent(&self, traceparent: String) {
+        let _ = self.traceparent.set(traceparent);
     }
 
     /// What the workflow may give its tasks, together: for each task's
@@ -166,6 +176,7 @@ impl LaunchRunner {
             parent: self.parent.get().cloned(),
             names: self.names.clone(),
             ask: self.ask.get().cloned(),
+            traceparent: self.traceparent.get().cloned(),
             ..LaunchSpec::new(AdapterRef::Resolved(resolved), prompt, self.ceiling.clone())
         }
     }

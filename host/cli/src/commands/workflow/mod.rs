@@ -417,12 +417,16 @@ async fn run(
     // once it is spent nothing more is dispatched.
     let budget = workflow_budget(&flags);
     let mut account = None;
-    // Its span is its tasks' runs' parent, as its record is: one trace.
+    // Its span is its tasks' runs' parent, as its record is: one trace. On
+    // a cluster its tasks carry the span itself.
     let mut tracer = None;
-    if let Some(id) = &record
-        && !on_cluster
-    {
-        tracer = wiring::workflow_tracer(id, &name);
+    if on_cluster {
+        tracer = wiring::workflow_tracer(record.as_ref(), &name);
+        if let Some(tracer) = &tracer {
+            runner.set_traceparent(tracer.traceparent());
+        }
+    } else if let Some(id) = &record {
+        tracer = wiring::workflow_tracer(Some(id), &name);
         runner.set_parent(id.clone());
         if !budget.is_unbounded() {
             account = Some(launcher.open_account(id, budget, cancel.clone()));
