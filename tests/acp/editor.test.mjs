@@ -268,3 +268,52 @@ test(
     );
   },
 );
+
+test(
+  "round trip: moat acp acp runs an ACP agent in the sandbox, its questions reach the editor",
+  { skip: !process.env.ACP_ROUNDTRIP_CWD },
+  async () => {
+    const work = process.env.ACP_ROUNDTRIP_CWD;
+    const agentScript = fileURLToPath(new URL("./agent.mjs", import.meta.url));
+    const args = [
+      "acp",
+      "--allow-run=node",
+      `--allow-read=${CWD}`,
+      `--allow-write=${work}`,
+      "--ask",
+      "--extra",
+      JSON.stringify({ command: "node", args: [agentScript] }),
+    ];
+    const asked = [];
+    await withAgent(
+      args,
+      async (ctx) => {
+        const session = await ctx.buildSession(work).start();
+        // The SDK agent asks to run a command: the acp adapter asks moat,
+        // moat acp asks the editor, the editor allows, the agent is told.
+        const first = await turn(session, "remember:ada permission");
+        assert.equal(first.response.stopReason, "end_turn");
+        assert.match(first.text, /Hello from the SDK agent\./);
+        assert.match(first.text, /permission: yes\./);
+        assert.match(first.text, /schema: ok/, "the agent found moat's messages valid");
+        const thoughts = first.updates.filter((u) => u.sessionUpdate === "agent_thought_chunk");
+        assert.ok(thoughts.length >= 1);
+        // The next turn is a new run: the agent's session loaded again.
+        const second = await turn(session, "recall");
+        assert.equal(second.response.stopReason, "end_turn");
+        assert.match(second.text, /recalled: ada\./);
+        const record = show(second.response._meta.moatRun);
+        assert.equal(record.status, "completed");
+        assert.equal(record.adapter, "acp");
+        assert.ok(record.options.resume, "the run resumed the agent's session");
+      },
+      {
+        onPermission: (params) => {
+          asked.push(params);
+          return { outcome: { outcome: "selected", optionId: "allow_once" } };
+        },
+      },
+    );
+    assert.equal(asked.length, 1, "the editor was asked once");
+  },
+);

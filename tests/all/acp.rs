@@ -60,6 +60,9 @@ fn an_editor_drives_sandboxed_runs_through_moat_acp_with_the_official_sdk() {
         "--allow-env",
         "MOAT_MCP_STUB_LOG",
     ]);
+    // The round trip's session directory: the SDK agent keeps its sessions
+    // there, so a later run loads them.
+    let roundtrip = tempfile::tempdir().unwrap();
     let secrets = work.path().join("secrets.json");
     std::fs::write(&secrets, "{}").unwrap();
     std::fs::set_permissions(
@@ -77,6 +80,7 @@ fn an_editor_drives_sandboxed_runs_through_moat_acp_with_the_official_sdk() {
         .env("MOAT_TEST_COOPERATIVE", COOPERATIVE)
         .env("ACP_OPENAI_ARGS", openai_flags.to_string())
         .env("ACP_OPENAI_CWD", work.path())
+        .env("ACP_ROUNDTRIP_CWD", roundtrip.path())
         .env("OPENAI_BASE_URL", format!("{}/v1", server.url()))
         .env("OPENAI_API_KEY", "sk-moat-acp-test")
         .env_remove("MOAT_LOG")
@@ -88,7 +92,7 @@ fn an_editor_drives_sandboxed_runs_through_moat_acp_with_the_official_sdk() {
         "the ACP suite failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("# pass 6"), "every test ran:\n{stdout}");
+    assert!(stdout.contains("# pass 7"), "every test ran:\n{stdout}");
 
     // The second prompt carried the first turn: openai keeps no session,
     // so moat acp sends the conversation so far.

@@ -4,6 +4,7 @@
 //! `moat` binary. Shared helpers are in `moat-testkit` (tests/testkit).
 
 mod acp;
+mod acp_adapter;
 mod anthropic;
 mod capabilities;
 mod claude_code;

@@ -59,7 +59,8 @@ mod tests {
                 "anthropic",
                 "claude-code",
                 "codex",
-                "gemini"
+                "gemini",
+                "acp"
             ]
         );
         for name in names {

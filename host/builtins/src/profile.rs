@@ -127,6 +127,17 @@ const PROFILES: &[Profile] = &[
         own_budget: false,
         secrets: &["GEMINI_API_KEY@generativelanguage.googleapis.com:443"],
     },
+    // Any ACP agent, so no state directory of its own: which agent runs
+    // is the user's choice, and so is granting its state (`--allow-write`).
+    Profile {
+        name: "acp",
+        default_timeout: Duration::from_secs(2 * 60 * 60),
+        state_dirs: &[],
+        state_files: &[],
+        state_vars: &[],
+        own_budget: false,
+        secrets: &[],
+    },
 ];
 
 /// The profile of the built-in adapter `name`.
