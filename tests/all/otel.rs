@@ -453,6 +453,19 @@ impl ExportingWorker {
     }
 }
 
+/// A nats-server, a collector and a worker exporting to it; `None` (said)
+/// without nats-server.
+fn exporting_cluster() -> Option<(nats::NatsServer, Collector, ExportingWorker)> {
+    if !nats::available() {
+        eprintln!("skipped: no nats-server");
+        return None;
+    }
+    let server = nats::server(&[]);
+    let collector = Collector::start();
+    let worker = ExportingWorker::start(&server.url(), &collector);
+    Some((server, collector, worker))
+}
+
 impl Drop for ExportingWorker {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -462,14 +475,10 @@ impl Drop for ExportingWorker {
 
 #[test]
 fn a_run_on_a_cluster_worker_is_in_its_submitters_trace() {
-    if !nats::available() {
-        eprintln!("skipped: no nats-server");
+    let Some((server, collector, _worker)) = exporting_cluster() else {
         return;
-    }
-    let server = nats::server(&[]);
+    };
     let url = server.url();
-    let collector = Collector::start();
-    let _worker = ExportingWorker::start(&url, &collector);
     let dir = tempfile::tempdir().unwrap();
     let output = moat_exporting(dir.path(), &collector)
         .args([
@@ -514,22 +523,20 @@ fn a_run_on_a_cluster_worker_is_in_its_submitters_trace() {
     assert_eq!(text(submitter, "moat.done.status"), "success");
 }
 
-#[test]
-fn a_workflows_tasks_are_children_of_the_workflows_span() {
-    let collector = Collector::start();
-    let dir = tempfile::tempdir().unwrap();
+/// The example pipeline's files, copied into `dir`.
+fn copy_pipeline(dir: &Path) {
     let example = moat_testkit::repo_root().join("examples/workflows/pipeline");
     for entry in std::fs::read_dir(example).unwrap() {
         let entry = entry.unwrap();
         if entry.file_type().unwrap().is_file() {
-            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
         }
     }
-    let output = moat_exporting(dir.path(), &collector)
-        .current_dir(dir.path())
-        .args(["workflow", "run", "workflow.toml", "--output", "ndjson"])
-        .output()
-        .unwrap();
+}
+
+/// How many task attempts a successful `moat workflow run --output
+/// ndjson` started.
+fn started_tasks(output: &std::process::Output) -> usize {
     assert!(
         output.status.success(),
         "{}",
@@ -540,6 +547,20 @@ fn a_workflows_tasks_are_children_of_the_workflows_span() {
         .filter(|line| line.contains("\"type\":\"task_started\""))
         .count();
     assert!(attempts >= 4, "every task started");
+    attempts
+}
+
+#[test]
+fn a_workflows_tasks_are_children_of_the_workflows_span() {
+    let collector = Collector::start();
+    let dir = tempfile::tempdir().unwrap();
+    copy_pipeline(dir.path());
+    let output = moat_exporting(dir.path(), &collector)
+        .current_dir(dir.path())
+        .args(["workflow", "run", "workflow.toml", "--output", "ndjson"])
+        .output()
+        .unwrap();
+    let attempts = started_tasks(&output);
     let spans = collector.wait_for(|spans| {
         named(spans, "invoke_agent workflow").len() == 1
             && named(spans, "invoke_agent echo").len() == attempts
@@ -563,38 +584,19 @@ fn a_workflows_tasks_are_children_of_the_workflows_span() {
 
 #[test]
 fn a_workflow_on_a_cluster_is_one_trace_with_its_tasks_and_their_workers_spans() {
-    if !nats::available() {
-        eprintln!("skipped: no nats-server");
+    let Some((server, collector, _worker)) = exporting_cluster() else {
         return;
-    }
-    let server = nats::server(&[]);
+    };
     let url = server.url();
-    let collector = Collector::start();
-    let _worker = ExportingWorker::start(&url, &collector);
     let dir = tempfile::tempdir().unwrap();
-    let example = moat_testkit::repo_root().join("examples/workflows/pipeline");
-    for entry in std::fs::read_dir(example).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-        }
-    }
+    copy_pipeline(dir.path());
     let output = moat_exporting(dir.path(), &collector)
         .current_dir(dir.path())
         .args(["workflow", "run", "workflow.toml", "--nats", &url])
         .args(["--output", "ndjson"])
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let attempts = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|line| line.contains("\"type\":\"task_started\""))
-        .count();
-    assert!(attempts >= 4, "every task started");
+    let attempts = started_tasks(&output);
     // Each attempt: the submitter's span and the worker's.
     let spans = collector.wait_for(|spans| {
         named(spans, "invoke_agent workflow").len() == 1

@@ -75,15 +75,6 @@ impl AgentProcess {
     }
 }
 
-fn read_error(error: ProcessError) -> ReadError {
-    match error {
-        ProcessError::Interrupted => ReadError::Interrupted,
-        ProcessError::TimedOut => ReadError::TimedOut,
-        ProcessError::LineTooLong(bytes) => ReadError::LineTooLong(bytes),
-        other => ReadError::Failed(other.to_string()),
-    }
-}
-
 fn exit(status: moat_guest::process::ExitStatus) -> Exit {
     Exit {
         code: status.code,
@@ -97,7 +88,7 @@ impl Transport for AgentProcess {
             Some(timeout) => self.child.read_line_timeout(timeout),
             None => self.child.read_line(),
         }
-        .map_err(read_error)
+        .map_err(ReadError::from)
     }
 
     fn write_line(&mut self, line: &str) -> Result<(), String> {

@@ -63,22 +63,27 @@ pub fn spawn(invocation: &Invocation, install: &str) -> Result<ChildProcess, Err
         })
 }
 
-fn read_error(error: ProcessError) -> ReadError {
-    match error {
-        ProcessError::Interrupted => ReadError::Interrupted,
-        ProcessError::TimedOut => ReadError::TimedOut,
-        ProcessError::LineTooLong(bytes) => ReadError::LineTooLong(bytes),
-        other => ReadError::Failed(other.to_string()),
+/// A failed read of a child's output, as a session sees it.
+impl From<ProcessError> for ReadError {
+    fn from(error: ProcessError) -> Self {
+        match error {
+            ProcessError::Interrupted => ReadError::Interrupted,
+            ProcessError::TimedOut => ReadError::TimedOut,
+            ProcessError::LineTooLong(bytes) => ReadError::LineTooLong(bytes),
+            other => ReadError::Failed(other.to_string()),
+        }
     }
 }
 
 impl CliProcess for ChildProcess {
     fn read_line(&mut self) -> Result<Option<String>, ReadError> {
-        self.child.read_line().map_err(read_error)
+        self.child.read_line().map_err(ReadError::from)
     }
 
     fn read_line_timeout(&mut self, timeout: Duration) -> Result<Option<String>, ReadError> {
-        self.child.read_line_timeout(timeout).map_err(read_error)
+        self.child
+            .read_line_timeout(timeout)
+            .map_err(ReadError::from)
     }
 
     fn terminate(&mut self) {
