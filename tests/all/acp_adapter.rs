@@ -576,30 +576,104 @@ mod real_gemini {
             flags: &[&str],
             writable: &Path,
         ) -> Vec<AgentEvent> {
-            let extra = json!({"command": program, "args": ["--acp", "-m", MODEL]});
-            let output = moat_in(&self.root)
-                .env("HOME", &self.root)
-                .env("TMPDIR", self.root.join("tmp"))
-                .env("GOOGLE_GEMINI_BASE_URL", base_url)
-                .env("GEMINI_API_KEY", "moat-offline")
-                .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
+            let output = self
+                .moat(base_url)
                 .args(["run", "acp", prompt, "--output", "ndjson"])
                 .arg(format!("--cwd={}", self.work.display()))
-                .arg(format!("--allow-run={}", program.display()))
-                .arg(format!(
-                    "--allow-write={},{},{}",
-                    writable.display(),
-                    self.root.join(".gemini").display(),
-                    self.root.join("tmp").display()
-                ))
-                .arg(format!("--allow-net={}", base_url.trim_start_matches("http://")))
-                .arg("--allow-env=HOME,TMPDIR,GOOGLE_GEMINI_BASE_URL,GEMINI_API_KEY,GEMINI_CLI_TRUST_WORKSPACE,PATH")
-                .args(["--extra", &extra.to_string()])
+                .args(self.grants(program, base_url, writable))
                 .args(flags)
                 .output()
                 .unwrap();
             events(&output)
         }
+
+        /// `moat` with Gemini CLI's variables: its home, the API at
+        /// `base_url`, a key, the workspace trusted.
+        fn moat(&self, base_url: &str) -> std::process::Command {
+            let mut command = moat_in(&self.root);
+            command
+                .env("HOME", &self.root)
+                .env("TMPDIR", self.root.join("tmp"))
+                .env("GOOGLE_GEMINI_BASE_URL", base_url)
+                .env("GEMINI_API_KEY", "moat-offline")
+                .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+            command
+        }
+
+        /// What a run of `gemini --acp` needs: the program, its state and
+        /// temporary directories and `writable`, the API's address, its
+        /// variables; and the adapter's `--extra` naming it.
+        fn grants(&self, program: &Path, base_url: &str, writable: &Path) -> Vec<String> {
+            let extra = json!({"command": program, "args": ["--acp", "-m", MODEL]});
+            vec![
+                format!("--allow-run={}", program.display()),
+                format!(
+                    "--allow-write={},{},{}",
+                    writable.display(),
+                    self.root.join(".gemini").display(),
+                    self.root.join("tmp").display()
+                ),
+                format!("--allow-net={}", base_url.trim_start_matches("http://")),
+                "--allow-env=HOME,TMPDIR,GOOGLE_GEMINI_BASE_URL,GEMINI_API_KEY,GEMINI_CLI_TRUST_WORKSPACE,PATH".into(),
+                "--extra".into(),
+                extra.to_string(),
+            ]
+        }
+    }
+
+    /// The round trip: an editor (the official ACP SDK's client,
+    /// tests/acp/prompt.mjs) prompts `moat acp acp`, which runs the real
+    /// Gemini CLI in ACP mode in the sandbox: text, a shell call, the
+    /// turn's end, every message moat sent valid by the SDK's schemas.
+    #[test]
+    fn an_editor_runs_the_real_gemini_cli_through_moat_acp_acp() {
+        let Some(program) = gemini() else { return };
+        let stub = StubServer::start("127.0.0.1:0", StubConfig::new(Scenario::ToolUse)).unwrap();
+        let home = Home::new();
+        let base_url = stub.base_url();
+        let moat = home.moat(&base_url);
+        let mut editor = std::process::Command::new("node");
+        for (name, value) in moat.get_envs() {
+            match value {
+                Some(value) => editor.env(name, value),
+                None => editor.env_remove(name),
+            };
+        }
+        let output = editor
+            .env("MOAT_BIN", env!("CARGO_BIN_EXE_moat"))
+            .arg(super::agent_dir().join("prompt.mjs"))
+            .arg(&home.work)
+            .arg("Run echo moat-tool-use in the shell, then answer.")
+            .args(["acp", "--trust", "unrestricted"])
+            .args(home.grants(&program, &base_url, &home.work))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let answer: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(answer["stopReason"], "end_turn", "{answer}");
+        assert!(
+            answer["text"].as_str().unwrap().ends_with(TOOL_FOLLOW_UP),
+            "{answer}"
+        );
+        let updates: Vec<&str> = answer["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(updates.contains(&"tool_call"), "{answer}");
+        assert!(updates.contains(&"tool_call_update"), "{answer}");
+        // The run is recorded like any other.
+        let run = answer["run"].as_str().unwrap();
+        let record: Value =
+            serde_json::from_str(&super::ok_in(&home.root, &["show", run, "--json"])).unwrap();
+        assert_eq!(record["status"], "completed");
+        assert_eq!(record["adapter"], "acp");
     }
 
     /// One streamed Gemini API answer of `parts`.
