@@ -96,7 +96,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(dispatch(cli));
     // The runs' spans go out while the sessions close.
     if let Some(telemetry) = &mut telemetry {
-        telemetry.flush_soon();
+        telemetry.flush_soon(|flush| {
+            runtime.spawn_blocking(flush);
+        });
     }
     // Every run has ended; what remains is closing sessions in the
     // background. Shutting down drops them, which kills what their

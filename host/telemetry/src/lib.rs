@@ -167,11 +167,14 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Starts exporting what is queued now, on a thread of its own, while
-    /// the process goes on winding down (its runs have ended);
-    /// [`shutdown`](Self::shutdown) then waits for it, within the same
+    /// Starts exporting what is queued now while the process goes on
+    /// winding down (its runs have ended): the wait for the export is
+    /// handed to `spawn`, which runs it on a thread that may block (the
+    /// caller's blocking pool, whose threads are there already; a thread
+    /// of its own would cost a short run more than the export). Then
+    /// [`shutdown`](Self::shutdown) waits for it, within the same
     /// [`FLUSH_TIMEOUT`].
-    pub fn flush_soon(&mut self) {
+    pub fn flush_soon(&mut self, spawn: impl FnOnce(Box<dyn FnOnce() + Send>)) {
         let Some(telemetry) = installed() else {
             return;
         };
@@ -179,15 +182,11 @@ impl Guard {
             return;
         }
         let (sent, over) = std::sync::mpsc::channel();
-        let started = std::thread::Builder::new()
-            .name("moat-otlp-flush".into())
-            .spawn(move || {
-                let _ = telemetry.provider.force_flush();
-                let _ = sent.send(());
-            });
-        if started.is_ok() {
-            self.flushing = Some((Instant::now(), over));
-        }
+        spawn(Box::new(move || {
+            let _ = telemetry.provider.force_flush();
+            let _ = sent.send(());
+        }));
+        self.flushing = Some((Instant::now(), over));
     }
 
     /// Exports what is left, waiting at most [`FLUSH_TIMEOUT`] in all,
