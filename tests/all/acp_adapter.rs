@@ -628,6 +628,8 @@ mod real_gemini {
     #[test]
     fn an_editor_runs_the_real_gemini_cli_through_moat_acp_acp() {
         let Some(program) = gemini() else { return };
+        // The real CLIs' test changes the process's environment as it runs.
+        let _alone = crate::real_clis::environment_alone();
         let stub = StubServer::start("127.0.0.1:0", StubConfig::new(Scenario::ToolUse)).unwrap();
         let home = Home::new();
         let base_url = stub.base_url();
@@ -694,6 +696,8 @@ mod real_gemini {
     #[test]
     fn the_real_gemini_cli_in_acp_mode_is_an_acp_adapters_agent() {
         let Some(program) = gemini() else { return };
+        // The real CLIs' test changes the process's environment as it runs.
+        let _alone = crate::real_clis::environment_alone();
 
         // Text, a shell tool call (allowed: trust unrestricted), done.
         let stub = StubServer::start("127.0.0.1:0", StubConfig::new(Scenario::ToolUse)).unwrap();

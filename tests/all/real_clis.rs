@@ -60,9 +60,49 @@ fn cli_dir() -> PathBuf {
     }
 }
 
-/// Sets the process environment the CLI will be granted. The test is the
-/// only one in this binary and runs the CLIs one after another, so nothing
-/// reads the environment while it changes.
+/// Held by every test that runs a real CLI: this one changes the
+/// process's environment (`HOME`, `TMPDIR`, …) while it runs, which
+/// another test reading it meanwhile — making a temporary directory under
+/// a `TMPDIR` about to be removed — would trip on.
+pub(crate) static ENVIRONMENT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds [`ENVIRONMENT`] for the caller's test.
+pub(crate) fn environment_alone() -> std::sync::MutexGuard<'static, ()> {
+    ENVIRONMENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The process's environment as it was, put back when dropped (the CLIs'
+/// homes it points at are gone by then).
+struct RestoreEnvironment(Vec<(std::ffi::OsString, std::ffi::OsString)>);
+
+impl RestoreEnvironment {
+    fn now() -> Self {
+        Self(std::env::vars_os().collect())
+    }
+}
+
+impl Drop for RestoreEnvironment {
+    fn drop(&mut self) {
+        let now: Vec<_> = std::env::vars_os().map(|(name, _)| name).collect();
+        // SAFETY: the test holds ENVIRONMENT; nothing else reads it now.
+        unsafe {
+            for name in now {
+                if !self.0.iter().any(|(kept, _)| *kept == name) {
+                    std::env::remove_var(&name);
+                }
+            }
+            for (name, value) in &self.0 {
+                std::env::set_var(name, value);
+            }
+        }
+    }
+}
+
+/// Sets the process environment the CLI will be granted. The test holds
+/// [`ENVIRONMENT`] and runs the CLIs one after another, so nothing reads
+/// the environment while it changes.
 fn set_env(vars: &[(&str, String)]) {
     for (name, value) in vars {
         // SAFETY: see above: no other thread reads the environment now.
@@ -229,6 +269,9 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
         eprintln!("skipped: set MOAT_REAL_CLIS=1 (and MOAT_CLI_DIR) to run the real CLIs");
         return;
     }
+    let _alone = environment_alone();
+    // Dropped before the lock: the next test finds the environment whole.
+    let _restore = RestoreEnvironment::now();
     let bin = cli_dir().join("node_modules/.bin");
     let scratch = tempfile::tempdir().unwrap();
     for cli in &CLIS {

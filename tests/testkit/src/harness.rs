@@ -235,9 +235,18 @@ pub fn tool_result(events: &[AgentEvent]) -> &ToolResultPayload {
 
 /// The event types in order, for failure messages.
 pub fn describe(events: &[AgentEvent]) -> String {
+    // An error says what it was: a failing test's message is all a CI log
+    // keeps of the run.
     let types: Vec<_> = events
         .iter()
-        .map(|e| e.payload.type_name().to_string())
+        .map(|e| match &e.payload {
+            EventPayload::Error(error) => format!(
+                "error({}: {})",
+                error.code.as_deref().unwrap_or("-"),
+                error.message
+            ),
+            other => other.type_name().to_string(),
+        })
         .collect();
     format!("[{}]", types.join(", "))
 }
