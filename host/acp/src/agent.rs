@@ -15,7 +15,7 @@ use moat_engine::{EventPayload, McpServers, PermissionRequestPayload};
 use moat_launch::{LaunchError, LaunchSpec, Launcher};
 use moat_runs::{Answer, RunId};
 
-use crate::connection::Connection;
+use crate::editor::Editor;
 use crate::jsonrpc::RpcError;
 use crate::transcript::Transcript;
 use crate::updates::{Updates, stop_reason};
@@ -171,9 +171,9 @@ impl AcpAgent {
 
     /// `session/prompt`: one run of the adapter, its events sent as the
     /// session's updates; the answer once its `done` came.
-    pub(crate) async fn prompt(
+    pub(crate) async fn prompt<E: Editor>(
         &self,
-        connection: &Arc<Connection>,
+        editor: &Arc<E>,
         params: &Value,
     ) -> Result<Value, RpcError> {
         let session = self.session(params)?;
@@ -215,7 +215,7 @@ impl AcpAgent {
             match &event.payload {
                 EventPayload::PermissionRequest(request) => {
                     if let (Some(run), Some(_)) = (&run, &request.request_id) {
-                        self.ask_editor(connection, &session.id, run, request, &abort);
+                        self.ask_editor(editor, &session.id, run, request, &abort);
                     }
                 }
                 EventPayload::TextDelta(text) => answer.push_str(&text.delta),
@@ -226,7 +226,7 @@ impl AcpAgent {
                 _ => {}
             }
             for update in updates.of(&event) {
-                connection
+                editor
                     .notify(
                         "session/update",
                         json!({"sessionId": session.id, "update": update}),
@@ -269,9 +269,9 @@ impl AcpAgent {
 
     /// Asks the editor about a request the run waits on, and answers it
     /// with what the user picked. The turn's end stops the asking.
-    fn ask_editor(
+    fn ask_editor<E: Editor>(
         &self,
-        connection: &Arc<Connection>,
+        editor: &Arc<E>,
         session: &str,
         run: &RunId,
         request: &PermissionRequestPayload,
@@ -288,15 +288,15 @@ impl AcpAgent {
             return;
         };
         let params = permission_params(session, request);
-        let (connection, run, abort) = (connection.clone(), run.clone(), abort.clone());
+        let (editor, run, abort) = (editor.clone(), run.clone(), abort.clone());
         tokio::spawn(async move {
             let outcome = tokio::select! {
-                outcome = connection.request("session/request_permission", params) => outcome,
+                outcome = editor.request("session/request_permission", params) => outcome,
                 () = abort.cancelled() => return,
             };
             let by = format!(
                 "{} through moat acp (pid {})",
-                connection.client_name(),
+                editor.client_name(),
                 std::process::id()
             );
             let answer = answer_of(outcome, by);

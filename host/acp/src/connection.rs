@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
 use crate::agent::AcpAgent;
+use crate::editor::Editor;
 use crate::jsonrpc::{self, Id, Incoming, MAX_LINE_BYTES, RpcError};
 
 /// Lines queued for the editor before a run's events wait for it to read.
@@ -33,14 +34,12 @@ pub(crate) struct Connection {
     client: Mutex<String>,
 }
 
-impl Connection {
-    /// Sends a notification; waits while the editor is behind.
-    pub(crate) async fn notify(&self, method: &str, params: Value) {
+impl Editor for Connection {
+    async fn notify(&self, method: &str, params: Value) {
         let _ = self.out.send(jsonrpc::notification(method, params)).await;
     }
 
-    /// Sends a request and waits for the editor's answer.
-    pub(crate) async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+    async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answered, answer) = oneshot::channel();
         lock(&self.pending).insert(id, answered);
@@ -62,11 +61,12 @@ impl Connection {
             .unwrap_or_else(|_| Err(RpcError::internal("the editor is gone")))
     }
 
-    /// The editor's name, for the record of who answered.
-    pub(crate) fn client_name(&self) -> String {
+    fn client_name(&self) -> String {
         lock(&self.client).clone()
     }
+}
 
+impl Connection {
     async fn answer(&self, id: &Id, outcome: Result<Value, RpcError>) {
         let _ = self.out.send(jsonrpc::answer(id, outcome)).await;
     }

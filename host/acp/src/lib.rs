@@ -5,7 +5,8 @@
 //! only what the flags give, recorded in the run store like any other.
 //!
 //! - [`jsonrpc`]: the frames, checked;
-//! - [`agent`]: the methods moat answers and how a turn runs;
+//! - [`agent`]: the methods moat answers and how a turn runs, for an
+//!   [`editor`] (the connection, [`serve`]);
 //! - [`updates`]: a run's events as `session/update`s, its `done` as the
 //!   stop reason;
 //! - [`transcript`]: the conversation carried for adapters that keep no
@@ -16,6 +17,7 @@
 
 pub mod agent;
 mod connection;
+pub mod editor;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod prompt;
@@ -24,6 +26,7 @@ pub mod updates;
 
 pub use agent::{AcpAgent, Turn, TurnSpecs};
 pub use connection::serve;
+pub use editor::Editor;
 
 /// The ACP version moat speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
