@@ -41,9 +41,16 @@ impl Worker {
 
     /// Starts a worker whose heartbeats may be missing for `timeout`.
     fn start_with(urls: &str, timeout: &str, extra: &[&str]) -> Self {
-        let mut child = moat()
+        let mut command = moat();
+        command
             .args(["worker", "--nats", urls, "--worker-timeout", timeout])
-            .args(extra)
+            .args(extra);
+        Self::spawned(command)
+    }
+
+    /// Starts `command` (a `moat worker …`) and waits until it takes runs.
+    pub(crate) fn spawned(mut command: std::process::Command) -> Self {
+        let mut child = command
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

@@ -4,10 +4,9 @@
 //! run, and a cluster worker's run in its submitter's trace.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +28,7 @@ use prost::Message;
 use serde_json::json;
 
 use crate::cli::common::{events, moat};
+use crate::cluster::Worker;
 
 /// A span as received, with its service's name.
 #[derive(Debug, Clone)]
@@ -422,55 +422,23 @@ fn a_failed_run_is_an_error_span_with_its_error_as_an_event() {
     }));
 }
 
-/// A `moat worker` exporting to `collector`, killed when dropped.
-struct ExportingWorker(Child);
-
-impl ExportingWorker {
-    fn start(url: &str, collector: &Collector) -> Self {
-        let mut child = moat()
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
-            // Its spans go out soon after they end: it never exits.
-            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-            .args(["worker", "--nats", url, "--worker-timeout", "4s"])
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("moat worker starts");
-        let stderr = child.stderr.take().expect("piped");
-        let (ready, started) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("taking runs") {
-                    let _ = ready.send(());
-                }
-                eprintln!("worker: {line}");
-            }
-        });
-        started
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the worker says it takes runs");
-        Self(child)
-    }
-}
-
 /// A nats-server, a collector and a worker exporting to it; `None` (said)
 /// without nats-server.
-fn exporting_cluster() -> Option<(nats::NatsServer, Collector, ExportingWorker)> {
+fn exporting_cluster() -> Option<(nats::NatsServer, Collector, Worker)> {
     if !nats::available() {
         eprintln!("skipped: no nats-server");
         return None;
     }
     let server = nats::server(&[]);
     let collector = Collector::start();
-    let worker = ExportingWorker::start(&server.url(), &collector);
+    let mut worker = moat();
+    worker
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        // Its spans go out soon after they end: it never exits.
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .args(["worker", "--nats", &server.url(), "--worker-timeout", "4s"]);
+    let worker = Worker::spawned(worker);
     Some((server, collector, worker))
-}
-
-impl Drop for ExportingWorker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

@@ -21,6 +21,10 @@ use crate::transcript::Transcript;
 use crate::updates::{Updates, stop_reason};
 use crate::{PROTOCOL_VERSION, prompt};
 
+/// The most sessions one `moat acp` holds: each keeps its conversation, and
+/// an editor that opened sessions in a loop must not grow it without end.
+pub const MAX_SESSIONS: usize = 1024;
+
 /// One prompt of a session, for the caller to make a run of.
 #[derive(Debug, Clone)]
 pub struct Turn {
@@ -152,7 +156,13 @@ impl AcpAgent {
             memory: tokio::sync::Mutex::new(Memory::default()),
             live: Mutex::new(None),
         };
-        lock(&self.sessions).insert(id.clone(), Arc::new(session));
+        let mut sessions = lock(&self.sessions);
+        if sessions.len() >= MAX_SESSIONS {
+            return Err(RpcError::invalid_params(format!(
+                "this moat acp holds {MAX_SESSIONS} sessions already: restart the agent server for more"
+            )));
+        }
+        sessions.insert(id.clone(), Arc::new(session));
         Ok(json!({"sessionId": id}))
     }
 
@@ -206,6 +216,11 @@ impl AcpAgent {
             abort: abort.clone(),
             run: run.clone(),
         });
+        // Ends the editor's questions of this turn when the turn ends,
+        // however it ends (a request the run stopped waiting for would
+        // otherwise wait for the editor as long as the connection lasts).
+        let asking = abort.child_token();
+        let _asking = asking.clone().drop_guard();
         let mut events = self.launcher.start(prepared);
         let mut updates = Updates::default();
         let mut answer = String::new();
@@ -215,7 +230,7 @@ impl AcpAgent {
             match &event.payload {
                 EventPayload::PermissionRequest(request) => {
                     if let (Some(run), Some(_)) = (&run, &request.request_id) {
-                        self.ask_editor(editor, &session.id, run, request, &abort);
+                        self.ask_editor(editor, &session.id, run, request, &asking);
                     }
                 }
                 EventPayload::TextDelta(text) => answer.push_str(&text.delta),
@@ -268,14 +283,14 @@ impl AcpAgent {
     }
 
     /// Asks the editor about a request the run waits on, and answers it
-    /// with what the user picked. The turn's end stops the asking.
+    /// with what the user picked; `turn_over` stops the asking.
     fn ask_editor<E: Editor>(
         &self,
         editor: &Arc<E>,
         session: &str,
         run: &RunId,
         request: &PermissionRequestPayload,
-        abort: &CancellationToken,
+        turn_over: &CancellationToken,
     ) {
         let Some(runs) = self.launcher.runs() else {
             return;
@@ -288,11 +303,11 @@ impl AcpAgent {
             return;
         };
         let params = permission_params(session, request);
-        let (editor, run, abort) = (editor.clone(), run.clone(), abort.clone());
+        let (editor, run, turn_over) = (editor.clone(), run.clone(), turn_over.clone());
         tokio::spawn(async move {
             let outcome = tokio::select! {
                 outcome = editor.request("session/request_permission", params) => outcome,
-                () = abort.cancelled() => return,
+                () = turn_over.cancelled() => return,
             };
             let by = format!(
                 "{} through moat acp (pid {})",

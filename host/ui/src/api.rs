@@ -89,13 +89,9 @@ pub(crate) fn list_stream(state: &State, query: &str) -> Response<Body> {
 
 /// `GET /api/runs/ID`: the record, its descendants, its approvals.
 pub(crate) async fn run(state: &State, id: &str) -> Response<Body> {
-    let Some(id) = run_id(id) else {
-        return bad_id(id);
-    };
-    let record = match state.runs.get(&id).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return text(StatusCode::NOT_FOUND, format!("no run {id}")),
-        Err(error) => return failure(&error),
+    let (id, record) = match record_of(state, id).await {
+        Ok(found) => found,
+        Err(answer) => return answer,
     };
     let children = tree(state.runs.as_ref(), &id).await;
     let (approvals, approvals_error) = match state.runs.approvals(&id).await {
@@ -282,13 +278,9 @@ pub(crate) async fn diff(state: &State, id: &str) -> Response<Body> {
 /// `GET /api/runs/ID/workflow`: a workflow record's DAG, each task with
 /// its state (from the workflow's state file, as `moat workflow status`).
 pub(crate) async fn workflow(state: &State, id: &str) -> Response<Body> {
-    let Some(id) = run_id(id) else {
-        return bad_id(id);
-    };
-    let record = match state.runs.get(&id).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return text(StatusCode::NOT_FOUND, format!("no run {id}")),
-        Err(error) => return failure(&error),
+    let (id, record) = match record_of(state, id).await {
+        Ok(found) => found,
+        Err(answer) => return answer,
     };
     if !is_workflow(&record) {
         return text(
@@ -445,6 +437,22 @@ fn filter(query: &str) -> Result<RunFilter, String> {
 /// The run id of a path segment, checked.
 fn run_id(text: &str) -> Option<RunId> {
     RunId::parse(&decode(text)?)
+}
+
+/// The run a path segment names and its record; else the answer saying
+/// why not (not a run id, no such run, the runs unreadable).
+async fn record_of(
+    state: &State,
+    id: &str,
+) -> Result<(RunId, moat_runs::RunRecord), Response<Body>> {
+    let Some(id) = run_id(id) else {
+        return Err(bad_id(id));
+    };
+    match state.runs.get(&id).await {
+        Ok(Some(record)) => Ok((id, record)),
+        Ok(None) => Err(text(StatusCode::NOT_FOUND, format!("no run {id}"))),
+        Err(error) => Err(failure(&error)),
+    }
 }
 
 /// The answer to a path segment that is not a run id.
