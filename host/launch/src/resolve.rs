@@ -209,16 +209,97 @@ fn installed_bytes(
         .map_err(|e| ResolveError::Installed(e.to_string()))
 }
 
-/// Loads adapters into one sandbox.
+/// How many loaded adapters a resolver keeps, the ones used last.
+const LOADED_KEPT: usize = 16;
+
+/// What identifies an adapter's bytes without reading them all: a
+/// built-in by name (its bytes are in the binary), an installed one by
+/// name and the hash its catalog checked its bytes against, a file by its
+/// inode and times (a changed file has a new change time, which nobody can
+/// set back).
+#[derive(Clone, PartialEq, Eq)]
+enum Identity {
+    BuiltIn(String),
+    Installed {
+        name: String,
+        sha256: String,
+    },
+    File {
+        path: PathBuf,
+        device: u64,
+        inode: u64,
+        size: u64,
+        modified_ns: i128,
+        changed_ns: i128,
+    },
+}
+
+impl Identity {
+    /// The file at `path` as it is now; `None` when it cannot be read
+    /// (loading it says why).
+    fn of_file(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = std::fs::metadata(path).ok()?;
+        let ns = |seconds: i64, nanos: i64| i128::from(seconds) * 1_000_000_000 + i128::from(nanos);
+        Some(Self::File {
+            path: path.to_path_buf(),
+            device: metadata.dev(),
+            inode: metadata.ino(),
+            size: metadata.size(),
+            modified_ns: ns(metadata.mtime(), metadata.mtime_nsec()),
+            changed_ns: ns(metadata.ctime(), metadata.ctime_nsec()),
+        })
+    }
+}
+
+/// Adapters a resolver has loaded, the last used first. A server, a
+/// workflow or `moat parallel` starts many runs of the same few adapters,
+/// and loading one — its compiled form read and checked, linked, its
+/// `info()` called in an instance of its own — costs more than starting a
+/// run of it; a loaded adapter starts any number of runs, each in a store
+/// of its own.
+#[derive(Default)]
+struct Loaded(std::sync::Mutex<std::collections::VecDeque<(Identity, Resolved)>>);
+
+impl Loaded {
+    fn get(&self, identity: &Identity) -> Option<Resolved> {
+        let mut entries = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = entries.iter().position(|(kept, _)| kept == identity)?;
+        let entry = entries.remove(at)?;
+        let resolved = entry.1.clone();
+        entries.push_front(entry);
+        Some(resolved)
+    }
+
+    fn keep(&self, identity: Identity, resolved: &Resolved) {
+        let mut entries = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.retain(|(kept, _)| *kept != identity);
+        entries.push_front((identity, resolved.clone()));
+        entries.truncate(LOADED_KEPT);
+    }
+}
+
+/// Loads adapters into one sandbox, each once while it is among the
+/// last few used (clones share what was loaded).
 #[derive(Clone)]
 pub struct Resolver {
     sandbox: Sandbox,
+    loaded: std::sync::Arc<Loaded>,
 }
 
 impl Resolver {
     /// A resolver loading into `sandbox`.
     pub fn new(sandbox: Sandbox) -> Self {
-        Self { sandbox }
+        Self {
+            sandbox,
+            loaded: std::sync::Arc::default(),
+        }
     }
 
     /// The sandbox it loads into.
@@ -249,6 +330,10 @@ impl Resolver {
         let Some(bytes) = builtin::component(name) else {
             return Ok(None);
         };
+        let identity = Identity::BuiltIn(name.to_owned());
+        if let Some(resolved) = self.loaded.get(&identity) {
+            return Ok(Some(resolved));
+        }
         let adapter = self
             .sandbox
             .load_bytes(format!("built-in {name}"), bytes.to_vec())
@@ -257,17 +342,25 @@ impl Resolver {
                 adapter: format!("the built-in adapter `{name}`"),
                 error,
             })?;
-        Ok(Some(Resolved {
+        let resolved = Resolved {
             adapter,
             provenance: Provenance::BuiltIn,
             source: Source::BuiltIn(name.to_owned()),
             profile: builtin::profile(name),
             accepted: None,
-        }))
+        };
+        self.loaded.keep(identity, &resolved);
+        Ok(Some(resolved))
     }
 
     /// The component at `path`.
     pub async fn file(&self, path: &Path) -> Result<Resolved, ResolveError> {
+        // Taken before the bytes are read: a file changed meanwhile is
+        // kept under its old identity, which never comes again.
+        let identity = Identity::of_file(path);
+        if let Some(resolved) = identity.as_ref().and_then(|i| self.loaded.get(i)) {
+            return Ok(resolved);
+        }
         let adapter = self
             .sandbox
             .load_file(path)
@@ -276,13 +369,17 @@ impl Resolver {
                 adapter: path.display().to_string(),
                 error,
             })?;
-        Ok(Resolved {
+        let resolved = Resolved {
             adapter,
             provenance: Provenance::Loaded,
             source: Source::File(path.to_path_buf()),
             profile: None,
             accepted: None,
-        })
+        };
+        if let Some(identity) = identity {
+            self.loaded.keep(identity, &resolved);
+        }
+        Ok(resolved)
     }
 
     /// The component at `path`, which must have the SHA-256 `sha256`.
@@ -313,6 +410,13 @@ impl Resolver {
         let Some((manifest, bytes)) = installed_bytes(&catalog, name)? else {
             return Ok(None);
         };
+        let identity = Identity::Installed {
+            name: name.to_owned(),
+            sha256: manifest.sha256.clone(),
+        };
+        if let Some(resolved) = self.loaded.get(&identity) {
+            return Ok(Some(resolved));
+        }
         let adapter = self
             .sandbox
             .load_bytes(format!("installed:{name}"), bytes)
@@ -321,12 +425,14 @@ impl Resolver {
                 adapter: format!("the installed adapter {name}"),
                 error,
             })?;
-        Ok(Some(Resolved {
+        let resolved = Resolved {
             adapter,
             provenance: Provenance::Loaded,
             source: Source::Installed(name.to_owned()),
             profile: None,
             accepted: Some(manifest.grants),
-        }))
+        };
+        self.loaded.keep(identity, &resolved);
+        Ok(Some(resolved))
     }
 }

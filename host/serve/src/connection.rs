@@ -7,6 +7,7 @@
 //! `lagged`, and no run or other client ever waits for it.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -210,12 +211,7 @@ async fn subscribe(
                 Value::from(subscription.as_str()),
                 Value::from(run_id.as_str()),
             );
-            let streamed = stream(&server, &run, params.from_seq, &stop, |seq, json| {
-                let message = format!(r#"{head}{seq},"data":{json}}}"#);
-                let out = out.clone();
-                async move { out.send(message).await }
-            })
-            .await;
+            let streamed = stream(&server, &run, params.from_seq, &stop, &head, &out).await;
             if let Err(next) = streamed {
                 // Behind on this run: its part of the subscription ends, and
                 // says where to resume; the subscription's other runs go on.
@@ -232,46 +228,71 @@ async fn subscribe(
     Ok(json!({"subscriptionId": id}))
 }
 
-/// Sends run `id`'s events from `from_seq` on with `send` (its sequence
-/// number and JSON) until its `done`, `stop`, or `send` saying the client
-/// is gone. `Err(next)` when the client fell behind the live events (it
-/// may resume from `next`, the first it did not get).
-async fn stream<F, Fut>(
+/// Events that are ready at once (a stored run's replay, a burst of live
+/// ones) go into one queued message of this many at most: one queue slot,
+/// one wake of the writer, instead of one per event.
+const EVENTS_PER_MESSAGE: usize = 256;
+
+/// Sends run `id`'s events from `from_seq` on to `out`, each as a
+/// `run_event` line beginning with `head`, until its `done`, `stop`, or the
+/// client being gone. `Err(next)` when the client fell behind the live
+/// events (it may resume from `next`, the first it did not get).
+async fn stream(
     server: &Server,
     id: &moat_runs::RunId,
     from_seq: u64,
     stop: &CancellationToken,
-    mut send: F,
-) -> Result<(), u64>
-where
-    F: FnMut(u64, std::sync::Arc<str>) -> Fut,
-    Fut: Future<Output = bool>,
-{
+    head: &str,
+    out: &Outgoing,
+) -> Result<(), u64> {
     use futures::StreamExt;
-    let mut events = match server.follow(id, from_seq).await {
+    let events = match server.follow(id, from_seq).await {
         Ok(events) => events,
         Err(error) => {
             tracing::warn!(run = %id, "cannot follow the run: {error}");
             return Ok(());
         }
     };
+    let mut ready = events.ready_chunks(EVENTS_PER_MESSAGE);
     loop {
-        let next = tokio::select! {
+        let chunk = tokio::select! {
             () = stop.cancelled() => return Ok(()),
-            next = events.next() => next,
+            chunk = ready.next() => chunk,
         };
-        match next {
-            Some(Ok(event)) => {
-                if !send(event.seq, event.json).await || event.done {
-                    return Ok(());
+        let Some(chunk) = chunk else { return Ok(()) };
+        // Lines joined by newlines: the writer ends the message with one.
+        let mut lines = String::new();
+        let mut ended = Ok(());
+        let mut over = false;
+        for next in chunk {
+            match next {
+                Ok(event) => {
+                    if !lines.is_empty() {
+                        lines.push('\n');
+                    }
+                    let _ = write!(lines, r#"{head}{},"data":{}}}"#, event.seq, event.json);
+                    if event.done {
+                        over = true;
+                        break;
+                    }
+                }
+                Err(moat_runs::RunsError::Lagged { next }) => {
+                    ended = Err(next);
+                    over = true;
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(run = %id, "following the run: {error}");
+                    over = true;
+                    break;
                 }
             }
-            Some(Err(moat_runs::RunsError::Lagged { next })) => return Err(next),
-            Some(Err(error)) => {
-                tracing::warn!(run = %id, "following the run: {error}");
-                return Ok(());
-            }
-            None => return Ok(()),
+        }
+        if !lines.is_empty() && !out.send(lines).await {
+            return Ok(());
+        }
+        if over {
+            return ended;
         }
     }
 }

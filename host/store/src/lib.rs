@@ -195,13 +195,13 @@ impl Store {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(write_error)?;
         if let Some(parent) = &run.parent {
-            let status: Option<String> = tx
-                .query_row(
-                    "SELECT status FROM runs WHERE id = ?1",
-                    [parent.as_str()],
-                    |row| row.get(0),
-                )
-                .optional()?;
+            let status: Option<String> = query_row(
+                &tx,
+                "SELECT status FROM runs WHERE id = ?1",
+                [parent.as_str()],
+                |row| row.get(0),
+            )
+            .optional()?;
             match status.as_deref() {
                 None => return Err(StoreError::NotFound(parent.to_string())),
                 Some("pending" | "running") => {}
@@ -212,7 +212,8 @@ impl Store {
             Some(limits) => serde_json::to_string(limits).expect("limits are plain data"),
             None => "{}".to_owned(),
         };
-        tx.execute(
+        execute(
+            &tx,
             "INSERT INTO runs (id, parent_id, adapter, component_sha256, prompt, options, grants,
                                limits, timeout_ms, trust, status, owner, owner_pid, created_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13)",
@@ -240,14 +241,13 @@ impl Store {
     /// `pending → running`, when its adapter starts. A run already ended
     /// (cancelled before it started) stays ended: `Ok(false)`.
     pub fn mark_running(&self, id: &RunId) -> Result<bool, StoreError> {
-        let changed = self
-            .conn()
-            .execute(
-                "UPDATE runs SET status = 'running', started_ms = ?2
-                 WHERE id = ?1 AND status = 'pending'",
-                params![id.as_str(), now_ms() as i64],
-            )
-            .map_err(write_error)?;
+        let changed = execute(
+            &self.conn(),
+            "UPDATE runs SET status = 'running', started_ms = ?2
+             WHERE id = ?1 AND status = 'pending'",
+            params![id.as_str(), now_ms() as i64],
+        )
+        .map_err(write_error)?;
         Ok(changed == 1)
     }
 
@@ -296,7 +296,8 @@ impl Store {
             cascade(&tx, id.as_str())?;
         }
         // Its owner has stopped it: nothing is left to ask of it.
-        tx.execute(
+        execute(
+            &tx,
             "UPDATE runs SET cancel_requested = 0 WHERE id = ?1",
             [id.as_str()],
         )
@@ -307,15 +308,15 @@ impl Store {
 
     /// Records what run `id` (with its children) has spent so far.
     pub fn set_spent(&self, id: &RunId, spent: &moat_runs::Spent) -> Result<(), StoreError> {
-        self.conn()
-            .execute(
-                "UPDATE runs SET spent = ?2 WHERE id = ?1",
-                params![
-                    id.as_str(),
-                    serde_json::to_string(spent).expect("spending is plain data")
-                ],
-            )
-            .map_err(write_error)?;
+        execute(
+            &self.conn(),
+            "UPDATE runs SET spent = ?2 WHERE id = ?1",
+            params![
+                id.as_str(),
+                serde_json::to_string(spent).expect("spending is plain data")
+            ],
+        )
+        .map_err(write_error)?;
         Ok(())
     }
 
@@ -350,13 +351,13 @@ impl Store {
     /// The run with this id.
     pub fn get(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
         let conn = self.conn();
-        let record = conn
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM runs WHERE id = ?1"),
-                [id.as_str()],
-                record,
-            )
-            .optional()?;
+        let record = query_row(
+            &conn,
+            &format!("SELECT {COLUMNS} FROM runs WHERE id = ?1"),
+            [id.as_str()],
+            record,
+        )
+        .optional()?;
         Ok(record)
     }
 
@@ -372,7 +373,8 @@ impl Store {
             return Err(StoreError::NotFound(text.to_owned()));
         }
         let conn = self.conn();
-        let mut query = conn.prepare("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 LIMIT 2")?;
+        let mut query =
+            conn.prepare_cached("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 LIMIT 2")?;
         // Every id starting with `text` sorts in [text, text + '~').
         let ids: Vec<String> = query
             .query_map(params![text, format!("{text}~")], |row| row.get(0))?
@@ -472,17 +474,14 @@ impl Store {
     /// The run's stored events from number `from` on, in order.
     pub fn events(&self, id: &RunId, from: u64) -> Result<Vec<(u64, AgentEvent)>, StoreError> {
         let mut events = Vec::new();
-        self.each_stored(
-            id,
-            from,
-            usize::MAX,
-            |seq, json| match serde_json::from_slice(json) {
+        self.each_stored(id, from, Take::AtMost(usize::MAX), |seq, json| {
+            match serde_json::from_slice(json) {
                 Ok(event) => events.push((seq, event)),
                 Err(error) => {
                     tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
                 }
-            },
-        )?;
+            }
+        })?;
         Ok(events)
     }
 
@@ -496,6 +495,32 @@ impl Store {
         from: u64,
         max: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.stored_lines(id, from, Take::AtMost(max))
+    }
+
+    /// A page of the run's stored events from number `from` on, as
+    /// [`event_lines`](Self::event_lines) reads them, but ending where a
+    /// stored block ends: whole blocks until at least `at_least` events
+    /// (fewer only at the end of what is stored). A replay a page at a time
+    /// then reads each block once — a page that ended inside one would
+    /// decode it again for the next — and holds at most `at_least` events
+    /// and one block (a block is one commit of the writer, a few hundred
+    /// KiB at most, however many events that is).
+    pub fn event_page(
+        &self,
+        id: &RunId,
+        from: u64,
+        at_least: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.stored_lines(id, from, Take::WholeBlocks(at_least))
+    }
+
+    fn stored_lines(
+        &self,
+        id: &RunId,
+        from: u64,
+        take: Take,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
         /// Only the `type` of an event, read without building the rest.
         #[derive(serde::Deserialize)]
         struct Kind<'a> {
@@ -503,7 +528,7 @@ impl Store {
             kind: std::borrow::Cow<'a, str>,
         }
         let mut lines = Vec::new();
-        self.each_stored(id, from, max, |seq, json| {
+        self.each_stored(id, from, take, |seq, json| {
             match serde_json::from_slice::<Kind<'_>>(json) {
                 Ok(Kind { kind }) => lines.push(StoredEvent {
                     seq,
@@ -518,25 +543,36 @@ impl Store {
         Ok(lines)
     }
 
-    /// Calls `each` with the number and JSON of at most `max` of the run's
-    /// stored events from number `from` on, in order.
+    /// Calls `each` with the number and JSON of the run's stored events
+    /// from number `from` on, in order, as many as `take` says.
     fn each_stored(
         &self,
         id: &RunId,
         from: u64,
-        max: usize,
+        take: Take,
         mut each: impl FnMut(u64, &[u8]),
     ) -> Result<(), StoreError> {
         let conn = self.conn();
+        // From the block holding `from` (the last to begin at or before
+        // it): found through the primary key, as are the blocks after it,
+        // not by reading every earlier block of the run.
         let mut query = conn.prepare_cached(
             "SELECT first_seq, encoding, events FROM event_blocks
-             WHERE run_id = ?1 AND last_seq >= ?2 ORDER BY first_seq",
+             WHERE run_id = ?1 AND last_seq >= ?2 AND first_seq >= coalesce(
+                 (SELECT max(first_seq) FROM event_blocks WHERE run_id = ?1 AND first_seq <= ?2),
+                 0)
+             ORDER BY first_seq",
         )?;
         let rows = query.query_map(params![id.as_str(), from as i64], |row| {
             Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get(2)?))
         })?;
         let mut taken = 0;
         for row in rows {
+            if let Take::WholeBlocks(at_least) = take
+                && taken >= at_least
+            {
+                return Ok(());
+            }
             let (first, encoding, stored) = row?;
             let block = match blocks::decode(&encoding, stored) {
                 Ok(block) => block,
@@ -549,7 +585,9 @@ impl Store {
                 if seq < from {
                     continue;
                 }
-                if taken == max {
+                if let Take::AtMost(max) = take
+                    && taken == max
+                {
                     return Ok(());
                 }
                 each(seq, json);
@@ -636,6 +674,22 @@ impl Store {
     }
 }
 
+/// Runs `sql` with `params` through the connection's statement cache:
+/// what a store that records many runs does for each is parsed once.
+fn execute(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// [`execute`]'s query of one row.
+fn query_row<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    row: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, row)
+}
+
 /// The columns [`record`] reads, in its order.
 const COLUMNS: &str = concat!(
     "id, parent_id, adapter, component_sha256, prompt, options, grants, limits, trust, ",
@@ -694,19 +748,19 @@ fn end_run(
     id: &str,
     outcome: &Outcome,
 ) -> Result<bool, StoreError> {
-    let changed = tx
-        .execute(
-            "UPDATE runs SET status = ?2, reason = ?3, done = ?4, ended_ms = ?5
+    let changed = execute(
+        tx,
+        "UPDATE runs SET status = ?2, reason = ?3, done = ?4, ended_ms = ?5
              WHERE id = ?1 AND status IN ('pending', 'running')",
-            params![
-                id,
-                outcome.status.as_str(),
-                outcome.reason.as_ref().map(FailReason::as_str),
-                outcome.done.as_ref().map(serde_json::Value::to_string),
-                now_ms() as i64,
-            ],
-        )
-        .map_err(write_error)?;
+        params![
+            id,
+            outcome.status.as_str(),
+            outcome.reason.as_ref().map(FailReason::as_str),
+            outcome.done.as_ref().map(serde_json::Value::to_string),
+            now_ms() as i64,
+        ],
+    )
+    .map_err(write_error)?;
     if changed == 0 {
         return Ok(false);
     }
@@ -714,7 +768,8 @@ fn end_run(
     // desk closing one as the run stops may come too late (the process
     // exiting, or the run already ended), and an ended run's requests are
     // never left open.
-    tx.execute(
+    execute(
+        tx,
         "UPDATE approvals SET answer = ?2 WHERE run_id = ?1 AND answer IS NULL",
         params![
             id,
@@ -722,7 +777,7 @@ fn end_run(
         ],
     )
     .map_err(write_error)?;
-    let has_done: bool = tx.query_row(writer::HAS_DONE, [id], |row| row.get(0))?;
+    let has_done: bool = query_row(tx, writer::HAS_DONE, [id], |row| row.get(0))?;
     if !has_done {
         let (next, agent): (i64, String) = tx.query_row(
             "SELECT coalesce((SELECT max(last_seq) + 1 FROM event_blocks WHERE run_id = ?1), 0),
@@ -746,7 +801,7 @@ fn end_run(
 /// Ends every live descendant of `parent` with `parent ended`.
 fn cascade(tx: &rusqlite::Transaction<'_>, parent: &str) -> Result<(), StoreError> {
     let children: Vec<String> = {
-        let mut query = tx.prepare(
+        let mut query = tx.prepare_cached(
             "SELECT id FROM runs WHERE parent_id = ?1 AND status IN ('pending', 'running')",
         )?;
         query
@@ -782,6 +837,9 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, StoreError> {
     };
     let conn = Connection::open(path).map_err(open_error)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;
+    // Room for every statement a run's record goes through (rusqlite keeps
+    // 16), so none is parsed again as others come and go.
+    conn.set_prepared_statement_cache_capacity(64);
     use_wal(&conn).map_err(open_error)?;
     // WAL with NORMAL: a crash of the process loses nothing committed; a
     // crash of the machine at most the last transactions.
@@ -878,4 +936,13 @@ fn write_error(error: rusqlite::Error) -> StoreError {
 
 fn now_ms() -> u64 {
     moat_engine::now_ms()
+}
+
+/// How many stored events a read takes.
+#[derive(Clone, Copy)]
+enum Take {
+    /// This many at most.
+    AtMost(usize),
+    /// Whole blocks, until at least this many.
+    WholeBlocks(usize),
 }

@@ -20,8 +20,9 @@ use crate::{Store, StoreError};
 /// store (its events, its end).
 const STORE_POLL: Duration = Duration::from_millis(100);
 
-/// How many stored events a follower reads from the store at a time:
-/// what it holds while its reader is busy.
+/// How many stored events a follower reads from the store at a time, at
+/// least (to the end of the block where they end): what it holds while its
+/// reader is busy.
 const REPLAY_PAGE: usize = 256;
 
 /// How often this process looks for cancels asked of its runs from
@@ -271,7 +272,7 @@ impl Follower {
                 let page = self
                     .runs
                     .store
-                    .event_lines(&self.id, self.next, REPLAY_PAGE)
+                    .event_page(&self.id, self.next, REPLAY_PAGE)
                     .map_err(runs_error);
                 match page {
                     Ok(page) if !page.is_empty() => {

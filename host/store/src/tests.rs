@@ -711,3 +711,46 @@ fn a_run_with_an_open_request_reads_as_waiting_and_any_process_answers_it_once()
         Some("a test")
     );
 }
+
+#[test]
+fn a_page_of_stored_events_ends_where_a_block_ends_and_a_bounded_read_where_it_is_told() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    let id = store.create_run(&new_run(None)).unwrap();
+    assert!(store.mark_running(&id).unwrap());
+    // Three blocks of five: each flush commits what was queued as one.
+    for block in 0..3 {
+        for seq in block * 5..block * 5 + 5 {
+            store
+                .record_event(&id, seq, &text(&seq.to_string()))
+                .unwrap();
+        }
+        store.flush().unwrap();
+    }
+    let seqs = |lines: Vec<StoredEvent>| lines.iter().map(|l| l.seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(store.event_page(&id, 2, 1).unwrap()),
+        [2, 3, 4],
+        "the rest of the block holding the first"
+    );
+    assert_eq!(
+        seqs(store.event_page(&id, 2, 4).unwrap()),
+        (2..10).collect::<Vec<_>>(),
+        "and whole blocks until there are enough"
+    );
+    assert_eq!(
+        seqs(store.event_page(&id, 7, 100).unwrap()),
+        (7..15).collect::<Vec<_>>()
+    );
+    assert!(store.event_page(&id, 15, 1).unwrap().is_empty());
+    assert_eq!(
+        seqs(store.event_lines(&id, 3, 4).unwrap()),
+        [3, 4, 5, 6],
+        "a bounded read crosses blocks and stops inside one"
+    );
+    assert!(store.finish(&id, &completed()).unwrap());
+    // The done the store adds is a block of its own.
+    let last = store.event_page(&id, 14, 2).unwrap();
+    assert_eq!(seqs(last.clone()), [14, 15]);
+    assert!(last[1].done && !last[0].done);
+}

@@ -967,3 +967,47 @@ fn a_fan_out_of_sixteen_by_sixteen_under_a_memory_budget_is_refused_past_it_sayi
     let peak = peak_rss(server.child.id());
     assert!(peak < 512 * 1024 * 1024, "peak {} MiB", peak / 1024 / 1024);
 }
+
+/// SHA-256 of the file at `path`, lowercase hex, by coreutils.
+fn sha256sum(path: &std::path::Path) -> String {
+    let output = std::process::Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap()[..64].to_owned()
+}
+
+#[test]
+fn a_component_file_changed_between_runs_of_one_server_runs_as_it_is_now() {
+    // A server keeps the adapters it loaded (docs/performance.md): the
+    // same file runs again without being loaded again, and a file written
+    // since (in place, same inode) is loaded afresh.
+    let dir = tempfile::tempdir().unwrap();
+    let component = dir.path().join("adapter.wasm");
+    std::fs::copy(FLOOD, &component).unwrap();
+    let path = component.to_str().unwrap();
+    let (_server, mut client) = Server::stdio(&[]);
+    let sha_of = |client: &mut Client, run: &str| {
+        client.ok("get", json!({"run": run}))["componentSha256"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    let first = start(&mut client, json!({"adapter": path, "prompt": "3"}));
+    client.ok("await", json!({"runs": [first]}));
+    assert_eq!(sha_of(&mut client, &first), sha256sum(&component));
+    let again = start(&mut client, json!({"adapter": path, "prompt": "3"}));
+    client.ok("await", json!({"runs": [again]}));
+    assert_eq!(sha_of(&mut client, &again), sha256sum(&component));
+
+    std::fs::write(&component, std::fs::read(COOPERATIVE).unwrap()).unwrap();
+    let changed = start(&mut client, json!({"adapter": path, "prompt": "go"}));
+    assert_eq!(
+        sha_of(&mut client, &changed),
+        sha256sum(&component),
+        "the run is of the file as it is now"
+    );
+    assert_ne!(sha_of(&mut client, &changed), sha_of(&mut client, &first));
+    client.ok("cancel", json!({"run": changed}));
+}

@@ -167,8 +167,9 @@ fn follow(connection: &mut Connection, runs: &[String]) -> Followed {
     followed
 }
 
-/// Seconds per event through a `moat serve` on stdio: `run` to `done`.
-fn protocol_per_event(store: &Path, events: u64) -> (f64, u64) {
+/// Seconds per event through a `moat serve` on stdio: `run` to `done`;
+/// the lags, and the run (stored, for the replay figure).
+fn protocol_per_event(store: &Path, events: u64) -> (f64, u64, String) {
     let mut server = moat(store)
         .arg("serve")
         .stdin(Stdio::piped())
@@ -204,7 +205,217 @@ fn protocol_per_event(store: &Path, events: u64) -> (f64, u64) {
     assert_eq!(followed.events, events + 1);
     connection.send("shutdown", json!({}));
     let _ = server.wait();
-    (elapsed / followed.events as f64, followed.lags)
+    (elapsed / followed.events as f64, followed.lags, run)
+}
+
+/// Reads NDJSON lines from `input` until `is_last` says one is the last,
+/// handing each to `check`; how many. Counting, not parsing: the figures
+/// this serves are the server's rate, which a parsing client would cap.
+fn count_lines(input: impl std::io::Read, mut check: impl FnMut(&[u8]) -> bool) -> u64 {
+    let mut reader = BufReader::with_capacity(1 << 20, input);
+    let mut line = Vec::with_capacity(1024);
+    let mut lines = 0;
+    loop {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line).expect("lines");
+        if read == 0 {
+            return lines;
+        }
+        lines += 1;
+        if !check(&line) {
+            return lines;
+        }
+    }
+}
+
+/// Whether an event's JSON line (bare, or in a protocol message's `data`)
+/// is a `done`.
+fn is_done(line: &[u8]) -> bool {
+    const DONE: &[u8] = br#"{"type":"done""#;
+    line.windows(DONE.len()).any(|window| window == DONE)
+}
+
+/// The `seq` of a protocol `run_event` line, found without parsing it.
+fn seq_of(line: &[u8]) -> Option<u64> {
+    const SEQ: &[u8] = br#","seq":"#;
+    let at = line.windows(SEQ.len()).position(|w| w == SEQ)? + SEQ.len();
+    let digits = line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&line[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Seconds to replay stored run `run` (`events` events and its done) to a
+/// subscriber from seq 0 through a `moat serve` on stdio, from the
+/// `subscribe` request to the `done` read; the server already up.
+fn replay_to_subscriber(store: &Path, run: &str, events: u64) -> f64 {
+    let mut server = moat(store)
+        .arg("serve")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("moat serve starts");
+    let mut input = server.stdin.take().unwrap();
+    let mut output = BufReader::new(server.stdout.take().unwrap());
+    // Up and answering before the clock starts.
+    writeln!(input, r#"{{"id":1,"op":"get","run":"{run}"}}"#).unwrap();
+    let mut answer = String::new();
+    output.read_line(&mut answer).unwrap();
+    assert!(answer.contains("\"result\""), "{answer}");
+
+    let started = Instant::now();
+    writeln!(
+        input,
+        r#"{{"id":2,"op":"subscribe","runs":["{run}"],"fromSeq":0}}"#
+    )
+    .unwrap();
+    let mut next = 0;
+    let lines = count_lines(output, |line| {
+        let Some(seq) = seq_of(line) else {
+            return true; // the subscribe's answer
+        };
+        assert_eq!(seq, next, "every event once, in order");
+        next += 1;
+        !is_done(line)
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(next, events + 1, "every event and the done ({lines} lines)");
+    drop(input);
+    let _ = server.kill();
+    let _ = server.wait();
+    elapsed
+}
+
+/// Seconds of a whole `moat logs RUN --output ndjson` process replaying
+/// the same run to its last line.
+fn replay_with_logs(store: &Path, run: &str, events: u64) -> f64 {
+    let started = Instant::now();
+    let mut child = moat(store)
+        .args(["logs", run, "--output", "ndjson"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("moat logs runs");
+    let mut done = false;
+    let lines = count_lines(child.stdout.take().unwrap(), |line| {
+        done = is_done(line);
+        !done
+    });
+    assert!(child.wait().unwrap().success());
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(
+        done && lines == events + 1,
+        "every event and the done ({lines} lines)"
+    );
+    elapsed
+}
+
+/// The median of `samples` runs of `measure`.
+fn median(samples: usize, mut measure: impl FnMut() -> f64) -> f64 {
+    let mut times: Vec<f64> = (0..samples).map(|_| measure()).collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Milliseconds from each `run` request to its run's first event, for
+/// `concurrent` echo runs asked for at once on one connection to a warm
+/// server on a socket (each run subscribed to as its id comes back, as a
+/// client must): the samples of `rounds` rounds.
+fn create_to_first_event(dir: &Path, concurrent: usize, rounds: usize) -> Vec<f64> {
+    let socket = dir.join(format!("first-{concurrent}.sock"));
+    let mut server = moat(&dir.join("first.db"))
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("moat serve starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stream = UnixStream::connect(&socket).unwrap();
+    let mut connection = Connection::new(Box::new(stream.try_clone().unwrap()), Box::new(stream));
+    // Warm: echo compiled (a built-in), the server's runtime and store up.
+    let warm = connection.send("run", json!({"adapter": "echo", "prompt": "warm"}));
+    let warm = connection.result(warm, |_| {})["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    follow(&mut connection, &[warm]);
+
+    let mut samples = Vec::with_capacity(concurrent * rounds);
+    for round in 0..rounds {
+        let mut asked = HashMap::new();
+        for n in 0..concurrent {
+            let sent = Instant::now();
+            let id = connection.send(
+                "run",
+                // Echo needs little memory: 1,000 runs at the default cap
+                // each would pass the server's memory budget (half the
+                // machine's memory) and be refused.
+                json!({"adapter": "echo", "prompt": format!("r{round} {n}"), "limits": {"maxMemoryBytes": 32 << 20}}),
+            );
+            asked.insert(id, sent);
+        }
+        let mut sent_for_run: HashMap<String, Instant> = HashMap::new();
+        let mut done = 0;
+        while done < concurrent {
+            let message = connection.message();
+            if let Some(id) = message["id"].as_u64() {
+                if let Some(sent) = asked.remove(&id) {
+                    let run = message["result"]["run"]
+                        .as_str()
+                        .unwrap_or_else(|| panic!("a run: {message}"))
+                        .to_owned();
+                    connection.send("subscribe", json!({"runs": [run.clone()]}));
+                    sent_for_run.insert(run, sent);
+                }
+                continue;
+            }
+            if message["event"] != "run_event" {
+                continue;
+            }
+            let run = message["run"].as_str().unwrap();
+            if message["seq"] == 0 {
+                let sent = sent_for_run[run];
+                samples.push(sent.elapsed().as_secs_f64() * 1e3);
+            }
+            if message["data"]["type"] == "done" {
+                done += 1;
+            }
+        }
+    }
+    connection.send("shutdown", json!({}));
+    let _ = server.wait();
+    samples
+}
+
+/// Milliseconds from a whole `moat run echo` process's start to its first
+/// line: what a local run's first event costs a user.
+fn local_first_event_ms(store: &Path) -> f64 {
+    let started = Instant::now();
+    let mut child = moat(store)
+        .args(["run", "echo", "hi", "--output", "ndjson"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("moat runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let elapsed = started.elapsed().as_secs_f64() * 1e3;
+    assert!(first.starts_with('{'), "{first}");
+    assert!(child.wait().unwrap().success());
+    elapsed
+}
+
+/// The `q` quantile (0..=1) of `samples`.
+fn quantile(samples: &mut [f64], q: f64) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    let at = ((samples.len() - 1) as f64 * q).round() as usize;
+    samples[at]
 }
 
 /// The server's peak resident memory (`VmHWM`), in KiB.
@@ -317,7 +528,25 @@ fn main() {
     // Warm the compile cache for both sides.
     ndjson_per_event(&store, 10);
     let ndjson = ndjson_per_event(&store, events);
-    let (protocol, lags) = protocol_per_event(&store, events);
+    let (protocol, lags, flooded) = protocol_per_event(&store, events);
+    let samples = if full { 5 } else { 1 };
+    let replayed = median(samples, || replay_to_subscriber(&store, &flooded, events));
+    let logged = median(samples, || replay_with_logs(&store, &flooded, events));
+    let local_first = median(if full { 21 } else { 1 }, || local_first_event_ms(&store));
+    let firsts: Vec<(usize, Vec<f64>)> = [
+        (1, if full { 50 } else { 2 }),
+        (100, if full { 5 } else { 1 }),
+        (1_000, 1),
+    ]
+    .into_iter()
+    .filter(|&(concurrent, _)| full || concurrent <= 100)
+    .map(|(concurrent, rounds)| {
+        (
+            concurrent,
+            create_to_first_event(dir.path(), concurrent, rounds),
+        )
+    })
+    .collect();
     let load = load(dir.path(), runs, clients, flood);
 
     let ns = |seconds: f64| format!("{:.0} ns", seconds * 1e9);
@@ -332,6 +561,24 @@ fn main() {
         ns(protocol),
         protocol / ndjson
     ));
+    let rate = |seconds: f64| (events + 1) as f64 / seconds;
+    table.push_str(&format!(
+        "| replay of the stored run to a subscriber, from seq 0 | {:.0} events/s (`moat logs`, whole process) | {:.0} events/s | {:.2}× |\n",
+        rate(logged),
+        rate(replayed),
+        rate(replayed) / rate(logged)
+    ));
+    table.push_str(&format!(
+        "\n| concurrent `run`s of echo | create → first event p50 | p99 | samples | baseline: `moat run echo`, start → first line (median) |\n|---|---|---|---|---|\n"
+    ));
+    for (concurrent, mut samples) in firsts {
+        let count = samples.len();
+        table.push_str(&format!(
+            "| {concurrent} | {:.2} ms | {:.2} ms | {count} | {local_first:.2} ms |\n",
+            quantile(&mut samples, 0.5),
+            quantile(&mut samples, 0.99),
+        ));
+    }
     table.push_str(&format!(
         "\n| load | figure |\n|---|---|\n| runs (half echo, half flood of {flood}) | {} |\n| clients, each following every run | {} |\n| wall time, first run to the last client's last done | {:.2} s |\n| events delivered (all clients) | {} ({:.0}/s) |\n| lagged, resumed from the store | {} |\n| every event once and in order, every run completed | yes |\n| server peak memory | {:.1} MiB |\n",
         load.runs,
