@@ -568,9 +568,9 @@ fn main() {
         rate(replayed),
         rate(replayed) / rate(logged)
     ));
-    table.push_str(&format!(
+    table.push_str(
         "\n| concurrent `run`s of echo | create → first event p50 | p99 | samples | baseline: `moat run echo`, start → first line (median) |\n|---|---|---|---|---|\n"
-    ));
+    );
     for (concurrent, mut samples) in firsts {
         let count = samples.len();
         table.push_str(&format!(
