@@ -71,7 +71,7 @@ mod state;
 
 pub use adapter::{ComponentDetails, WasmAdapter};
 pub use approvals::{Approver, Asking, Question, Verdict};
-pub use cache::CacheOutcome;
+pub use cache::{CacheOutcome, FileIdentity};
 pub use children::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns};
 pub use config::{
     CompileWatcher, Compiling, Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir,

@@ -1,10 +1,10 @@
 //! The process-wide sandbox: one wasmtime engine, its linker, the epoch
 //! ticker and the compiled-component cache.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
@@ -92,8 +92,8 @@ impl Sandbox {
 
     /// Loads a component file.
     pub async fn load_file(&self, path: &Path) -> Result<WasmAdapter, LoadError> {
-        let bytes = self.read_file(path)?;
-        self.load_bytes(path.display().to_string(), bytes).await
+        let origin = path.display().to_string();
+        self.load(origin, Source::File(path.to_path_buf())).await
     }
 
     /// Loads a component from memory; `origin` names it in messages.
@@ -102,12 +102,20 @@ impl Sandbox {
         origin: String,
         bytes: Vec<u8>,
     ) -> Result<WasmAdapter, LoadError> {
-        let size_bytes = bytes.len() as u64;
-        let digest = sha256(&bytes);
-        let cache_path = self.inner.cache.entry_path(&digest);
+        self.load(origin, Source::Bytes(bytes)).await
+    }
+
+    async fn load(&self, origin: String, source: Source) -> Result<WasmAdapter, LoadError> {
         let started = Instant::now();
-        let (component, cache) = self.compile(&origin, bytes, digest).await?;
+        let compiled = self.compile(&origin, source).await?;
         let load_time = started.elapsed();
+        let Compiled {
+            component,
+            cache,
+            digest,
+            size_bytes,
+        } = compiled;
+        let cache_path = self.inner.cache.entry_path(&digest);
         let inner = &self.inner;
         let supported = contract::version_of(&inner.engine, &component)?;
         let imports = component
@@ -144,77 +152,27 @@ impl Sandbox {
 
     /// Compiles a component file into the cache without running it.
     pub async fn compile_file(&self, path: &Path) -> Result<CompileReport, LoadError> {
-        let bytes = self.read_file(path)?;
-        let digest = sha256(&bytes);
-        let cache_path = self.inner.cache.entry_path(&digest);
         let started = Instant::now();
         let origin = path.display().to_string();
-        let (component, cache) = self.compile(&origin, bytes, digest).await?;
-        let supported = contract::version_of(&self.inner.engine, &component)?;
+        let compiled = self
+            .compile(&origin, Source::File(path.to_path_buf()))
+            .await?;
+        let supported = contract::version_of(&self.inner.engine, &compiled.component)?;
         Ok(CompileReport {
             contract: supported.version,
-            cache,
-            cache_path,
+            cache_path: self.inner.cache.entry_path(&compiled.digest),
+            cache: compiled.cache,
             load_time: started.elapsed(),
         })
     }
 
-    fn read_file(&self, path: &Path) -> Result<Vec<u8>, LoadError> {
-        let read_error = |source| LoadError::Read {
-            path: path.to_path_buf(),
-            source,
-        };
-        let size = std::fs::metadata(path).map_err(read_error)?.len();
-        self.check_size(size)?;
-        std::fs::read(path).map_err(read_error)
-    }
-
-    fn check_size(&self, size: u64) -> Result<(), LoadError> {
-        let limit = self.inner.config.max_component_bytes;
-        if size > limit {
-            return Err(LoadError::TooLarge { size, limit });
-        }
-        Ok(())
-    }
-
     /// Compiles (or loads from the cache) off the async threads, bounded in
     /// time: compiling untrusted input must not stall the process.
-    /// The compiled component of `bytes` (whose SHA-256 is `digest`), from
-    /// the cache or compiled now.
-    async fn compile(
-        &self,
-        origin: &str,
-        bytes: Vec<u8>,
-        digest: [u8; DIGEST_LEN],
-    ) -> Result<(Component, CacheOutcome), LoadError> {
-        self.check_size(bytes.len() as u64)?;
-        contract::check_binary_kind(&bytes)?;
+    async fn compile(&self, origin: &str, source: Source) -> Result<Compiled, LoadError> {
         let inner = self.inner.clone();
         let timeout = inner.config.compile_timeout;
         let origin = origin.to_owned();
-        let task = tokio::task::spawn_blocking(move || {
-            let engine = &inner.engine;
-            inner.cache.load_or_compile(engine, &digest, || {
-                // Guards the compiler (its time and memory); a cached
-                // entry was compiled after passing it and is not parsed.
-                crate::precheck::check_functions(&bytes, inner.config.max_function_bytes)?;
-                let size_bytes = bytes.len() as u64;
-                tracing::info!(%origin, size_bytes, "compiling a component");
-                let watcher = inner.config.compile_watcher.as_ref();
-                if let Some(watcher) = watcher {
-                    (watcher.0)(Compiling::Started {
-                        origin: &origin,
-                        size_bytes,
-                    });
-                }
-                let compiled = Component::new(engine, &bytes)
-                    .map_err(|e| LoadError::Compile(format!("{e:#}")));
-                if let Some(watcher) = watcher {
-                    (watcher.0)(Compiling::Ended);
-                }
-                compiled
-            })
-        });
+        let task = tokio::task::spawn_blocking(move || inner.compile(&origin, source));
         match tokio::time::timeout(timeout, task).await {
             Ok(Ok(Ok(compiled))) => Ok(compiled),
             Ok(Ok(Err(error))) => Err(error),
@@ -226,6 +184,137 @@ impl Sandbox {
             }),
         }
     }
+}
+
+/// A component to load.
+enum Source {
+    /// Its bytes (a built-in's, or given by an embedder).
+    Bytes(Vec<u8>),
+    /// A file, not read yet.
+    File(PathBuf),
+}
+
+/// A loaded component and what loading it found.
+struct Compiled {
+    component: Component,
+    cache: CacheOutcome,
+    /// The SHA-256 of the component's bytes.
+    digest: [u8; DIGEST_LEN],
+    size_bytes: u64,
+}
+
+impl Inner {
+    /// The compiled component of `source`, from the cache or compiled now
+    /// (on a blocking thread).
+    fn compile(&self, origin: &str, source: Source) -> Result<Compiled, LoadError> {
+        let (bytes, file) = match source {
+            Source::Bytes(bytes) => (bytes, None),
+            Source::File(path) => match self.read_file(&path)? {
+                Read::Remembered(compiled) => return Ok(compiled),
+                Read::Bytes { bytes, file } => (bytes, Some(file)),
+            },
+        };
+        let size_bytes = bytes.len() as u64;
+        self.check_size(size_bytes)?;
+        let digest = sha256(&bytes);
+        if let Some(file) = file {
+            let after = file.handle.metadata().ok();
+            if let Some(after) = after {
+                self.cache
+                    .remember_digest(&file.before, &after, file.read_at, &digest);
+            }
+        }
+        contract::check_binary_kind(&bytes)?;
+        let engine = &self.engine;
+        let (component, cache) = self.cache.load_or_compile(engine, &digest, || {
+            // Guards the compiler (its time and memory); a cached
+            // entry was compiled after passing it and is not parsed.
+            crate::precheck::check_functions(&bytes, self.config.max_function_bytes)?;
+            tracing::info!(%origin, size_bytes, "compiling a component");
+            let watcher = self.config.compile_watcher.as_ref();
+            if let Some(watcher) = watcher {
+                (watcher.0)(Compiling::Started { origin, size_bytes });
+            }
+            let compiled =
+                Component::new(engine, &bytes).map_err(|e| LoadError::Compile(format!("{e:#}")));
+            if let Some(watcher) = watcher {
+                (watcher.0)(Compiling::Ended);
+            }
+            compiled
+        })?;
+        Ok(Compiled {
+            component,
+            cache,
+            digest,
+            size_bytes,
+        })
+    }
+
+    /// Opens a component file: its compiled form straight from the cache
+    /// when the cache remembers the file's digest (unchanged since it was
+    /// last read) and holds that digest's entry; otherwise its bytes.
+    fn read_file(&self, path: &Path) -> Result<Read, LoadError> {
+        let read_error = |source| LoadError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        // Taken before the file's metadata: see `remember_digest`.
+        let read_at = SystemTime::now();
+        let mut handle = std::fs::File::open(path).map_err(read_error)?;
+        let before = handle.metadata().map_err(read_error)?;
+        let size = before.len();
+        self.check_size(size)?;
+        if let Some(digest) = self.cache.remembered_digest(&before)
+            && let Some(component) = self.cache.load(&self.engine, &digest)
+        {
+            return Ok(Read::Remembered(Compiled {
+                component,
+                cache: CacheOutcome::Hit,
+                digest,
+                size_bytes: size,
+            }));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        // At most one byte past the limit: a file grown since is refused,
+        // not read whole.
+        let limit = self.config.max_component_bytes.saturating_add(1);
+        std::io::Read::read_to_end(&mut std::io::Read::take(&mut handle, limit), &mut bytes)
+            .map_err(read_error)?;
+        Ok(Read::Bytes {
+            bytes,
+            file: OpenFile {
+                handle,
+                before,
+                read_at,
+            },
+        })
+    }
+
+    fn check_size(&self, size: u64) -> Result<(), LoadError> {
+        let limit = self.config.max_component_bytes;
+        if size > limit {
+            return Err(LoadError::TooLarge { size, limit });
+        }
+        Ok(())
+    }
+}
+
+/// What [`Inner::read_file`] found.
+enum Read {
+    /// The compiled form of the file's remembered digest.
+    Remembered(Compiled),
+    /// The file's bytes, read whole.
+    Bytes { bytes: Vec<u8>, file: OpenFile },
+}
+
+/// A component file being read: what the cache needs to remember its
+/// digest.
+struct OpenFile {
+    handle: std::fs::File,
+    /// Its metadata before it was read.
+    before: std::fs::Metadata,
+    /// The time just before that.
+    read_at: SystemTime,
 }
 
 fn sha256(bytes: &[u8]) -> [u8; DIGEST_LEN] {
