@@ -9,7 +9,7 @@ use moat_builtins as builtin;
 use moat_engine::{Adapter, RunLimits};
 use moat_grants::{Grants, Provenance};
 use moat_installed::Catalog;
-use moat_sandbox::{LoadError, Sandbox, WasmAdapter};
+use moat_sandbox::{FileIdentity, LoadError, Sandbox, WasmAdapter};
 
 /// Where a resolved adapter's component came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,39 +215,31 @@ const LOADED_KEPT: usize = 16;
 /// What identifies an adapter's bytes without reading them all: a
 /// built-in by name (its bytes are in the binary), an installed one by
 /// name and the hash its catalog checked its bytes against, a file by its
-/// inode and times (a changed file has a new change time, which nobody can
-/// set back).
+/// path and [`FileIdentity`] (a file written since has a new one).
 #[derive(Clone, PartialEq, Eq)]
 enum Identity {
     BuiltIn(String),
-    Installed {
-        name: String,
-        sha256: String,
-    },
-    File {
-        path: PathBuf,
-        device: u64,
-        inode: u64,
-        size: u64,
-        modified_ns: i128,
-        changed_ns: i128,
-    },
+    Installed { name: String, sha256: String },
+    File { path: PathBuf, file: FileIdentity },
 }
 
 impl Identity {
+    /// Whether it names bytes that cannot have changed unseen since
+    /// `time` (see [`FileIdentity::settled_at`]).
+    fn settled_at(&self, time: std::time::SystemTime) -> bool {
+        match self {
+            Self::File { file, .. } => file.settled_at(time),
+            Self::BuiltIn(_) | Self::Installed { .. } => true,
+        }
+    }
+
     /// The file at `path` as it is now; `None` when it cannot be read
     /// (loading it says why).
     fn of_file(path: &Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt;
         let metadata = std::fs::metadata(path).ok()?;
-        let ns = |seconds: i64, nanos: i64| i128::from(seconds) * 1_000_000_000 + i128::from(nanos);
         Some(Self::File {
             path: path.to_path_buf(),
-            device: metadata.dev(),
-            inode: metadata.ino(),
-            size: metadata.size(),
-            modified_ns: ns(metadata.mtime(), metadata.mtime_nsec()),
-            changed_ns: ns(metadata.ctime(), metadata.ctime_nsec()),
+            file: FileIdentity::of(&metadata),
         })
     }
 }
@@ -357,6 +349,7 @@ impl Resolver {
     pub async fn file(&self, path: &Path) -> Result<Resolved, ResolveError> {
         // Taken before the bytes are read: a file changed meanwhile is
         // kept under its old identity, which never comes again.
+        let reading = std::time::SystemTime::now();
         let identity = Identity::of_file(path);
         if let Some(resolved) = identity.as_ref().and_then(|i| self.loaded.get(i)) {
             return Ok(resolved);
@@ -376,7 +369,10 @@ impl Resolver {
             profile: None,
             accepted: None,
         };
-        if let Some(identity) = identity {
+        // Kept only when its last write was well before: a second write in
+        // the same tick of the file clock would leave its identity as it
+        // was.
+        if let Some(identity) = identity.filter(|identity| identity.settled_at(reading)) {
             self.loaded.keep(identity, &resolved);
         }
         Ok(resolved)

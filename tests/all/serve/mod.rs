@@ -985,6 +985,9 @@ fn a_component_file_changed_between_runs_of_one_server_runs_as_it_is_now() {
     let dir = tempfile::tempdir().unwrap();
     let component = dir.path().join("adapter.wasm");
     std::fs::copy(FLOOD, &component).unwrap();
+    // A file is kept loaded only once its last write is 2 s old (a second
+    // write within the same tick of the file clock would go unseen).
+    std::thread::sleep(Duration::from_millis(2100));
     let path = component.to_str().unwrap();
     let (_server, mut client) = Server::stdio(&[]);
     let sha_of = |client: &mut Client, run: &str| {
