@@ -28,7 +28,7 @@ enum Events {
     /// Executing here.
     Here(Recorded<BoxStream<'static, TaskEvent>>),
     /// Executing in a cluster, followed.
-    Followed(SelectAll<BoxStream<'static, AgentEvent>>),
+    Followed(BoxStream<'static, AgentEvent>),
 }
 
 impl Launched {
@@ -46,10 +46,16 @@ impl Launched {
     }
 
     pub(crate) fn followed(ids: Vec<Option<RunId>>, runs: Vec<Followed>) -> Self {
-        let streams = runs.into_iter().map(follow);
+        let mut streams: Vec<_> = runs.into_iter().map(follow).collect();
+        // One run's events as they come; several merged as each has one
+        // (a merge re-queues its stream on every event: not for one).
+        let events = match streams.len() {
+            1 => streams.remove(0),
+            _ => futures::stream::select_all(streams).boxed(),
+        };
         Self {
             ids,
-            events: Events::Followed(futures::stream::select_all(streams)),
+            events: Events::Followed(events),
             _shares: Vec::new(),
         }
     }
@@ -120,21 +126,18 @@ fn follow(run: Followed) -> BoxStream<'static, AgentEvent> {
             Ok(events) => events
                 .filter_map(move |event| {
                     let _kept = &guard;
-                    let role = role.clone();
-                    async move {
-                        match event {
-                            Ok((_, mut event)) => {
-                                if event.role.is_none() {
-                                    event.role.clone_from(&role);
-                                }
-                                Some(event)
+                    futures::future::ready(match event {
+                        Ok((_, mut event)) => {
+                            if event.role.is_none() {
+                                event.role.clone_from(&role);
                             }
-                            Err(error) => {
-                                tracing::warn!("following a run in the cluster: {error}");
-                                None
-                            }
+                            Some(event)
                         }
-                    }
+                        Err(error) => {
+                            tracing::warn!("following a run in the cluster: {error}");
+                            None
+                        }
+                    })
                 })
                 .map(move |event| {
                     if let Some(tracer) = tracer.as_mut() {

@@ -17,6 +17,14 @@ use crate::events::{self, Publisher};
 use crate::layout;
 use crate::record::ClusterRun;
 
+/// How many batches of events (one message's, each) a follower's task
+/// may have sent ahead of its reader.
+const FOLLOWED_BATCHES: usize = 16;
+
+/// What a follower's task sends its reader: the events of one message,
+/// in order, or why following stopped.
+type Batch = Result<Vec<(u64, AgentEvent)>, ClusterError>;
+
 /// How often a waiting or following client looks for lost workers and
 /// at the run's record.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -117,7 +125,7 @@ impl Cluster {
     ) -> Result<impl Stream<Item = Result<(u64, AgentEvent), ClusterError>> + use<>, ClusterError>
     {
         let messages = self.event_messages(id).await?;
-        let (sender, mut receiver) = tokio::sync::mpsc::channel(256);
+        let (sender, mut receiver) = tokio::sync::mpsc::channel(FOLLOWED_BATCHES);
         tokio::spawn(follow_events(
             self.clone(),
             id.to_owned(),
@@ -125,7 +133,18 @@ impl Cluster {
             messages,
             sender,
         ));
-        Ok(futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)))
+        // A message's events cross from the task as one batch (a message
+        // holds up to a thousand): one send and one wake each, not one per
+        // event.
+        Ok(
+            futures::stream::poll_fn(move |cx| receiver.poll_recv(cx)).flat_map(|batch| {
+                let events: Vec<_> = match batch {
+                    Ok(events) => events.into_iter().map(Ok).collect(),
+                    Err(error) => vec![Err(error)],
+                };
+                futures::stream::iter(events)
+            }),
+        )
     }
 
     /// An ordered consumer of run `id`'s events, from its first.
@@ -208,7 +227,7 @@ async fn follow_events<E: std::fmt::Display>(
     id: String,
     from: u64,
     mut messages: impl Stream<Item = Result<jetstream::Message, E>> + Unpin,
-    sender: tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
+    sender: tokio::sync::mpsc::Sender<Batch>,
 ) {
     let mut ended_seen: Option<ClusterRun> = None;
     let mut order = events::InOrder::default();
@@ -291,7 +310,7 @@ async fn catch_up(
     id: &str,
     from: u64,
     order: &mut events::InOrder,
-    sender: &tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
+    sender: &tokio::sync::mpsc::Sender<Batch>,
     ended: Option<&ClusterRun>,
 ) -> Result<ControlFlow<()>, ClusterError> {
     let stored = cluster.stored_events(id, order.expected()).await?;
@@ -306,27 +325,36 @@ async fn catch_up(
         return Ok(ControlFlow::Continue(()));
     };
     let done = synthesized(run);
-    let _ = sender.send(Ok((order.expected(), done))).await;
+    let _ = sender.send(Ok(vec![(order.expected(), done)])).await;
     Ok(ControlFlow::Break(()))
 }
 
-/// Sends `events` from number `from` on; `Break` once the `done` went, or
-/// the reader is gone.
+/// Sends `events` from number `from` on, up to the `done`, as one batch;
+/// `Break` once the `done` went, or the reader is gone.
 async fn emit(
-    sender: &tokio::sync::mpsc::Sender<Result<(u64, AgentEvent), ClusterError>>,
+    sender: &tokio::sync::mpsc::Sender<Batch>,
     from: u64,
     events: Vec<(u64, AgentEvent)>,
 ) -> ControlFlow<()> {
+    let mut batch = Vec::with_capacity(events.len());
+    let mut done = false;
     for (seq, event) in events {
-        let done = event.is_done();
-        if seq >= from && sender.send(Ok((seq, event))).await.is_err() {
-            return ControlFlow::Break(());
+        done = event.is_done();
+        if seq >= from {
+            batch.push((seq, event));
         }
         if done {
-            return ControlFlow::Break(());
+            break;
         }
     }
-    ControlFlow::Continue(())
+    if !batch.is_empty() && sender.send(Ok(batch)).await.is_err() {
+        return ControlFlow::Break(());
+    }
+    if done {
+        ControlFlow::Break(())
+    } else {
+        ControlFlow::Continue(())
+    }
 }
 
 #[cfg(test)]
@@ -412,7 +440,7 @@ mod tests {
             .await
             .expect("the follower ends")
         {
-            followed.push(event.expect("an event"));
+            followed.extend(event.expect("events"));
         }
         let seqs: Vec<u64> = followed.iter().map(|(seq, _)| *seq).collect();
         assert_eq!(seqs, [0, 1, 2, 3, 4, 5], "every event, in order");
