@@ -10,12 +10,16 @@
 //! - a run with the compiled component cached: the median whole `moat run`
 //!   of a one-word prompt (process, load, start, one event, done);
 //! - the cost per event: a 20,000-word prompt (20,001 deltas and the rest)
-//!   against the one-word run, divided by the extra events.
+//!   against the one-word run, divided by the extra events;
+//! - in a warm `moat serve` (the adapter loaded by an earlier run), the
+//!   time from a `run` request to its first event, the client subscribing
+//!   as soon as the run's id comes back: p50 and p99.
 //!
 //! The table goes to stdout and to `target/moat-bench/sdks.md`, and the
 //! figures to docs/adapter-authoring.md. Without `--bench` (as under
 //! `cargo test --benches`) it only checks that the three run.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -119,6 +123,68 @@ fn run(adapter: &str, prompt: &str, cache: &Path) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
+/// Milliseconds from each `run` request of `adapter` to the run's first
+/// event, through one `moat serve` on stdio with the cache `cache`, after a
+/// first run that loads the adapter: `samples` runs one after another.
+fn first_events_in_a_warm_server(adapter: &str, cache: &Path, samples: usize) -> Vec<f64> {
+    let store = tempfile::tempdir().expect("a store of its own");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_moat"))
+        .arg("serve")
+        .env("MOAT_CACHE_DIR", cache)
+        .env("MOAT_STORE", store.path().join("moat.db"))
+        .env_remove("MOAT_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moat serve starts");
+    let mut input = server.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let mut message = || -> serde_json::Value {
+        let line = lines.next().expect("the server answers").expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    let mut firsts = Vec::with_capacity(samples);
+    for n in 0..=samples {
+        let started = Instant::now();
+        let request =
+            serde_json::json!({"id": n * 2, "op": "run", "adapter": adapter, "prompt": "hi"});
+        writeln!(input, "{request}").expect("the server reads");
+        let run = loop {
+            let answer = message();
+            if answer["id"] == n * 2 {
+                break answer["result"]["run"].as_str().expect("a run").to_owned();
+            }
+        };
+        let subscribe = serde_json::json!({"id": n * 2 + 1, "op": "subscribe", "runs": [run]});
+        writeln!(input, "{subscribe}").expect("the server reads");
+        let mut first = None;
+        loop {
+            let event = message();
+            if event["event"] != "run_event" {
+                continue;
+            }
+            first.get_or_insert_with(|| started.elapsed().as_secs_f64() * 1e3);
+            if event["data"]["type"] == "done" {
+                break;
+            }
+        }
+        // The first run loads the adapter: not a warm server's.
+        if n > 0 {
+            firsts.extend(first);
+        }
+    }
+    drop(input);
+    let _ = server.wait();
+    firsts
+}
+
+/// The `q` quantile (0..=1) of `samples`.
+fn quantile(samples: &mut [f64], q: f64) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[((samples.len() - 1) as f64 * q).round() as usize]
+}
+
 fn median(mut seconds: Vec<f64>) -> f64 {
     seconds.sort_by(f64::total_cmp);
     seconds[seconds.len() / 2]
@@ -130,7 +196,7 @@ fn main() {
     let echoes = build();
     let long: String = (0..words).map(|i| format!("w{i} ")).collect();
     let mut table = format!(
-        "Load average: {}\n\n| echo in | component | first run (compiling) | cached run, one word | per event |\n|---|---|---|---|---|\n",
+        "Load average: {}\n\n| echo in | component | first run (compiling) | cached run, one word | per event | first event in a warm `moat serve`, p50 / p99 |\n|---|---|---|---|---|---|\n",
         load_average()
     );
     let mut rust_event = None;
@@ -152,6 +218,7 @@ fn main() {
                 .collect(),
         );
         let per_event = (long_run - short).max(0.0) / words as f64;
+        let mut firsts = first_events_in_a_warm_server(&echo.adapter, cache.path(), runs * 7);
         let ratio = match rust_event {
             None => {
                 rust_event = Some(per_event);
@@ -160,12 +227,14 @@ fn main() {
             Some(rust) => format!(" ({:.1}× Rust)", per_event / rust),
         };
         table.push_str(&format!(
-            "| {} | {:.1} MiB | {:.2} s | {:.1} ms | {:.2} µs{ratio} |\n",
+            "| {} | {:.1} MiB | {:.2} s | {:.1} ms | {:.2} µs{ratio} | {:.2} / {:.2} ms |\n",
             echo.language,
             size as f64 / (1024.0 * 1024.0),
             first,
             short * 1e3,
             per_event * 1e6,
+            quantile(&mut firsts, 0.5),
+            quantile(&mut firsts, 0.99),
         ));
     }
     println!("{table}");
