@@ -317,24 +317,49 @@ fn median(samples: usize, mut measure: impl FnMut() -> f64) -> f64 {
     times[times.len() / 2]
 }
 
+/// A `moat serve` on a socket, listening; stopped when dropped, so a
+/// bench that fails leaves no server behind.
+struct SocketServer(Child);
+
+impl SocketServer {
+    fn start(store: &Path, socket: &Path) -> Self {
+        let server = Self(
+            moat(store)
+                .args(["serve", "--socket"])
+                .arg(socket)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("moat serve starts"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while UnixStream::connect(socket).is_err() {
+            assert!(Instant::now() < deadline, "the server never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// Waits for it to exit (after a `shutdown`).
+    fn wait(mut self) {
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for SocketServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Milliseconds from each `run` request to its run's first event, for
 /// `concurrent` echo runs asked for at once on one connection to a warm
 /// server on a socket (each run subscribed to as its id comes back, as a
 /// client must): the samples of `rounds` rounds.
 fn create_to_first_event(dir: &Path, concurrent: usize, rounds: usize) -> Vec<f64> {
     let socket = dir.join(format!("first-{concurrent}.sock"));
-    let mut server = moat(&dir.join("first.db"))
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("moat serve starts");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "the server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let server = SocketServer::start(&dir.join("first.db"), &socket);
     let stream = UnixStream::connect(&socket).unwrap();
     let mut connection = Connection::new(Box::new(stream.try_clone().unwrap()), Box::new(stream));
     // Warm: echo compiled (a built-in), the server's runtime and store up.
@@ -388,7 +413,7 @@ fn create_to_first_event(dir: &Path, concurrent: usize, rounds: usize) -> Vec<f6
         }
     }
     connection.send("shutdown", json!({}));
-    let _ = server.wait();
+    server.wait();
     samples
 }
 
@@ -441,18 +466,7 @@ struct Load {
 /// 1,000 runs in one server, 10 clients each following all of them.
 fn load(dir: &Path, runs: usize, clients: usize, flood: u64) -> Load {
     let socket = dir.join("moat.sock");
-    let mut server = moat(&dir.join("load.db"))
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("moat serve starts");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while UnixStream::connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "the server never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let server = SocketServer::start(&dir.join("load.db"), &socket);
     let connect = || {
         let stream = UnixStream::connect(&socket).unwrap();
         Connection::new(Box::new(stream.try_clone().unwrap()), Box::new(stream))
@@ -502,9 +516,9 @@ fn load(dir: &Path, runs: usize, clients: usize, flood: u64) -> Load {
         .unwrap()
         .len();
     assert_eq!(completed, runs, "every run completed");
-    let peak_kib = peak_kib(&server);
+    let peak_kib = peak_kib(&server.0);
     starter.send("shutdown", json!({}));
-    let _ = server.wait();
+    server.wait();
     Load {
         runs,
         clients,
