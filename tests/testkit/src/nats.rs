@@ -51,6 +51,47 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
+    /// What its JetStream says of itself, for a failing test's message:
+    /// its meta group's leader, and each stream's leader and replicas
+    /// (current or not); `None` once it is killed or when it does not
+    /// answer.
+    pub fn jetstream_state(&self) -> Option<String> {
+        self.child.as_ref()?;
+        let body = http_get(self.monitor, "/jsz?streams=true")?;
+        let jsz: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let mut state = format!(
+            "the server on port {}: meta leader {}",
+            self.port,
+            jsz["meta_cluster"]["leader"].as_str().unwrap_or("none")
+        );
+        let streams = jsz["account_details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|account| account["stream_detail"].as_array().into_iter().flatten());
+        for stream in streams {
+            let replicas: Vec<String> = stream["cluster"]["replicas"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    let name = r["name"].as_str().unwrap_or("?");
+                    match r["current"].as_bool() {
+                        Some(true) => name.to_owned(),
+                        _ => format!("{name} (behind)"),
+                    }
+                })
+                .collect();
+            state.push_str(&format!(
+                "; {} leader {} replicas [{}]",
+                stream["name"].as_str().unwrap_or("?"),
+                stream["cluster"]["leader"].as_str().unwrap_or("none"),
+                replicas.join(", ")
+            ));
+        }
+        Some(state)
+    }
+
     /// Kills it at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -196,7 +237,20 @@ fn base_command(dir: &tempfile::TempDir, port: u16, monitor: u16) -> Command {
         .arg(store)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    // The servers' own logs, when a failure needs them (a directory).
+    if let Ok(logs) = std::env::var("MOAT_NATS_LOGS") {
+        command.arg("-l").arg(format!("{logs}/nats-{port}.log"));
+    }
     command
+}
+
+/// What the servers still running say of JetStream, a line each.
+pub fn jetstream_state(servers: &[NatsServer]) -> String {
+    servers
+        .iter()
+        .filter_map(NatsServer::jetstream_state)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A port nothing listens on now.
