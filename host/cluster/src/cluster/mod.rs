@@ -84,9 +84,6 @@ impl Cluster {
             .timeout(REQUEST_TIMEOUT)
             .build(client.clone());
         let replicas = settings.replicas.max(1);
-        // Each is a request or two to the cluster and none needs another:
-        // asked together, a process that connects (every `moat run
-        // --nats`) waits for the slowest, not for all of them in turn.
         let runs = made_stream(
             &js,
             "work queue",
@@ -98,7 +95,8 @@ impl Cluster {
                 num_replicas: replicas,
                 ..Default::default()
             },
-        );
+        )
+        .await?;
         let events = made_stream(
             &js,
             "event stream",
@@ -111,26 +109,23 @@ impl Cluster {
                 num_replicas: replicas,
                 ..Default::default()
             },
-        );
-        let records = key_value(&js, layout::RECORDS_BUCKET, Duration::ZERO, replicas);
-        let live = async {
-            let live = key_value(&js, layout::LIVE_BUCKET, Duration::ZERO, replicas).await?;
-            let stream = nats(
-                "bucket",
-                js.get_stream(format!("KV_{}", layout::LIVE_BUCKET)).await,
-            )?;
-            Ok((live, stream))
-        };
+        )
+        .await?;
+        let records = key_value(&js, layout::RECORDS_BUCKET, Duration::ZERO, replicas).await?;
+        let live = key_value(&js, layout::LIVE_BUCKET, Duration::ZERO, replicas).await?;
         let workers = key_value(
             &js,
             layout::WORKERS_BUCKET,
             settings.worker_timeout,
             replicas,
-        );
-        let components = object_store(&js, layout::COMPONENTS_BUCKET, replicas);
-        let workspaces = object_store(&js, layout::WORKSPACES_BUCKET, replicas);
-        let (runs, events, records, (live, live_stream), workers, components, workspaces) =
-            tokio::try_join!(runs, events, records, live, workers, components, workspaces)?;
+        )
+        .await?;
+        let live_stream = nats(
+            "bucket",
+            js.get_stream(format!("KV_{}", layout::LIVE_BUCKET)).await,
+        )?;
+        let components = object_store(&js, layout::COMPONENTS_BUCKET, replicas).await?;
+        let workspaces = object_store(&js, layout::WORKSPACES_BUCKET, replicas).await?;
         Ok(Self {
             client,
             js,
