@@ -229,8 +229,9 @@ async fn subscribe(
 }
 
 /// Events that are ready at once (a stored run's replay, a burst of live
-/// ones) go into one queued message of this many at most: one queue slot,
-/// one wake of the writer, instead of one per event.
+/// ones) go into one queued message of this many at most (and about
+/// [`WRITE_BATCH`] bytes): one queue slot, one wake of the writer, instead
+/// of one per event.
 const EVENTS_PER_MESSAGE: usize = 256;
 
 /// Sends run `id`'s events from `from_seq` on to `out`, each as a
@@ -274,6 +275,12 @@ async fn stream(
                     if event.done {
                         over = true;
                         break;
+                    }
+                    // A message holds about a write's worth: large events
+                    // go out a few at a time, so what waits for a client
+                    // stays within its queue's bytes, not 256 events' worth.
+                    if lines.len() >= WRITE_BATCH && !out.send(std::mem::take(&mut lines)).await {
+                        return Ok(());
                     }
                 }
                 Err(moat_runs::RunsError::Lagged { next }) => {

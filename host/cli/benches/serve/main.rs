@@ -167,15 +167,21 @@ fn follow(connection: &mut Connection, runs: &[String]) -> Followed {
     followed
 }
 
-/// Seconds per event through a `moat serve` on stdio: `run` to `done`;
-/// the lags, and the run (stored, for the replay figure).
-fn protocol_per_event(store: &Path, events: u64) -> (f64, u64, String) {
-    let mut server = moat(store)
+/// A `moat serve` on stdio with the store `store`, its stdin and stdout
+/// piped.
+fn stdio_server(store: &Path) -> Child {
+    moat(store)
         .arg("serve")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("moat serve starts");
+        .expect("moat serve starts")
+}
+
+/// Seconds per event through a `moat serve` on stdio: `run` to `done`;
+/// the lags, and the run (stored, for the replay figure).
+fn protocol_per_event(store: &Path, events: u64) -> (f64, u64, String) {
+    let mut server = stdio_server(store);
     let mut connection = Connection::new(
         Box::new(server.stdin.take().unwrap()),
         Box::new(server.stdout.take().unwrap()),
@@ -250,12 +256,7 @@ fn seq_of(line: &[u8]) -> Option<u64> {
 /// subscriber from seq 0 through a `moat serve` on stdio, from the
 /// `subscribe` request to the `done` read; the server already up.
 fn replay_to_subscriber(store: &Path, run: &str, events: u64) -> f64 {
-    let mut server = moat(store)
-        .arg("serve")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("moat serve starts");
+    let mut server = stdio_server(store);
     let mut input = server.stdin.take().unwrap();
     let mut output = BufReader::new(server.stdout.take().unwrap());
     // Up and answering before the clock starts.
