@@ -150,7 +150,11 @@ async fn followed_within(
     patience: Duration,
 ) -> Option<Vec<(u64, AgentEvent)>> {
     let stream = cluster.follow(id, 0).await.expect("follows");
-    tokio::time::timeout(patience, stream.map(|e| e.expect("an event")).collect())
+    let numbered = stream.map(|e| {
+        let e = e.expect("an event");
+        (e.seq, e.event)
+    });
+    tokio::time::timeout(patience, numbered.collect())
         .await
         .ok()
 }
@@ -644,6 +648,71 @@ fn a_run_through_the_cluster_streams_like_a_local_one_and_survives_its_submitter
     assert!(waited.status.success(), "{}", run_output(&waited));
 }
 
+/// `--output ndjson` of a run followed from the cluster hands on the lines
+/// its worker stored rather than encoding each event again: they are what
+/// `moat logs` gives of the same run, byte for byte, each an event. Where
+/// moat changes an event on the way (a task's role, set by the
+/// submitter), the line shown is the changed event's.
+#[test]
+fn ndjson_from_the_cluster_is_the_stored_lines_and_a_tasks_role_is_on_its_lines() {
+    let Some((_server, url, _worker)) = server_and_worker() else {
+        return;
+    };
+    let output = moat()
+        .args([
+            "run",
+            "--nats",
+            &url,
+            "echo",
+            "as stored",
+            "--output",
+            "ndjson",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", run_output(&output));
+    let shown = String::from_utf8(output.stdout.clone()).unwrap();
+    let run = events(&output);
+    assert_eq!(run.len(), shown.lines().count(), "a line each: {shown}");
+    let id = match &run[0].payload {
+        EventPayload::Init(init) => init.run_id.clone().expect("the run's id on its init"),
+        other => panic!("an init first: {other:?}"),
+    };
+    let logs = moat()
+        .args(["logs", "--nats", &url, &id, "--output", "ndjson"])
+        .output()
+        .unwrap();
+    assert!(logs.status.success(), "{}", run_output(&logs));
+    assert_eq!(String::from_utf8(logs.stdout).unwrap(), shown);
+
+    let output = moat()
+        .args([
+            "parallel",
+            "--nats",
+            &url,
+            "--task",
+            "first:echo=one",
+            "--task",
+            "second:echo=two",
+            "--output",
+            "ndjson",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", run_output(&output));
+    let tasks = events(&output);
+    for (role, answer) in [("first", "one"), ("second", "two")] {
+        let mine: Vec<&AgentEvent> = tasks
+            .iter()
+            .filter(|e| e.role.as_deref() == Some(role))
+            .collect();
+        let done = mine.last().and_then(|e| e.as_done()).expect("its done");
+        assert_eq!(done.result.as_deref(), Some(answer), "{tasks:?}");
+        assert!(mine.len() >= 3, "its init, text and done: {tasks:?}");
+    }
+    assert!(tasks.iter().all(|e| e.role.is_some()), "{tasks:?}");
+}
+
 #[test]
 fn grants_beyond_a_workers_ceiling_are_refused_with_boundary_violation() {
     if !nats::available() {
@@ -798,7 +867,13 @@ async fn a_run_that_allows_it_is_run_again_when_its_worker_is_lost() {
     )
     .await;
     assert_eq!(run.reason.as_deref(), Some("cancelled"));
-    let events = cluster.stored_events(&id, 0).await.unwrap();
+    let events: Vec<(u64, AgentEvent)> = cluster
+        .stored_events(&id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.seq, e.event))
+        .collect();
     numbered_in_order(&events);
     assert_eq!(single_done(&events), DoneStatus::Interrupted);
 }

@@ -196,11 +196,37 @@ fn fit(event: &AgentEvent, size: usize, limit: usize) -> AgentEvent {
     fitted
 }
 
-/// The events one message carries, numbered, checked.
+/// One of a run's events as its readers take it from the stream.
+#[derive(Debug, Clone)]
+pub struct NumberedEvent {
+    /// Its number in the run, from 0.
+    pub seq: u64,
+    /// The event, parsed and checked.
+    pub event: AgentEvent,
+    /// Its JSON line as the stream holds it (the worker's encoding of
+    /// `event`), so a reader that shows JSON hands it on rather than
+    /// encoding the event again; `None` for an event the reader made (a
+    /// `done` made from the run's record).
+    pub json: Option<Bytes>,
+}
+
+impl NumberedEvent {
+    /// An event the reader made, with no stored line.
+    pub(crate) fn made(seq: u64, event: AgentEvent) -> Self {
+        Self {
+            seq,
+            event,
+            json: None,
+        }
+    }
+}
+
+/// The events one message carries, numbered, checked: each line is parsed
+/// into an event, and kept as it came beside it.
 pub(crate) fn decode(
     headers: Option<&HeaderMap>,
-    payload: &[u8],
-) -> Result<Vec<(u64, AgentEvent)>, ClusterError> {
+    payload: &Bytes,
+) -> Result<Vec<NumberedEvent>, ClusterError> {
     let header = |name: &str| {
         headers
             .and_then(|h| h.get(name))
@@ -214,9 +240,13 @@ pub(crate) fn decode(
         .filter(|line| !line.is_empty())
         .enumerate()
     {
-        let event = serde_json::from_slice(line)
+        let event = AgentEvent::from_json(line)
             .map_err(|e| ClusterError::Invalid(format!("a malformed event: {e}")))?;
-        events.push((first.saturating_add(index as u64), event));
+        events.push(NumberedEvent {
+            seq: first.saturating_add(index as u64),
+            event,
+            json: Some(payload.slice_ref(line)),
+        });
     }
     if let Some(count) = header(COUNT_HEADER)
         && count != events.len() as u64
@@ -235,7 +265,7 @@ pub(crate) fn decode(
 #[derive(Default)]
 pub(crate) struct InOrder {
     expected: u64,
-    held: BTreeMap<u64, AgentEvent>,
+    held: BTreeMap<u64, NumberedEvent>,
     /// Since when the events held wait for one that has not come.
     stalled_since: Option<Instant>,
 }
@@ -248,13 +278,23 @@ impl InOrder {
 
     /// Takes a message's events; returns those that are now next, in
     /// order.
-    pub(crate) fn take(&mut self, events: Vec<(u64, AgentEvent)>) -> Vec<(u64, AgentEvent)> {
-        for (seq, event) in events {
-            if seq >= self.expected {
-                self.held.insert(seq, event);
+    pub(crate) fn take(&mut self, events: Vec<NumberedEvent>) -> Vec<NumberedEvent> {
+        let mut ready = Vec::with_capacity(events.len());
+        for event in events {
+            // The usual case, the next event with none held: straight
+            // out, never through the map (an insert and a removal each
+            // moving the event were most of a follower's time).
+            if event.seq == self.expected && self.held.is_empty() {
+                self.expected += 1;
+                ready.push(event);
+            } else if event.seq >= self.expected {
+                let next = event.seq == self.expected;
+                self.held.insert(event.seq, event);
+                if next {
+                    ready.extend(self.ready());
+                }
             }
         }
-        let ready = self.ready();
         self.stalled_since = match (self.held.is_empty(), ready.is_empty()) {
             (true, _) => None,
             (false, false) => Some(Instant::now()),
@@ -272,7 +312,7 @@ impl InOrder {
     /// Gives up on the events missing before those held, once they have
     /// been missing for `patience` (or at once, `now`): what is held, in
     /// order. Their sender died before it could send them again.
-    pub(crate) fn skip_gap(&mut self, patience: Duration, now: bool) -> Vec<(u64, AgentEvent)> {
+    pub(crate) fn skip_gap(&mut self, patience: Duration, now: bool) -> Vec<NumberedEvent> {
         let stalled = self.stalled_since.is_some() && (now || self.stalled_for(patience));
         let Some(first) = self.held.keys().next().copied().filter(|_| stalled) else {
             return Vec::new();
@@ -286,10 +326,10 @@ impl InOrder {
         self.ready()
     }
 
-    fn ready(&mut self) -> Vec<(u64, AgentEvent)> {
+    fn ready(&mut self) -> Vec<NumberedEvent> {
         let mut ready = Vec::new();
         while let Some(event) = self.held.remove(&self.expected) {
-            ready.push((self.expected, event));
+            ready.push(event);
             self.expected += 1;
         }
         ready
@@ -325,45 +365,64 @@ mod tests {
         payload.push(b'\n');
         payload.extend(encode(&delta("b")).unwrap());
         payload.push(b'\n');
+        let payload = Bytes::from(payload);
         let events = decode(Some(&headers), &payload).unwrap();
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [7, 8]);
+        // Each keeps its line as it came, for readers that show JSON.
         assert_eq!(
-            events.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
-            [7, 8]
+            events[1].json.as_deref(),
+            Some(&encode(&delta("b")).unwrap()[..])
         );
         assert_eq!(end_of(&headers), Some(9));
         headers.insert(COUNT_HEADER, "3");
         assert!(decode(Some(&headers), &payload).is_err(), "a wrong count");
         assert!(decode(None, &payload).is_err(), "no number");
-        assert!(decode(Some(&headers), b"{not json\n").is_err());
+        assert!(decode(Some(&headers), &Bytes::from_static(b"{not json\n")).is_err());
     }
 
     #[test]
     fn events_come_out_in_order_once_and_a_gap_is_skipped_only_when_given_up() {
         let mut order = InOrder::default();
         let numbers =
-            |events: Vec<(u64, AgentEvent)>| events.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+            |events: Vec<NumberedEvent>| events.into_iter().map(|e| e.seq).collect::<Vec<_>>();
         assert_eq!(
-            numbers(order.take(vec![(0, delta("a")), (1, delta("b"))])),
+            numbers(order.take(vec![
+                NumberedEvent::made(0, delta("a")),
+                NumberedEvent::made(1, delta("b"))
+            ])),
             [0, 1]
         );
         // 2 and 3 were sent again and come after 4 and 5.
         assert!(
             order
-                .take(vec![(4, delta("e")), (5, delta("f"))])
+                .take(vec![
+                    NumberedEvent::made(4, delta("e")),
+                    NumberedEvent::made(5, delta("f"))
+                ])
                 .is_empty()
         );
         assert!(order.skip_gap(Duration::from_secs(60), false).is_empty());
         assert_eq!(
-            numbers(order.take(vec![(2, delta("c")), (3, delta("d"))])),
+            numbers(order.take(vec![
+                NumberedEvent::made(2, delta("c")),
+                NumberedEvent::made(3, delta("d"))
+            ])),
             [2, 3, 4, 5]
         );
         // A copy of what was given out already: dropped.
-        assert!(order.take(vec![(3, delta("d"))]).is_empty());
+        assert!(
+            order
+                .take(vec![NumberedEvent::made(3, delta("d"))])
+                .is_empty()
+        );
         assert_eq!(order.expected(), 6);
         // 6 never comes: given up on, the rest goes out in order.
         assert!(
             order
-                .take(vec![(8, delta("i")), (7, delta("h"))])
+                .take(vec![
+                    NumberedEvent::made(8, delta("i")),
+                    NumberedEvent::made(7, delta("h"))
+                ])
                 .is_empty()
         );
         assert_eq!(numbers(order.skip_gap(Duration::ZERO, false)), [7, 8]);

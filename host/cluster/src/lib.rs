@@ -35,6 +35,7 @@ mod worker;
 pub use cluster::Cluster;
 pub use cluster::objects::{MAX_CHANGES_BYTES, MAX_COMPONENT_BYTES, MAX_PROJECT_BYTES, hex_sha256};
 pub use error::ClusterError;
+pub use events::NumberedEvent;
 pub use job::{ComponentRef, Job, JobAsk, JobWorkspace, MAX_JOB_BYTES, is_sha256};
 pub use record::{BOUNDARY_VIOLATION, ClusterRun, WORKER_LOST};
 pub use settings::{Auth, Settings, Tls};

@@ -11,6 +11,7 @@ use moat_runs::{
 
 use crate::cluster::Cluster;
 use crate::error::ClusterError;
+use crate::events::NumberedEvent;
 
 /// How many runs an ambiguous prefix's error names.
 const AMBIGUOUS_SHOWN: usize = 5;
@@ -24,12 +25,21 @@ fn runs_error(error: ClusterError) -> RunsError {
     }
 }
 
-/// A stored or followed event as readers take it: its JSON.
-fn stored(seq: u64, event: &moat_engine::AgentEvent) -> StoredEvent {
+/// A stored or followed event as readers take it: its JSON, the line the
+/// stream holds when there is one (parsed already, so it is an event's).
+fn stored(numbered: &NumberedEvent) -> StoredEvent {
+    let line = numbered
+        .json
+        .as_deref()
+        .and_then(|line| std::str::from_utf8(line).ok());
+    let json = match line {
+        Some(line) => Arc::from(line),
+        None => Arc::from(serde_json::to_string(&numbered.event).unwrap_or_default()),
+    };
     StoredEvent {
-        seq,
-        json: Arc::from(serde_json::to_string(event).unwrap_or_default()),
-        done: event.is_done(),
+        seq: numbered.seq,
+        json,
+        done: numbered.event.is_done(),
     }
 }
 
@@ -103,7 +113,7 @@ impl Runs for Cluster {
             .map_err(runs_error)?
             .iter()
             .take(max)
-            .map(|(seq, event)| stored(*seq, event))
+            .map(stored)
             .collect())
     }
 
@@ -119,11 +129,7 @@ impl Runs for Cluster {
             .await
             .map_err(runs_error)?;
         Ok(events
-            .map(|event| {
-                event
-                    .map(|(seq, event)| stored(seq, &event))
-                    .map_err(runs_error)
-            })
+            .map(|event| event.map(|numbered| stored(&numbered)).map_err(runs_error))
             .boxed())
     }
 

@@ -440,7 +440,7 @@ async fn claim(
     config: &WorkerConfig,
     job: &Job,
 ) -> Result<Option<ClusterRun>, ClusterError> {
-    let Some(record) = cluster.get(&job.id).await? else {
+    let Some((record, revision)) = cluster.entry(&job.id).await? else {
         tracing::warn!(run = job.id, "a job without a record: dropped");
         return Ok(None);
     };
@@ -474,18 +474,18 @@ async fn claim(
     let mut written = false;
     let mut landed = None;
     let claimed = cluster
-        .update(&job.id, |run| {
-            match claim_record(run, &config.id, written) {
-                Claim::Write => {
-                    written = true;
-                    Change::Write
-                }
-                Claim::Landed => {
-                    landed = Some(run.clone());
-                    Change::Keep
-                }
-                Claim::Lost => Change::Keep,
+        .update_from(&job.id, Some((record, revision)), |run| match claim_record(
+            run, &config.id, written,
+        ) {
+            Claim::Write => {
+                written = true;
+                Change::Write
             }
+            Claim::Landed => {
+                landed = Some(run.clone());
+                Change::Keep
+            }
+            Claim::Lost => Change::Keep,
         })
         .await
         .map(|claimed| claimed.or(landed));

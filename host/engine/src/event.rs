@@ -589,9 +589,20 @@ impl EventPayload {
 
     /// Rebuilds a payload from its `type` string and its JSON body, checking
     /// what the types alone do not (non-empty ids, extension names).
-    fn from_parts(kind: &str, body: Value) -> Result<Self, String> {
-        fn body_of<T: serde::de::DeserializeOwned>(kind: &str, body: Value) -> Result<T, String> {
-            serde_json::from_value(body).map_err(|e| format!("invalid `{kind}` payload: {e}"))
+    fn from_parts(kind: &str, body: impl PayloadIn) -> Result<Self, String> {
+        fn body_of<T: serde::de::DeserializeOwned>(
+            kind: &str,
+            body: impl PayloadIn,
+        ) -> Result<T, String> {
+            body.typed().map_err(|e| {
+                // A position inside the payload's own text would mislead
+                // (it is not the event's): the words alone, as a `Value`
+                // gives them.
+                let words = e.to_string();
+                let position = format!(" at line {} column {}", e.line(), e.column());
+                let words = words.strip_suffix(&position).unwrap_or(&words);
+                format!("invalid `{kind}` payload: {words}")
+            })
         }
         fn non_empty(kind: &str, field: &str, value: &str) -> Result<(), String> {
             if value.is_empty() {
@@ -625,7 +636,9 @@ impl EventPayload {
             name if is_extension_name(name) => {
                 EventPayload::Extension(Box::new(ExtensionPayload {
                     name: name.to_owned(),
-                    payload: body,
+                    payload: body
+                        .into_value()
+                        .map_err(|e| format!("invalid `{name}` payload: {e}"))?,
                 }))
             }
             other => return Err(format!("unknown event type `{other}`")),
@@ -736,11 +749,13 @@ impl EventPayload {
     }
 }
 
-/// The wire shape, owned, for parsing; the payload is typed afterwards by
-/// `type`.
+/// The wire shape, for parsing; the payload is typed afterwards by `type`
+/// from `B`: a [`Value`] from any deserializer, or the payload's JSON text
+/// when parsing JSON text ([`AgentEvent::from_json`]), typed straight from
+/// it rather than built as a `Value` first.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireIn {
+struct WireIn<B> {
     #[serde(rename = "type")]
     kind: String,
     agent: String,
@@ -751,7 +766,51 @@ struct WireIn {
     #[serde(default)]
     metadata: Option<JsonObject>,
     #[serde(default)]
-    payload: Value,
+    payload: B,
+}
+
+impl<B: PayloadIn> WireIn<B> {
+    /// The event, its payload typed and checked.
+    fn into_event(self) -> Result<AgentEvent, String> {
+        let mut payload = EventPayload::from_parts(&self.kind, self.payload)?;
+        if let Some(metadata) = self.metadata {
+            payload.take_metadata(metadata);
+        }
+        Ok(AgentEvent {
+            agent: self.agent,
+            timestamp: self.timestamp,
+            session_id: self.session_id,
+            role: self.role,
+            payload,
+        })
+    }
+}
+
+/// A payload's body as parsed before its type is known.
+trait PayloadIn {
+    /// The body as the payload type `T`.
+    fn typed<T: serde::de::DeserializeOwned>(self) -> Result<T, serde_json::Error>;
+    /// The body as JSON (an extension's payload).
+    fn into_value(self) -> Result<Value, serde_json::Error>;
+}
+
+impl PayloadIn for Value {
+    fn typed<T: serde::de::DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+        serde_json::from_value(self)
+    }
+    fn into_value(self) -> Result<Value, serde_json::Error> {
+        Ok(self)
+    }
+}
+
+/// The payload's JSON text (`None`: missing or `null`).
+impl PayloadIn for Option<&serde_json::value::RawValue> {
+    fn typed<T: serde::de::DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.map_or("null", |raw| raw.get()))
+    }
+    fn into_value(self) -> Result<Value, serde_json::Error> {
+        self.map_or(Ok(Value::Null), |raw| serde_json::from_str(raw.get()))
+    }
 }
 
 impl Serialize for AgentEvent {
@@ -771,23 +830,27 @@ impl Serialize for AgentEvent {
 
 impl<'de> Deserialize<'de> for AgentEvent {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let wire = WireIn::deserialize(d)?;
-        let mut payload =
-            EventPayload::from_parts(&wire.kind, wire.payload).map_err(D::Error::custom)?;
-        if let Some(metadata) = wire.metadata {
-            payload.take_metadata(metadata);
-        }
-        Ok(AgentEvent {
-            agent: wire.agent,
-            timestamp: wire.timestamp,
-            session_id: wire.session_id,
-            role: wire.role,
-            payload,
-        })
+        WireIn::<Value>::deserialize(d)?
+            .into_event()
+            .map_err(D::Error::custom)
     }
 }
 
+/// The wire shape of [`AgentEvent::from_json`], its payload borrowed as
+/// text.
+#[derive(Deserialize)]
+struct WireInText<'a>(#[serde(borrow)] WireIn<Option<&'a serde_json::value::RawValue>>);
+
 impl AgentEvent {
+    /// Parses one event's JSON text, as deserializing it does (the same
+    /// checks, the same errors) and faster: the payload is typed straight
+    /// from its text once `type` is read. For readers of many stored
+    /// events (a cluster run's followers).
+    pub fn from_json(json: &[u8]) -> Result<Self, serde_json::Error> {
+        let WireInText(wire) = serde_json::from_slice(json)?;
+        wire.into_event().map_err(serde_json::Error::custom)
+    }
+
     /// An event the host itself makes for a run of `agent` (an error it
     /// saw, a `done` it synthesized): stamped now, with a fresh session id.
     pub fn by_host(agent: impl Into<String>, payload: EventPayload) -> Self {
@@ -1130,6 +1193,39 @@ mod tests {
         }
     }
 
+    /// `from_json` parses as deserializing does: every event type, events
+    /// with metadata, extensions, a missing or `null` payload, and the
+    /// same refusals with the same words.
+    #[test]
+    fn from_json_reads_what_deserializing_reads_and_refuses_what_it_refuses() {
+        let parse =
+            |text: &str| serde_json::from_str::<AgentEvent>(text).map_err(|e| e.to_string());
+        let quick = |text: &str| AgentEvent::from_json(text.as_bytes()).map_err(|e| e.to_string());
+        let mut texts: Vec<String> = catalogue().into_iter().map(|(_, text)| text).collect();
+        texts.extend(
+            [
+                r#"{"type":"text","agent":"echo","timestamp":1,"sessionId":"s","metadata":{"a":1},"payload":{"content":"x"}}"#,
+                r#"{"type":"x-moat:usage","agent":"echo","timestamp":1,"sessionId":"s"}"#,
+                r#"{"type":"x-moat:usage","agent":"echo","timestamp":1,"sessionId":"s","payload":null}"#,
+                r#"{"type":"text","agent":"echo","timestamp":1,"sessionId":"s"}"#,
+                r#"{"type":"text","agent":"echo","timestamp":1,"sessionId":"s","payload":{"content":7}}"#,
+                r#"{"type":"tool_use","agent":"e","timestamp":1,"sessionId":"s","payload":{"toolName":"t","toolUseId":"","input":{}}}"#,
+                r#"{"type":"nope","agent":"echo","timestamp":1,"sessionId":"s","payload":{}}"#,
+                r#"{"type":"text","agent":"echo","sessionId":"s","payload":{"content":"x"}}"#,
+                r#"{"type":"text","agent":"echo","timestamp":1,"sessionId":"s","payload":{"content":"x"}"#,
+                r#"[]"#,
+            ]
+            .map(str::to_owned),
+        );
+        for text in &texts {
+            assert_eq!(quick(text), parse(text), "{text}");
+        }
+        assert!(
+            quick(&texts[texts.len() - 6]).is_err(),
+            "a wrongly typed payload"
+        );
+    }
+
     #[test]
     fn role_is_written_only_when_present() {
         let mut ev = event(EventPayload::text("x"));
@@ -1349,6 +1445,7 @@ mod tests {
             };
             let text = serde_json::to_string(&ev).unwrap();
             let back: AgentEvent = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert_eq!(&AgentEvent::from_json(text.as_bytes()).unwrap(), &back);
             proptest::prop_assert_eq!(back, ev);
         }
     }

@@ -6,9 +6,10 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, Stream, StreamExt};
-use moat_cluster::Cluster;
+use moat_cluster::{Cluster, NumberedEvent};
 use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, TaskEvent, Usage, codes};
 use moat_runs::{FailReason, RunId};
 use tokio_util::sync::CancellationToken;
@@ -27,9 +28,17 @@ pub struct Launched {
 enum Events {
     /// Executing here.
     Here(Recorded<BoxStream<'static, TaskEvent>>),
-    /// Executing in a cluster, followed.
-    Followed(BoxStream<'static, AgentEvent>),
+    /// Executing in a cluster, followed: each event with its line as the
+    /// cluster stored it, and the line of the event given last.
+    Followed {
+        events: BoxStream<'static, FollowedEvent>,
+        last_json: Option<Bytes>,
+    },
 }
+
+/// A followed event and, when it is the event as the cluster stored it,
+/// its JSON line.
+type FollowedEvent = (AgentEvent, Option<Bytes>);
 
 impl Launched {
     pub(crate) fn here(
@@ -55,7 +64,10 @@ impl Launched {
         };
         Self {
             ids,
-            events: Events::Followed(events),
+            events: Events::Followed {
+                events,
+                last_json: None,
+            },
             _shares: Vec::new(),
         }
     }
@@ -67,11 +79,13 @@ impl Launched {
     }
 
     /// The JSON of the event the stream gave last, when it was encoded
-    /// for the store as it was handed on (see [`Recorded::encoded`]).
+    /// already: for the store as it was handed on (see
+    /// [`Recorded::encoded`]), or by the worker of a followed run (the
+    /// line the cluster holds), so showing it takes no second encoding.
     pub fn encoded(&self) -> Option<&[u8]> {
         match &self.events {
             Events::Here(recorded) => recorded.encoded(),
-            Events::Followed(_) => None,
+            Events::Followed { last_json, .. } => last_json.as_deref(),
         }
     }
 }
@@ -82,7 +96,17 @@ impl Stream for Launched {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
         match &mut self.events {
             Events::Here(recorded) => recorded.poll_next_unpin(cx),
-            Events::Followed(followed) => followed.poll_next_unpin(cx),
+            Events::Followed { events, last_json } => match events.poll_next_unpin(cx) {
+                Poll::Ready(Some((event, json))) => {
+                    *last_json = json;
+                    Poll::Ready(Some(event))
+                }
+                Poll::Ready(None) => {
+                    *last_json = None;
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            },
         }
     }
 }
@@ -102,7 +126,7 @@ pub(crate) struct Followed {
 /// The run's events from the cluster to its `done`; its abort cancels it
 /// there. A run that cannot be followed still ends here with an `error`
 /// and a `done`.
-fn follow(run: Followed) -> BoxStream<'static, AgentEvent> {
+fn follow(run: Followed) -> BoxStream<'static, FollowedEvent> {
     let Followed {
         cluster,
         id,
@@ -127,11 +151,18 @@ fn follow(run: Followed) -> BoxStream<'static, AgentEvent> {
                 .filter_map(move |event| {
                     let _kept = &guard;
                     futures::future::ready(match event {
-                        Ok((_, mut event)) => {
-                            if event.role.is_none() {
+                        Ok(NumberedEvent {
+                            mut event, json, ..
+                        }) => {
+                            // A role set here changes the event: its
+                            // stored line is no longer it.
+                            let json = if event.role.is_none() && role.is_some() {
                                 event.role.clone_from(&role);
-                            }
-                            Some(event)
+                                None
+                            } else {
+                                json
+                            };
+                            Some((event, json))
                         }
                         Err(error) => {
                             tracing::warn!("following a run in the cluster: {error}");
@@ -139,11 +170,11 @@ fn follow(run: Followed) -> BoxStream<'static, AgentEvent> {
                         }
                     })
                 })
-                .map(move |event| {
+                .map(move |followed| {
                     if let Some(tracer) = tracer.as_mut() {
-                        tracer.observe(&event);
+                        tracer.observe(&followed.0);
                     }
-                    event
+                    followed
                 })
                 .boxed(),
             Err(error) => unfollowed(&id, &error.to_string()),
@@ -163,7 +194,7 @@ impl Drop for CancelOnDrop {
 }
 
 /// The `error` and `done` of a run that could not be followed.
-fn unfollowed(id: &RunId, why: &str) -> BoxStream<'static, AgentEvent> {
+fn unfollowed(id: &RunId, why: &str) -> BoxStream<'static, FollowedEvent> {
     let error = AgentEvent::by_host(
         "moat",
         EventPayload::error(
@@ -183,7 +214,7 @@ fn unfollowed(id: &RunId, why: &str) -> BoxStream<'static, AgentEvent> {
             metadata: None,
         })),
     );
-    futures::stream::iter([error, done]).boxed()
+    futures::stream::iter([(error, None), (done, None)]).boxed()
 }
 
 /// `engine`'s events of `tasks` runs with what their approval desks tell

@@ -474,14 +474,17 @@ impl Store {
     /// The run's stored events from number `from` on, in order.
     pub fn events(&self, id: &RunId, from: u64) -> Result<Vec<(u64, AgentEvent)>, StoreError> {
         let mut events = Vec::new();
-        self.each_stored(id, from, Take::AtMost(usize::MAX), |seq, json| {
-            match serde_json::from_slice(json) {
+        self.each_stored(
+            id,
+            from,
+            Take::AtMost(usize::MAX),
+            |seq, json| match AgentEvent::from_json(json) {
                 Ok(event) => events.push((seq, event)),
                 Err(error) => {
                     tracing::warn!(run = %id, seq, "a stored event does not parse: {error}")
                 }
-            }
-        })?;
+            },
+        )?;
         Ok(events)
     }
 

@@ -669,7 +669,9 @@ async fn ended(cluster: &Cluster, id: &str) -> (ClusterRun, Vec<AgentEvent>) {
     let stream = cluster.follow(id, 0).await.expect("follows");
     let events: Vec<AgentEvent> = tokio::time::timeout(
         PATIENCE,
-        stream.map(|e| e.expect("an event").1).collect::<Vec<_>>(),
+        stream
+            .map(|e| e.expect("an event").event)
+            .collect::<Vec<_>>(),
     )
     .await
     .unwrap_or_else(|_| panic!("run {id} did not end within {PATIENCE:?}"));

@@ -120,7 +120,7 @@ async fn follow(cluster: &Cluster, id: &str) -> (u64, bool) {
     let mut success = false;
     let mut stream = std::pin::pin!(cluster.follow(id, 0).await.unwrap());
     while let Some(event) = stream.next().await {
-        let (_, event) = event.unwrap();
+        let event = event.unwrap().event;
         events += 1;
         if let moat_engine::EventPayload::Error(error) = &event.payload {
             panic!("run {id}: {error:?}");

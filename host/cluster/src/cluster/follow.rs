@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
 use futures::{Stream, StreamExt};
-use moat_engine::AgentEvent;
 
 use super::records::synthesized;
 use super::{Cluster, LISTING_PATIENCE};
 use crate::error::{ClusterError, SETTLE, nats, settled, within};
-use crate::events::{self, Publisher};
+use crate::events::{self, NumberedEvent, Publisher};
 use crate::layout;
 use crate::record::ClusterRun;
 
@@ -23,7 +22,7 @@ const FOLLOWED_BATCHES: usize = 16;
 
 /// What a follower's task sends its reader: the events of one message,
 /// in order, or why following stopped.
-type Batch = Result<Vec<(u64, AgentEvent)>, ClusterError>;
+type Batch = Result<Vec<NumberedEvent>, ClusterError>;
 
 /// How often a waiting or following client looks for lost workers and
 /// at the run's record.
@@ -36,7 +35,7 @@ impl Cluster {
             return Ok(false);
         };
         let events = events::decode(Some(&message.headers), &message.payload)?;
-        Ok(events.last().is_some_and(|(_, event)| event.is_done()))
+        Ok(events.last().is_some_and(|last| last.event.is_done()))
     }
 
     /// The last message of run `id`'s events, if it has any.
@@ -122,8 +121,7 @@ impl Cluster {
         &self,
         id: &str,
         from: u64,
-    ) -> Result<impl Stream<Item = Result<(u64, AgentEvent), ClusterError>> + use<>, ClusterError>
-    {
+    ) -> Result<impl Stream<Item = Result<NumberedEvent, ClusterError>> + use<>, ClusterError> {
         let messages = self.event_messages(id).await?;
         let (sender, mut receiver) = tokio::sync::mpsc::channel(FOLLOWED_BATCHES);
         tokio::spawn(follow_events(
@@ -181,20 +179,20 @@ impl Cluster {
         &self,
         id: &str,
         from: u64,
-    ) -> Result<Vec<(u64, AgentEvent)>, ClusterError> {
+    ) -> Result<Vec<NumberedEvent>, ClusterError> {
         let mut events = Vec::new();
         self.each_stored_message(id, false, |message| {
-            for (seq, event) in events::decode(message.headers.as_ref(), &message.payload)? {
-                if seq >= from {
-                    events.push((seq, event));
+            for event in events::decode(message.headers.as_ref(), &message.payload)? {
+                if event.seq >= from {
+                    events.push(event);
                 }
             }
             Ok(())
         })
         .await?;
         // In order, once each (see `events::InOrder`).
-        events.sort_by_key(|(seq, _)| *seq);
-        events.dedup_by_key(|(seq, _)| *seq);
+        events.sort_by_key(|event| event.seq);
+        events.dedup_by_key(|event| event.seq);
         Ok(events)
     }
 
@@ -325,7 +323,9 @@ async fn catch_up(
         return Ok(ControlFlow::Continue(()));
     };
     let done = synthesized(run);
-    let _ = sender.send(Ok(vec![(order.expected(), done)])).await;
+    let _ = sender
+        .send(Ok(vec![NumberedEvent::made(order.expected(), done)]))
+        .await;
     Ok(ControlFlow::Break(()))
 }
 
@@ -334,14 +334,14 @@ async fn catch_up(
 async fn emit(
     sender: &tokio::sync::mpsc::Sender<Batch>,
     from: u64,
-    events: Vec<(u64, AgentEvent)>,
+    events: Vec<NumberedEvent>,
 ) -> ControlFlow<()> {
     let mut batch = Vec::with_capacity(events.len());
     let mut done = false;
-    for (seq, event) in events {
-        done = event.is_done();
-        if seq >= from {
-            batch.push((seq, event));
+    for event in events {
+        done = event.event.is_done();
+        if event.seq >= from {
+            batch.push(event);
         }
         if done {
             break;
@@ -359,6 +359,7 @@ async fn emit(
 
 #[cfg(test)]
 mod tests {
+    use moat_engine::AgentEvent;
     use moat_runs::{Outcome, RunStatus};
 
     use super::*;
@@ -442,9 +443,13 @@ mod tests {
         {
             followed.extend(event.expect("events"));
         }
-        let seqs: Vec<u64> = followed.iter().map(|(seq, _)| *seq).collect();
+        let seqs: Vec<u64> = followed.iter().map(|event| event.seq).collect();
         assert_eq!(seqs, [0, 1, 2, 3, 4, 5], "every event, in order");
-        assert_eq!(followed[5].1, done, "the run's own done");
+        assert_eq!(followed[5].event, done, "the run's own done");
+        assert!(
+            followed.iter().all(|event| event.json.is_some()),
+            "each with its stored line"
+        );
         cluster.close().await;
     }
 }

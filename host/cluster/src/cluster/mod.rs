@@ -83,6 +83,9 @@ impl Cluster {
         let js = jetstream::ContextBuilder::new()
             .timeout(REQUEST_TIMEOUT)
             .build(client.clone());
+        if let Some(found) = Self::found_layout(&client, &js).await {
+            return Ok(found);
+        }
         let replicas = settings.replicas.max(1);
         let runs = made_stream(
             &js,
@@ -129,6 +132,48 @@ impl Cluster {
         Ok(Self {
             client,
             js,
+            runs,
+            events,
+            records,
+            live,
+            live_stream,
+            workers,
+            components,
+            workspaces,
+        })
+    }
+
+    /// The streams and buckets when every one is there, looked up together:
+    /// a process that connects to a cluster in use (every `moat run
+    /// --nats`) waits for the slowest lookup, not for eight in turn. `None`
+    /// when any is missing or not answering yet: then [`Self::with_layout`]
+    /// makes them one after another, as a fresh cluster needs (a bucket
+    /// just made is not found at once while its replicas elect a leader).
+    async fn found_layout(client: &async_nats::Client, js: &jetstream::Context) -> Option<Self> {
+        let live_stream = format!("KV_{}", layout::LIVE_BUCKET);
+        let found = tokio::try_join!(
+            async { js.get_stream(layout::RUNS_STREAM).await.map_err(drop) },
+            async { js.get_stream(layout::EVENTS_STREAM).await.map_err(drop) },
+            async { js.get_key_value(layout::RECORDS_BUCKET).await.map_err(drop) },
+            async { js.get_key_value(layout::LIVE_BUCKET).await.map_err(drop) },
+            async { js.get_stream(&live_stream).await.map_err(drop) },
+            async { js.get_key_value(layout::WORKERS_BUCKET).await.map_err(drop) },
+            async {
+                js.get_object_store(layout::COMPONENTS_BUCKET)
+                    .await
+                    .map_err(drop)
+            },
+            async {
+                js.get_object_store(layout::WORKSPACES_BUCKET)
+                    .await
+                    .map_err(drop)
+            },
+        );
+        let (runs, events, records, live, live_stream, workers, components, workspaces) =
+            found.ok()?;
+        Some(Self {
+            client: client.clone(),
+            js: js.clone(),
             runs,
             events,
             records,

@@ -124,10 +124,27 @@ impl Cluster {
     pub(crate) async fn update(
         &self,
         id: &str,
+        change: impl FnMut(&mut ClusterRun) -> Change,
+    ) -> Result<Option<ClusterRun>, ClusterError> {
+        self.update_from(id, None, change).await
+    }
+
+    /// As [`Self::update`], the first attempt on `read`, the record and
+    /// its revision as the caller read it a moment ago (a round trip
+    /// saved; were it changed since, the write fails and the record is
+    /// read again).
+    pub(crate) async fn update_from(
+        &self,
+        id: &str,
+        mut read: Option<(ClusterRun, u64)>,
         mut change: impl FnMut(&mut ClusterRun) -> Change,
     ) -> Result<Option<ClusterRun>, ClusterError> {
         for _ in 0..CAS_ATTEMPTS {
-            let Some((mut run, revision)) = self.entry(id).await? else {
+            let entry = match read.take() {
+                Some(entry) => Some(entry),
+                None => self.entry(id).await?,
+            };
+            let Some((mut run, revision)) = entry else {
                 return Ok(None);
             };
             if let Change::Keep = change(&mut run) {
@@ -420,7 +437,10 @@ pub(super) mod tests {
     /// How many `done`s run `id` has stored.
     async fn dones(cluster: &Cluster, id: &str) -> usize {
         let events = cluster.stored_events(id, 0).await.expect("stored events");
-        events.iter().filter(|(_, event)| event.is_done()).count()
+        events
+            .iter()
+            .filter(|stored| stored.event.is_done())
+            .count()
     }
 
     /// A run of the built-in echo, submitted and marked running on
