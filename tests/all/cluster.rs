@@ -621,6 +621,21 @@ fn a_run_through_the_cluster_streams_like_a_local_one_and_survives_its_submitter
     let answer = events.last().and_then(|e| e.as_done()).unwrap();
     assert_eq!(answer.status, DoneStatus::Success);
     assert_eq!(answer.result.as_deref(), Some("hello from a worker"));
+    // `--output ndjson` hands on the lines the worker stored rather than
+    // encoding each event again: they are what `moat logs` gives of the
+    // same run, byte for byte, each an event.
+    let shown = String::from_utf8(output.stdout.clone()).unwrap();
+    assert_eq!(events.len(), shown.lines().count(), "a line each: {shown}");
+    let id = match &events[0].payload {
+        EventPayload::Init(init) => init.run_id.clone().expect("the run's id on its init"),
+        other => panic!("an init first: {other:?}"),
+    };
+    let logs = moat()
+        .args(["logs", "--nats", &url, &id, "--output", "ndjson"])
+        .output()
+        .unwrap();
+    assert!(logs.status.success(), "{}", run_output(&logs));
+    assert_eq!(String::from_utf8(logs.stdout).unwrap(), shown);
 
     // A submitter killed while it follows: the run still ends, completed.
     let mut submitter = moat()
@@ -648,43 +663,14 @@ fn a_run_through_the_cluster_streams_like_a_local_one_and_survives_its_submitter
     assert!(waited.status.success(), "{}", run_output(&waited));
 }
 
-/// `--output ndjson` of a run followed from the cluster hands on the lines
-/// its worker stored rather than encoding each event again: they are what
-/// `moat logs` gives of the same run, byte for byte, each an event. Where
-/// moat changes an event on the way (a task's role, set by the
-/// submitter), the line shown is the changed event's.
+/// Where moat changes a followed run's event on the way (a task's role,
+/// set by the submitter), the line `--output ndjson` shows is the changed
+/// event's, not the line the worker stored.
 #[test]
-fn ndjson_from_the_cluster_is_the_stored_lines_and_a_tasks_role_is_on_its_lines() {
+fn a_tasks_role_is_on_every_line_of_its_events_followed_from_the_cluster() {
     let Some((_server, url, _worker)) = server_and_worker() else {
         return;
     };
-    let output = moat()
-        .args([
-            "run",
-            "--nats",
-            &url,
-            "echo",
-            "as stored",
-            "--output",
-            "ndjson",
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", run_output(&output));
-    let shown = String::from_utf8(output.stdout.clone()).unwrap();
-    let run = events(&output);
-    assert_eq!(run.len(), shown.lines().count(), "a line each: {shown}");
-    let id = match &run[0].payload {
-        EventPayload::Init(init) => init.run_id.clone().expect("the run's id on its init"),
-        other => panic!("an init first: {other:?}"),
-    };
-    let logs = moat()
-        .args(["logs", "--nats", &url, &id, "--output", "ndjson"])
-        .output()
-        .unwrap();
-    assert!(logs.status.success(), "{}", run_output(&logs));
-    assert_eq!(String::from_utf8(logs.stdout).unwrap(), shown);
-
     let output = moat()
         .args([
             "parallel",

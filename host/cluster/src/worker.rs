@@ -473,20 +473,21 @@ async fn claim(
     }
     let mut written = false;
     let mut landed = None;
+    let claim = |run: &mut ClusterRun| match claim_record(run, &config.id, written) {
+        Claim::Write => {
+            written = true;
+            Change::Write
+        }
+        Claim::Landed => {
+            landed = Some(run.clone());
+            Change::Keep
+        }
+        Claim::Lost => Change::Keep,
+    };
+    // Written on the record as read above (one read fewer); changed since,
+    // it is read again.
     let claimed = cluster
-        .update_from(&job.id, Some((record, revision)), |run| match claim_record(
-            run, &config.id, written,
-        ) {
-            Claim::Write => {
-                written = true;
-                Change::Write
-            }
-            Claim::Landed => {
-                landed = Some(run.clone());
-                Change::Keep
-            }
-            Claim::Lost => Change::Keep,
-        })
+        .update_from(&job.id, Some((record, revision)), claim)
         .await
         .map(|claimed| claimed.or(landed));
     if !matches!(claimed, Ok(Some(_))) {

@@ -346,12 +346,17 @@ fn read_entry(engine: &Engine, path: &Path) -> Result<Option<Component>, String>
         Err(e) => return Err(format!("unreadable: {e}")),
     };
     let meta = file.metadata().map_err(|e| format!("unreadable: {e}"))?;
-    let len = usize::try_from(meta.len()).map_err(|_| "too large".to_string())?;
-    if len <= TRAILER_LEN {
+    if meta.len() <= TRAILER_LEN as u64 {
         return Err("truncated".into());
     }
-    let mapped = Mapped::of(&file, len).map_err(|e| format!("cannot map: {e}"))?;
-    let (artifact, trailer) = mapped.bytes().split_at(len - TRAILER_LEN);
+    // SAFETY: entries are only ever replaced by renaming a new file over
+    // them, never written in place, so the mapped bytes do not change
+    // while they are read.
+    let mapped = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot map: {e}"))?;
+    if mapped.len() <= TRAILER_LEN {
+        return Err("truncated".into());
+    }
+    let (artifact, trailer) = mapped.split_at(mapped.len() - TRAILER_LEN);
     let (length, rest) = trailer.split_at(8);
     let (checksum, magic) = rest.split_at(16);
     if magic != TRAILER_MAGIC || length != (artifact.len() as u64).to_le_bytes() {
@@ -381,46 +386,6 @@ fn read_entry(engine: &Engine, path: &Path) -> Result<Option<Component>, String>
     component
         .map(Some)
         .map_err(|e| format!("refused by wasmtime: {e:#}"))
-}
-
-/// A file mapped read-only, unmapped when dropped.
-struct Mapped {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-impl Mapped {
-    fn of(file: &fs::File, len: usize) -> std::io::Result<Self> {
-        // SAFETY: a fresh private read-only mapping of an open file; no
-        // Rust object lives at the address it returns.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Self { ptr, len })
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `len` bytes mapped readable at `ptr` until `drop`.
-        unsafe { std::slice::from_raw_parts(self.ptr.cast(), self.len) }
-    }
-}
-
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly what `of` mapped; no slice of it outlives
-        // `self` (`bytes` borrows it).
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
 }
 
 fn write_entry(path: &Path, component: &Component) -> Result<(), String> {
