@@ -321,8 +321,9 @@ impl Launcher {
                 let id = spec.id.clone().unwrap_or_default();
                 let workspace = given_workspace(&mut spec, &id, &mut admission).await?;
                 let new_run = new_run(&resolved, &spec, &admission);
-                let recorder =
-                    Recorder::create_as(local.store().clone(), id, &new_run).map_err(|e| {
+                let recorder = Recorder::create_as_awaiting(local.store().clone(), id, &new_run)
+                    .await
+                    .map_err(|e| {
                         if let Some((workspace, root)) = &workspace {
                             let _ = workspace.remove(root);
                         }

@@ -6,7 +6,10 @@
 //!
 //! - Events are written in batches by a thread of their own
 //!   ([`writer`](crate::Store::record_event)): a run pays a channel send
-//!   per event; a `kill -9` loses at most the batch being written.
+//!   per event; a `kill -9` loses at most the batch being written. A run's
+//!   record is created, started and ended through the same thread, so
+//!   runs that start or end together share a commit
+//!   ([`Store::create_run_as_awaiting`], [`Store::finish`]).
 //! - A run's terminal status is written once: later attempts change
 //!   nothing ([`Store::finish`]). Ending a run ends its live children with
 //!   `parent ended`.
@@ -188,67 +191,89 @@ impl Store {
     /// written it down before the run existed): as [`Store::create_run`].
     /// An id recorded already is refused.
     pub fn create_run_as(&self, id: RunId, run: &NewRun) -> Result<RunId, StoreError> {
-        let mut conn = self.conn();
-        // With a parent, its status is read and the child written under
-        // one write lock: a parent never ends between the two unnoticed.
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(write_error)?;
-        if let Some(parent) = &run.parent {
-            let status: Option<String> = query_row(
-                &tx,
-                "SELECT status FROM runs WHERE id = ?1",
-                [parent.as_str()],
-                |row| row.get(0),
-            )
-            .optional()?;
-            match status.as_deref() {
-                None => return Err(StoreError::NotFound(parent.to_string())),
-                Some("pending" | "running") => {}
-                Some(_) => return Err(StoreError::ParentEnded(parent.clone())),
-            }
-        }
-        let limits = match &run.limits {
-            Some(limits) => serde_json::to_string(limits).expect("limits are plain data"),
-            None => "{}".to_owned(),
-        };
-        execute(
-            &tx,
-            "INSERT INTO runs (id, parent_id, adapter, component_sha256, prompt, options, grants,
-                               limits, timeout_ms, trust, status, owner, owner_pid, created_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13)",
-            params![
-                id.as_str(),
-                run.parent.as_ref().map(RunId::as_str),
-                run.adapter,
-                run.component_sha256,
-                run.prompt,
-                run.options.to_string(),
-                serde_json::to_string(&run.grants).expect("grants are plain data"),
-                limits,
-                run.timeout_ms().map(|ms| ms as i64),
-                run.trust.map(|trust| trust.as_str()),
-                self.owner.id(),
-                std::process::id(),
-                now_ms() as i64,
-            ],
-        )
-        .map_err(write_error)?;
-        tx.commit().map_err(write_error)?;
+        self.writer.change(self.insert_run(&id, run))??;
         Ok(id)
+    }
+
+    /// [`Store::create_run_as`] without blocking the thread: runs created
+    /// together (a server asked for many at once) share one commit.
+    pub async fn create_run_as_awaiting(
+        &self,
+        id: RunId,
+        run: &NewRun,
+    ) -> Result<RunId, StoreError> {
+        self.writer
+            .change_awaiting(self.insert_run(&id, run))
+            .await??;
+        Ok(id)
+    }
+
+    /// The change that records `run` as `id`, `pending`, owned by this
+    /// process.
+    fn insert_run(&self, id: &RunId, run: &NewRun) -> writer::Apply {
+        let (id, run) = (id.clone(), run.clone());
+        let (owner, created_ms) = (self.owner.id().to_owned(), now_ms());
+        Box::new(move |conn| {
+            // With a parent, its status is read and the child written in
+            // one transaction (under the write lock): a parent never ends
+            // between the two unnoticed.
+            if let Some(parent) = &run.parent {
+                let status: Option<String> = query_row(
+                    conn,
+                    "SELECT status FROM runs WHERE id = ?1",
+                    [parent.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+                match status.as_deref() {
+                    None => return Err(StoreError::NotFound(parent.to_string())),
+                    Some("pending" | "running") => {}
+                    Some(_) => return Err(StoreError::ParentEnded(parent.clone())),
+                }
+            }
+            let limits = match &run.limits {
+                Some(limits) => serde_json::to_string(limits).expect("limits are plain data"),
+                None => "{}".to_owned(),
+            };
+            execute(
+                conn,
+                "INSERT INTO runs (id, parent_id, adapter, component_sha256, prompt, options, grants,
+                                   limits, timeout_ms, trust, status, owner, owner_pid, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13)",
+                params![
+                    id.as_str(),
+                    run.parent.as_ref().map(RunId::as_str),
+                    run.adapter,
+                    run.component_sha256,
+                    run.prompt,
+                    run.options.to_string(),
+                    serde_json::to_string(&run.grants).expect("grants are plain data"),
+                    limits,
+                    run.timeout_ms().map(|ms| ms as i64),
+                    run.trust.map(|trust| trust.as_str()),
+                    owner,
+                    std::process::id(),
+                    created_ms as i64,
+                ],
+            )
+            .map_err(write_error)?;
+            Ok(true)
+        })
     }
 
     /// `pending → running`, when its adapter starts. A run already ended
     /// (cancelled before it started) stays ended: `Ok(false)`.
     pub fn mark_running(&self, id: &RunId) -> Result<bool, StoreError> {
-        let changed = execute(
-            &self.conn(),
-            "UPDATE runs SET status = 'running', started_ms = ?2
-             WHERE id = ?1 AND status = 'pending'",
-            params![id.as_str(), now_ms() as i64],
-        )
-        .map_err(write_error)?;
-        Ok(changed == 1)
+        set_running(&self.conn(), id.as_str(), now_ms())
+    }
+
+    /// [`Store::mark_running`] without waiting for the commit: the writer
+    /// commits it at once, with whatever else is queued (other runs
+    /// starting, events), and the record says `running` from now.
+    pub fn mark_running_unwaited(&self, id: &RunId) -> Result<(), StoreError> {
+        let (id, started) = (id.as_str().to_owned(), now_ms());
+        self.writer
+            .change_unwaited(Box::new(move |conn| set_running(conn, &id, started)))
     }
 
     /// Queues the run's event number `seq` (from 0, in order) for the next
@@ -270,20 +295,26 @@ impl Store {
     /// When its events could not all be stored, it ends failed with `store
     /// error` instead (if the store takes even that), and the write error
     /// is returned.
+    ///
+    /// The end is made in the transaction of the run's last events (and of
+    /// other runs' ends queued meanwhile): one commit.
     pub fn finish(&self, id: &RunId, outcome: &Outcome) -> Result<bool, StoreError> {
-        let flushed = self.writer.flush();
-        let unrecorded = Outcome {
-            status: RunStatus::Failed,
-            reason: Some(FailReason::StoreError),
-            done: None,
+        let ending = {
+            let (id, outcome) = (id.as_str().to_owned(), outcome.clone());
+            Box::new(move |conn: &Connection| end_owned(conn, &id, &outcome))
         };
-        let outcome = if flushed.is_ok() {
-            outcome
-        } else {
-            &unrecorded
-        };
-        let ended = self.end(id, outcome);
-        flushed.and(ended)
+        match self.writer.change(ending) {
+            Ok(ended) => ended,
+            Err(unwritten) => {
+                let unrecorded = Outcome {
+                    status: RunStatus::Failed,
+                    reason: Some(FailReason::StoreError),
+                    done: None,
+                };
+                let _ = self.end(id, &unrecorded);
+                Err(unwritten)
+            }
+        }
     }
 
     fn end(&self, id: &RunId, outcome: &Outcome) -> Result<bool, StoreError> {
@@ -291,17 +322,7 @@ impl Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(write_error)?;
-        let changed = end_run(&tx, id.as_str(), outcome)?;
-        if changed {
-            cascade(&tx, id.as_str())?;
-        }
-        // Its owner has stopped it: nothing is left to ask of it.
-        execute(
-            &tx,
-            "UPDATE runs SET cancel_requested = 0 WHERE id = ?1",
-            [id.as_str()],
-        )
-        .map_err(write_error)?;
+        let changed = end_owned(&tx, id.as_str(), outcome)?;
         tx.commit().map_err(write_error)?;
         Ok(changed)
     }
@@ -743,14 +764,40 @@ fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
     })
 }
 
+/// `pending → running` of run `id`, started at `started_ms`: whether it
+/// was pending (a run ended before it started stays ended).
+fn set_running(conn: &Connection, id: &str, started_ms: u64) -> Result<bool, StoreError> {
+    let changed = execute(
+        conn,
+        "UPDATE runs SET status = 'running', started_ms = ?2
+         WHERE id = ?1 AND status = 'pending'",
+        params![id, started_ms as i64],
+    )
+    .map_err(write_error)?;
+    Ok(changed == 1)
+}
+
+/// Ends run `id` by its owner, as `outcome` says, with its live children
+/// (inside the caller's transaction): whether this ended it.
+fn end_owned(conn: &Connection, id: &str, outcome: &Outcome) -> Result<bool, StoreError> {
+    let changed = end_run(conn, id, outcome)?;
+    if changed {
+        cascade(conn, id)?;
+    }
+    // Its owner has stopped it: nothing is left to ask of it.
+    execute(
+        conn,
+        "UPDATE runs SET cancel_requested = 0 WHERE id = ?1",
+        [id],
+    )
+    .map_err(write_error)?;
+    Ok(changed)
+}
+
 /// Writes the run's terminal status if it has none yet; when it ended
 /// without a stored `done` (its owner died, or it was ended from outside),
 /// stores one so every ended run has exactly one.
-fn end_run(
-    tx: &rusqlite::Transaction<'_>,
-    id: &str,
-    outcome: &Outcome,
-) -> Result<bool, StoreError> {
+fn end_run(tx: &Connection, id: &str, outcome: &Outcome) -> Result<bool, StoreError> {
     let changed = execute(
         tx,
         "UPDATE runs SET status = ?2, reason = ?3, done = ?4, ended_ms = ?5
@@ -802,7 +849,7 @@ fn end_run(
 }
 
 /// Ends every live descendant of `parent` with `parent ended`.
-fn cascade(tx: &rusqlite::Transaction<'_>, parent: &str) -> Result<(), StoreError> {
+fn cascade(tx: &Connection, parent: &str) -> Result<(), StoreError> {
     let children: Vec<String> = {
         let mut query = tx.prepare_cached(
             "SELECT id FROM runs WHERE parent_id = ?1 AND status IN ('pending', 'running')",

@@ -36,14 +36,29 @@ impl Recorder {
     /// caller (see [`Store::create_run_as`]).
     pub fn create_as(store: Arc<Store>, id: RunId, run: &NewRun) -> Result<Self, StoreError> {
         let id = store.create_run_as(id, run)?;
-        Ok(Self {
+        Ok(Self::created(store, id))
+    }
+
+    /// [`Recorder::create_as`] without blocking the thread: runs created
+    /// together share one commit (see [`Store::create_run_as_awaiting`]).
+    pub async fn create_as_awaiting(
+        store: Arc<Store>,
+        id: RunId,
+        run: &NewRun,
+    ) -> Result<Self, StoreError> {
+        let id = store.create_run_as_awaiting(id, run).await?;
+        Ok(Self::created(store, id))
+    }
+
+    fn created(store: Arc<Store>, id: RunId) -> Self {
+        Self {
             store,
             key: id.as_str().into(),
             id,
             next_seq: 0,
             timed_out: false,
             outcome: None,
-        })
+        }
     }
 
     /// The store it records into.
@@ -61,9 +76,11 @@ impl Recorder {
         self.next_seq
     }
 
-    /// The adapter started.
+    /// The adapter started: the record says so as soon as the store's
+    /// writer commits it, sharing the commit with other runs' changes,
+    /// without the run waiting.
     pub fn running(&self) -> Result<(), StoreError> {
-        self.store.mark_running(&self.id).map(drop)
+        self.store.mark_running_unwaited(&self.id)
     }
 
     /// Stores the run's next event: its sequence number in the run. An

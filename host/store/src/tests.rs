@@ -1,6 +1,7 @@
 //! The store against real SQLite files in temporary directories.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
 use serde_json::json;
@@ -753,4 +754,94 @@ fn a_page_of_stored_events_ends_where_a_block_ends_and_a_bounded_read_where_it_i
     let last = store.event_page(&id, 14, 2).unwrap();
     assert_eq!(seqs(last.clone()), [14, 15]);
     assert!(last[1].done && !last[0].done);
+}
+
+#[test]
+fn runs_created_together_share_commits_and_each_gets_its_own_answer() {
+    let (_dir, path) = scratch();
+    let store = Arc::new(Store::open(&path).unwrap());
+    let live = store.create_run(&new_run(None)).unwrap();
+    let ended = store.create_run(&new_run(None)).unwrap();
+    store.finish(&ended, &completed()).unwrap();
+    let taken = store.create_run(&new_run(None)).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    // 300 creates at once, among them ones the store must refuse alone: a
+    // child of an ended run, of no run, and an id recorded already.
+    let asked: Vec<(RunId, NewRun)> = (0..300)
+        .map(|n| match n % 10 {
+            3 => (RunId::new(), new_run(Some(&ended))),
+            5 => (RunId::new(), new_run(Some(&RunId::new()))),
+            7 => (taken.clone(), new_run(None)),
+            9 => (RunId::new(), new_run(Some(&live))),
+            _ => (RunId::new(), new_run(None)),
+        })
+        .collect();
+    let before = store.writer.batches_committed();
+    let answers = runtime.block_on(async {
+        let creating = asked.iter().cloned().map(|(id, run)| {
+            let store = store.clone();
+            tokio::spawn(async move { store.create_run_as_awaiting(id, &run).await })
+        });
+        futures::future::join_all(creating.collect::<Vec<_>>()).await
+    });
+    for ((id, run), answer) in asked.iter().zip(answers) {
+        match (run.parent.as_ref(), answer.unwrap()) {
+            (Some(parent), Err(StoreError::ParentEnded(named))) => {
+                assert_eq!(parent, &ended, "{named}")
+            }
+            (Some(_), Err(StoreError::NotFound(_))) => {}
+            (None, Err(StoreError::Write(_))) => assert_eq!(id, &taken),
+            (_, Ok(created)) => {
+                assert_eq!(&created, id);
+                let record = store.get(id).unwrap().unwrap();
+                assert_eq!(record.status, RunStatus::Pending);
+                assert_eq!(&record.run, run);
+            }
+            (_, other) => panic!("{id}: {other:?}"),
+        }
+    }
+    let created = store.list(&Default::default()).unwrap().len();
+    assert_eq!(
+        created,
+        3 + 300 - 30 * 3,
+        "every run asked for but the refused"
+    );
+    let commits = store.writer.batches_committed() - before;
+    assert!(
+        commits < 100,
+        "{commits} commits for 300 runs asked for at once"
+    );
+}
+
+#[test]
+fn running_is_recorded_unwaited_and_a_refused_change_leaves_nothing() {
+    let (_dir, path) = scratch();
+    let store = Store::open(&path).unwrap();
+    let id = store.create_run(&new_run(None)).unwrap();
+    store.mark_running_unwaited(&id).unwrap();
+    store.record_event(&id, 0, &text("a")).unwrap();
+    store.flush().unwrap();
+    let record = store.get(&id).unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Running);
+    assert!(record.started_ms.is_some());
+    // A change that wrote before it was refused is undone, alone.
+    let key = id.to_string();
+    let refused = store.writer.change(Box::new(move |conn| {
+        conn.execute("UPDATE runs SET prompt = 'changed' WHERE id = ?1", [&key])?;
+        Err(StoreError::Refused("no".into()))
+    }));
+    assert!(
+        matches!(refused, Ok(Err(StoreError::Refused(_)))),
+        "{refused:?}"
+    );
+    assert_eq!(store.get(&id).unwrap().unwrap().run.prompt, "hi");
+    assert!(store.finish(&id, &completed()).unwrap());
+    assert_eq!(
+        store.get(&id).unwrap().unwrap().status,
+        RunStatus::Completed
+    );
+    assert_eq!(dones(&store, &id), 1);
 }

@@ -4,6 +4,13 @@
 //! commit. Each batch stores one block per run (its
 //! events as newline-separated JSON), so thousands of events are a handful
 //! of rows. A `kill -9` loses at most what had not been committed yet.
+//!
+//! Changes to the runs' records (a run created, started, ended) go the same
+//! way, committed at once rather than gathered: made in the next batch's
+//! transaction after its events, so runs created, started or ended while
+//! the previous batch commits share one commit, and a run's end shares the
+//! commit of its last events (a commit costs far more than its rows; under
+//! `perf`, a server's four commits per run were half its CPU).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -49,12 +56,57 @@ const COMMIT_BYTES: usize = 256 << 10;
 /// A reply to a flush: once everything queued before it is committed.
 type FlushReply = SyncSender<Result<(), String>>;
 
+/// What a change found (whether it changed the record), once its batch is
+/// committed: the outer error when the batch could not be written, the
+/// inner one when the change itself was refused.
+pub(crate) type Changed = Result<Result<bool, StoreError>, StoreError>;
+
+/// A change to the runs' records, made inside a batch's transaction. Its
+/// error leaves nothing of it behind and the rest of the batch stands.
+pub(crate) type Apply = Box<dyn FnOnce(&Connection) -> Result<bool, StoreError> + Send>;
+
+/// Who waits for a change, and how.
+enum Reply {
+    /// Nobody: an error is logged.
+    Nobody,
+    /// A thread, blocked until the batch is committed.
+    Blocking(SyncSender<Changed>),
+    /// A task, awaiting the batch's commit.
+    Awaiting(tokio::sync::oneshot::Sender<Changed>),
+}
+
+impl Reply {
+    fn send(self, changed: Changed) {
+        match self {
+            Reply::Nobody => {
+                if let Ok(Err(error)) | Err(error) = changed {
+                    tracing::error!("a run's record could not be changed: {error}");
+                }
+            }
+            Reply::Blocking(reply) => {
+                let _ = reply.send(changed);
+            }
+            Reply::Awaiting(reply) => {
+                let _ = reply.send(changed);
+            }
+        }
+    }
+}
+
+/// A queued change and who waits for it.
+struct Change {
+    apply: Apply,
+    reply: Reply,
+}
+
 /// What the runs queued since the last batch was taken: one block per run
 /// (and per gap in its seqs), in order of arrival.
 #[derive(Default)]
 struct Pending {
     blocks: Vec<(Arc<str>, Block)>,
     flushes: Vec<FlushReply>,
+    /// In the order they came, made after the blocks.
+    changes: Vec<Change>,
     bytes: usize,
     /// The handle is gone: write what is left and stop.
     closed: bool,
@@ -62,12 +114,17 @@ struct Pending {
 
 impl Pending {
     fn is_empty(&self) -> bool {
-        self.blocks.is_empty() && self.flushes.is_empty()
+        self.blocks.is_empty() && self.flushes.is_empty() && self.changes.is_empty()
     }
 
     /// Whether to commit now rather than gather more.
     fn is_urgent(&self) -> bool {
-        self.closed || !self.flushes.is_empty() || self.bytes >= COMMIT_BYTES
+        // A change is committed at once: a run's record says what it is
+        // doing as soon as it does it, waited for or not.
+        self.closed
+            || !self.flushes.is_empty()
+            || !self.changes.is_empty()
+            || self.bytes >= COMMIT_BYTES
     }
 
     /// Encodes an event (`encode` writes its JSON, `done` says whether it
@@ -131,6 +188,8 @@ struct Shared {
     failed: AtomicBool,
     /// The first write failure; once set, nothing more is written.
     failure: Mutex<Option<String>>,
+    /// Batches committed so far.
+    committed: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -250,6 +309,42 @@ impl Writer {
         Ok(())
     }
 
+    /// Queues `apply` for the next batch (committed at once, with
+    /// everything queued before it); nobody waits (an error is logged).
+    pub(crate) fn change_unwaited(&self, apply: Apply) -> Result<(), StoreError> {
+        self.push(apply, Reply::Nobody)
+    }
+
+    /// Queues `apply` and blocks until its batch is committed.
+    pub(crate) fn change(&self, apply: Apply) -> Changed {
+        let (reply, answer) = sync_channel(1);
+        self.push(apply, Reply::Blocking(reply))?;
+        answer
+            .recv()
+            .map_err(|_| StoreError::Write("the writer is gone".into()))?
+    }
+
+    /// Queues `apply` and waits, without blocking the thread, until its
+    /// batch is committed: changes awaited together share one commit.
+    pub(crate) async fn change_awaiting(&self, apply: Apply) -> Changed {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.push(apply, Reply::Awaiting(reply))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Write("the writer is gone".into()))?
+    }
+
+    fn push(&self, apply: Apply, reply: Reply) -> Result<(), StoreError> {
+        self.check()?;
+        let mut pending = self.shared.pending();
+        let was_urgent = pending.is_urgent();
+        pending.changes.push(Change { apply, reply });
+        if !was_urgent {
+            self.shared.queued.notify_one();
+        }
+        Ok(())
+    }
+
     /// Waits until every event queued before is committed.
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
         let (reply, answer) = sync_channel(1);
@@ -259,6 +354,12 @@ impl Writer {
             .recv()
             .map_err(|_| StoreError::Write("the writer is gone".into()))?
             .map_err(StoreError::Write)
+    }
+
+    /// How many batches (transactions) it has committed.
+    #[cfg(test)]
+    pub(crate) fn batches_committed(&self) -> u64 {
+        self.shared.committed.load(Ordering::Relaxed)
     }
 
     /// The first write failure, if there was one.
@@ -297,6 +398,12 @@ fn write_batches(
     shared: &Shared,
     checkpointer: &mut Checkpointer,
 ) -> Connection {
+    // The connection reads the schema with its first statement: done now,
+    // while the process sets its run up, rather than in the run's first
+    // commit (a `moat run` makes only a few).
+    if let Err(error) = conn.prepare_cached(INSERT_BLOCK) {
+        tracing::debug!("the writer could not prepare its statement yet: {error}");
+    }
     loop {
         let batch = {
             let mut pending = shared.pending();
@@ -326,11 +433,21 @@ fn write_batches(
             shared.taken.notify_all();
             batch
         };
+        let mut made = Vec::with_capacity(batch.changes.len());
         let result = match shared.failure() {
-            Some(reason) => Err(reason),
-            None => match commit(&mut conn, &batch.blocks) {
+            Some(reason) => {
+                made.extend(
+                    batch
+                        .changes
+                        .into_iter()
+                        .map(|change| (change.reply, Err(StoreError::Write(reason.clone())))),
+                );
+                Err(reason)
+            }
+            None => match commit(&mut conn, &batch.blocks, batch.changes, &mut made) {
                 Ok(()) => {
                     checkpointer.committed();
+                    shared.committed.fetch_add(1, Ordering::Relaxed);
                     Ok(())
                 }
                 Err(error) => {
@@ -342,14 +459,46 @@ fn write_batches(
                 }
             },
         };
+        for (reply, changed) in made {
+            reply.send(match &result {
+                Ok(()) => Ok(changed),
+                Err(reason) => Err(StoreError::Write(reason.clone())),
+            });
+        }
         for reply in batch.flushes {
             let _ = reply.send(result.clone());
         }
     }
 }
 
-fn commit(conn: &mut Connection, blocks: &[(Arc<str>, Block)]) -> rusqlite::Result<()> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+/// Writes `blocks`, then makes `changes` (each in a savepoint of its own:
+/// one refused leaves the others), in one transaction. Every change goes
+/// into `made` with what it found (one not reached: an error), to be told
+/// once the commit's result is known.
+fn commit(
+    conn: &mut Connection,
+    blocks: &[(Arc<str>, Block)],
+    changes: Vec<Change>,
+    made: &mut Vec<(Reply, Result<bool, StoreError>)>,
+) -> rusqlite::Result<()> {
+    let mut changes = changes.into_iter();
+    let written = write_batch(conn, blocks, &mut changes, made);
+    for change in changes {
+        made.push((
+            change.reply,
+            Err(StoreError::Write("the batch was not written".into())),
+        ));
+    }
+    written
+}
+
+fn write_batch(
+    conn: &mut Connection,
+    blocks: &[(Arc<str>, Block)],
+    changes: &mut impl Iterator<Item = Change>,
+    made: &mut Vec<(Reply, Result<bool, StoreError>)>,
+) -> rusqlite::Result<()> {
+    let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         // Whether each run of the batch has its done already: asked once
         // per run and batch, inside the write lock, so no other process
@@ -375,6 +524,23 @@ fn commit(conn: &mut Connection, blocks: &[(Arc<str>, Block)]) -> rusqlite::Resu
                 blocks::compress(&block.events),
             ))?;
             ended.insert(run, block.has_done);
+        }
+    }
+    for Change { apply, reply } in changes {
+        let mut savepoint = |apply: Apply| -> rusqlite::Result<Result<bool, StoreError>> {
+            let savepoint = tx.savepoint()?;
+            let changed = apply(&savepoint);
+            if changed.is_ok() {
+                savepoint.commit()?;
+            }
+            Ok(changed)
+        };
+        match savepoint(apply) {
+            Ok(changed) => made.push((reply, changed)),
+            Err(error) => {
+                made.push((reply, Err(StoreError::Write(error.to_string()))));
+                return Err(error);
+            }
         }
     }
     tx.commit()

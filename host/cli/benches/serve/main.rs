@@ -378,10 +378,7 @@ fn create_to_first_event(dir: &Path, concurrent: usize, rounds: usize) -> Vec<f6
             let sent = Instant::now();
             let id = connection.send(
                 "run",
-                // Echo needs little memory: 1,000 runs at the default cap
-                // each would pass the server's memory budget (half the
-                // machine's memory) and be refused.
-                json!({"adapter": "echo", "prompt": format!("r{round} {n}"), "limits": {"maxMemoryBytes": 32 << 20}}),
+                json!({"adapter": "echo", "prompt": format!("r{round} {n}"), "limits": {"maxMemoryBytes": RUN_MEMORY}}),
             );
             asked.insert(id, sent);
         }
@@ -464,6 +461,12 @@ struct Load {
     peak_kib: u64,
 }
 
+/// The memory cap of the runs asked for many at once. Echo and flood need
+/// little: hundreds of runs live together at the default cap each (256 MiB)
+/// would pass the server's memory budget (half the machine's memory) and be
+/// refused.
+const RUN_MEMORY: u64 = 32 << 20;
+
 /// 1,000 runs in one server, 10 clients each following all of them.
 fn load(dir: &Path, runs: usize, clients: usize, flood: u64) -> Load {
     let socket = dir.join("moat.sock");
@@ -476,10 +479,11 @@ fn load(dir: &Path, runs: usize, clients: usize, flood: u64) -> Load {
     let started = Instant::now();
     let mut ids = Vec::with_capacity(runs);
     for n in 0..runs {
+        let limits = json!({"maxMemoryBytes": RUN_MEMORY});
         let request = if n % 2 == 0 {
-            json!({"adapter": "echo", "prompt": format!("run {n}")})
+            json!({"adapter": "echo", "prompt": format!("run {n}"), "limits": limits})
         } else {
-            json!({"adapter": moat_testkit::components::FLOOD, "prompt": flood.to_string()})
+            json!({"adapter": moat_testkit::components::FLOOD, "prompt": flood.to_string(), "limits": limits})
         };
         ids.push(starter.send("run", request));
     }
