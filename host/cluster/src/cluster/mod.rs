@@ -123,10 +123,8 @@ impl Cluster {
             replicas,
         )
         .await?;
-        let live_stream = nats(
-            "bucket",
-            js.get_stream(format!("KV_{}", layout::LIVE_BUCKET)).await,
-        )?;
+        let live_stream = format!("KV_{}", layout::LIVE_BUCKET);
+        let live_stream = found_once_made("bucket", || js.get_stream(&live_stream)).await?;
         let components = object_store(&js, layout::COMPONENTS_BUCKET, replicas).await?;
         let workspaces = object_store(&js, layout::WORKSPACES_BUCKET, replicas).await?;
         Ok(Self {
@@ -235,7 +233,7 @@ async fn key_value(
         ..Default::default()
     };
     made_stream(js, "bucket", config).await?;
-    nats("bucket", js.get_key_value(name).await)
+    found_once_made("bucket", || js.get_key_value(name)).await
 }
 
 /// The stream `config` names, made as `config` says when missing. A stream
@@ -256,6 +254,22 @@ async fn made_stream(
         Err(error) => made_meanwhile(|| js.get_stream(&name))
             .await
             .ok_or_else(|| ClusterError::nats(what)(&error)),
+    }
+}
+
+/// What was just made, here or by another moat, looked up until the server
+/// answering knows it: a replicated stream made a moment ago may not be
+/// known yet to every server ("stream not found"). The error of the last
+/// look-up when it never is.
+async fn found_once_made<T, E, F, Fut>(what: &'static str, get: F) -> Result<T, ClusterError>
+where
+    E: std::fmt::Display,
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    match made_meanwhile(&get).await {
+        Some(found) => Ok(found),
+        None => nats(what, get().await),
     }
 }
 
