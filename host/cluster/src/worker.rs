@@ -402,9 +402,9 @@ async fn take(
         return;
     };
     match claim(cluster, config, &job).await {
-        Ok(Some(run)) => {
-            let adapter = run.job.adapter.clone();
-            if let Err(error) = execute(cluster, config, runs, executor, run, &message).await {
+        Ok(Some(claimed)) => {
+            let adapter = claimed.run.job.adapter.clone();
+            if let Err(error) = execute(cluster, config, runs, executor, claimed, &message).await {
                 // Whatever stopped it, the claimed run ends here, saying
                 // why, rather than stay `running` under a live worker.
                 tracing::warn!(run = id, "{error}");
@@ -433,13 +433,22 @@ async fn take(
     let _ = message.ack().await;
 }
 
+/// A run this worker claimed: its record as the claim wrote it.
+#[derive(Debug)]
+struct Claimed {
+    run: ClusterRun,
+    /// The revision the claim's write made; `None` when its answer was
+    /// lost (the write seen on reading the record again).
+    revision: Option<u64>,
+}
+
 /// Makes run `job` this worker's, when it is pending and not cancelled:
 /// its record then. A run already claimed, ended or cancelled is left.
 async fn claim(
     cluster: &Cluster,
     config: &WorkerConfig,
     job: &Job,
-) -> Result<Option<ClusterRun>, ClusterError> {
+) -> Result<Option<Claimed>, ClusterError> {
     let Some((record, revision)) = cluster.entry(&job.id).await? else {
         tracing::warn!(run = job.id, "a job without a record: dropped");
         return Ok(None);
@@ -489,7 +498,16 @@ async fn claim(
     let claimed = cluster
         .update_from(&job.id, Some((record, revision)), claim)
         .await
-        .map(|claimed| claimed.or(landed));
+        .map(|written| match written {
+            Some((run, revision)) => Some(Claimed {
+                run,
+                revision: Some(revision),
+            }),
+            None => landed.map(|run| Claimed {
+                run,
+                revision: None,
+            }),
+        });
     if !matches!(claimed, Ok(Some(_))) {
         cluster.clear_live(&job.id).await;
     }
@@ -541,9 +559,10 @@ async fn execute(
     config: &WorkerConfig,
     runs: &Runs,
     executor: &dyn Executor,
-    run: ClusterRun,
+    claimed: Claimed,
     message: &async_nats::jetstream::Message,
 ) -> Result<(), ClusterError> {
+    let run = &claimed.run;
     let job = &run.job;
     let id = job.id.as_str();
     let first_seq = if run.attempt > 1 {
@@ -590,13 +609,7 @@ async fn execute(
     let result = match executor.start(job, component, running.abort.clone()).await {
         Ok(events) => {
             pump(
-                cluster,
-                config,
-                &running,
-                run.clone(),
-                first_seq,
-                events,
-                message,
+                cluster, config, &running, &claimed, first_seq, events, message,
             )
             .await
         }
@@ -629,11 +642,12 @@ async fn pump(
     cluster: &Cluster,
     config: &WorkerConfig,
     running: &Running,
-    run: ClusterRun,
+    claimed: &Claimed,
     first_seq: u64,
     mut events: BoxStream<'static, AgentEvent>,
     message: &async_nats::jetstream::Message,
 ) -> Result<(), ClusterError> {
+    let run = &claimed.run;
     let id = run.job.id.as_str();
     let mut publisher = cluster.publisher(id, first_seq);
     let mut progress = tokio::time::interval(PROGRESS_EVERY);
@@ -646,7 +660,7 @@ async fn pump(
             Some(event) => event,
             None => {
                 if let Err(error) = publisher.send().await {
-                    return undelivered(cluster, config, running, &run, error).await;
+                    return undelivered(cluster, config, running, run, error).await;
                 }
                 tokio::select! {
                     event = events.next() => event,
@@ -663,7 +677,7 @@ async fn pump(
         let Some(event) = event else {
             // The engine always ends with a done; if it did not, say so.
             if let Err(error) = publisher.flush().await {
-                return undelivered(cluster, config, running, &run, error).await;
+                return undelivered(cluster, config, running, run, error).await;
             }
             let ending = Ending {
                 seq: Some(publisher.seq()),
@@ -682,7 +696,7 @@ async fn pump(
             }
             EventPayload::Done(done) => {
                 if let Err(error) = publisher.flush().await {
-                    return undelivered(cluster, config, running, &run, error).await;
+                    return undelivered(cluster, config, running, run, error).await;
                 }
                 let mut outcome = Outcome::of_done(done.status, timed_out, &event);
                 if let Some(reason) = running
@@ -698,6 +712,9 @@ async fn pump(
                 let ending = Ending {
                     seq: Some(publisher.seq()),
                     done: Some(event),
+                    // Nothing else writes an echo's record while it runs:
+                    // the end goes on the claim's write (a read saved).
+                    read: claimed.revision.map(|revision| (run.clone(), revision)),
                     ..Ending::of(outcome)
                 };
                 if !end_run(cluster, id, &config.id, ending).await? {
@@ -711,7 +728,7 @@ async fn pump(
             _ => {}
         }
         if let Err(error) = publisher.push(&event).await {
-            return undelivered(cluster, config, running, &run, error).await;
+            return undelivered(cluster, config, running, run, error).await;
         }
     }
 }
@@ -824,9 +841,14 @@ mod tests {
         }
 
         let claimed = claim(&cluster, &this, &mine).await.expect("claimed");
-        let run = claimed.expect("the run is this worker's");
+        let claimed = claimed.expect("the run is this worker's");
+        let run = &claimed.run;
         assert_eq!(run.status(), RunStatus::Running);
         assert_eq!(run.worker.as_deref(), Some("w_this"));
+        // What the claim wrote is the record at the revision it gives: an
+        // end written on it needs no read.
+        let stored = cluster.entry(&mine.id).await.expect("read").expect("kept");
+        assert_eq!((&stored.0, Some(stored.1)), (run, claimed.revision));
 
         let refused = claim(&cluster, &this, &theirs).await;
         assert!(refused.is_err(), "another worker's claim: {refused:?}");

@@ -126,19 +126,20 @@ impl Cluster {
         id: &str,
         change: impl FnMut(&mut ClusterRun) -> Change,
     ) -> Result<Option<ClusterRun>, ClusterError> {
-        self.update_from(id, None, change).await
+        let updated = self.update_from(id, None, change).await?;
+        Ok(updated.map(|(run, _)| run))
     }
 
     /// As [`Self::update`], the first attempt on `read`, the record and
-    /// its revision as the caller read it a moment ago (a round trip
-    /// saved; were it changed since, the write fails and the record is
-    /// read again).
+    /// its revision as the caller read or wrote it (a round trip saved;
+    /// were it changed since, the write fails and the record is read
+    /// again); with the revision the write made.
     pub(crate) async fn update_from(
         &self,
         id: &str,
         mut read: Option<(ClusterRun, u64)>,
         mut change: impl FnMut(&mut ClusterRun) -> Change,
-    ) -> Result<Option<ClusterRun>, ClusterError> {
+    ) -> Result<Option<(ClusterRun, u64)>, ClusterError> {
         for _ in 0..CAS_ATTEMPTS {
             let entry = match read.take() {
                 Some(entry) => Some(entry),
@@ -151,7 +152,7 @@ impl Cluster {
                 return Ok(None);
             }
             match self.records.update(id, run.to_bytes(), revision).await {
-                Ok(_) => return Ok(Some(run)),
+                Ok(revision) => return Ok(Some((run, revision))),
                 Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
                 Err(error) => {
                     let error = ClusterError::nats("record")(&error);
@@ -309,7 +310,7 @@ impl Cluster {
         let mut done_event = None;
         let mut ended_before = None;
         let ended = self
-            .update(id, |run| {
+            .update_from(id, ending.read.clone(), |run| {
                 let live = !run.is_terminal();
                 let owned = worker.is_none_or(|w| run.worker.as_deref() == Some(w));
                 if !(live && owned) {
@@ -340,7 +341,7 @@ impl Cluster {
                 Change::Write
             })
             .await?;
-        if let (Some(run), Some(done)) = (ended, done_event) {
+        if let (Some((run, _)), Some(done)) = (ended, done_event) {
             return Ok(Some(Ended {
                 run,
                 done: Some(done),
@@ -375,6 +376,10 @@ pub(crate) struct Ending {
     pub before: Vec<AgentEvent>,
     /// The run's own `done`; `None`: one made from the outcome.
     pub done: Option<AgentEvent>,
+    /// The run's record and its revision as the ender last wrote it (a
+    /// worker's claim): the end is written on it without reading the
+    /// record again, unless it changed since.
+    pub read: Option<(ClusterRun, u64)>,
 }
 
 impl Ending {
@@ -386,6 +391,7 @@ impl Ending {
             seq: None,
             before: Vec::new(),
             done: None,
+            read: None,
         }
     }
 }
