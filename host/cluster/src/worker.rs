@@ -712,8 +712,9 @@ async fn pump(
                 let ending = Ending {
                     seq: Some(publisher.seq()),
                     done: Some(event),
-                    // Nothing else writes an echo's record while it runs:
-                    // the end goes on the claim's write (a read saved).
+                    // Nothing else writes most runs' records while they
+                    // run: the end goes on the claim's write (a read
+                    // saved); one written since is read again.
                     read: claimed.revision.map(|revision| (run.clone(), revision)),
                     ..Ending::of(outcome)
                 };
