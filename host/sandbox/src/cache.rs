@@ -346,9 +346,6 @@ fn read_entry(engine: &Engine, path: &Path) -> Result<Option<Component>, String>
         Err(e) => return Err(format!("unreadable: {e}")),
     };
     let meta = file.metadata().map_err(|e| format!("unreadable: {e}"))?;
-    if meta.len() <= TRAILER_LEN as u64 {
-        return Err("truncated".into());
-    }
     // SAFETY: entries are only ever replaced by renaming a new file over
     // them, never written in place, so the mapped bytes do not change
     // while they are read.

@@ -838,6 +838,17 @@ fn running_is_recorded_unwaited_and_a_refused_change_leaves_nothing() {
         "{refused:?}"
     );
     assert_eq!(store.get(&id).unwrap().unwrap().run.prompt, "hi");
+    // One that panics is refused alone too, and the writer goes on.
+    let key = id.to_string();
+    let panicked = store.writer.change(Box::new(move |conn| {
+        conn.execute("UPDATE runs SET prompt = 'changed' WHERE id = ?1", [&key])?;
+        panic!("a change that panics");
+    }));
+    assert!(
+        matches!(panicked, Ok(Err(StoreError::Write(_)))),
+        "{panicked:?}"
+    );
+    assert_eq!(store.get(&id).unwrap().unwrap().run.prompt, "hi");
     assert!(store.finish(&id, &completed()).unwrap());
     assert_eq!(
         store.get(&id).unwrap().unwrap().status,
