@@ -190,9 +190,15 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         }
         _ => {}
     }
-    let sandbox = wiring::sandbox(&cli)?;
+    let sandbox_config = wiring::sandbox_config(&cli);
+    if let Command::Run(args) = cli.command {
+        // A run starts its sandbox while its store opens or its cluster
+        // connects: starting it first would keep them waiting.
+        return commands::run(&globals, sandbox_config, args).await;
+    }
+    let sandbox = wiring::start_sandbox(sandbox_config)?;
     match cli.command {
-        Command::Run(args) => commands::run(&globals, &sandbox, args).await,
+        Command::Run(_) => unreachable!("answered above"),
         Command::Parallel(args) => commands::parallel(&globals, &sandbox, args).await,
         Command::Worker(args) => commands::worker(&globals, sandbox, args).await,
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,

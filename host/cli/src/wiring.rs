@@ -24,8 +24,14 @@ use super::{Globals, UsageError};
 /// `info()` is read from).
 const RUN_SESSIONS: u32 = 4 + 2 * moat_launch::MAX_LIVE_CHILDREN as u32;
 
-/// The process's sandbox, with the cache settings from the flags.
-pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
+/// Starts the sandbox `config` describes (its engine, linker and cache).
+pub fn start_sandbox(config: SandboxConfig) -> anyhow::Result<Sandbox> {
+    Sandbox::new(config).context("cannot start the sandbox")
+}
+
+/// The settings of the process's sandbox: the cache from the flags, the
+/// pool and memory cap from the command.
+pub fn sandbox_config(cli: &Cli) -> SandboxConfig {
     let mut config = SandboxConfig::default();
     if cli.no_cache {
         config.cache_dir = None;
@@ -66,7 +72,7 @@ pub fn sandbox(cli: &Cli) -> anyhow::Result<Sandbox> {
     ) {
         config.compile_watcher = crate::render::compile_watcher();
     }
-    Sandbox::new(config).context("cannot start the sandbox")
+    config
 }
 
 /// Where workspaces are made: `--workspace-dir` (`MOAT_WORKSPACE_DIR`, the

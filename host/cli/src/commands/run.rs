@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Prepared, Resolver};
 use moat_runs::Runs;
-use moat_sandbox::{Confinement, Sandbox};
+use moat_sandbox::{Confinement, SandboxConfig};
 
 use super::drive::render_until_done;
 use super::prompt::TerminalPrompt;
@@ -19,7 +19,11 @@ use crate::args::{OutputFormat, RunArgs};
 use crate::names::FlagNames;
 use crate::{Globals, UsageError, render, wiring};
 
-pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    globals: &Globals,
+    sandbox: SandboxConfig,
+    args: RunArgs,
+) -> anyhow::Result<ExitCode> {
     let prompt = read_prompt(args.prompt.as_deref())?;
     let on_cluster = globals.cluster.nats.is_some();
     if args.detach && !on_cluster {
@@ -33,13 +37,19 @@ pub async fn run(globals: &Globals, sandbox: &Sandbox, args: RunArgs) -> anyhow:
         .into());
     }
     // Where the run goes (the store opens, or the cluster connects) while
-    // the component loads: neither waits for the other.
-    let resolver = Resolver::new(sandbox.clone());
-    let (place, resolved) = tokio::join!(
-        wiring::place(globals, "moat run", args.no_store),
-        resolver.resolve(&args.adapter)
-    );
-    let resolved = resolved.map_err(wiring::resolve_error)?;
+    // the sandbox starts and the component loads: neither waits for the
+    // other. The place is polled first, so its files or its connection are
+    // under way before the sandbox's start holds this task.
+    let loaded = async {
+        let resolver = Resolver::new(wiring::start_sandbox(sandbox)?);
+        let resolved = resolver
+            .resolve(&args.adapter)
+            .await
+            .map_err(wiring::resolve_error)?;
+        anyhow::Ok((resolver, resolved))
+    };
+    let (place, loaded) = tokio::join!(wiring::place(globals, "moat run", args.no_store), loaded);
+    let (resolver, resolved) = loaded?;
     let launcher = wiring::launcher_with(globals, resolver, place?);
     let runs = launcher.runs();
     let mut options = args.run.options();
