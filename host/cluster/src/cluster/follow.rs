@@ -10,6 +10,7 @@ use async_nats::jetstream::{self, consumer, stream};
 use futures::{Stream, StreamExt};
 
 use super::records::synthesized;
+use super::unqueued::Requeuer;
 use super::{Cluster, LISTING_PATIENCE};
 use crate::error::{ClusterError, SETTLE, nats, settled, within};
 use crate::events::{self, NumberedEvent, Publisher};
@@ -196,10 +197,11 @@ impl Cluster {
         Ok(events)
     }
 
-    /// Waits until run `id` has ended; its record then. Lost workers are
-    /// looked for meanwhile.
+    /// Waits until run `id` has ended; its record then. Lost workers, and
+    /// a job the run lost before it was queued, are looked for meanwhile.
     pub async fn wait(&self, id: &str) -> Result<ClusterRun, ClusterError> {
         let mut watch = nats("record", self.records.watch(id).await)?;
+        let mut requeuer = Requeuer::default();
         loop {
             let run = self
                 .get(id)
@@ -207,6 +209,9 @@ impl Cluster {
                 .ok_or_else(|| ClusterError::NotFound(id.to_owned()))?;
             if run.is_terminal() {
                 return Ok(run);
+            }
+            if let Err(error) = requeuer.look(self, &run).await {
+                tracing::debug!(run = id, "queueing the run's job again: {error}");
             }
             let _ = tokio::time::timeout(WATCH_EVERY, watch.next()).await;
             // Looking for lost workers is the waiter's help, not its job: a
@@ -229,6 +234,7 @@ async fn follow_events<E: std::fmt::Display>(
 ) {
     let mut ended_seen: Option<ClusterRun> = None;
     let mut order = events::InOrder::default();
+    let mut requeuer = Requeuer::default();
     loop {
         let next = tokio::time::timeout(WATCH_EVERY, messages.next()).await;
         let message = match next {
@@ -274,7 +280,11 @@ async fn follow_events<E: std::fmt::Display>(
                 }
                 match cluster.get(&id).await {
                     Ok(Some(run)) if run.is_terminal() => ended_seen = Some(run),
-                    Ok(Some(_)) => {}
+                    Ok(Some(run)) => {
+                        if let Err(error) = requeuer.look(&cluster, &run).await {
+                            tracing::debug!(run = id, "queueing the run's job again: {error}");
+                        }
+                    }
                     Ok(None) => {
                         let _ = sender.send(Err(ClusterError::NotFound(id.clone()))).await;
                         return;

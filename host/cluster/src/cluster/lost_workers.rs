@@ -34,7 +34,13 @@ impl Cluster {
                 && run.worker.as_deref() == Some(worker.as_str());
             if !held {
                 // Stale: the worker died before it claimed the run, or the
-                // run moved on.
+                // run moved on. A run left pending with no worker may have
+                // no job either (a requeue below stopped before queueing
+                // it): queued again. A second job for a run is harmless:
+                // a run is claimed only while pending, by compare and set.
+                if run.status() == RunStatus::Pending && run.worker.is_none() {
+                    self.enqueue(&run.job, run.attempt).await?;
+                }
                 self.clear_live(&id).await;
                 continue;
             }
@@ -86,8 +92,10 @@ impl Cluster {
             })
             .await?;
         let Some(run) = queued else { return Ok(false) };
+        // The live entry goes once the job is queued: whoever stops in
+        // between leaves it to the next search, which queues the job.
+        self.enqueue(&run.job, run.attempt).await?;
         self.clear_live(id).await;
-        self.enqueue(&run.job).await?;
         tracing::info!(run = id, "queued again after its worker was lost");
         Ok(true)
     }

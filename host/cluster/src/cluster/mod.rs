@@ -17,6 +17,7 @@ mod follow;
 mod lost_workers;
 pub(crate) mod objects;
 pub(crate) mod records;
+mod unqueued;
 
 use std::time::Duration;
 

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
+use async_nats::jetstream::message::PublishMessage;
 use bytes::Bytes;
 use moat_engine::AgentEvent;
 use moat_runs::{FailReason, Outcome, RunStatus};
@@ -72,7 +73,7 @@ impl Cluster {
             }
         })
         .await?;
-        self.enqueue(&record.job).await?;
+        self.enqueue(&record.job, record.attempt).await?;
         // A parent that ended between taking the child and the child's
         // record being there could not stop it: stop it now.
         if let Some(parent) = &record.job.parent
@@ -83,17 +84,27 @@ impl Cluster {
         Ok(record)
     }
 
-    /// Puts `job` on the work queue.
-    pub(crate) async fn enqueue(&self, job: &Job) -> Result<(), ClusterError> {
+    /// Puts `job` on the work queue as the job of the run's `attempt`
+    /// (its record's count of claims so far). The server drops a second
+    /// job of the same attempt within the stream's duplicate window (two
+    /// minutes unless set otherwise), so a job that may be missing can be
+    /// queued again without piling up copies (and a copy past the window
+    /// is harmless: a run is claimed only while pending, by compare and
+    /// set). Whether it was queued, not dropped as a copy.
+    pub(crate) async fn enqueue(&self, job: &Job, attempt: u32) -> Result<bool, ClusterError> {
         let payload: Bytes = serde_json::to_vec(job)
             .map_err(|e| ClusterError::Invalid(format!("cannot encode a job: {e}")))?
             .into();
+        let message_id = format!("{}.{attempt}", job.id);
         settled(|| async {
+            let publish = PublishMessage::build()
+                .payload(payload.clone())
+                .message_id(&message_id);
             let ack = nats(
                 "work queue",
-                self.js.publish(layout::RUNS_SUBJECT, payload.clone()).await,
+                self.js.send_publish(layout::RUNS_SUBJECT, publish).await,
             )?;
-            nats("work queue", ack.await).map(drop)
+            nats("work queue", ack.await).map(|ack| !ack.duplicate)
         })
         .await
     }
