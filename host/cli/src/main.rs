@@ -198,7 +198,6 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let sandbox = wiring::start_sandbox(sandbox_config)?;
     match cli.command {
-        Command::Run(_) => unreachable!("answered above"),
         Command::Parallel(args) => commands::parallel(&globals, &sandbox, args).await,
         Command::Worker(args) => commands::worker(&globals, sandbox, args).await,
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
@@ -208,7 +207,8 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Acp(args) => commands::acp(&globals, sandbox, args).await,
         Command::Workflow(command) => commands::workflow(&globals, &sandbox, command).await,
         Command::Adapter(command) => commands::adapter(&sandbox, command).await,
-        Command::Ps(_)
+        Command::Run(_)
+        | Command::Ps(_)
         | Command::Show(_)
         | Command::Logs(_)
         | Command::Wait(_)

@@ -210,9 +210,7 @@ impl Cluster {
             if run.is_terminal() {
                 return Ok(run);
             }
-            if let Err(error) = requeuer.look(self, &run).await {
-                tracing::debug!(run = id, "queueing the run's job again: {error}");
-            }
+            requeuer.look(self, &run).await;
             let _ = tokio::time::timeout(WATCH_EVERY, watch.next()).await;
             // Looking for lost workers is the waiter's help, not its job: a
             // failover that fails it now does not end the wait.
@@ -281,9 +279,7 @@ async fn follow_events<E: std::fmt::Display>(
                 match cluster.get(&id).await {
                     Ok(Some(run)) if run.is_terminal() => ended_seen = Some(run),
                     Ok(Some(run)) => {
-                        if let Err(error) = requeuer.look(&cluster, &run).await {
-                            tracing::debug!(run = id, "queueing the run's job again: {error}");
-                        }
+                        requeuer.look(&cluster, &run).await;
                     }
                     Ok(None) => {
                         let _ = sender.send(Err(ClusterError::NotFound(id.clone()))).await;

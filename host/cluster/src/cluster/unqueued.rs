@@ -11,7 +11,6 @@ use std::time::Duration;
 use moat_runs::RunStatus;
 
 use super::Cluster;
-use crate::error::ClusterError;
 use crate::record::ClusterRun;
 
 /// How long a run is pending before a waiter queues its job again. A
@@ -29,21 +28,25 @@ pub(crate) struct Requeuer {
 impl Requeuer {
     /// Queues `run`'s job again when `run` (as just read) has been pending
     /// for a while with no worker and no cancel, once per attempt. Whether
-    /// a job was queued (not when the queue held it already).
-    pub(crate) async fn look(
-        &mut self,
-        cluster: &Cluster,
-        run: &ClusterRun,
-    ) -> Result<bool, ClusterError> {
+    /// a job was queued (not when the queue held it already). A failure is
+    /// logged, not returned: this is the waiter's help, not its job.
+    pub(crate) async fn look(&mut self, cluster: &Cluster, run: &ClusterRun) -> bool {
         if !stalled(run, moat_engine::now_ms()) || self.queued == Some(run.attempt) {
-            return Ok(false);
+            return false;
         }
         self.queued = Some(run.attempt);
-        let queued = cluster.enqueue(&run.job, run.attempt).await?;
-        if queued {
-            tracing::info!(run = run.job.id, "queued again: its job was missing");
+        match cluster.enqueue(&run.job, run.attempt).await {
+            Ok(queued) => {
+                if queued {
+                    tracing::info!(run = run.job.id, "queued again: its job was missing");
+                }
+                queued
+            }
+            Err(error) => {
+                tracing::debug!(run = run.job.id, "queueing the run's job again: {error}");
+                false
+            }
         }
-        Ok(queued)
     }
 }
 
@@ -100,16 +103,16 @@ mod tests {
             return;
         };
         let young = recorded_only(&cluster, Duration::ZERO).await;
-        assert!(!Requeuer::default().look(&cluster, &young).await.unwrap());
+        assert!(!Requeuer::default().look(&cluster, &young).await);
         assert_eq!(queued(&cluster).await, 0);
 
         let lost = recorded_only(&cluster, QUEUE_AGAIN_AFTER * 2).await;
         let mut waiter = Requeuer::default();
-        assert!(waiter.look(&cluster, &lost).await.unwrap(), "queued");
+        assert!(waiter.look(&cluster, &lost).await, "queued");
         assert_eq!(queued(&cluster).await, 1);
-        assert!(!waiter.look(&cluster, &lost).await.unwrap(), "once");
+        assert!(!waiter.look(&cluster, &lost).await, "once");
         let mut other = Requeuer::default();
-        assert!(!other.look(&cluster, &lost).await.unwrap(), "a copy");
+        assert!(!other.look(&cluster, &lost).await, "a copy");
         assert_eq!(queued(&cluster).await, 1);
 
         let mut claimed = recorded_only(&cluster, QUEUE_AGAIN_AFTER * 2).await;
@@ -118,7 +121,7 @@ mod tests {
         let mut cancelled = recorded_only(&cluster, QUEUE_AGAIN_AFTER * 2).await;
         cancelled.cancel = Some("cancelled".into());
         for run in [&claimed, &cancelled] {
-            assert!(!Requeuer::default().look(&cluster, run).await.unwrap());
+            assert!(!Requeuer::default().look(&cluster, run).await);
         }
         assert_eq!(queued(&cluster).await, 1);
         cluster.close().await;
