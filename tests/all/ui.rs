@@ -16,7 +16,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use moat_testkit::components::{ESCAPE, FLOOD, SLEEPY};
+use moat_testkit::components::{ESCAPE, FLOOD, SLEEPY, TOOL_USER};
 
 use crate::cli::common::moat;
 
@@ -67,18 +67,24 @@ fn the_pages_work_in_chromium_against_the_real_binary() {
             None => node.env_remove(key),
         };
     }
-    node.args(["--test", "--test-reporter=spec", "test/browser.test.mjs"])
-        .current_dir(&web)
-        .env("MOAT_BIN", env!("CARGO_BIN_EXE_moat"))
-        .env("MOAT_STORE", store.path().join("moat.db"))
-        .env("MOAT_WORKSPACE_DIR", store.path().join("workspaces"))
-        .env("MOAT_TEST_FLOOD", FLOOD)
-        .env("MOAT_TEST_SLEEPY", SLEEPY)
-        .env("MOAT_TEST_ESCAPE", ESCAPE)
-        .env("MOAT_UI_EXAMPLE", root.join("examples/workflows/pipeline"))
-        .env("MOAT_UI_SCREENSHOTS", &shots)
-        .env("CHROMIUM", &chromium)
-        .env_remove("MOAT_NATS");
+    node.args([
+        "--test",
+        "--test-reporter=spec",
+        "test/browser.test.mjs",
+        "test/fold.test.mjs",
+    ])
+    .current_dir(&web)
+    .env("MOAT_BIN", env!("CARGO_BIN_EXE_moat"))
+    .env("MOAT_STORE", store.path().join("moat.db"))
+    .env("MOAT_WORKSPACE_DIR", store.path().join("workspaces"))
+    .env("MOAT_TEST_FLOOD", FLOOD)
+    .env("MOAT_TEST_SLEEPY", SLEEPY)
+    .env("MOAT_TEST_ESCAPE", ESCAPE)
+    .env("MOAT_TEST_TOOL_USER", TOOL_USER)
+    .env("MOAT_UI_EXAMPLE", root.join("examples/workflows/pipeline"))
+    .env("MOAT_UI_SCREENSHOTS", &shots)
+    .env("CHROMIUM", &chromium)
+    .env_remove("MOAT_NATS");
     if let Some((_, url, _)) = &cluster {
         node.env("MOAT_UI_NATS", url);
     }
@@ -103,7 +109,9 @@ fn the_pages_work_in_chromium_against_the_real_binary() {
         .find_map(|line| line.trim().strip_prefix("ℹ pass "))
         .and_then(|n| n.trim().parse::<u32>().ok())
         .unwrap_or(0);
-    let expected = if cluster.is_some() { 9 } else { 8 };
+    // The browser suite's, the cluster's with a nats-server, and the
+    // fold's of a run's events.
+    let expected = 3 + if cluster.is_some() { 11 } else { 10 };
     assert_eq!(passed, expected, "{stdout}");
     eprintln!(
         "browser suite: {passed} passed in {:.1} s",

@@ -63,7 +63,9 @@ impl AgentProcess {
                 ),
                 ProcessError::NotFound(detail) => ErrorInfo::new(
                     moat_cli_support::CLI_NOT_FOUND,
-                    format!("the ACP agent `{program}` is not installed ({detail})"),
+                    format!(
+                        "the ACP agent: {detail}; install it, or give its absolute path as extra.program and grant that path"
+                    ),
                     false,
                 ),
                 other => ErrorInfo::new(

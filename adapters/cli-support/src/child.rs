@@ -44,8 +44,10 @@ pub fn spawn(invocation: &Invocation, install: &str) -> Result<ChildProcess, Err
         .map_err(|error| match error {
             ProcessError::NotFound(detail) => ErrorInfo::new(
                 CLI_NOT_FOUND,
+                // The host's words say where it looked; the remedy is
+                // this adapter's, which knows how its program is installed.
                 format!(
-                    "`{program}` is not installed ({detail}): install it with `{install}`, \
+                    "{detail}: install it with `{install}`, \
                      or give its absolute path as extra.program and grant that path"
                 ),
                 false,

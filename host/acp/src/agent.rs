@@ -422,6 +422,7 @@ fn launch_error(error: LaunchError, names: &dyn moat_engine::SettingNames) -> Rp
         LaunchError::Refused(refusal) => {
             RpcError::invalid_params(format!("BOUNDARY_VIOLATION: {}", refusal.message(names)))
         }
+        LaunchError::Invalid(invalid) => RpcError::invalid_params(invalid.message(names)),
         other => RpcError::internal(other.to_string()),
     }
 }

@@ -35,6 +35,11 @@ pub struct Profile {
     /// options, besides moat keeping it. Otherwise moat alone keeps it,
     /// and the adapter is not told.
     pub own_budget: bool,
+    /// `Some` when its backend needs a model named (a model API has no
+    /// default): a run without `model` is refused before it is recorded,
+    /// suggesting these. The adapter refuses such a run too (its
+    /// vendor's `model_examples`), for a host that does not ask first.
+    pub model_examples: Option<&'static str>,
 }
 
 impl Profile {
@@ -70,6 +75,7 @@ const PROFILES: &[Profile] = &[
         state_vars: &[],
         own_budget: false,
         secrets: &[],
+        model_examples: None,
     },
     // Waits for its sub-agents, which may be coding agents at work.
     Profile {
@@ -80,6 +86,7 @@ const PROFILES: &[Profile] = &[
         state_vars: &[],
         own_budget: false,
         secrets: &[],
+        model_examples: None,
     },
     Profile {
         name: "openai",
@@ -89,6 +96,7 @@ const PROFILES: &[Profile] = &[
         state_vars: &[],
         own_budget: false,
         secrets: &["OPENAI_API_KEY@api.openai.com:443"],
+        model_examples: Some("gpt-4o-mini, or llama3.2 for Ollama"),
     },
     Profile {
         name: "anthropic",
@@ -98,6 +106,7 @@ const PROFILES: &[Profile] = &[
         state_vars: &[],
         own_budget: false,
         secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
+        model_examples: Some("claude-sonnet-4-5"),
     },
     // The agent CLIs work on whole tasks: edits, builds, tests.
     Profile {
@@ -108,6 +117,7 @@ const PROFILES: &[Profile] = &[
         state_vars: &["CLAUDE_CONFIG_DIR"],
         own_budget: true,
         secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
+        model_examples: None,
     },
     Profile {
         name: "codex",
@@ -117,6 +127,7 @@ const PROFILES: &[Profile] = &[
         state_vars: &["CODEX_HOME"],
         own_budget: false,
         secrets: &["OPENAI_API_KEY@api.openai.com:443"],
+        model_examples: None,
     },
     Profile {
         name: "gemini",
@@ -126,6 +137,7 @@ const PROFILES: &[Profile] = &[
         state_vars: &[],
         own_budget: false,
         secrets: &["GEMINI_API_KEY@generativelanguage.googleapis.com:443"],
+        model_examples: None,
     },
     // Any ACP agent, so no state directory of its own: which agent runs
     // is the user's choice, and so is granting its state (`--allow-write`).
@@ -137,6 +149,7 @@ const PROFILES: &[Profile] = &[
         state_vars: &[],
         own_budget: false,
         secrets: &[],
+        model_examples: None,
     },
 ];
 

@@ -16,6 +16,39 @@ use moat_sandbox::MAX_MEMORY_CEILING;
 /// (its pool's size): the most tasks `--max-parallel` may run at once.
 pub const COMMAND_SESSIONS: usize = 64;
 
+/// The examples `moat run --help` ends with (each line within 80 columns:
+/// help is wrapped to the terminal, and a wrapped command reads badly).
+const RUN_EXAMPLES: &str = "\
+Examples:
+  moat run echo \"hello from the sandbox\"
+  moat run openai \"Say hello\" --model llama3.2 --allow-net=localhost:11434
+  moat run claude-code \"Fix the test\" --workspace worktree --allow-write=.
+  git diff | moat run anthropic - --model claude-sonnet-4-5
+  moat run ./my.wasm hi --allow-net=api.example.com --timeout 2m -o ndjson
+  moat run echo later --detach      # its id: moat wait, logs -f, cancel";
+
+/// The examples `moat parallel --help` ends with.
+const PARALLEL_EXAMPLES: &str = "\
+Examples:
+  moat parallel --task a:echo=one --task b:echo=two
+  moat parallel --tasks tasks.json --max-total-memory 4GiB
+  moat parallel --task claude-code=\"Plan it\" --task codex=\"Plan it\" \\
+                --workspace worktree --allow-write=.";
+
+/// The examples `moat serve --help` ends with.
+const SERVE_EXAMPLES: &str = "\
+Examples:
+  moat serve --stdio                # one client: its stdin and stdout
+  moat serve --socket /tmp/moat.sock --allow-net=api.openai.com
+  echo '{\"id\":1,\"op\":\"run\",\"adapter\":\"echo\",\"prompt\":\"hi\"}' | moat serve --stdio";
+
+/// The examples `moat workflow run --help` ends with.
+const WORKFLOW_RUN_EXAMPLES: &str = "\
+Examples:
+  moat workflow run examples/workflows/pipeline/workflow.toml
+  moat workflow run workflow.toml --max-parallel 2 --output ndjson
+  moat workflow resume workflow.toml   # after a crash or Ctrl-C";
+
 /// Run AI-agent adapters as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
 #[command(name = "moat", version, about, propagate_version = true)]
@@ -86,15 +119,18 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run an adapter on a prompt and stream its events.
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Run several tasks at once and merge their events.
+    #[command(after_help = PARALLEL_EXAMPLES)]
     Parallel(ParallelArgs),
     /// Show what an adapter is and what it asks for.
     Inspect(InspectArgs),
     /// Compile a component into the cache without running it.
     Compile(CompileArgs),
-    /// List the built-in adapters.
-    Adapters,
+    /// List every adapter: the built-in ones (and whether the programs they
+    /// run are installed), then those installed by name.
+    Adapters(AdapterListArgs),
     /// List recorded runs (live ones unless --all).
     Ps(PsArgs),
     /// Show a run's record and result.
@@ -116,6 +152,7 @@ pub enum Command {
     Secret(SecretCommand),
     /// Serve moat's operations as JSON lines (docs/protocol.md), on stdio
     /// or a Unix socket.
+    #[command(after_help = SERVE_EXAMPLES)]
     Serve(ServeArgs),
     /// Be an ACP agent on stdio for editors (Zed, JetBrains…): each prompt
     /// a contained, recorded run of ADAPTER (docs/acp.md).
@@ -178,6 +215,7 @@ pub enum WorkspaceMode {
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// A run id, a prefix naming one run, or `@last`.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// Only which files changed, and how much.
     #[arg(long)]
@@ -187,6 +225,7 @@ pub struct DiffArgs {
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     /// A run id, a prefix naming one run, or `@last`.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
 }
 
@@ -203,7 +242,7 @@ pub enum WorkspaceCommand {
 #[derive(Debug, Args)]
 pub struct WorkspaceRmArgs {
     /// Runs whose workspaces to remove.
-    #[arg(required_unless_present_any = ["ended", "older_than"])]
+    #[arg(required_unless_present_any = ["ended", "older_than"], add = crate::complete::runs())]
     pub runs: Vec<String>,
     /// Every workspace whose run has ended.
     #[arg(long, conflicts_with = "runs")]
@@ -314,7 +353,7 @@ pub enum AdapterCommand {
     /// Install a component under a name: `moat run NAME` then runs it with
     /// the grants accepted here.
     Install(Box<InstallArgs>),
-    /// List the installed adapters.
+    /// List every adapter, built-in and installed: `moat adapters`.
     List(AdapterListArgs),
     /// Remove an installed adapter.
     Remove(AdapterNameArg),
@@ -369,6 +408,7 @@ fn parse_sha256(text: &str) -> Result<String, String> {
 #[derive(Debug, Subcommand)]
 pub enum WorkflowCommand {
     /// Run a workflow from its first task.
+    #[command(after_help = WORKFLOW_RUN_EXAMPLES)]
     Run(WorkflowRunArgs),
     /// Go on with a workflow that stopped (a crash, Ctrl-C, a failure):
     /// completed tasks are skipped, the rest run.
@@ -516,7 +556,7 @@ pub struct PsArgs {
     pub adapter: Option<String>,
     /// Only the children of this run (an id or a prefix), whatever their
     /// status.
-    #[arg(long, value_name = "RUN")]
+    #[arg(long, value_name = "RUN", add = crate::complete::runs())]
     pub parent: Option<String>,
     /// At most this many, newest first.
     #[arg(short = 'n', long = "last", value_name = "N")]
@@ -542,6 +582,7 @@ pub struct PsArgs {
 pub struct ShowArgs {
     /// A run id, a prefix naming one run (its `r_` may be left out), or
     /// `@last` for the newest.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// As JSON.
     #[arg(long)]
@@ -552,7 +593,7 @@ pub struct ShowArgs {
 pub struct WaitArgs {
     /// Run ids, prefixes naming one run each (`r_` may be left out), or
     /// `@last` for the newest.
-    #[arg(required = true)]
+    #[arg(required = true, add = crate::complete::runs())]
     pub runs: Vec<String>,
 }
 
@@ -560,6 +601,7 @@ pub struct WaitArgs {
 pub struct LogsArgs {
     /// A run id, a prefix naming one run (its `r_` may be left out), or
     /// `@last` for the newest.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// After the stored events, the live ones, until the run ends.
     #[arg(long, short)]
@@ -597,7 +639,7 @@ pub fn parse_since(text: &str) -> Result<SystemTime, String> {
 pub struct CancelArgs {
     /// Run ids, prefixes naming one run each (`r_` may be left out), or
     /// `@last` for the newest.
-    #[arg(required = true)]
+    #[arg(required = true, add = crate::complete::runs())]
     pub runs: Vec<String>,
 }
 
@@ -605,6 +647,7 @@ pub struct CancelArgs {
 pub struct ApproveArgs {
     /// A run id, a prefix naming one run (`r_` may be left out), or
     /// `@last` for the newest.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// The request's number (`moat show RUN` lists them); left out: the
     /// run's only open one.
@@ -619,6 +662,7 @@ pub struct ApproveArgs {
 pub struct DenyArgs {
     /// A run id, a prefix naming one run (`r_` may be left out), or
     /// `@last` for the newest.
+    #[arg(add = crate::complete::runs())]
     pub run: String,
     /// The request's number (`moat show RUN` lists them); left out: the
     /// run's only open one.
@@ -652,6 +696,7 @@ fn parse_status(text: &str) -> Result<RunStatus, String> {
 pub struct AcpArgs {
     /// The adapter every session runs: a built-in name (see `moat
     /// adapters`), an installed adapter or a path to a .wasm component.
+    #[arg(add = crate::complete::adapters())]
     pub adapter: String,
     /// The runs' options, grants and limits, as `moat run` takes them; the
     /// working directory is each session's own.
@@ -663,6 +708,7 @@ pub struct AcpArgs {
 pub struct RunArgs {
     /// A built-in adapter name (see `moat adapters`) or a path to a .wasm
     /// component.
+    #[arg(add = crate::complete::adapters())]
     pub adapter: String,
     /// The prompt; `-` or nothing reads it from stdin.
     pub prompt: Option<String>,
@@ -685,7 +731,8 @@ pub struct RunArgs {
         long = "continue",
         value_name = "RUN",
         conflicts_with = "resume",
-        help_heading = "Session"
+        help_heading = "Session",
+        add = crate::complete::runs()
     )]
     pub continue_run: Option<String>,
     /// Record the run as a child of the live run RUN (an id or a prefix):
@@ -694,7 +741,8 @@ pub struct RunArgs {
         long,
         value_name = "RUN",
         conflicts_with = "no_store",
-        help_heading = "Session"
+        help_heading = "Session",
+        add = crate::complete::runs()
     )]
     pub parent: Option<String>,
     /// With --nats: when the worker running it is lost, run it again on
@@ -733,7 +781,7 @@ pub struct ParallelArgs {
     pub no_store: bool,
     /// Record every task as a child of the live run RUN (an id or a
     /// prefix): within its grants, trust and limits, stopped when it ends.
-    #[arg(long, value_name = "RUN", help_heading = "Session")]
+    #[arg(long, value_name = "RUN", help_heading = "Session", add = crate::complete::runs())]
     pub parent: Option<String>,
     /// Output format [default: pretty on a terminal, ndjson otherwise].
     #[arg(long, short, value_enum, help_heading = "Output")]
@@ -1206,6 +1254,7 @@ impl RunFlags {
 #[derive(Debug, Args)]
 pub struct InspectArgs {
     /// A built-in adapter name or a path to a .wasm component.
+    #[arg(add = crate::complete::adapters())]
     pub adapter: String,
     /// Print JSON instead of a table.
     #[arg(long)]

@@ -7,6 +7,7 @@
 
 mod args;
 mod commands;
+mod complete;
 mod config;
 mod names;
 mod render;
@@ -35,6 +36,8 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct UsageError(pub String);
 
 fn main() -> ExitCode {
+    // A shell asking for completions gets them, and nothing else runs.
+    complete::answer_if_asked();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error)
@@ -202,7 +205,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Worker(args) => commands::worker(&globals, sandbox, args).await,
         Command::Inspect(args) => commands::inspect(&sandbox, args).await,
         Command::Compile(args) => commands::compile(&sandbox, args).await,
-        Command::Adapters => commands::adapters(&sandbox).await,
+        Command::Adapters(args) => commands::adapters(&sandbox, &args).await,
         Command::Serve(args) => commands::serve(&globals, sandbox, args).await,
         Command::Acp(args) => commands::acp(&globals, sandbox, args).await,
         Command::Workflow(command) => commands::workflow(&globals, &sandbox, command).await,
@@ -239,7 +242,7 @@ fn only_prints(command: &Command) -> bool {
             | Command::Show(_)
             | Command::Logs(_)
             | Command::Inspect(_)
-            | Command::Adapters
+            | Command::Adapters(_)
             | Command::Secret(_)
             | Command::Prune(_)
             | Command::Completions(_)
@@ -264,9 +267,13 @@ fn init_logging(verbose: u8) {
     let filter = match std::env::var("MOAT_LOG") {
         Ok(filter) => EnvFilter::new(filter),
         Err(_) => EnvFilter::new(match verbose {
-            // The NATS client logs each failed connection attempt as an
-            // error; moat reports the failure itself, once.
-            0 => "warn,async_nats=off",
+            // moat's own warnings (and its adapters', named by their
+            // `adapter` field); of the crates it uses, only errors: what
+            // fails in them reaches the user once, as moat's own message
+            // (a run's `error` event, a command's one line). The NATS
+            // client logs each failed connection attempt as an error;
+            // moat reports the failure itself, once.
+            0 => "error,moat=warn,async_nats=off",
             1 => "info",
             2 => "debug",
             _ => "trace",

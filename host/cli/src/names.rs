@@ -28,6 +28,7 @@ impl SettingNames for FlagNames {
             Setting::Secret => "--secret",
             Setting::MaxBudget => "--max-budget-usd",
             Setting::MaxTokens => "--max-tokens",
+            Setting::Model => "--model",
         }
         .to_owned()
     }

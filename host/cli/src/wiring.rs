@@ -215,6 +215,7 @@ pub fn launch_error(error: LaunchError) -> anyhow::Error {
             refusal.message(&FlagNames)
         ))
         .into(),
+        LaunchError::Invalid(invalid) => UsageError(invalid.message(&FlagNames)).into(),
         LaunchError::Runs(error) => runs_error(error),
         error @ (LaunchError::ParentEnded(_) | LaunchError::Secret(_)) => {
             UsageError(error.to_string()).into()

@@ -116,6 +116,9 @@ pub struct Job {
     /// is ignored, never refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The part its run plays among its siblings (a workflow's task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 }
 
 /// How a job's run asks (docs/approvals.md).
@@ -152,6 +155,7 @@ impl Job {
             workspace: None,
             ask: None,
             traceparent: None,
+            role: None,
         }
     }
 

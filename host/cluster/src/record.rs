@@ -117,6 +117,7 @@ impl ClusterRun {
                 grants: job.grants.clone(),
                 trust: Some(job.trust),
                 limits: Some(job.limits.clone()),
+                role: job.role.clone(),
             },
             status: match self.status() {
                 RunStatus::Running if self.approvals.iter().any(|a| a.is_open()) => {

@@ -63,6 +63,8 @@ pub enum Setting {
     MaxBudget,
     /// The most tokens the run (and its children) may use.
     MaxTokens,
+    /// The model the run asks its backend for ([`RunOptions::model`](crate::RunOptions)).
+    Model,
 }
 
 /// A grant that would allow a refused request.
@@ -138,6 +140,7 @@ impl SettingNames for FieldNames {
             Setting::Secret => "`grants.secrets`",
             Setting::MaxBudget => "`options.max_budget_usd`",
             Setting::MaxTokens => "`limits.max_tokens`",
+            Setting::Model => "`options.model`",
         }
         .to_owned()
     }

@@ -38,7 +38,9 @@ use futures::future::BoxFuture;
 use futures::stream::{Stream, StreamExt};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
-use tracing::{debug, warn};
+// What the run reports as events (an error, then `done`) is logged at
+// `info`: at the default level the user sees it once, as the event.
+use tracing::{debug, info};
 
 use super::adapter::{
     Adapter, AdapterEvent, AdapterEventKind, AdapterSession, Denial, RunLimits, RunOptions,
@@ -587,7 +589,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 refusal: info,
                 denials,
             })) => {
-                warn!(agent = %self.agent, message = %info.message, "the adapter refused the run");
+                info!(agent = %self.agent, message = %info.message, "the adapter refused the run");
                 for denial in denials {
                     self.emit_denial(&denial);
                 }
@@ -693,7 +695,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 Ok(Some(event)) => event,
                 Ok(None) if aborting => return self.abort_now(live),
                 Ok(None) => {
-                    warn!(agent = %self.agent, "the adapter's stream ended without a done");
+                    info!(agent = %self.agent, "the adapter's stream ended without a done");
                     live.close_in_background();
                     return self.fail(
                         codes::MISSING_DONE.to_owned(),
@@ -779,7 +781,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                     debug!(agent = %self.agent, "dropped a second init");
                 } else {
                     if let Some(id) = unmatched {
-                        warn!(agent = %self.agent, tool_use_id = %id, "a tool_result answers no tool_use");
+                        info!(agent = %self.agent, tool_use_id = %id, "a tool_result answers no tool_use");
                         self.pass_on(EventPayload::error(
                             codes::INVALID_EVENT,
                             format!(
@@ -795,7 +797,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
                 }
             }
             Err(invalid) => {
-                warn!(agent = %self.agent, %invalid, "dropped an invalid event");
+                info!(agent = %self.agent, %invalid, "dropped an invalid event");
                 if !aborting {
                     self.pass_on(EventPayload::error(
                         codes::INVALID_EVENT,
@@ -918,7 +920,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
     /// Starts the run again without its resume token, saying so first.
     fn start_afresh(&mut self, reason: String) {
         let resume = self.options.resume.take();
-        warn!(agent = %self.agent, %reason, "resuming failed; starting a fresh session");
+        info!(agent = %self.agent, %reason, "resuming failed; starting a fresh session");
         self.emit(EventPayload::Extension(Box::new(ExtensionPayload {
             name: RESUME_FALLBACK_EVENT.to_owned(),
             payload: serde_json::json!({"reason": reason, "resume": resume}),
@@ -1016,7 +1018,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
     /// Ends the run after a tool policy violation (the adapter is already
     /// stopped).
     fn violated(&mut self, violation: &ToolPolicyViolation) {
-        warn!(agent = %self.agent, tool = violation.tool(), "tool policy violation; the adapter was stopped");
+        info!(agent = %self.agent, tool = violation.tool(), "tool policy violation; the adapter was stopped");
         let message = violation.message(self.names.as_ref());
         self.fail(codes::TOOL_POLICY_VIOLATION.to_owned(), message);
     }
@@ -1076,7 +1078,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
     fn time_out(&mut self, live: Option<Live>) {
         drop(live);
         let limit = self.limits.timeout.unwrap_or_default();
-        warn!(agent = %self.agent, ?limit, "the run timed out");
+        info!(agent = %self.agent, ?limit, "the run timed out");
         let message = format!(
             "the run took longer than its time limit of {}; raise it with {}",
             humantime::format_duration(limit),
@@ -1086,7 +1088,7 @@ impl<S: Send + Sync + 'static> Driver<S> {
     }
 
     fn failed(&mut self, failure: &SessionFailure) {
-        warn!(agent = %self.agent, %failure, "the adapter failed");
+        info!(agent = %self.agent, %failure, "the adapter failed");
         let code = match failure {
             SessionFailure::FuelExhausted { .. } => codes::FUEL_EXHAUSTED,
             SessionFailure::MemoryLimit { .. } | SessionFailure::ResourceLimit { .. } => {

@@ -100,11 +100,11 @@ impl GrantedPrograms {
                 .iter()
                 .find(|p| p.grant == requested)
                 .ok_or(ProgramRefusal::NotGranted)?;
-            return granted.start_path().ok_or_else(|| ProgramRefusal::NotInstalled {
-                message: format!(
-                    "`{requested}` is granted but was not found on PATH when the run started; install it or grant its absolute path"
-                ),
-            })?;
+            return granted
+                .start_path()
+                .ok_or_else(|| ProgramRefusal::NotInstalled {
+                    message: format!("`{requested}` was not found on PATH when the run started"),
+                })?;
         }
         let path = Path::new(requested);
         if !path.is_absolute() {

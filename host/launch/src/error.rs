@@ -17,6 +17,11 @@ pub enum LaunchError {
     /// field names here; [`Refusal::message`] words it for a caller).
     #[error(transparent)]
     Refused(#[from] Refusal),
+    /// It lacks or gets wrong what no bound decides (a model its adapter
+    /// needs, a workspace of a project it may not see): worded in field
+    /// names here; [`crate::Invalid::message`] words it for a caller.
+    #[error(transparent)]
+    Invalid(#[from] crate::Invalid),
     /// Its parent could not be found.
     #[error(transparent)]
     Runs(#[from] RunsError),

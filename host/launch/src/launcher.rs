@@ -440,6 +440,7 @@ impl Launcher {
             AdapterRef::Resolved(resolved) => resolved.clone(),
             AdapterRef::Named(name) => self.inner.resolver.resolve(name).await?,
         };
+        crate::check_complete(&resolved, &spec.options)?;
         let parent = match &spec.parent {
             Some(id) => Some(self.parent_scope(id, own).await?),
             None => None,
@@ -561,6 +562,7 @@ impl Launcher {
             }),
             // Set by the caller, from the run's span.
             traceparent: None,
+            role: spec.role.clone(),
         })
     }
 
@@ -822,6 +824,7 @@ fn new_run(resolved: &Resolved, spec: &LaunchSpec, admission: &Admission) -> New
         grants: admission.grants.clone(),
         trust: Some(admission.trust),
         limits: Some(recorded_limits(admission)),
+        role: spec.role.clone(),
     }
 }
 

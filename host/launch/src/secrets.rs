@@ -72,8 +72,14 @@ impl SecretStore {
 
     /// Keeps `value` as secret `name`, sent in `header` (`None`: the
     /// vendor's header for a vendor's key name, else `Authorization:
-    /// Bearer`), replacing any earlier value.
-    pub fn set(&self, name: &str, value: &str, header: Option<&str>) -> Result<(), SecretError> {
+    /// Bearer`), replacing any earlier value. Returns the header it will
+    /// go in (`None`: `Authorization: Bearer`).
+    pub fn set(
+        &self,
+        name: &str,
+        value: &str,
+        header: Option<&str>,
+    ) -> Result<Option<String>, SecretError> {
         let name = names::env_name(name).map_err(|e| SecretError::Invalid(e.to_string()))?;
         let header = header.or_else(|| {
             moat_grants::vendor_key(&name)
@@ -98,7 +104,8 @@ impl SecretStore {
                 header: header.map(str::to_owned),
             },
         );
-        self.write(&entries)
+        self.write(&entries)?;
+        Ok(header.map(str::to_owned))
     }
 
     /// Forgets secret `name`; whether it was kept.

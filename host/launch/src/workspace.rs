@@ -63,11 +63,7 @@ fn granted_project(request: &Request, grants: &Grants) -> Result<PathBuf, Launch
         .chain(&grants.write)
         .any(|dir| project.starts_with(dir));
     if !sees_project {
-        return Err(WorkspaceError::Project(format!(
-            "a workspace is a copy of {}, which this run is not granted: grant it to read (or write) it",
-            project.display()
-        ))
-        .into());
+        return Err(crate::Invalid::project_not_granted(&project).into());
     }
     Ok(project)
 }

@@ -83,7 +83,9 @@ pub enum ProcessError {
     /// The run was not granted this; the message says what was refused
     /// (the user is told how to grant it).
     Denied(String),
-    /// The program is not installed.
+    /// The program is not installed: the message says where it was
+    /// looked for; the remedy is the adapter's to give (it knows how its
+    /// program is installed), or the generic one [`fmt::Display`] adds.
     NotFound(String),
     /// A per-run limit ([`MAX_LIVE_CHILDREN`]) was reached.
     LimitReached(String),
@@ -104,7 +106,10 @@ impl fmt::Display for ProcessError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Denied(message) => write!(f, "refused: {message}"),
-            Self::NotFound(message) => write!(f, "not found: {message}"),
+            Self::NotFound(message) => write!(
+                f,
+                "not found: {message}; install it, or grant its absolute path"
+            ),
             Self::LimitReached(message) => write!(f, "limit reached: {message}"),
             Self::Interrupted => f.write_str("the run was interrupted"),
             Self::TimedOut => f.write_str("timed out"),

@@ -32,6 +32,10 @@ pub struct NewRun {
     /// Its effective limits; `None` when it has none of its own (a
     /// workflow's record) or they cannot be read.
     pub limits: Option<RecordedLimits>,
+    /// The part it plays among its siblings, when it has a name: a
+    /// workflow's task, a parallel task's `ROLE:` (its events carry it as
+    /// their `role`); listings show it beside its prompt.
+    pub role: Option<String>,
 }
 
 impl NewRun {
@@ -81,6 +85,7 @@ impl RunRecord {
             "status": self.status.as_str(),
             "reason": self.reason.as_ref().map(|r| r.as_str().to_owned()),
             "prompt": self.run.prompt,
+            "role": self.run.role,
             "options": self.run.options,
             "grants": self.run.grants,
             "trust": self.run.trust,
@@ -94,6 +99,16 @@ impl RunRecord {
             "done": self.done,
             "spent": self.spent,
         })
+    }
+
+    /// What its `done` says it used — tool calls, tokens, cost — read
+    /// through the event's own type, so every shape a record may hold
+    /// (cligent's `tokens.totals` and `cost.amount`, or the earlier
+    /// `tokens.input` and `cost.usd`) gives the same figures; `None`
+    /// before it ended, or when its `done` has no readable usage.
+    pub fn usage(&self) -> Option<moat_engine::Usage> {
+        let usage = self.done.as_ref()?.get("usage")?;
+        serde::Deserialize::deserialize(usage).ok()
     }
 
     /// Whether it has ended.

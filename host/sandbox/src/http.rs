@@ -38,6 +38,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode as HttpErrorCode;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::denials::DenialLog;
@@ -122,6 +123,41 @@ impl WasiHttpHooks for NetAccess {
         match self.sending(destination, request) {
             Ok(sending) => Box::new(send(sending, options)),
             Err(error) => Box::new(async { Err(error) }),
+        }
+    }
+
+    // The crate's defaults log each failure at `warn`, as a Rust debug
+    // struct, on the user's terminal; the guest gets the error code and
+    // reports it (the openai adapter: "connection refused by …: is the
+    // server running?"), so moat logs it at `debug` only, and says which
+    // failure it was rather than "refused" for all.
+    fn p2_error_from_connect(&mut self, error: &std::io::Error) -> HttpErrorCode {
+        tracing::debug!("connect error: {error}");
+        match error.kind() {
+            std::io::ErrorKind::TimedOut => HttpErrorCode::ConnectionTimeout,
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted => {
+                HttpErrorCode::ConnectionTerminated
+            }
+            std::io::ErrorKind::HostUnreachable | std::io::ErrorKind::NetworkUnreachable => {
+                HttpErrorCode::DestinationUnavailable
+            }
+            _ => HttpErrorCode::ConnectionRefused,
+        }
+    }
+
+    fn p2_error_from_tls(&mut self, error: &std::io::Error) -> HttpErrorCode {
+        tracing::debug!("TLS error: {error}");
+        HttpErrorCode::TlsProtocolError
+    }
+
+    fn p2_error_from_hyper(&mut self, error: &hyper::Error) -> HttpErrorCode {
+        tracing::debug!("HTTP error: {error}");
+        if error.is_timeout() {
+            HttpErrorCode::ConnectionReadTimeout
+        } else if error.is_incomplete_message() || error.is_closed() || error.is_canceled() {
+            HttpErrorCode::HttpResponseIncomplete
+        } else {
+            HttpErrorCode::HttpProtocolError
         }
     }
 }

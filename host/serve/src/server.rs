@@ -66,7 +66,7 @@ fn workspace_failure(error: moat_workspace::WorkspaceError) -> Failure {
     use moat_workspace::WorkspaceError as E;
     let code = match &error {
         E::NotFound(_) => Code::NotFound,
-        E::Conflict { .. } => Code::Conflict,
+        E::Conflict { .. } | E::AlreadyApplied { .. } => Code::Conflict,
         E::Dirty { .. } | E::Project(_) => Code::InvalidRequest,
         E::Git { .. } | E::Io { .. } => Code::RunFailed,
     };
@@ -112,6 +112,7 @@ impl Server {
                 Code::BoundaryViolation,
                 refusal.message(self.names.as_ref()),
             ),
+            LaunchError::Invalid(invalid) => Failure::invalid(invalid.message(self.names.as_ref())),
             LaunchError::Runs(error) => runs_failure(error),
             LaunchError::Workspace(error) => workspace_failure(error),
             other => Failure::new(Code::RunFailed, other.to_string()),

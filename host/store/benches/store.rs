@@ -40,6 +40,7 @@ fn new_run() -> NewRun {
         grants: Default::default(),
         trust: None,
         limits: None,
+        role: None,
     }
 }
 

@@ -32,6 +32,7 @@
 //!     grants: Default::default(),
 //!     trust: None,
 //!     limits: Some(RecordedLimits::of(&Default::default())),
+//!     role: None,
 //! })?;
 //! store.mark_running(&id)?;
 //! // store.record_event(&id, seq, &event)? for each event, then:
@@ -238,8 +239,8 @@ impl Store {
             execute(
                 conn,
                 "INSERT INTO runs (id, parent_id, adapter, component_sha256, prompt, options, grants,
-                                   limits, timeout_ms, trust, status, owner, owner_pid, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13)",
+                                   limits, timeout_ms, trust, status, owner, owner_pid, created_ms, role)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14)",
                 params![
                     id.as_str(),
                     run.parent.as_ref().map(RunId::as_str),
@@ -254,6 +255,7 @@ impl Store {
                     owner,
                     std::process::id(),
                     created_ms as i64,
+                    run.role,
                 ],
             )
             .map_err(write_error)?;
@@ -719,7 +721,7 @@ const COLUMNS: &str = concat!(
     "id, parent_id, adapter, component_sha256, prompt, options, grants, limits, trust, ",
     "CASE WHEN status = 'running' AND EXISTS (SELECT 1 FROM approvals a ",
     "WHERE a.run_id = runs.id AND a.answer IS NULL) THEN 'waiting' ELSE status END, ",
-    "reason, done, owner_pid, created_ms, started_ms, ended_ms, spent"
+    "reason, done, owner_pid, created_ms, started_ms, ended_ms, spent, role"
 );
 
 /// How many runs an ambiguous prefix's error names.
@@ -747,6 +749,7 @@ fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
             trust: row
                 .get::<_, Option<String>>(8)?
                 .and_then(|trust| serde_json::from_value(serde_json::Value::String(trust)).ok()),
+            role: row.get(17)?,
         },
         status: status.parse().unwrap_or(RunStatus::Failed),
         reason: row

@@ -82,6 +82,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 5: what a run with a budget (and its children) spent so far, as
     // JSON (`Spent`), written as it spends.
     "ALTER TABLE runs ADD COLUMN spent TEXT;",
+    // 6: the part a run plays among its siblings (a workflow's task).
+    "ALTER TABLE runs ADD COLUMN role TEXT;",
 ];
 
 /// The schema version this binary writes.

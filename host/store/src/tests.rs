@@ -21,6 +21,7 @@ fn new_run(parent: Option<&RunId>) -> NewRun {
             timeout_ms: Some(1000),
             ..RecordedLimits::of(&Default::default())
         }),
+        role: None,
     }
 }
 

@@ -106,7 +106,8 @@ pub(crate) async fn run(state: &State, id: &str) -> Response<Body> {
             "approvals": approvals,
             "approvalsError": approvals_error,
             "workflow": is_workflow(&record),
-            "diffAvailable": state.diff.is_some(),
+            // Only a run that has a workspace has a diff to show.
+            "diffAvailable": state.diff.as_ref().is_some_and(|workspaces| workspaces.has(&id)),
             "place": state.runs.place(),
         }),
     )
@@ -261,7 +262,7 @@ pub(crate) async fn diff(state: &State, id: &str) -> Response<Body> {
     let Some(source) = &state.diff else {
         return text(StatusCode::NOT_FOUND, "no workspace diffs here");
     };
-    match source(id).await {
+    match source.diff(id).await {
         Ok(None) => json(StatusCode::OK, &json!({"diff": null})),
         Ok(Some(mut diff)) => {
             let truncated = diff.len() > MAX_DIFF;
@@ -291,12 +292,15 @@ pub(crate) async fn workflow(state: &State, id: &str) -> Response<Body> {
     let Some(file) = record.run.options.get("file").and_then(Value::as_str) else {
         return text(StatusCode::NOT_FOUND, "the workflow's record names no file");
     };
-    // Named as it was given to `moat workflow run`: from its project.
+    // Recorded by its absolute path; records made before were named as
+    // given to `moat workflow run` (relative to where it ran, unknown
+    // here): the file of that name in its project, the file's directory.
     let mut file = PathBuf::from(file);
     if file.is_relative()
         && let Some(project) = record.run.options.get("project").and_then(Value::as_str)
+        && let Some(name) = file.file_name()
     {
-        file = PathBuf::from(project).join(file);
+        file = PathBuf::from(project).join(name);
     }
     let hash = record.run.component_sha256.clone();
     let read = tokio::task::spawn_blocking(move || workflow_of(&file, &hash)).await;
@@ -397,10 +401,13 @@ fn summary(record: &RunRecord) -> Value {
         "status": record.status.as_str(),
         "reason": record.reason.as_ref().map(|r| r.as_str().to_owned()),
         "prompt": prompt,
+        "role": record.run.role,
         "createdMs": record.created_ms,
         "startedMs": record.started_ms,
         "endedMs": record.ended_ms,
-        "usage": record.done.as_ref().and_then(|done| done.get("usage")).cloned(),
+        // In the event's own shape (cligent's), whatever shape the record
+        // holds: the page reads one.
+        "usage": record.usage(),
         "spent": record.spent,
         "workflow": is_workflow(record),
         "worker": record.worker,

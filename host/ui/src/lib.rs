@@ -27,10 +27,18 @@ use moat_runs::{RunId, Runs};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// A run's workspace diff (`moat diff RUN`): `Ok(None)` when the run has
-/// no workspace; `Err` says why it cannot be read.
-pub type DiffSource =
-    Arc<dyn Fn(RunId) -> BoxFuture<'static, Result<Option<String>, String>> + Send + Sync>;
+/// Runs' workspaces, as the page shows them.
+pub trait Workspaces: Send + Sync {
+    /// Whether run `id` has a workspace here (cheap: the page asks on
+    /// every look at a run).
+    fn has(&self, id: &RunId) -> bool;
+    /// Its workspace diff (`moat diff RUN`): `Ok(None)` when the run has
+    /// no workspace; `Err` says why it cannot be read.
+    fn diff(&self, id: RunId) -> BoxFuture<'static, Result<Option<String>, String>>;
+}
+
+/// Where runs' workspaces are found.
+pub type DiffSource = Arc<dyn Workspaces>;
 
 /// What the server is started with.
 #[derive(Clone, Default)]

@@ -174,6 +174,8 @@ impl LaunchRunner {
                 },
             },
             parent: self.parent.get().cloned(),
+            // Its record and events name the task it is an attempt of.
+            role: Some(task.id.clone()),
             names: self.names.clone(),
             ask: self.ask.get().cloned(),
             traceparent: self.traceparent.get().cloned(),
@@ -185,6 +187,7 @@ impl LaunchRunner {
     fn failure(&self, error: LaunchError) -> String {
         match error {
             LaunchError::Refused(refusal) => refusal.message(self.names.as_ref()),
+            LaunchError::Invalid(invalid) => invalid.message(self.names.as_ref()),
             other => other.to_string(),
         }
     }
@@ -200,6 +203,8 @@ impl TaskRunner for LaunchRunner {
             AdapterRef::Resolved(resolved) => resolved,
             AdapterRef::Named(_) => unreachable!("resolved above"),
         };
+        moat_launch::check_complete(resolved, &spec.options)
+            .map_err(|invalid| invalid.message(self.names.as_ref()))?;
         self.ceiling
             .admit(resolved, &spec.options, &spec.asked, None)
             .map(drop)

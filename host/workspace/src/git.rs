@@ -14,11 +14,35 @@ pub(crate) fn run(
     args: &[&str],
     env: &[(&str, &Path)],
 ) -> Result<Vec<u8>, WorkspaceError> {
+    run_fed(dir, args, env, None)
+}
+
+/// The same, with `input` on its stdin.
+pub(crate) fn run_with_input(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    input: &[u8],
+) -> Result<Vec<u8>, WorkspaceError> {
+    run_fed(dir, args, env, Some(input))
+}
+
+fn run_fed(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    input: Option<&[u8]>,
+) -> Result<Vec<u8>, WorkspaceError> {
     let mut command = Command::new("git");
     command
         .current_dir(dir)
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(match input {
+            Some(_) => Stdio::piped(),
+            None => Stdio::null(),
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         // The user's hooks and templates have no say in moat's snapshots.
         .env("GIT_AUTHOR_NAME", "moat")
         .env("GIT_AUTHOR_EMAIL", "moat@localhost")
@@ -32,10 +56,19 @@ pub(crate) fn run(
         true => Some(worktrees_lock(dir)?),
         false => None,
     };
-    let output = command.output().map_err(|error| WorkspaceError::Git {
+    let cannot_run = |error: std::io::Error| WorkspaceError::Git {
         command: shown(args),
         message: format!("cannot run git ({error}); install git"),
-    })?;
+    };
+    let mut child = command.spawn().map_err(cannot_run)?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        // Written while git reads it and before its output is waited for:
+        // its stdout is read by `wait_with_output` only after this, so
+        // git must not fill its stdout pipe first (update-index prints
+        // nothing).
+        std::io::Write::write_all(&mut stdin, input).map_err(cannot_run)?;
+    }
+    let output = child.wait_with_output().map_err(cannot_run)?;
     if output.status.success() {
         return Ok(output.stdout);
     }

@@ -17,6 +17,7 @@
 
 mod copy;
 mod git;
+mod stage;
 mod travel;
 
 use std::path::{Path, PathBuf};
@@ -127,6 +128,17 @@ pub enum WorkspaceError {
         project: PathBuf,
         /// What git said.
         reason: String,
+    },
+    /// Its changes are in the project already (applied before): nothing
+    /// was changed.
+    #[error(
+        "the changes of run {run} are already in {project} (applied before); nothing was changed"
+    )]
+    AlreadyApplied {
+        /// The run.
+        run: String,
+        /// The project.
+        project: PathBuf,
     },
     /// No workspace has this run.
     #[error("run {0} has no workspace here")]
@@ -407,7 +419,7 @@ fn copy_of(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Worksp
     let git_dir = request.root.join(format!("{run}.git"));
     let env: [(&str, &Path); 2] = [("GIT_DIR", &git_dir), ("GIT_WORK_TREE", dir)];
     git::run(dir, &["init", "--quiet"], &env)?;
-    git::run(dir, &["add", "--all", "--force", "."], &env)?;
+    stage::stage_all(dir, &env, true)?;
     git::run(
         dir,
         &[
@@ -470,7 +482,7 @@ impl Workspace {
         let index = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary index"))?;
         let env = self.git_env(index.path());
         git::run(&self.dir, &["read-tree", &self.base], &env)?;
-        git::run(&self.dir, &["add", "--all", "."], &env)?;
+        stage::stage_all(&self.dir, &env, false)?;
         let tree = git::run(&self.dir, &["write-tree"], &env)?;
         Ok(String::from_utf8_lossy(&tree).trim().to_owned())
     }
@@ -540,7 +552,7 @@ impl Workspace {
         let index = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary index"))?;
         let env = self.git_env(index.path());
         git::run(&self.dir, &["read-tree", &self.base], &env)?;
-        git::run(&self.dir, &["add", "--all", "."], &env)?;
+        stage::stage_all(&self.dir, &env, false)?;
         let mut args = vec!["diff", "--cached", "--no-ext-diff", "--no-renames"];
         args.push(if color {
             "--color=always"
@@ -682,14 +694,29 @@ fn apply_patch(
     }
     let mut check = args.clone();
     check.extend(["--check", &path]);
-    git::run(dir, &check, env).map_err(|error| WorkspaceError::Conflict {
-        run: run.to_owned(),
-        project: dir.to_path_buf(),
-        reason: match error {
-            WorkspaceError::Git { message, .. } => message,
-            other => other.to_string(),
-        },
-    })?;
+    if let Err(error) = git::run(dir, &check, env) {
+        // A patch that does not apply forwards but whose reverse does is
+        // there already: say so, not git's "already exists".
+        let mut back = vec!["apply", "--binary", "--check"];
+        if !reverse {
+            back.push("--reverse");
+        }
+        back.push(&path);
+        if git::run(dir, &back, env).is_ok() {
+            return Err(WorkspaceError::AlreadyApplied {
+                run: run.to_owned(),
+                project: dir.to_path_buf(),
+            });
+        }
+        return Err(WorkspaceError::Conflict {
+            run: run.to_owned(),
+            project: dir.to_path_buf(),
+            reason: match error {
+                WorkspaceError::Git { message, .. } => message,
+                other => other.to_string(),
+            },
+        });
+    }
     args.push(&path);
     git::run(dir, &args, env)?;
     Ok(())

@@ -230,11 +230,19 @@ fn a_workspace_seeded_with_upstream_runs_diffs_its_own_changes_and_all_apply_tog
     for file in ["a.txt", "b.txt", "c.txt"] {
         assert!(project.path().join(file).is_file(), "{file}");
     }
-    // Again: the first no longer applies, and nothing moves.
+    // Again: A's change is in the project already, so nothing moves (C's,
+    // applied first, is taken back) and the error says it is A's.
     std::fs::remove_file(project.path().join("c.txt")).unwrap();
     let error = apply_all(&changes(&[&c, &a])).unwrap_err();
-    assert!(matches!(error, WorkspaceError::Conflict { .. }), "{error}");
+    assert!(
+        matches!(&error, WorkspaceError::AlreadyApplied { run, .. } if run == "r_a"),
+        "{error}"
+    );
     assert!(!project.path().join("c.txt").exists(), "taken back");
+    // A change that is neither there nor applicable is a conflict.
+    std::fs::write(project.path().join("a.txt"), "edited by hand\n").unwrap();
+    let error = apply_all(&changes(&[&a])).unwrap_err();
+    assert!(matches!(error, WorkspaceError::Conflict { .. }), "{error}");
 }
 
 #[test]
@@ -445,4 +453,97 @@ fn worktrees_made_and_removed_at_once_in_one_repository_all_succeed() {
         1,
         "every worktree removed"
     );
+}
+
+/// What an agent's `git init` or `cargo new` leaves in a workspace: a
+/// repository without a commit, one with a commit and an ignored file, and
+/// one inside another.
+fn plant_nested_repositories(dir: &Path) {
+    let fresh = dir.join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    git(&fresh, &["init", "--quiet"]);
+    std::fs::write(fresh.join("main.rs"), "fn main() {}\n").unwrap();
+    let made = dir.join("tool");
+    std::fs::create_dir_all(made.join("deep")).unwrap();
+    git(&made, &["init", "--quiet"]);
+    std::fs::write(made.join(".gitignore"), "/target\n").unwrap();
+    std::fs::write(made.join("lib.rs"), "pub fn f() {}\n").unwrap();
+    std::fs::create_dir(made.join("target")).unwrap();
+    std::fs::write(made.join("target/built.bin"), "ignored\n").unwrap();
+    git(&made, &["add", "."]);
+    git(&made, &["commit", "--quiet", "-m", "tool"]);
+    git(&made.join("deep"), &["init", "--quiet"]);
+    std::fs::write(made.join("deep/inner.txt"), "inner\n").unwrap();
+}
+
+#[test]
+fn repositories_an_agent_made_in_its_workspace_are_shown_and_applied_as_their_files() {
+    for mode in [Mode::Worktree, Mode::Copy] {
+        let project = repository();
+        let root = tempfile::tempdir().unwrap();
+        let workspace = create(&request(project.path(), root.path(), mode), "r_1", &[]).unwrap();
+        plant_nested_repositories(&workspace.dir);
+        let stat = String::from_utf8(workspace.diff(true, false).unwrap()).unwrap();
+        for file in [
+            "fresh/main.rs",
+            "tool/.gitignore",
+            "tool/lib.rs",
+            "tool/deep/inner.txt",
+        ] {
+            assert!(stat.contains(file), "{mode:?}: {file} missing from {stat}");
+        }
+        assert!(!stat.contains("built.bin"), "{mode:?}: ignored: {stat}");
+        assert!(!stat.contains(".git/"), "{mode:?}: {stat}");
+        workspace.apply().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(project.path().join("tool/deep/inner.txt")).unwrap(),
+            "inner\n"
+        );
+        assert!(project.path().join("fresh/main.rs").is_file());
+        // The files, not the repositories: nothing of their `.git` lands.
+        assert!(!project.path().join("tool/.git").exists(), "{mode:?}");
+        assert!(!project.path().join("fresh/.git").exists(), "{mode:?}");
+        // Applying again changes nothing, and says why.
+        let again = workspace.apply().unwrap_err();
+        assert!(
+            matches!(again, WorkspaceError::AlreadyApplied { .. }),
+            "{mode:?}: {again}"
+        );
+    }
+}
+
+#[test]
+fn a_nested_repositorys_configuration_never_runs_when_moat_diffs() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    let workspace = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_1",
+        &[],
+    )
+    .unwrap();
+    let nested = workspace.dir.join("planted");
+    std::fs::create_dir(&nested).unwrap();
+    git(&nested, &["init", "--quiet"]);
+    std::fs::write(nested.join("a.txt"), "a\n").unwrap();
+    // What a git command reading this repository's configuration runs.
+    let marker = root.path().join("ran");
+    git(
+        &nested,
+        &[
+            "config",
+            "core.fsmonitor",
+            &format!("touch {}; false", marker.display()),
+        ],
+    );
+    let diff = String::from_utf8(workspace.diff(false, false).unwrap()).unwrap();
+    assert!(diff.contains("planted/a.txt"), "{diff}");
+    assert!(!marker.exists(), "moat's diff ran the planted command");
+    // The same repository read by git itself runs it: the attack is real.
+    let _ = Command::new("git")
+        .current_dir(&nested)
+        .args(["status", "--short"])
+        .output()
+        .unwrap();
+    assert!(marker.exists(), "git status did not run core.fsmonitor");
 }

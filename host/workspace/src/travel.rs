@@ -84,7 +84,7 @@ fn pack_into(
             if base.dirty {
                 // Tracked changes and untracked files, as a worktree
                 // carries them over.
-                git::run(&base.top, &["add", "--all", "."], &env)?;
+                crate::stage::stage_all(&base.top, &env, false)?;
             }
             (base.top, base.name)
         }
@@ -100,7 +100,7 @@ fn pack_into(
             let env = snapshot_env(git_dir, &project, &index);
             // Everything, ignored files too, as a copy has them (not a
             // `.git` inside: git never takes one).
-            git::run(&project, &["add", "--all", "--force", "."], &env)?;
+            crate::stage::stage_all(&project, &env, true)?;
             (project, "the copy".to_owned())
         }
     };

@@ -235,3 +235,226 @@ pub(crate) fn shown_at(
         seen.contains(needle).then_some(*at)
     })
 }
+
+/// What a person types at a terminal, and when.
+pub(crate) struct Typed<'a> {
+    /// Typed once the terminal shows this.
+    pub(crate) after: &'a str,
+    /// What is typed.
+    pub(crate) keys: &'a [u8],
+    /// Typed only once the terminal no longer echoes (as a person would
+    /// see that the prompt hides what they type): a program turns echo
+    /// off after it shows its prompt.
+    pub(crate) unechoed: bool,
+}
+
+/// A person at a terminal of `columns` columns: `command` runs on a
+/// pseudo-terminal that is its controlling terminal (stdin, stdout,
+/// stderr; Ctrl-C typed there interrupts it, `/dev/tty` is it), and each
+/// step is typed in turn. Returns everything shown and how the command
+/// ended.
+pub(crate) fn at_a_terminal(
+    mut command: Command,
+    columns: u16,
+    steps: &[Typed<'_>],
+) -> (String, std::process::ExitStatus) {
+    use std::io::{Read, Write};
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::process::CommandExt;
+    let (mut primary, mut secondary) = (-1, -1);
+    let size = libc::winsize {
+        ws_row: 24,
+        ws_col: columns,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two new descriptors into the integers; the
+    // size is read, the name and termios left to their defaults.
+    let status = unsafe {
+        libc::openpty(
+            &mut primary,
+            &mut secondary,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(status, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are new and owned by nothing else.
+    let (mut primary, secondary) = unsafe {
+        (
+            std::fs::File::from_raw_fd(primary),
+            std::os::fd::OwnedFd::from_raw_fd(secondary),
+        )
+    };
+    command
+        .stdin(secondary.try_clone().unwrap())
+        .stdout(secondary.try_clone().unwrap())
+        .stderr(secondary.try_clone().unwrap());
+    // SAFETY: only async-signal-safe calls between fork and exec: a
+    // session of its own, whose controlling terminal is its stdin.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("the command starts");
+    drop(command);
+    drop(secondary);
+    let fd = primary.as_raw_fd();
+    let mut shown = Vec::new();
+    let mut steps = steps.iter();
+    let mut next = steps.next();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let mut poll = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut poll, 1, 60_000) };
+        assert!(
+            ready > 0,
+            "the terminal showed nothing for 60 s: {}",
+            String::from_utf8_lossy(&shown)
+        );
+        match primary.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => shown.extend_from_slice(&buffer[..n]),
+        }
+        if let Some(step) = next
+            && String::from_utf8_lossy(&shown).contains(step.after)
+        {
+            if step.unechoed {
+                wait_for_echo_off(&primary);
+            }
+            primary.write_all(step.keys).unwrap();
+            next = steps.next();
+        }
+    }
+    (
+        String::from_utf8_lossy(&shown).into_owned(),
+        child.wait().unwrap(),
+    )
+}
+
+/// Waits (at most 10 s) until the terminal `primary` is the primary of no
+/// longer echoes what is typed: its line discipline's settings are the
+/// same from either end.
+fn wait_for_echo_off(primary: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        // SAFETY: a zeroed termios, filled by tcgetattr on a valid fd.
+        let mut termios: libc::termios = unsafe { std::mem::zeroed() };
+        let read = unsafe { libc::tcgetattr(primary.as_raw_fd(), &mut termios) };
+        if read == 0 && termios.c_lflag & libc::ECHO == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the terminal still echoes after 10 s");
+}
+
+/// What a terminal of `columns` columns shows after `output`: its lines,
+/// as a VT100 draws them (automatic margins with the deferred wrap,
+/// carriage return, line feed, erase in line, cursor up and down; colours
+/// and other sequences ignored).
+pub(crate) fn screen(output: &str, columns: usize) -> Vec<String> {
+    let mut lines: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut row, mut column) = (0usize, 0usize);
+    let mut wrap_pending = false;
+    let mut chars = output.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                column = 0;
+                wrap_pending = false;
+            }
+            '\n' => {
+                row += 1;
+                wrap_pending = false;
+            }
+            '\x1b' if chars.peek() == Some(&'[') => {
+                chars.next();
+                let mut argument = String::new();
+                let mut command = ' ';
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        command = c;
+                        break;
+                    }
+                    argument.push(c);
+                }
+                let n: usize = argument.parse().unwrap_or(0);
+                match command {
+                    'K' => {
+                        let line = &mut lines[row];
+                        match n {
+                            2 => line.clear(),
+                            1 => line.iter_mut().take(column + 1).for_each(|c| *c = ' '),
+                            _ => line.truncate(column),
+                        }
+                    }
+                    'A' => row = row.saturating_sub(n.max(1)),
+                    'B' => row += n.max(1),
+                    'G' => column = n.max(1) - 1,
+                    _ => {}
+                }
+                wrap_pending = false;
+            }
+            c if c.is_control() => {}
+            c => {
+                if wrap_pending {
+                    row += 1;
+                    column = 0;
+                    wrap_pending = false;
+                }
+                while lines.len() <= row {
+                    lines.push(Vec::new());
+                }
+                let line = &mut lines[row];
+                while line.len() < column {
+                    line.push(' ');
+                }
+                if column < line.len() {
+                    line[column] = c;
+                } else {
+                    line.push(c);
+                }
+                if column + 1 == columns {
+                    wrap_pending = true;
+                } else {
+                    column += 1;
+                }
+            }
+        }
+        while lines.len() <= row {
+            lines.push(Vec::new());
+        }
+    }
+    lines
+        .into_iter()
+        .map(|line| line.into_iter().collect::<String>().trim_end().to_owned())
+        .collect()
+}
+
+/// Runs `command` with `input` on its stdin (then closed), its stdout
+/// and stderr captured.
+pub(crate) fn fed(command: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    // A command that exits without reading all of it closes the pipe:
+    // what it did is in its output.
+    let _ = child.stdin.take().expect("piped").write_all(input);
+    child.wait_with_output().expect("the command ends")
+}

@@ -40,10 +40,22 @@ impl Data {
         self.dir.path().join("adapters")
     }
 
+    /// The installed adapters `moat adapter list` shows after the
+    /// built-in ones.
     fn installed(&self) -> Vec<Value> {
         let output = self.run(&["adapter", "list", "--output", "json"]);
         assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-        serde_json::from_slice(&output.stdout).unwrap()
+        let listed: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(
+            listed
+                .iter()
+                .any(|a| a["name"] == "echo" && a["builtIn"] == true),
+            "the built-ins first: {listed:?}"
+        );
+        listed
+            .into_iter()
+            .filter(|a| a["builtIn"] == false)
+            .collect()
     }
 }
 
@@ -127,7 +139,7 @@ fn a_run_by_name_gets_exactly_the_grants_accepted_at_install() {
     let listed = data.run(&["adapters"]);
     let listed = text(&listed.stdout);
     let after = listed
-        .split("installed (moat adapter list):")
+        .split("installed (moat adapter install|inspect|remove):")
         .nth(1)
         .unwrap_or_else(|| panic!("{listed}"));
     assert!(after.trim_start().starts_with("probe"), "{listed}");

@@ -590,12 +590,13 @@ fn a_run_on_a_cluster_works_in_a_workspace_its_worker_makes_and_its_changes_come
         std::fs::read_to_string(root.join("notes.txt")).unwrap(),
         "one\nremote\n"
     );
+    // Applied again: its changes are there already, and it says so.
     let again = on_cluster(&["apply", &id]);
-    assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
+    ok(&again);
     assert!(
-        text(&again.stderr).contains("do not apply"),
+        text(&again.stdout).contains("are already in"),
         "{}",
-        text(&again.stderr)
+        text(&again.stdout)
     );
 
     // Removed: the local snapshot and the changes kept by the cluster.
@@ -604,4 +605,89 @@ fn a_run_on_a_cluster_works_in_a_workspace_its_worker_makes_and_its_changes_come
     assert!(!git(root, &["branch"]).contains("moat/"));
     let gone = on_cluster(&["diff", &id]);
     assert_eq!(gone.status.code(), Some(2), "{}", text(&gone.stderr));
+}
+
+#[test]
+fn an_agents_git_init_is_reviewed_and_applied_as_files_and_review_says_what_it_finds() {
+    let setup = Setup::new();
+    let root = setup.root.display().to_string();
+    // The agent makes a project of its own (as `cargo new` does: a
+    // repository, no commit) inside its worktree. (Contained, git may not
+    // read the user's configuration: it is told to read none.)
+    let agent = "mkdir -p generated && cd generated && \
+                 GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 git init --quiet && \
+                 printf 'fn main() {}\\n' > main.rs; exit 0";
+    let cli = StandIn::new("claude", "claude", "text", None, agent);
+    let run = |prompt: &str, cli: &StandIn| {
+        setup
+            .moat()
+            .args(["run", "claude-code", prompt, "--trust", "unrestricted"])
+            .args([
+                "--workspace",
+                "worktree",
+                "--allow-write",
+                &root,
+                "--cwd",
+                &root,
+            ])
+            .args(cli.grant_flags())
+            .args(["--extra", &cli.extra()])
+            .args(["--output", "json"])
+            .output()
+            .unwrap()
+    };
+    let output = run("make a project", &cli);
+    ok(&output);
+    let id: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let id = id["runId"].as_str().unwrap().to_owned();
+    let diff = setup.moat().args(["diff", &id]).output().unwrap();
+    ok(&diff);
+    assert!(
+        text(&diff.stdout).contains("+++ b/generated/main.rs"),
+        "{}",
+        text(&diff.stdout)
+    );
+    let applied = setup.moat().args(["apply", &id]).output().unwrap();
+    ok(&applied);
+    assert!(setup.root.join("generated/main.rs").is_file());
+    assert!(
+        !setup.root.join("generated/.git").exists(),
+        "files, not a repository"
+    );
+    // Applied twice: said so, and nothing fails.
+    let again = setup.moat().args(["apply", &id]).output().unwrap();
+    ok(&again);
+    assert!(
+        text(&again.stdout).contains("are already in")
+            && text(&again.stdout).contains("nothing was changed"),
+        "{}",
+        text(&again.stdout)
+    );
+    // A run that changed nothing: its diff says so (on stderr; stdout, a
+    // patch, stays empty).
+    let idle = StandIn::new("claude", "claude", "text", None, "exit 0");
+    let output = run("look only", &idle);
+    ok(&output);
+    let idle_id: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let idle_id = idle_id["runId"].as_str().unwrap();
+    let diff = setup.moat().args(["diff", idle_id]).output().unwrap();
+    ok(&diff);
+    assert!(diff.stdout.is_empty());
+    assert!(
+        text(&diff.stderr).contains(&format!("run {idle_id} changed nothing in its workspace")),
+        "{}",
+        text(&diff.stderr)
+    );
+    // The listing's columns hold their widest cell (a branch named after
+    // the run's id is wider than the old fixed column).
+    let listed = setup.moat().args(["workspace", "ls"]).output().unwrap();
+    ok(&listed);
+    let listed = text(&listed.stdout);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 3, "{listed}");
+    let dir_column = |line: &str| line.find(&setup.workspaces.display().to_string());
+    let header_dir = lines[0].find("DIR").unwrap();
+    for line in &lines[1..] {
+        assert_eq!(dir_column(line), Some(header_dir), "{listed}");
+    }
 }

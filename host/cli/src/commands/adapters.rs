@@ -11,6 +11,7 @@ use moat_engine::Adapter;
 use moat_launch::Resolver;
 use moat_sandbox::Sandbox;
 
+use crate::args::{AdapterListArgs, ListFormat};
 use crate::wiring;
 
 /// How long a program's `--version` may take.
@@ -19,39 +20,69 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest version line shown.
 const MAX_VERSION: usize = 120;
 
-pub async fn adapters(sandbox: &Sandbox) -> anyhow::Result<ExitCode> {
+/// `moat adapters` (and `moat adapter list`): every adapter a run may
+/// name, built-in then installed.
+pub async fn adapters(sandbox: &Sandbox, args: &AdapterListArgs) -> anyhow::Result<ExitCode> {
     let path = std::env::var_os("PATH");
     let resolver = Resolver::new(sandbox.clone());
+    let mut builtins = Vec::new();
     for name in builtin::names() {
         let adapter = resolver
             .resolve(name)
             .await
             .map_err(wiring::resolve_error)?
             .adapter;
-        let info = adapter.info();
-        println!("{:<14} {:<9} {}", info.name, info.version, info.description);
-        for program in &adapter.needs().programs {
-            println!("{:<24} {}", "", availability(program, path.as_deref()));
-        }
+        let programs: Vec<String> = adapter.needs().programs.clone();
+        builtins.push((adapter.info().clone(), programs));
     }
     // Installed adapters: from their manifests (`moat adapter inspect`
     // checks their bytes).
     let installed = moat_launch::catalog()
         .map_err(anyhow::Error::from)
         .and_then(|catalog| Ok(catalog.list()?));
+    if args.output == ListFormat::Json {
+        let mut listed: Vec<serde_json::Value> = builtins
+            .iter()
+            .map(|(info, programs)| {
+                serde_json::json!({
+                    "name": info.name,
+                    "version": info.version,
+                    "description": info.description,
+                    "builtIn": true,
+                    "programs": programs,
+                })
+            })
+            .collect();
+        for manifest in installed? {
+            let mut entry = serde_json::to_value(&manifest)?;
+            entry["builtIn"] = false.into();
+            listed.push(entry);
+        }
+        println!("{}", serde_json::to_string_pretty(&listed)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (info, programs) in &builtins {
+        println!("{:<14} {:<9} {}", info.name, info.version, info.description);
+        for program in programs {
+            println!("{:<24} {}", "", availability(program, path.as_deref()));
+        }
+    }
     match installed {
         Ok(installed) if !installed.is_empty() => {
-            println!("\ninstalled (moat adapter list):");
+            println!("\ninstalled (moat adapter install|inspect|remove):");
             for manifest in installed {
                 println!(
-                    "{:<14} {:<9} {}",
+                    "{:<14} {:<9} {}  {}",
                     manifest.name,
                     manifest.version,
+                    &manifest.sha256[..12.min(manifest.sha256.len())],
                     crate::render::safe::text(&manifest.description)
                 );
             }
         }
-        Ok(_) => {}
+        Ok(_) => println!(
+            "\nnone installed; `moat adapter install FILE.wasm --sha256 H` installs one by name"
+        ),
         Err(error) => println!("\ninstalled adapters: cannot list them ({error:#})"),
     }
     println!("\nAny other adapter: moat run ./path/to/adapter.wasm \"prompt\"");

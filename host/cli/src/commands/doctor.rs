@@ -180,14 +180,29 @@ fn check_git(report: &mut Report) {
 }
 
 fn check_authoring(report: &mut Report) {
-    let rust = output("rustup", &["target", "list", "--installed"])
-        .map(|out| out.lines().any(|l| l.trim() == "wasm32-wasip2"));
-    match rust {
-        Some(true) => report.line(Verdict::Ok, "Rust adapters", "the wasm32-wasip2 target"),
-        Some(false) => report.line(
+    let rustup = moat_grants::programs::locate("rustup", std::env::var_os("PATH").as_deref());
+    let targets = rustup
+        .as_deref()
+        .map(|rustup| run(rustup, &["target", "list", "--installed"]));
+    match targets {
+        Some(Some(targets)) if targets.lines().any(|l| l.trim() == "wasm32-wasip2") => {
+            report.line(Verdict::Ok, "Rust adapters", "the wasm32-wasip2 target")
+        }
+        Some(Some(_)) => report.line(
             Verdict::Missing,
             "Rust adapters",
             "the wasm32-wasip2 target (to build Rust adapters): rustup target add wasm32-wasip2",
+        ),
+        // rustup is there, and answers nothing: no toolchain for this
+        // user (a fresh HOME, another RUSTUP_HOME), not no Rust at all.
+        Some(None) => report.line(
+            Verdict::Missing,
+            "Rust adapters",
+            format!(
+                "a Rust toolchain: rustup is installed ({}), but has none in {} (to build Rust adapters): rustup default stable && rustup target add wasm32-wasip2",
+                rustup.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default(),
+                rustup_home()
+            ),
         ),
         None => report.line(
             Verdict::Missing,
@@ -269,6 +284,17 @@ fn found(program: &str) -> bool {
 }
 
 /// What `program args` prints, when it runs and succeeds.
+/// Where rustup keeps its toolchains: `RUSTUP_HOME`, else `~/.rustup`.
+fn rustup_home() -> String {
+    match std::env::var_os("RUSTUP_HOME") {
+        Some(home) => Path::new(&home).display().to_string(),
+        None => std::env::var_os("HOME").map_or_else(
+            || "~/.rustup".to_owned(),
+            |home| Path::new(&home).join(".rustup").display().to_string(),
+        ),
+    }
+}
+
 fn output(program: &str, args: &[&str]) -> Option<String> {
     let program = moat_grants::programs::locate(program, std::env::var_os("PATH").as_deref())?;
     run(&program, args)

@@ -11,9 +11,11 @@ use clap::CommandFactory;
 
 use crate::args::{Cli, CompletionsArgs, ManArgs};
 
+/// The shell's registration of moat's completion: the shell asks `moat`
+/// itself at each Tab, so adapter names and run ids complete too.
 pub fn completions(args: &CompletionsArgs) -> anyhow::Result<ExitCode> {
-    let mut command = Cli::command();
-    clap_complete::generate(args.shell, &mut command, "moat", &mut std::io::stdout());
+    crate::complete::registration(args.shell, &mut std::io::stdout().lock())
+        .context("cannot write the completion script")?;
     Ok(ExitCode::SUCCESS)
 }
 

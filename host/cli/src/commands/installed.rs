@@ -11,7 +11,7 @@ use moat_grants::Grants;
 use moat_installed::{Downloader, Manifest, sha256_hex, valid_name};
 use moat_sandbox::Sandbox;
 
-use crate::args::{AdapterCommand, AdapterListArgs, InstallArgs, ListFormat};
+use crate::args::{AdapterCommand, InstallArgs};
 use crate::{UsageError, render};
 
 /// The largest component accepted for installing.
@@ -22,18 +22,19 @@ const DOWNLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600
 /// The subcommands that need no sandbox: `Some` when it was one of them.
 pub fn without_sandbox(command: &AdapterCommand) -> Option<anyhow::Result<ExitCode>> {
     match command {
-        AdapterCommand::List(args) => Some(list(args)),
         AdapterCommand::Remove(args) => Some(remove(&args.name)),
         AdapterCommand::Inspect(args) => Some(inspect(&args.name)),
-        AdapterCommand::Install(_) => None,
+        AdapterCommand::Install(_) | AdapterCommand::List(_) => None,
     }
 }
 
-/// `moat adapter install`.
+/// `moat adapter install` and `list` (the built-ins' `info()` is read
+/// from their components).
 pub async fn adapter(sandbox: &Sandbox, command: AdapterCommand) -> anyhow::Result<ExitCode> {
     match command {
         AdapterCommand::Install(args) => install(sandbox, *args).await,
-        other => without_sandbox(&other).unwrap_or_else(|| unreachable!("install is above")),
+        AdapterCommand::List(args) => super::adapters(sandbox, &args).await,
+        other => without_sandbox(&other).unwrap_or_else(|| unreachable!("handled above")),
     }
 }
 
@@ -149,28 +150,6 @@ async fn install(sandbox: &Sandbox, args: InstallArgs) -> anyhow::Result<ExitCod
     }
     println!("its runs get:");
     print_grants(&manifest.grants);
-    Ok(ExitCode::SUCCESS)
-}
-
-fn list(args: &AdapterListArgs) -> anyhow::Result<ExitCode> {
-    let installed = catalog()?.list()?;
-    if args.output == ListFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&installed)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if installed.is_empty() {
-        println!("no adapters installed; `moat adapter install FILE.wasm --sha256 H` installs one");
-        return Ok(ExitCode::SUCCESS);
-    }
-    for manifest in installed {
-        println!(
-            "{:<20} {:<10} {}  {}",
-            manifest.name,
-            manifest.version,
-            &manifest.sha256[..12.min(manifest.sha256.len())],
-            render::safe::text(&manifest.description)
-        );
-    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -10,7 +10,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Prepared, Resolver};
-use moat_runs::Runs;
+use moat_runs::{RunId, Runs};
 use moat_sandbox::{Confinement, SandboxConfig};
 
 use super::drive::render_until_done;
@@ -96,7 +96,10 @@ pub async fn run(
         writeln!(stdout, "{id}").and_then(|()| stdout.flush())?;
         render::silent()
     } else {
-        render::for_format(render::default_format(args.output))
+        render::for_run(
+            render::default_format(args.output),
+            prepared.id().map(RunId::as_str),
+        )
     };
     // Pretty output on a terminal asks the terminal about the run's
     // requests too (`moat approve` elsewhere still answers them).
@@ -228,5 +231,13 @@ fn read_stdin() -> anyhow::Result<String> {
     std::io::stdin()
         .read_to_string(&mut prompt)
         .map_err(|e| UsageError(format!("cannot read the prompt from stdin: {e}")))?;
+    // Nothing piped in is a mistake (a file that is empty, a command that
+    // printed nothing), refused as a terminal with no prompt is.
+    if prompt.trim().is_empty() {
+        return Err(UsageError(
+            "no prompt: stdin was empty; pipe the prompt in, or pass it after the adapter".into(),
+        )
+        .into());
+    }
     Ok(prompt)
 }

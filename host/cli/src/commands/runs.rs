@@ -50,7 +50,30 @@ pub async fn ps(globals: &Globals, args: &PsArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     print!("{}", runs_table(&listed, args.no_trunc));
+    if listed.is_empty() && only_live_asked(args) {
+        // Only the live ones are listed by default: a user who ran
+        // something a moment ago sees a bare header otherwise.
+        let all = RunFilter {
+            statuses: Vec::new(),
+            limit: Some(1),
+            ..filter
+        };
+        if let Some(newest) = runs.list(&all).await.map_err(wiring::runs_error)?.first() {
+            eprintln!(
+                "no live runs; the newest is {} ({}, {}, {} ago): `moat ps --all` lists ended ones",
+                newest.id,
+                safe::text(&newest.run.adapter),
+                outcome(newest),
+                ago(moat_engine::now_ms().saturating_sub(newest.created_ms))
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `ps` lists only live runs because nothing else was asked for.
+fn only_live_asked(args: &PsArgs) -> bool {
+    args.status.is_empty() && !args.all && args.parent.is_none()
 }
 
 /// How often `ps --watch` looks again.
@@ -142,7 +165,7 @@ pub fn runs_table(runs: &[RunRecord], full_ids: bool) -> String {
             age,
             took,
             tokens(run).map_or_else(|| "-".into(), |t| t.to_string()),
-            first_line(&run.run.prompt),
+            prompt_shown(run),
         );
     }
     table
@@ -244,6 +267,9 @@ fn print_show(
     }
     println!("prompt       {}", safe::text(&run.run.prompt));
     super::approvals::print_requests(requests);
+    if let Some(usage) = run.usage() {
+        println!("usage        {}", render::usage_summary(&usage));
+    }
     if let Some(done) = &run.done {
         println!("done         {}", safe::text(&done.to_string()));
     }
@@ -259,23 +285,26 @@ pub async fn logs(globals: &Globals, args: &LogsArgs) -> anyhow::Result<ExitCode
         (true, None) => OutputFormat::Pretty,
         (_, asked) => render::default_format(asked),
     };
-    let mut renderer = match (args.timestamps, format) {
-        (false, format) => render::for_format(format),
-        (true, OutputFormat::Pretty) => render::pretty_with_times(),
-        (true, _) => {
-            return Err(UsageError(
-                "-t shows times in pretty output; NDJSON events carry their `timestamp`, \
-                 and json is one result"
-                    .into(),
-            )
-            .into());
-        }
-    };
+    if args.timestamps && format != OutputFormat::Pretty {
+        return Err(UsageError(
+            "-t shows times in pretty output; NDJSON events carry their `timestamp`, \
+             and json is one result"
+                .into(),
+        )
+        .into());
+    }
     let runs = wiring::runs(globals, "moat logs").await?;
     let id = runs.find(&args.run).await.map_err(wiring::runs_error)?;
     let from = match args.tail {
         Some(tail) => stored_count(runs.as_ref(), &id).await?.saturating_sub(tail),
         None => 0,
+    };
+    let mut renderer = match args.timestamps {
+        true => render::pretty_with_times(),
+        // From its first event: printed as `moat run` printed it, the run
+        // named on the first line.
+        false if from == 0 => render::for_run(format, Some(id.as_str())),
+        false => render::for_format(format),
     };
     let since = args.since.map(|time| {
         let ms = time
@@ -531,9 +560,18 @@ fn limits_shown(limits: &moat_runs::RecordedLimits) -> String {
 
 /// Input and output tokens of the run's `done`, when it reported them.
 fn tokens(run: &RunRecord) -> Option<u64> {
-    let tokens = run.done.as_ref()?.get("usage")?.get("tokens")?;
-    let count = |side: &str| tokens.get(side)?.get("total")?.as_u64();
-    Some(count("input").unwrap_or(0) + count("output").unwrap_or(0))
+    let tokens = run.usage()?.tokens?;
+    Some(tokens.input.total.saturating_add(tokens.output.total))
+}
+
+/// What a row shows of a run's prompt: its first line, led by the part
+/// the run plays when it has one (a workflow's task: its assembled
+/// prompt starts alike for every task).
+fn prompt_shown(run: &RunRecord) -> String {
+    match &run.run.role {
+        Some(role) => format!("{}: {}", safe::text(role), first_line(&run.run.prompt)),
+        None => first_line(&run.run.prompt),
+    }
 }
 
 fn first_line(prompt: &str) -> String {

@@ -6,8 +6,10 @@ use std::io::Write;
 use std::process::{ExitCode, Stdio};
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use moat_launch::{LaunchError, RunWorkspace};
-use moat_ui::{DiffSource, Settings, Ui};
+use moat_runs::RunId;
+use moat_ui::{DiffSource, Settings, Ui, Workspaces};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -21,7 +23,12 @@ pub async fn ui(globals: &Globals, args: &UiArgs) -> anyhow::Result<ExitCode> {
         port: args.port,
         diff: wiring::workspace_root(globals)
             .ok()
-            .map(|root| diffs(place.clone(), root)),
+            .map(|root| -> DiffSource {
+                Arc::new(PlaceWorkspaces {
+                    place: place.clone(),
+                    root,
+                })
+            }),
         answerer: answerer(),
     };
     let ui = Ui::bind(runs, settings).await.map_err(|error| {
@@ -49,11 +56,21 @@ pub async fn ui(globals: &Globals, args: &UiArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A run's workspace diff, as `moat diff RUN` prints it (without colour).
-fn diffs(place: Arc<moat_launch::Place>, root: std::path::PathBuf) -> DiffSource {
-    Arc::new(move |id| {
-        let place = place.clone();
-        let root = root.clone();
+/// Runs' workspaces under `root`, found as `moat diff` finds them.
+struct PlaceWorkspaces {
+    place: Arc<moat_launch::Place>,
+    root: std::path::PathBuf,
+}
+
+impl Workspaces for PlaceWorkspaces {
+    fn has(&self, id: &RunId) -> bool {
+        RunWorkspace::find(self.place.cluster(), &self.root, id).is_ok()
+    }
+
+    /// As `moat diff RUN` prints it (without colour).
+    fn diff(&self, id: RunId) -> BoxFuture<'static, Result<Option<String>, String>> {
+        let place = self.place.clone();
+        let root = self.root.clone();
         Box::pin(async move {
             let workspace = match RunWorkspace::find(place.cluster(), &root, &id) {
                 Ok(workspace) => workspace,
@@ -68,7 +85,7 @@ fn diffs(place: Arc<moat_launch::Place>, root: std::path::PathBuf) -> DiffSource
                 .map_err(|e| e.to_string())?;
             Ok(Some(String::from_utf8_lossy(&diff).into_owned()))
         })
-    })
+    }
 }
 
 /// Who answers from the page, as the run's record keeps it.

@@ -22,6 +22,14 @@ pub async fn diff(globals: &Globals, args: &DiffArgs) -> anyhow::Result<ExitCode
         .diff(args.stat, color)
         .await
         .map_err(wiring::launch_error)?;
+    if diff.is_empty() {
+        // Said on stderr: a diff piped to a file stays empty.
+        eprintln!(
+            "moat: run {} changed nothing in its workspace",
+            workspace.workspace.run
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&diff)?;
     stdout.flush()?;
@@ -43,13 +51,18 @@ pub async fn apply(globals: &Globals, args: &ApplyArgs) -> anyhow::Result<ExitCo
         ))
         .into());
     }
-    match found.apply().await.map_err(wiring::launch_error)? {
-        0 => println!("{}: nothing changed", workspace.run),
-        _ => println!(
+    match found.apply().await {
+        Ok(0) => println!("{}: nothing changed", workspace.run),
+        Ok(_) => println!(
             "{}: applied to {}",
             workspace.run,
             workspace.project.display()
         ),
+        // Applying twice is not a mistake worth failing a script for.
+        Err(moat_launch::LaunchError::Workspace(
+            already @ moat_workspace::WorkspaceError::AlreadyApplied { .. },
+        )) => println!("{already}"),
+        Err(error) => return Err(wiring::launch_error(error)),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -65,23 +78,49 @@ async fn list(globals: &Globals) -> anyhow::Result<ExitCode> {
     let root = wiring::workspace_root(globals)?;
     let workspaces = Workspace::list(&root).map_err(workspace_error)?;
     let runs = wiring::runs(globals, "moat workspace").await?;
-    println!(
-        "{:<28}  {:<10}  {:<9}  {:<24}  DIR",
-        "RUN", "STATUS", "MODE", "BASE"
-    );
+    let mut rows = vec![[
+        "RUN".to_owned(),
+        "STATUS".to_owned(),
+        "MODE".to_owned(),
+        "BASE".to_owned(),
+        "DIR".to_owned(),
+    ]];
     for workspace in workspaces {
         let status = status_of(runs.as_ref(), &workspace).await;
         let base = match &workspace.branch {
             Some(branch) => format!("{} ({branch})", short(&workspace.base)),
             None => short(&workspace.base).to_owned(),
         };
-        println!(
-            "{:<28}  {:<10}  {:<9}  {:<24}  {}",
-            workspace.run,
+        rows.push([
+            workspace.run.clone(),
             status.map_or("unknown".to_owned(), |s| s.to_string()),
-            workspace.mode.as_str(),
+            workspace.mode.as_str().to_owned(),
             base,
-            where_it_is(&workspace)
+            where_it_is(&workspace),
+        ]);
+    }
+    // Each column as wide as its widest cell: a branch or a path never
+    // runs into the next one.
+    let widths: Vec<usize> = (0..4)
+        .map(|column| {
+            rows.iter()
+                .map(|row| row[column].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        println!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -178,6 +217,7 @@ pub fn workspace_error(error: moat_workspace::WorkspaceError) -> anyhow::Error {
     match error {
         moat_workspace::WorkspaceError::NotFound(_)
         | moat_workspace::WorkspaceError::Conflict { .. }
+        | moat_workspace::WorkspaceError::AlreadyApplied { .. }
         | moat_workspace::WorkspaceError::Dirty { .. }
         | moat_workspace::WorkspaceError::Project(_) => UsageError(error.to_string()).into(),
         other => anyhow::Error::new(other),

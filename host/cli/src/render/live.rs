@@ -103,16 +103,14 @@ pub fn compile_watcher() -> Option<CompileWatcher> {
                         .map_or_else(|| origin.to_owned(), |n| n.to_string_lossy().into_owned()),
                     false => origin.to_owned(),
                 };
-                let spinner = ProgressBar::new_spinner();
-                if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
-                    spinner.set_style(style);
-                }
-                spinner.set_message(format!(
-                    "compiling {} ({}), once: later runs of it start at once",
-                    super::safe::text(&name),
-                    bytesize::ByteSize::b(size_bytes).display().iec()
-                ));
-                spinner.enable_steady_tick(Duration::from_millis(100));
+                let spinner = spinner(
+                    "{spinner} {msg} ({elapsed})",
+                    format!(
+                        "compiling {} ({}), once: later runs of it start at once",
+                        super::safe::text(&name),
+                        bytesize::ByteSize::b(size_bytes).display().iec()
+                    ),
+                );
                 set_spinner(Some(spinner.clone()));
                 *shown = Some(spinner);
             }
@@ -124,4 +122,63 @@ pub fn compile_watcher() -> Option<CompileWatcher> {
             }
         }
     })))
+}
+
+/// A spinner on stderr, ticking, drawn with `template` and saying
+/// `message`.
+pub fn spinner(template: &str, message: String) -> ProgressBar {
+    let spinner = ProgressBar::with_draw_target(
+        None,
+        indicatif::ProgressDrawTarget::term_like(Box::new(Margined(console::Term::stderr()))),
+    );
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        spinner.set_style(style);
+    }
+    spinner.set_message(message);
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    spinner
+}
+
+/// Columns left free at the end of a spinner's line.
+const MARGIN: u16 = 4;
+
+/// stderr as indicatif draws on it, a few columns narrower than it is:
+/// indicatif fills its line to the terminal's last column, so the `^C` a
+/// terminal echoes when Ctrl-C is typed would wrap onto a line of its own,
+/// and clearing the spinner (one line) would leave the spinner's line on
+/// the screen above it.
+#[derive(Debug)]
+struct Margined(console::Term);
+
+impl indicatif::TermLike for Margined {
+    fn width(&self) -> u16 {
+        self.0.size().1.saturating_sub(MARGIN).max(1)
+    }
+    fn height(&self) -> u16 {
+        self.0.size().0
+    }
+    fn move_cursor_up(&self, n: usize) -> io::Result<()> {
+        self.0.move_cursor_up(n)
+    }
+    fn move_cursor_down(&self, n: usize) -> io::Result<()> {
+        self.0.move_cursor_down(n)
+    }
+    fn move_cursor_right(&self, n: usize) -> io::Result<()> {
+        self.0.move_cursor_right(n)
+    }
+    fn move_cursor_left(&self, n: usize) -> io::Result<()> {
+        self.0.move_cursor_left(n)
+    }
+    fn write_line(&self, s: &str) -> io::Result<()> {
+        self.0.write_line(s)
+    }
+    fn write_str(&self, s: &str) -> io::Result<()> {
+        self.0.write_str(s)
+    }
+    fn clear_line(&self) -> io::Result<()> {
+        self.0.clear_line()
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.0.flush()
+    }
 }

@@ -18,6 +18,7 @@ use moat_engine::AgentEvent;
 use super::args::OutputFormat;
 
 pub use live::{LogWriter, compile_watcher};
+pub use style::usage_summary;
 
 /// Turns a run's events into output.
 pub trait Renderer {
@@ -66,6 +67,15 @@ pub fn silent() -> Box<dyn Renderer> {
         }
     }
     Box::new(Silent)
+}
+
+/// The renderer for the events of run `id` in a format, writing to
+/// stdout: NDJSON names the run on its first line, whatever the event.
+pub fn for_run(format: OutputFormat, id: Option<&str>) -> Box<dyn Renderer> {
+    match (format, id) {
+        (OutputFormat::Ndjson, Some(id)) => Box::new(ndjson::Ndjson::of_run(io::stdout(), id)),
+        (format, _) => for_format(format),
+    }
 }
 
 /// The renderer for a format, writing to stdout.

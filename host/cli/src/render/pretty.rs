@@ -6,7 +6,7 @@
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use moat_engine::{AgentEvent, EngineCallbacks, EventPayload, JsonObject, ResultFold, codes};
 
 use super::Renderer;
@@ -240,12 +240,7 @@ impl<W: Write> Renderer for Pretty<W> {
         {
             return;
         }
-        let spinner = ProgressBar::new_spinner();
-        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}") {
-            spinner.set_style(style);
-        }
-        spinner.set_message("waiting for the agent…");
-        spinner.enable_steady_tick(Duration::from_millis(100));
+        let spinner = live::spinner("{spinner} {msg}", "waiting for the agent…".into());
         live::set_spinner(Some(spinner.clone()));
         self.spinner = Some(spinner);
     }

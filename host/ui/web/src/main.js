@@ -5,6 +5,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import dagre from '@dagrejs/dagre';
 import './app.css';
+import { fold, newEvents } from './fold.js';
 
 const html = htm.bind(h);
 const TOKEN = new URLSearchParams(location.search).get('token') || '';
@@ -50,15 +51,22 @@ function duration(run, now) {
   if (!run.startedMs) return '-';
   return span((run.endedMs || now) - run.startedMs);
 }
+// Usage is cligent's shape (`tokens.totals.input.total`, `cost.amount`
+// with its `currency`); events stored before moat wrote it have the
+// earlier one (`tokens.input.total`, `cost.usd`), read the same.
 function cost(usage, spent) {
-  const usd = usage?.cost?.usd ?? spent?.usd;
-  return usd == null ? '-' : `$${Number(usd).toFixed(4)}`;
+  const c = usage?.cost;
+  const amount = c?.amount ?? c?.usd ?? spent?.usd;
+  if (amount == null) return '-';
+  const currency = c?.currency ?? 'USD';
+  return currency === 'USD' ? `$${Number(amount).toFixed(4)}` : `${Number(amount).toFixed(4)} ${currency}`;
 }
 function tokens(usage) {
   const t = usage?.tokens;
   if (!t) return '-';
-  const input = t.input?.total ?? t.input;
-  const output = t.output?.total ?? t.output;
+  const totals = t.totals ?? t;
+  const input = totals.input?.total;
+  const output = totals.output?.total;
   if (input == null && output == null) return '-';
   return `${input ?? '?'} → ${output ?? '?'}`;
 }
@@ -172,10 +180,10 @@ function RunsPage() {
             <td>${run.adapter}</td>
             <td>${ago(run.createdMs, now)}</td>
             <td class="num">${duration(run, now)}</td>
-            <td class="num">${cost(run.usage, run.spent)}</td>
-            <td class="num">${tokens(run.usage)}</td>
+            <td class="num" data-col="cost">${cost(run.usage, run.spent)}</td>
+            <td class="num" data-col="tokens">${tokens(run.usage)}</td>
             <td class="mono">${run.parent ? html`<a href=${`#/run/${run.parent}`}>${shortId(run.parent)}</a>` : ''}</td>
-            <td class="prompt" title=${run.prompt}>${brief(run.prompt, 80)}</td>
+            <td class="prompt" title=${run.prompt}>${run.role && html`<b class="role">${run.role}</b> `}${brief(run.prompt, 80)}</td>
           </tr>`)}
       </tbody>
     </table>`;
@@ -188,7 +196,7 @@ function RunsPage() {
 function useEvents(id) {
   const store = useRef(null);
   const [, setTick] = useState(0);
-  if (!store.current) store.current = { answer: '', segment: 0, items: [], tools: new Map(), count: 0, ended: false, error: null };
+  if (!store.current) store.current = newEvents();
   useEffect(() => {
     const s = store.current;
     let scheduled = false;
@@ -211,38 +219,8 @@ function useEvents(id) {
   return store.current;
 }
 
-function fold(s, event) {
-  s.count += 1;
-  const p = event.payload || {};
-  switch (event.type) {
-    case 'text_delta':
-      s.answer += p.delta || '';
-      return;
-    case 'text':
-      // A whole message: the deltas before it, complete (or a message
-      // sent without deltas).
-      if (s.answer.length > s.segment) s.answer = s.answer.slice(0, s.segment);
-      else if (s.answer && !s.answer.endsWith('\n')) s.answer += '\n';
-      s.answer += p.content || '';
-      s.segment = s.answer.length;
-      return;
-    case 'tool_use': {
-      const item = { kind: 'tool', use: p, result: null };
-      s.tools.set(p.toolUseId, item);
-      s.items.push(item);
-      return;
-    }
-    case 'tool_result': {
-      const item = s.tools.get(p.toolUseId);
-      if (item) item.result = p;
-      else s.items.push({ kind: 'tool', use: { toolName: p.toolName, toolUseId: p.toolUseId }, result: p });
-      return;
-    }
-    default:
-      s.items.push({ kind: event.type, payload: p, at: event.timestamp });
-      // Keep the page light on very long runs: the oldest items go.
-      if (s.items.length > 5000) s.items.splice(0, s.items.length - 5000);
-  }
+function plural(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
 }
 
 function EventItem({ item }) {
@@ -269,7 +247,7 @@ function EventItem({ item }) {
     case 'done': {
       const u = p.usage || {};
       return html`<div class=${`ev done ${p.status === 'success' ? '' : 'bad'}`} id="done">done: ${p.status}
-        <span class="muted"> · ${span(p.durationMs)} · ${u.toolUses ?? 0} tool calls · tokens ${tokens(u)} · cost ${cost(u)}</span></div>`;
+        <span class="muted"> · ${span(p.durationMs)} · ${plural(u.toolUses ?? 0, 'tool call', 'tool calls')} · tokens ${tokens(u)} · cost ${cost(u)}</span></div>`;
     }
     default:
       return html`<div class="ev"><details><summary class="muted">${item.kind}</summary><pre class="json">${JSON.stringify(p, null, 2)}</pre></details></div>`;

@@ -6,6 +6,7 @@
 //   MOAT_TEST_FLOOD       the flood testing component (N text deltas)
 //   MOAT_TEST_SLEEPY      the sleepy testing component (a tick per sleep)
 //   MOAT_TEST_ESCAPE      the escape testing component (reaches for hosts)
+//   MOAT_TEST_TOOL_USER   the tool-user testing component (calls the tools named)
 //   MOAT_UI_EXAMPLE       examples/workflows/pipeline
 //   MOAT_UI_SCREENSHOTS   where ui-*.png are written (docs/images)
 //   MOAT_UI_NATS          optional: a NATS URL with one worker on it
@@ -14,7 +15,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,9 +25,10 @@ const BIN = process.env.MOAT_BIN;
 const FLOOD = process.env.MOAT_TEST_FLOOD;
 const SLEEPY = process.env.MOAT_TEST_SLEEPY;
 const ESCAPE = process.env.MOAT_TEST_ESCAPE;
+const TOOL_USER = process.env.MOAT_TEST_TOOL_USER;
 const SHOTS = process.env.MOAT_UI_SCREENSHOTS;
 const NATS = process.env.MOAT_UI_NATS || '';
-for (const [name, value] of Object.entries({ BIN, FLOOD, SLEEPY, ESCAPE, SHOTS })) {
+for (const [name, value] of Object.entries({ BIN, FLOOD, SLEEPY, ESCAPE, TOOL_USER, SHOTS })) {
   if (!value) throw new Error(`${name} is not set: run this suite from tests/all/ui.rs`);
 }
 
@@ -159,16 +161,28 @@ describe('moat ui', () => {
   });
 
   test('a workflow page shows the example pipeline\'s DAG, every task completed', async () => {
-    const project = mkdtempSync(join(tmpdir(), 'moat-ui-pipeline-'));
+    // Run as the README runs it: the file named by a path relative to
+    // where moat runs, not to the workflow's own directory.
+    const parent = mkdtempSync(join(tmpdir(), 'moat-ui-pipeline-'));
+    const project = join(parent, 'examples', 'pipeline');
+    mkdirSync(project, { recursive: true });
     const example = process.env.MOAT_UI_EXAMPLE;
     for (const name of readdirSync(example)) {
       if (statSync(join(example, name)).isFile()) cpSync(join(example, name), join(project, name));
     }
-    moat(['workflow', 'run', 'workflow.toml', '--output', 'ndjson'], { cwd: project });
+    moat(['workflow', 'run', 'examples/pipeline/workflow.toml', '--output', 'ndjson'], { cwd: parent });
     const runs = JSON.parse(moat(['ps', '--all', '--output', 'json']));
     const record = runs.find((run) => run.adapter === 'workflow');
     assert.ok(record, 'the workflow is recorded');
+    // Its tasks' runs are listed by the task they are an attempt of.
+    const attempts = runs.filter((run) => run.parent === record.id);
+    assert.deepEqual([...new Set(attempts.map((run) => run.role))].sort(), ['design', 'implement', 'requirements', 'review']);
     await page.goto(ui.url);
+    for (const attempt of attempts) {
+      const role = page.locator(`tr[data-run-id="${attempt.id}"] b.role`);
+      await role.waitFor({ timeout: 10000 });
+      assert.equal(await role.textContent(), attempt.role);
+    }
     await page.click(`tr[data-run-id="${record.id}"] a`);
     await page.waitForSelector('#dag g.node');
     const tasks = page.locator('#dag g.node');
@@ -217,6 +231,41 @@ describe('moat ui', () => {
     const diff = page.locator('pre.diff');
     await diff.waitFor({ timeout: 10000 });
     assert.match(await diff.textContent(), /\+\+\+ b\/b\.txt.*\+written by the run/s);
+  });
+
+  test('a run\'s page counts its tool calls in words and offers no diff without a workspace', async () => {
+    const id = detached([TOOL_USER, 'Read']);
+    await page.goto(`${ui.url}#/run/${id}`);
+    const done = page.locator('#done');
+    await done.waitFor({ timeout: 15000 });
+    assert.match(await done.textContent(), /· 1 tool call ·/);
+    await page.locator('#run-status[data-status="completed"]').waitFor({ timeout: 10000 });
+    assert.equal(await page.locator('#show-diff').count(), 0, 'no workspace, no diff to show');
+  });
+
+  test('moat ui ends at once on SIGTERM with pages connected', async () => {
+    const other = await startUi();
+    const live = detached([SLEEPY, '300 cooperate']);
+    const pages = [];
+    try {
+      for (const hash of ['', `#/run/${live}`]) {
+        const open = await browser.newPage();
+        await open.goto(`${other.url}${hash}`);
+        pages.push(open);
+      }
+      await pages[1].locator('#run-status[data-status="running"]').waitFor({ timeout: 15000 });
+      const ended = new Promise((resolve) => other.child.on('exit', resolve));
+      const asked = Date.now();
+      other.child.kill('SIGTERM');
+      await ended;
+      const took = Date.now() - asked;
+      // Its shutdown waits up to 2 s for what is left: nothing should be.
+      assert.ok(took < 1500, `moat ui took ${took} ms to end`);
+      console.log(`# moat ui ended ${took} ms after SIGTERM, two pages connected`);
+    } finally {
+      for (const open of pages) await open.close();
+      moat(['cancel', live]);
+    }
   });
 
   test('the runs page, with a workflow, its tasks and a live run', async () => {

@@ -522,8 +522,10 @@ fn record(
         adapter: "workflow".into(),
         component_sha256: workflow.hash.clone(),
         prompt: format!("{} ({})", workflow.name, workflow.file.display()),
+        // The file by its absolute path: the record is read from anywhere
+        // (`moat ui`, `moat ps` in another directory).
         options: serde_json::json!({
-            "file": workflow.file,
+            "file": std::path::absolute(&workflow.file).unwrap_or_else(|_| workflow.file.clone()),
             "project": workflow.project,
         }),
         grants,
@@ -536,6 +538,7 @@ fn record(
                 max_tokens: budget.tokens,
                 ..moat_runs::RecordedLimits::of(&moat_launch::limits::unbounded())
             }),
+        role: None,
     };
     store
         .create_run(&run)
