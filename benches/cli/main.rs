@@ -1,4 +1,4 @@
-//! `cargo bench -p moat --bench cli`: the whole `moat` process, as a user
+//! `cargo bench -p moat-benches --bench cli`: the whole `moat` process, as a user
 //! runs it from a shell (docs/performance.md, "The whole process"):
 //!
 //! 1. `moat run echo hi` from spawn to exit with a warm compile cache,

@@ -1,4 +1,4 @@
-//! `cargo bench -p moat --bench workspace`: what a run's workspace costs
+//! `cargo bench -p moat-benches --bench workspace`: what a run's workspace costs
 //! (docs/performance.md, "Workspaces"), for a git repository of 10,000
 //! files of 1 KiB, each beside what it is made of, in the same run:
 //!

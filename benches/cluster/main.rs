@@ -1,4 +1,4 @@
-//! The cluster backend beside the local one: `cargo bench -p moat --bench
+//! The cluster backend beside the local one: `cargo bench -p moat-benches --bench
 //! cluster`.
 //!
 //! A real `nats-server` (JetStream, loopback, temporary storage) and real

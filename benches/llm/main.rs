@@ -1,4 +1,4 @@
-//! The LLM adapters' streaming benchmark: `cargo bench -p moat --bench llm`.
+//! The LLM adapters' streaming benchmark: `cargo bench -p moat-benches --bench llm`.
 //!
 //! A server on 127.0.0.1 streams an answer of 10,000 text deltas, one SSE
 //! event per write, in each vendor's wire format. Two clients read it, in
@@ -384,7 +384,7 @@ fn main() {
 
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     let mut summary = format!(
-        "# moat LLM adapter benchmark\n\n- command: `cargo bench -p moat --bench llm`\n- date: {date}\n- load average: {}\n- {rounds} rounds per side, medians; a loopback server on 127.0.0.1\n\n| figure | wasm (built-in via host) | native client | overhead |\n|---|---|---|---|\n",
+        "# moat LLM adapter benchmark\n\n- command: `cargo bench -p moat-benches --bench llm`\n- date: {date}\n- load average: {}\n- {rounds} rounds per side, medians; a loopback server on 127.0.0.1\n\n| figure | wasm (built-in via host) | native client | overhead |\n|---|---|---|---|\n",
         load_average()
     );
     for row in &rows {

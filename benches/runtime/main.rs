@@ -1,4 +1,4 @@
-//! The core runtime benchmark: `cargo bench -p moat --bench runtime`.
+//! The core runtime benchmark: `cargo bench -p moat-benches --bench runtime`.
 //!
 //! Four figures, each measured for a Wasm component and, in the same run
 //! and through the same engine, for a native in-process adapter, so the

@@ -1,4 +1,4 @@
-//! `cargo bench -p moat --bench otel`: what exporting traces costs a run
+//! `cargo bench -p moat-benches --bench otel`: what exporting traces costs a run
 //! whose collector is down (docs/performance.md, "OpenTelemetry"): the
 //! whole `moat run echo hi` process with `OTEL_EXPORTER_OTLP_ENDPOINT`
 //! pointing at a port nobody listens on, beside the same command without

@@ -1,5 +1,5 @@
-//! What every benchmark of the `moat` crate shares: where results go and
-//! how busy the machine was. Included by each bench with `#[path]`.
+//! What every benchmark shares: where results go, how busy the machine
+//! was, and the `moat` binary. Included by each bench with `#[path]`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,8 +15,16 @@ pub fn full_run() -> bool {
 /// Where summaries and the compiled-component cache go: under the
 /// workspace's target directory.
 pub fn bench_dir() -> PathBuf {
-    // This crate is host/cli.
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/moat-bench")
+    // This crate is benches/, at the workspace's root.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/moat-bench")
+}
+
+/// The real `moat` binary, built by cargo in this bench's own profile (a
+/// bench of another package is not handed it as `CARGO_BIN_EXE_moat`).
+#[allow(dead_code)]
+pub fn moat_bin() -> &'static Path {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| moat_testkit::helper_binary("moat", "moat"))
 }
 
 /// The 1, 5 and 15 minute load averages, from /proc/loadavg: figures
@@ -38,7 +46,7 @@ pub fn load_average() -> String {
 /// `store` and quiet logs (the benches that run it; not every one does).
 #[allow(dead_code)]
 pub fn moat(store: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_moat"));
+    let mut command = Command::new(moat_bin());
     command
         .env("MOAT_CACHE_DIR", bench_dir().join("cache"))
         .env("MOAT_STORE", store)

@@ -37,7 +37,10 @@ pub fn render(rows: &[Row], notes: &[String]) -> String {
     let mut out = String::new();
     let date = humantime::format_rfc3339_seconds(SystemTime::now());
     let _ = writeln!(out, "# moat runtime benchmark\n");
-    let _ = writeln!(out, "- command: `cargo bench -p moat --bench runtime`");
+    let _ = writeln!(
+        out,
+        "- command: `cargo bench -p moat-benches --bench runtime`"
+    );
     let _ = writeln!(out, "- date: {date}");
     let _ = writeln!(out, "- machine: {}\n", machine());
     let _ = writeln!(

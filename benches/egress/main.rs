@@ -1,4 +1,4 @@
-//! `cargo bench -p moat --bench egress`: what containing the programs a run
+//! `cargo bench -p moat-benches --bench egress`: what containing the programs a run
 //! starts costs (docs/performance.md, "Spawned programs: containment and
 //! the proxy"). Every figure is measured beside its baseline in the same
 //! bench run, through the real `moat` binary and the testing `escape`
@@ -616,7 +616,7 @@ fn report(
 
 /// What `moat inspect` says of the network containment here.
 fn containment_here() -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_moat"))
+    let output = Command::new(common::moat_bin())
         .args(["inspect", ESCAPE])
         .stderr(Stdio::null())
         .output();

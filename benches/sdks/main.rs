@@ -1,4 +1,4 @@
-//! Adapters in three languages: `cargo bench -p moat --bench sdks`.
+//! Adapters in three languages: `cargo bench -p moat-benches --bench sdks`.
 //!
 //! The echo adapter written in Rust (the built-in), TypeScript
 //! (adapters/typescript/echo, componentize-js) and Python
@@ -42,7 +42,7 @@ struct Echo {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn must(command: &mut Command, what: &str) {
@@ -101,7 +101,7 @@ fn build() -> Vec<Echo> {
 /// Seconds of one whole `moat run ADAPTER PROMPT`, with the cache `cache`.
 fn run(adapter: &str, prompt: &str, cache: &Path) -> f64 {
     let started = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_moat"))
+    let status = Command::new(common::moat_bin())
         .args(["run", adapter, "-", "--output", "ndjson", "--no-store"])
         .env("MOAT_CACHE_DIR", cache)
         .env_remove("MOAT_LOG")
@@ -128,7 +128,7 @@ fn run(adapter: &str, prompt: &str, cache: &Path) -> f64 {
 /// first run that loads the adapter: `samples` runs one after another.
 fn first_events_in_a_warm_server(adapter: &str, cache: &Path, samples: usize) -> Vec<f64> {
     let store = tempfile::tempdir().expect("a store of its own");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_moat"))
+    let mut server = Command::new(common::moat_bin())
         .arg("serve")
         .env("MOAT_CACHE_DIR", cache)
         .env("MOAT_STORE", store.path().join("moat.db"))

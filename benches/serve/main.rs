@@ -1,4 +1,4 @@
-//! `moat serve` under load: `cargo bench -p moat --bench serve`.
+//! `moat serve` under load: `cargo bench -p moat-benches --bench serve`.
 //!
 //! Two figures, each beside its baseline in the same run, with the real
 //! `moat` binary and the testing `flood` component:

@@ -1,4 +1,4 @@
-//! Workflows at scale: `cargo bench -p moat --bench workflow`.
+//! Workflows at scale: `cargo bench -p moat-benches --bench workflow`.
 //!
 //! The real `moat workflow run` on a fan-out/fan-in DAG of `echo` tasks —
 //! one root, every other task depending on it, one sink depending on all
