@@ -19,11 +19,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
-use moat_grants::Policy;
+use moat_launch::Policy;
+use moat_launch::request::Field;
 use serde::Deserialize;
 
 use crate::UsageError;
 use crate::args::{Cli, Command, OutputFormat};
+use crate::flags::{RequestFlags, RunFields};
 
 /// The variable naming the config file.
 pub const CONFIG_VAR: &str = "MOAT_CONFIG";
@@ -36,7 +38,6 @@ pub struct Config {
     /// What it says, as written.
     pub file: ConfigFile,
     output: Option<OutputFormat>,
-    policy: Option<Policy>,
 }
 
 /// The file's keys.
@@ -98,14 +99,13 @@ pub fn load() -> Result<Option<Config>, UsageError> {
         })
         .transpose()?;
     let beside = |file: &Path| expand(file, path.parent().unwrap_or(Path::new(".")));
-    let policy = file
-        .policy
-        .as_deref()
-        .map(|policy| Policy::load(&beside(policy)).map_err(|e| bad(e.to_string())))
-        .transpose()?;
+    // Checked now, so a mistake in it names this file; runs read it again
+    // by its path, as `--policy` is read.
+    if let Some(policy) = &file.policy {
+        Policy::load(&beside(policy)).map_err(|e| bad(e.to_string()))?;
+    }
     Ok(Some(Config {
         output,
-        policy,
         file: ConfigFile {
             store: file.store.as_deref().map(beside),
             cache_dir: file.cache_dir.as_deref().map(beside),
@@ -145,22 +145,31 @@ impl Config {
         fill(&mut cli.cache_dir, &file.cache_dir);
         fill(&mut cli.secrets, &file.secrets);
         fill(&mut cli.workspace_dir, &file.workspace_dir);
+        let policy = self
+            .file
+            .policy
+            .as_deref()
+            .map(|p| p.to_string_lossy().into_owned());
+        let defaults = |run: &mut RequestFlags<RunFields>, adapter: Option<&str>| {
+            if let Some(model) = adapter.and_then(|adapter| self.model_of(adapter)) {
+                run.default_to(Field::Model, &model);
+            }
+            if let Some(policy) = &policy {
+                run.default_to(Field::Policy, policy);
+            }
+        };
         match &mut cli.command {
             Command::Run(args) => {
                 fill(&mut args.output, &self.output);
-                fill(&mut args.run.model, &self.model_of(&args.adapter));
-                fill(&mut args.run.grants.policy, &self.policy);
+                defaults(&mut args.run, Some(&args.adapter));
             }
             Command::Parallel(args) => {
                 fill(&mut args.output, &self.output);
-                fill(&mut args.run.grants.policy, &self.policy);
+                defaults(&mut args.run, None);
             }
             // An editor's agent: the adapter's model and the policy, as
             // for `moat run`.
-            Command::Acp(args) => {
-                fill(&mut args.run.model, &self.model_of(&args.adapter));
-                fill(&mut args.run.grants.policy, &self.policy);
-            }
+            Command::Acp(args) => defaults(&mut args.run, Some(&args.adapter)),
             // `-t` asks for pretty output itself.
             Command::Logs(args) if !args.timestamps => fill(&mut args.output, &self.output),
             _ => {}

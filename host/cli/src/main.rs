@@ -9,6 +9,7 @@ mod args;
 mod commands;
 mod complete;
 mod config;
+mod flags;
 mod names;
 mod render;
 mod tasks;

@@ -29,6 +29,7 @@ impl SettingNames for FlagNames {
             Setting::MaxBudget => "--max-budget-usd",
             Setting::MaxTokens => "--max-tokens",
             Setting::Model => "--model",
+            Setting::MaxModelCalls => "--max-model-calls",
         }
         .to_owned()
     }

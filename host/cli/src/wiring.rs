@@ -42,7 +42,13 @@ pub fn sandbox_config(cli: &Cli) -> SandboxConfig {
     // `--max-memory`; `parallel` tasks may each set theirs and `inspect`
     // only describes, so they get the ceiling.
     config.info_max_memory_bytes = match &cli.command {
-        Command::Run(args) => args.run.max_memory,
+        // A request that does not read is refused by the run itself.
+        Command::Run(args) => args
+            .run
+            .request()
+            .ok()
+            .and_then(|request| request.limits.max_memory_bytes)
+            .unwrap_or(moat_engine::RunLimits::DEFAULT_MAX_MEMORY_BYTES),
         _ => MAX_MEMORY_CEILING,
     };
     // One command runs a handful of sessions at most; a server as many as
@@ -87,15 +93,35 @@ pub fn workspace_root(globals: &Globals) -> anyhow::Result<PathBuf> {
         })
 }
 
-/// The workspace `flags` ask for (`--workspace`), under the workspace root.
+/// The workspace `request` asks for (`--workspace`), under the workspace
+/// root: of its `--cwd`, else of this directory.
 pub fn workspace(
     globals: &Globals,
-    flags: &crate::args::RunFlags,
+    request: &moat_launch::RunRequest,
 ) -> anyhow::Result<Option<moat_workspace::Request>> {
-    if flags.workspace == crate::args::WorkspaceMode::None {
+    if request.workspace.is_none() {
         return Ok(None);
     }
-    Ok(flags.workspace_request(&workspace_root(globals)?))
+    let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    Ok(request.workspace_request(&workspace_root(globals)?, &here))
+}
+
+/// The run `request`'s `--parent` names, found in `runs` (none without
+/// a store: `--no-store` refuses `--parent`).
+pub async fn parent(
+    request: &moat_launch::RunRequest,
+    runs: Option<&dyn Runs>,
+) -> anyhow::Result<Option<moat_runs::RunId>> {
+    match (&request.parent, runs) {
+        (Some(text), Some(runs)) => Ok(Some(runs.find(text).await.map_err(runs_error)?)),
+        _ => Ok(None),
+    }
+}
+
+/// A request the flags cannot make: the flag, and what is wrong with it
+/// (exit 2).
+pub fn request_error(error: moat_launch::RequestError) -> anyhow::Error {
+    UsageError(error.to_string()).into()
 }
 
 /// The run store the flags name (or the default one), opened: its runs of

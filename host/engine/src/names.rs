@@ -65,6 +65,8 @@ pub enum Setting {
     MaxTokens,
     /// The model the run asks its backend for ([`RunOptions::model`](crate::RunOptions)).
     Model,
+    /// The most model calls the run (and its children) may make.
+    MaxModelCalls,
 }
 
 /// A grant that would allow a refused request.
@@ -141,6 +143,7 @@ impl SettingNames for FieldNames {
             Setting::MaxBudget => "`options.max_budget_usd`",
             Setting::MaxTokens => "`limits.max_tokens`",
             Setting::Model => "`options.model`",
+            Setting::MaxModelCalls => "`limits.max_model_calls`",
         }
         .to_owned()
     }

@@ -2,7 +2,7 @@
 //! grant exactly.
 //!
 //! Plain data, shared by the layers: the CLI (or an embedding application)
-//! decides a run's [`Grants`] from flags, a [`Policy`] file, the trust
+//! decides a run's [`Grants`] from flags, a policy file, the trust
 //! preset and the adapter's declared needs ([`GrantSources`]); the engine
 //! carries them, untouched, in the run's scope; the sandbox turns them into
 //! the run's WASI context. This crate depends on no other moat crate and
@@ -14,7 +14,6 @@
 //! - [`names`]: environment variable and program names.
 //! - [`dirs`]: directories, canonicalized when granted.
 //! - [`programs`]: programs, found on `PATH` when a run starts.
-//! - [`policy`]: the policy file (TOML).
 //! - [`sources`]: how the grants of a run are decided.
 //! - [`needs`]: what an adapter declares it needs.
 //! - [`spawn_env`]: the variables an adapter may never set for a program.
@@ -29,7 +28,6 @@ pub mod names;
 pub mod narrow;
 pub mod needs;
 pub mod net;
-pub mod policy;
 pub mod programs;
 pub mod secret;
 pub mod sources;
@@ -41,11 +39,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use dirs::{OpenDir, OpenDirs, canonical_dir};
-pub use error::{GrantError, PolicyError};
+pub use error::GrantError;
 pub use narrow::Excess;
 pub use needs::Needs;
 pub use net::{HostPattern, NetRule, Scheme};
-pub use policy::{Policy, PolicyEntry};
 pub use secret::{SecretGrant, VENDOR_KEYS, VendorKey, vendor_key};
 pub use sources::{GrantSources, Provenance};
 pub use trust::TrustLevel;
@@ -54,7 +51,7 @@ pub use trust::TrustLevel;
 /// refused.
 ///
 /// Build the directory lists with [`canonical_dir`] (the helpers of
-/// [`GrantSources`] and [`Policy`] do): the sandbox requires absolute
+/// [`GrantSources`] and a policy file do): the sandbox requires absolute
 /// paths, opens each once when the run starts, and shows it to the guest
 /// under that same path.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,12 +8,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use moat_engine::{Adapter, McpServers, RunLimits, RunOptions};
-use moat_grants::{GrantSources, Grants, OpenDirs, Policy, TrustLevel, canonical_dir, names};
+use moat_grants::{GrantSources, Grants, OpenDirs, TrustLevel, canonical_dir, names};
 use moat_runs::{RecordedLimits, RunId, RunRecord};
 use moat_sandbox::Confinement;
 
 use crate::limits::{self, AskedLimits, ParentLimits, narrow};
 use crate::refusal::{Bound, Refusal};
+use crate::request::{Policy, PolicyEntry};
 use crate::resolve::Resolved;
 
 /// How many levels of runs may hang below a run nobody nested.
@@ -100,7 +101,7 @@ impl Ceiling {
     }
 
     /// What the policy file gives runs of `resolved` (nothing without one).
-    pub fn policy_entry(&self, resolved: &Resolved) -> Result<moat_grants::PolicyEntry, Refusal> {
+    pub fn policy_entry(&self, resolved: &Resolved) -> Result<PolicyEntry, Refusal> {
         match &self.policy {
             Some(policy) => policy
                 .for_adapter(&resolved.adapter.info().name, resolved.sha256())
@@ -183,22 +184,25 @@ impl Ceiling {
             }
         };
         let trust = self.narrow_trust(asked.trust, parent)?;
+        // The policy's limits and budget for the adapter narrow the
+        // ceiling's.
+        let entry = self.policy_entry(resolved)?;
         let limits = narrow(
             &asked.limits,
             resolved.default_timeout(),
-            &self.limits,
+            &limits::lowered(&self.limits, &entry.limits),
             &self.holder,
             parent.map(ParentScope::limits).as_ref(),
         )?;
         let asked_budget = crate::Budget {
             usd: options.max_budget_usd,
             tokens: asked.limits.max_tokens,
+            calls: asked.limits.max_model_calls,
         };
-        // The policy's budget for the adapter narrows the ceiling's.
-        let entry = self.policy_entry(resolved)?;
         let most = self.budget.min(crate::Budget {
             usd: entry.max_budget_usd,
-            tokens: entry.max_tokens,
+            tokens: entry.limits.max_tokens,
+            calls: entry.limits.max_model_calls,
         });
         let budget = crate::spending::narrow(
             asked_budget,
@@ -206,6 +210,13 @@ impl Ceiling {
             &self.holder,
             parent.map(|parent| (&parent.id, parent.budget_left)),
         )?;
+        // Model calls are counted as the backend reports each one: a run
+        // whose backend does not cannot be held to a number of them.
+        if budget.calls.is_some() && !resolved.profile.is_some_and(|p| p.reports_calls) {
+            return Err(Refusal::Uncounted {
+                adapter: resolved.name().to_owned(),
+            });
+        }
         check_mcp_programs(options, &grants)?;
         let dirs = OpenDirs::open(&grants).map_err(Refusal::Dir)?;
         let approvable = match (self.answers_beyond, parent) {

@@ -848,6 +848,7 @@ fn recorded_limits(admission: &Admission) -> RecordedLimits {
     RecordedLimits {
         budget_usd: admission.budget.usd,
         max_tokens: admission.budget.tokens,
+        max_model_calls: admission.budget.calls,
         ..RecordedLimits::of(&admission.limits)
     }
 }

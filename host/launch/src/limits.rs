@@ -71,6 +71,8 @@ pub struct AskedLimits {
     /// The most tokens it (with its children) may use. (Its budget in
     /// dollars is its options' `max_budget_usd`.)
     pub max_tokens: Option<u64>,
+    /// The most model calls it (with its children) may make.
+    pub max_model_calls: Option<u64>,
 }
 
 impl AskedLimits {
@@ -87,7 +89,37 @@ impl AskedLimits {
             max_connections: Some(limits.max_connections),
             max_open_files: Some(limits.max_open_files),
             max_tokens: None,
+            max_model_calls: None,
         }
+    }
+}
+
+/// `ceiling` lowered by `most` (a policy's limits for an adapter): each
+/// limit `most` names and the ceiling exceeds, `most`'s.
+pub fn lowered(ceiling: &RunLimits, most: &AskedLimits) -> RunLimits {
+    let timeout = match (ceiling.timeout, most.timeout) {
+        (Some(a), Some(Timeout::After(b))) => Some(a.min(b)),
+        (None, Some(Timeout::After(b))) => Some(b),
+        (a, _) => a,
+    };
+    RunLimits {
+        timeout,
+        fuel: match (ceiling.fuel, most.fuel) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
+        max_memory_bytes: most.max_memory_bytes.map_or(ceiling.max_memory_bytes, |b| {
+            b.min(ceiling.max_memory_bytes)
+        }),
+        max_event_bytes: most
+            .max_event_bytes
+            .map_or(ceiling.max_event_bytes, |b| b.min(ceiling.max_event_bytes)),
+        max_connections: most
+            .max_connections
+            .map_or(ceiling.max_connections, |b| b.min(ceiling.max_connections)),
+        max_open_files: most
+            .max_open_files
+            .map_or(ceiling.max_open_files, |b| b.min(ceiling.max_open_files)),
     }
 }
 

@@ -113,7 +113,8 @@ impl Stream for Metered {
                     .as_f64()
                     .filter(|usd| usd.is_finite() && *usd >= 0.0);
                 let usd = cost.or_else(|| run.price(input, output));
-                run.charge(usd, input.saturating_add(output));
+                // One event, one model call.
+                run.charge(usd, input.saturating_add(output), 1);
             }
             EventPayload::Done(done) => {
                 let tokens = done
@@ -126,7 +127,7 @@ impl Stream for Metered {
                 let more_tokens = tokens.saturating_sub(run.tokens);
                 let more_usd = usd.map(|usd| (usd - run.usd).max(0.0));
                 if more_tokens > 0 || more_usd.is_some_and(|usd| usd > 0.0) {
-                    run.charge(more_usd, more_tokens);
+                    run.charge(more_usd, more_tokens, 0);
                 }
                 let task = passed.task;
                 let Some(run) = self.runs.remove(&task) else {
@@ -144,7 +145,8 @@ impl Stream for Metered {
                         ),
                     )
                 } else if run.meter.account.crossed() {
-                    let spent = run.meter.account.spent().words();
+                    let calls = run.meter.account.budget().calls.is_some();
+                    let spent = run.meter.account.spent().words_with_calls(calls);
                     (
                         DoneStatus::MaxBudget,
                         BUDGET_EXCEEDED,
@@ -189,7 +191,7 @@ impl Counting {
 
     /// Charges one call's usage to the run's account and those above it,
     /// recording what each has spent now.
-    fn charge(&mut self, usd: Option<f64>, tokens: u64) {
+    fn charge(&mut self, usd: Option<f64>, tokens: u64, calls: u64) {
         if usd.is_none() && tokens > 0 && self.meter.account.budget().usd.is_some() {
             tracing::info!(run = %self.meter.account.id(), "tokens without a price under a budget in dollars; stopping the run");
             self.unpriced = true;
@@ -197,7 +199,7 @@ impl Counting {
         }
         self.usd += usd.unwrap_or(0.0);
         self.tokens = self.tokens.saturating_add(tokens);
-        let charged = self.meter.account.charge(usd, tokens);
+        let charged = self.meter.account.charge(usd, tokens, calls);
         if let Some(store) = &self.meter.store {
             record(store, &charged);
         }

@@ -65,6 +65,12 @@ pub enum Refusal {
     Nesting(String),
     /// The run asks to ask for what it lacks where nobody could answer.
     Asking(String),
+    /// The run (or its parent) has a limit of model calls, and its
+    /// adapter does not report its calls, so they cannot be counted.
+    Uncounted {
+        /// The adapter.
+        adapter: String,
+    },
 }
 
 impl Refusal {
@@ -114,6 +120,12 @@ impl Refusal {
             Refusal::Dir(error) => format!("{error}; grant it again as it is now"),
             Refusal::Needs(problem) => problem.clone(),
             Refusal::Nesting(problem) => problem.clone(),
+            Refusal::Uncounted { adapter } => format!(
+                "the {adapter} adapter does not report its model calls, so {} cannot be kept for its run: leave it out, or bound it by {} or {}",
+                names.setting(Setting::MaxModelCalls),
+                names.setting(Setting::MaxTokens),
+                names.setting(Setting::MaxBudget)
+            ),
         }
     }
 }

@@ -26,12 +26,14 @@ pub struct Budget {
     pub usd: Option<f64>,
     /// Tokens, input and output together.
     pub tokens: Option<u64>,
+    /// Model calls.
+    pub calls: Option<u64>,
 }
 
 impl Budget {
     /// No limit at all.
     pub fn is_unbounded(&self) -> bool {
-        self.usd.is_none() && self.tokens.is_none()
+        self.usd.is_none() && self.tokens.is_none() && self.calls.is_none()
     }
 
     /// Each limit the lower of the two.
@@ -47,6 +49,7 @@ impl Budget {
         Budget {
             usd: least_f(self.usd, other.usd),
             tokens: least(self.tokens, other.tokens),
+            calls: least(self.calls, other.calls),
         }
     }
 
@@ -57,6 +60,7 @@ impl Budget {
                 .usd
                 .map(|usd| (usd - spent.usd.unwrap_or(0.0)).max(0.0)),
             tokens: self.tokens.map(|t| t.saturating_sub(spent.tokens)),
+            calls: self.calls.map(|c| c.saturating_sub(spent.calls)),
         }
     }
 
@@ -65,6 +69,7 @@ impl Budget {
         self.usd
             .is_some_and(|usd| spent.usd.unwrap_or(0.0) >= usd - f64::EPSILON)
             || self.tokens.is_some_and(|tokens| spent.tokens >= tokens)
+            || self.calls.is_some_and(|calls| spent.calls >= calls)
     }
 
     /// The budget a record keeps (its limits).
@@ -72,16 +77,27 @@ impl Budget {
         limits.map_or_else(Budget::default, |limits| Budget {
             usd: limits.budget_usd,
             tokens: limits.max_tokens,
+            calls: limits.max_model_calls,
         })
     }
 
-    /// In words: `$1.00 and 5000 tokens`.
+    /// In words: `$1.00, 5000 tokens and 20 model calls`.
     pub fn words(&self) -> String {
-        match (self.usd, self.tokens) {
-            (Some(usd), Some(tokens)) => format!("${usd:.2} and {tokens} tokens"),
-            (Some(usd), None) => format!("${usd:.2}"),
-            (None, Some(tokens)) => format!("{tokens} tokens"),
-            (None, None) => "no limit".into(),
+        let parts: Vec<String> = [
+            self.usd.map(|usd| format!("${usd:.2}")),
+            self.tokens.map(|tokens| format!("{tokens} tokens")),
+            self.calls.map(|calls| match calls {
+                1 => "1 model call".to_owned(),
+                n => format!("{n} model calls"),
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match parts.as_slice() {
+            [] => "no limit".into(),
+            [one] => one.clone(),
+            [first @ .., last] => format!("{} and {last}", first.join(", ")),
         }
     }
 }
@@ -179,6 +195,9 @@ impl Account {
                     tokens: left
                         .tokens
                         .map(|t| t.saturating_sub(held.tokens.unwrap_or(0))),
+                    calls: left
+                        .calls
+                        .map(|c| c.saturating_sub(held.calls.unwrap_or(0))),
                 };
             }
             left
@@ -202,7 +221,7 @@ impl Account {
     /// Charges what one of its model calls used to it and every account
     /// above it; each whose budget that crosses stops its run. The
     /// accounts charged, with what each has spent now (to record).
-    pub fn charge(&self, usd: Option<f64>, tokens: u64) -> Vec<(RunId, Spent)> {
+    pub fn charge(&self, usd: Option<f64>, tokens: u64, calls: u64) -> Vec<(RunId, Spent)> {
         let mut charged = Vec::new();
         let mut account = Some(self);
         while let Some(current) = account {
@@ -212,6 +231,7 @@ impl Account {
                     state.spent.usd = Some(state.spent.usd.unwrap_or(0.0) + usd);
                 }
                 state.spent.tokens = state.spent.tokens.saturating_add(tokens);
+                state.spent.calls = state.spent.calls.saturating_add(calls);
                 let crossed_now = !state.crossed && current.budget.reached_by(&state.spent);
                 state.crossed |= crossed_now;
                 (state.spent, crossed_now)
@@ -306,6 +326,13 @@ pub(crate) fn narrow(
         Setting::MaxTokens,
         as_f(asked.tokens),
         as_f(most.tokens),
+        ceiling.clone(),
+        &count,
+    )?;
+    check(
+        Setting::MaxModelCalls,
+        as_f(asked.calls),
+        as_f(most.calls),
         ceiling,
         &count,
     )?;
@@ -323,6 +350,13 @@ pub(crate) fn narrow(
             Setting::MaxTokens,
             as_f(asked.tokens),
             as_f(left.tokens),
+            parent.clone(),
+            &count,
+        )?;
+        check(
+            Setting::MaxModelCalls,
+            as_f(asked.calls),
+            as_f(left.calls),
             parent,
             &count,
         )?;
@@ -331,6 +365,7 @@ pub(crate) fn narrow(
     Ok(Budget {
         usd: asked.usd.or(bound.usd),
         tokens: asked.tokens.or(bound.tokens),
+        calls: asked.calls.or(bound.calls),
     })
 }
 
@@ -352,6 +387,7 @@ mod tests {
         Budget {
             usd: Some(usd),
             tokens: None,
+            calls: None,
         }
     }
 
@@ -362,7 +398,7 @@ mod tests {
         let left = parent.left().usd.unwrap();
         assert!((left - 0.2).abs() < 1e-9, "{left}");
         // Spending from what was set aside leaves the parent's left alone.
-        first.charge(Some(0.3), 10);
+        first.charge(Some(0.3), 10, 1);
         assert!((parent.left().usd.unwrap() - 0.2).abs() < 1e-9);
         assert!((parent.spent().usd.unwrap() - 0.3).abs() < 1e-9);
         // Once the child is gone, what it did not spend is free again.
@@ -376,6 +412,7 @@ mod tests {
             Budget {
                 usd: None,
                 tokens: Some(100),
+                calls: None,
             },
             None,
             false,
@@ -386,10 +423,10 @@ mod tests {
             Some(100),
             "a child draws on its parent's"
         );
-        let charged = child.charge(None, 60);
+        let charged = child.charge(None, 60, 1);
         assert_eq!(charged.len(), 2);
         assert!(!parent.crossed());
-        child.charge(None, 40);
+        child.charge(None, 40, 1);
         assert!(parent.crossed());
         assert!(parent.abort.is_cancelled());
         assert!(!child.crossed(), "the child had no budget of its own");

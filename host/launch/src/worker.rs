@@ -99,6 +99,7 @@ impl JobExecutor {
                 trust: Some(job.trust),
                 limits: AskedLimits {
                     max_tokens: job.limits.max_tokens,
+                    max_model_calls: job.limits.max_model_calls,
                     ..AskedLimits::exactly(&job.limits.to_run_limits())
                 },
             },

@@ -29,6 +29,10 @@ pub struct RecordedLimits {
     /// The most tokens it (with its children) may use; `None`: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
+    /// The most model calls it (with its children) may make; `None`: no
+    /// limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_model_calls: Option<u64>,
 }
 
 /// What a run (with its children) has spent so far.
@@ -41,6 +45,13 @@ pub struct Spent {
     pub usd: Option<f64>,
     /// Tokens, input and output.
     pub tokens: u64,
+    /// Model calls.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub calls: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Spent {
@@ -50,6 +61,16 @@ impl Spent {
         match self.usd {
             Some(usd) => format!("${usd:.2} ({} tokens)", self.tokens),
             None => format!("{} tokens", self.tokens),
+        }
+    }
+
+    /// [`Spent::words`], with its model calls when `calls` counts them
+    /// (a budget of calls): `30 tokens in 2 model calls`.
+    pub fn words_with_calls(&self, calls: bool) -> String {
+        match (calls, self.calls) {
+            (false, _) => self.words(),
+            (true, 1) => format!("{} in 1 model call", self.words()),
+            (true, n) => format!("{} in {n} model calls", self.words()),
         }
     }
 }
@@ -68,6 +89,7 @@ impl RecordedLimits {
             max_open_files: limits.max_open_files as u64,
             budget_usd: None,
             max_tokens: None,
+            max_model_calls: None,
         }
     }
 

@@ -5,8 +5,6 @@
 //! a request is answered with `INVALID_REQUEST` (and the id, when one could
 //! be read), and the connection stays usable.
 
-use moat_engine::RunOptions;
-use moat_grants::{Grants, TrustLevel};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -88,7 +86,7 @@ pub struct Request {
 #[derive(Debug)]
 pub enum Op {
     /// Start a run.
-    Run(Box<RunParams>),
+    Run(Box<moat_launch::RunRequest>),
     /// Wait for runs' results.
     Await(RunsParams),
     /// Stop a run.
@@ -119,49 +117,6 @@ pub enum Op {
     Shutdown,
 }
 
-/// `run`: start a run; its id comes back at once.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RunParams {
-    /// A built-in adapter's name, or a path to a component.
-    pub adapter: String,
-    /// What it is asked.
-    pub prompt: String,
-    /// Its options.
-    #[serde(default)]
-    pub options: RunOptions,
-    /// The trust level the backend is run at (its own switches); absent:
-    /// the most the server (and the parent) allow. Grants come only from
-    /// `grants`.
-    pub trust: Option<TrustLevel>,
-    /// What the run asks for; absent: all the server allows the adapter.
-    pub grants: Option<Grants>,
-    /// Its limits.
-    #[serde(default)]
-    pub limits: LimitParams,
-    /// A recorded run whose end ends this one, and whose grants bound it.
-    pub parent: Option<String>,
-    /// A workspace of its own, of the project at `options.cwd`.
-    pub workspace: Option<WorkspaceParams>,
-    /// Ask for what its grants do not cover instead of being refused: the
-    /// run waits until a client answers (`approve` / `deny`).
-    pub ask: Option<AskParams>,
-}
-
-/// `run`'s `ask`: how long a request waits for an answer.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct AskParams {
-    /// Denied after this long unanswered; absent: ten minutes.
-    pub timeout_ms: Option<u64>,
-    /// Wait as long as the run lasts (no `timeoutMs` with it).
-    #[serde(default)]
-    pub no_timeout: bool,
-    /// The tools whose calls are asked about first.
-    #[serde(default)]
-    pub tools: Vec<String>,
-}
-
 /// `approve`: a run's request to approve.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -187,19 +142,6 @@ pub struct DenyParams {
     pub reason: Option<String>,
 }
 
-/// `run`'s workspace.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WorkspaceParams {
-    /// `worktree` or `copy`.
-    pub mode: moat_workspace::Mode,
-    /// What a worktree starts from (HEAD when absent).
-    pub base: Option<String>,
-    /// Carry the project's uncommitted changes into a worktree.
-    #[serde(default)]
-    pub include_dirty: bool,
-}
-
 /// `diff`: a run's changes.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -209,23 +151,6 @@ pub struct DiffParams {
     /// Only the summary (files and lines changed).
     #[serde(default)]
     pub stat: bool,
-}
-
-/// `run`'s limits; each absent one is the server's default.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct LimitParams {
-    /// Its wall-clock limit.
-    pub timeout_ms: Option<u64>,
-    /// Its CPU budget.
-    pub fuel: Option<u64>,
-    /// Its memory cap.
-    pub max_memory_bytes: Option<u64>,
-    /// Its largest event.
-    pub max_event_bytes: Option<u64>,
-    /// The most tokens it (with its children) may use. (Its budget in
-    /// dollars is `options.maxBudgetUsd`.)
-    pub max_tokens: Option<u64>,
 }
 
 /// `await`: the runs to wait for.
@@ -313,9 +238,9 @@ pub fn parse(line: &str) -> Result<Request, (Value, Failure)> {
         Some(Value::String(op)) => op,
         _ => return Err(fail(Failure::invalid("the request has no op (a string)"))),
     };
-    let params = Value::Object(fields);
+    let params = Value::Object(fields.clone());
     let op = match op.as_str() {
-        "run" => Op::Run(Box::new(params_of(&op, params).map_err(fail)?)),
+        "run" => Op::Run(Box::new(run_request(&fields).map_err(fail)?)),
         "await" => Op::Await(params_of(&op, params).map_err(fail)?),
         "cancel" => Op::Cancel(params_of(&op, params).map_err(fail)?),
         "get" => Op::Get(params_of(&op, params).map_err(fail)?),
@@ -338,6 +263,19 @@ pub fn parse(line: &str) -> Result<Request, (Value, Failure)> {
         }
     };
     Ok(Request { id, op })
+}
+
+/// `run`'s fields: a run request in the protocol's words
+/// (`moat_launch::request`), with its adapter and prompt.
+fn run_request(fields: &Map<String, Value>) -> Result<moat_launch::RunRequest, Failure> {
+    let request = moat_launch::RunRequest::read(fields, moat_launch::Dialect::Protocol, None, &[])
+        .map_err(|e| Failure::invalid(e.to_string()))?;
+    for (field, given) in [("adapter", &request.adapter), ("prompt", &request.prompt)] {
+        if given.is_none() {
+            return Err(Failure::invalid(format!("run: `{field}` is missing")));
+        }
+    }
+    Ok(request)
 }
 
 fn params_of<T: serde::de::DeserializeOwned>(op: &str, params: Value) -> Result<T, Failure> {
@@ -434,14 +372,69 @@ mod tests {
         )
         .unwrap();
         let Op::Run(run) = request.op else { panic!() };
-        assert_eq!((run.adapter.as_str(), run.prompt.as_str()), ("echo", "hi"));
-        assert_eq!(run.limits.timeout_ms, Some(500));
-        assert_eq!(run.grants.unwrap().env, ["HOME"]);
+        assert_eq!(
+            (run.adapter.as_deref(), run.prompt.as_deref()),
+            (Some("echo"), Some("hi"))
+        );
+        assert_eq!(
+            run.limits.timeout,
+            Some(moat_launch::Timeout::After(
+                std::time::Duration::from_millis(500)
+            ))
+        );
+        assert_eq!(run.grants.env, Some(vec!["HOME".to_owned()]));
         let request = parse(r#"{"id":2,"op":"subscribe","runs":["r_1"],"fromSeq":3}"#).unwrap();
         let Op::Subscribe(sub) = request.op else {
             panic!()
         };
         assert_eq!(sub.from_seq, 3);
+    }
+
+    /// The schema's `run` names every field the protocol takes, as the
+    /// request's one table spells it, and no other.
+    #[test]
+    fn the_schemas_run_is_the_requests_fields() {
+        use moat_launch::{Dialect, Field};
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../protocol/moat-protocol.schema.json"
+        );
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let run = schema["$defs"]["request"]["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|op| op["properties"]["op"]["const"] == "run")
+            .unwrap();
+        let mut in_schema: Vec<String> = Vec::new();
+        for (key, property) in run["properties"].as_object().unwrap() {
+            let nested = property
+                .get("properties")
+                .and_then(Value::as_object)
+                .or_else(|| {
+                    let reference = property.get("$ref")?.as_str()?.rsplit('/').next()?;
+                    schema["$defs"][reference]["properties"].as_object()
+                });
+            match nested {
+                Some(inner) => {
+                    in_schema.extend(inner.keys().map(|name| format!("{key}.{name}")));
+                    if key == "ask" {
+                        in_schema.push(key.clone());
+                    }
+                }
+                None if key == "op" => {}
+                None => in_schema.push(key.clone()),
+            }
+        }
+        let mut in_table: Vec<String> = Field::all()
+            .flat_map(|field| Dialect::Protocol.spellings(field))
+            .collect();
+        in_schema.sort();
+        in_table.sort();
+        assert_eq!(
+            in_schema, in_table,
+            "protocol/moat-protocol.schema.json's run"
+        );
     }
 
     #[test]

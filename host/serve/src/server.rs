@@ -13,14 +13,12 @@ use tokio_util::sync::CancellationToken;
 
 use moat_engine::SettingNames;
 use moat_launch::{
-    AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, Refusal,
-    ResolveError, Resolved, RunWorkspace, Timeout,
+    AdapterRef, Ceiling, LaunchError, LaunchSpec, Launcher, Refusal, ResolveError, Resolved,
+    RunRequest, RunWorkspace,
 };
 use moat_runs::{EventStream, RunFilter, RunId, RunRecord, RunStatus, Runs, RunsError};
 
-use crate::protocol::{
-    AskParams, Code, Failure, LimitParams, ListParams, RunParams, WorkspaceParams, awaited,
-};
+use crate::protocol::{Code, Failure, ListParams, awaited};
 
 /// Everything a server is made of.
 pub struct ServeConfig {
@@ -120,60 +118,27 @@ impl Server {
     }
 
     /// `run`: records the run and starts it; its id at once.
-    pub async fn start_run(&self, params: RunParams) -> Result<Value, Failure> {
+    pub async fn start_run(&self, request: RunRequest) -> Result<Value, Failure> {
         if self.stopping.is_cancelled() {
             return Err(Failure::new(Code::RunFailed, "the server is shutting down"));
         }
-        let grants = match params.grants {
-            Some(grants) => Some(
-                moat_launch::canonical(grants)
-                    .map_err(|e| Failure::invalid(format!("grants: {e}")))?,
-            ),
-            None => None,
-        };
-        let parent = match &params.parent {
+        let parent = match &request.parent {
             Some(text) => Some(self.runs.resolve(text).await.map_err(runs_failure)?),
             None => None,
         };
-        let workspace = match params.workspace {
-            Some(asked) => Some(self.workspace_request(asked, &params.options)?),
+        let workspace = match request.workspace {
+            Some(_) => Some(self.workspace_request(&request)?),
             None => None,
         };
-        let ask = match params.ask {
-            None => None,
-            Some(AskParams {
-                timeout_ms: Some(_),
-                no_timeout: true,
-                ..
-            }) => {
-                return Err(Failure::invalid(
-                    "ask: give timeoutMs or noTimeout, not both",
-                ));
-            }
-            Some(asked) => Some(moat_launch::Ask {
-                tools: asked.tools,
-                timeout: match (asked.no_timeout, asked.timeout_ms) {
-                    (true, _) => None,
-                    (false, Some(ms)) => Some(Duration::from_millis(ms)),
-                    (false, None) => Some(moat_launch::Ask::DEFAULT_TIMEOUT),
-                },
-            }),
-        };
+        let adapter = AdapterRef::Named(request.adapter.clone().unwrap_or_default());
         let spec = LaunchSpec {
             workspace,
-            ask,
-            options: params.options,
-            asked: Asked {
-                grants,
-                trust: params.trust,
-                limits: asked_limits(&params.limits),
-            },
             parent,
-            names: self.names.clone(),
-            ..LaunchSpec::new(
-                AdapterRef::Named(params.adapter),
-                params.prompt,
+            ..request.launch_spec(
+                adapter,
                 self.ceiling.clone(),
+                request.asked(),
+                self.names.clone(),
             )
         };
         let id = self
@@ -185,33 +150,24 @@ impl Server {
     }
 
     /// The workspace a `run` request asks for: of its `options.cwd`.
-    fn workspace_request(
-        &self,
-        asked: WorkspaceParams,
-        options: &moat_engine::RunOptions,
-    ) -> Result<moat_workspace::Request, Failure> {
+    fn workspace_request(&self, request: &RunRequest) -> Result<moat_workspace::Request, Failure> {
         let root = self
             .workspace_root
             .clone()
             .ok_or_else(|| Failure::new(Code::RunFailed, "this server makes no workspaces"))?;
-        let project = options
+        let project = request
+            .options
             .cwd
             .as_deref()
             .map(PathBuf::from)
-            .filter(|cwd| cwd.is_absolute())
             .ok_or_else(|| {
                 Failure::invalid(
                     "workspace: a workspace is of options.cwd: give it, an absolute directory",
                 )
             })?;
-        Ok(moat_workspace::Request {
-            mode: asked.mode,
-            project,
-            base: asked.base,
-            include_dirty: asked.include_dirty,
-            root,
-            seeds: Vec::new(),
-        })
+        request
+            .workspace_request(&root, &project)
+            .ok_or_else(|| Failure::invalid("workspace: no mode"))
     }
 
     /// Run `text`'s workspace.
@@ -438,23 +394,6 @@ impl Server {
     /// `done`; a follower that falls behind gets [`RunsError::Lagged`].
     pub async fn follow(&self, id: &RunId, from_seq: u64) -> Result<EventStream, RunsError> {
         self.runs.follow(id, from_seq).await
-    }
-}
-
-/// `run`'s limits as the launch layer takes them: each absent one is the
-/// default, lowered to fit the server's ceiling.
-fn asked_limits(params: &LimitParams) -> AskedLimits {
-    AskedLimits {
-        timeout: params
-            .timeout_ms
-            .map(|ms| Timeout::After(Duration::from_millis(ms))),
-        fuel: params.fuel,
-        max_memory_bytes: params.max_memory_bytes,
-        max_event_bytes: params
-            .max_event_bytes
-            .map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
-        max_tokens: params.max_tokens,
-        ..AskedLimits::default()
     }
 }
 

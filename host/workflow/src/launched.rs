@@ -19,10 +19,7 @@ use std::sync::{Arc, OnceLock};
 use futures::FutureExt;
 use moat_engine::SettingNames;
 use moat_grants::Grants;
-use moat_launch::{
-    AdapterRef, Asked, AskedLimits, Ceiling, LaunchError, LaunchSpec, Launcher, Place, Resolved,
-    Timeout,
-};
+use moat_launch::{AdapterRef, Ceiling, LaunchError, LaunchSpec, Launcher, Place, Resolved};
 use moat_runs::{FailReason, RunId, RunStatus};
 use tokio::sync::Mutex;
 
@@ -94,7 +91,7 @@ impl LaunchRunner {
         task: &Task,
         upstream_runs: &[String],
     ) -> Result<Option<moat_workspace::Request>, String> {
-        let Some(mode) = task.workspace else {
+        let Some(mode) = task.workspace() else {
             return Ok(None);
         };
         let root = self.workspace_root.get().cloned().ok_or_else(|| {
@@ -161,25 +158,24 @@ impl LaunchRunner {
         Ok(resolved)
     }
 
-    /// The launch of an attempt of `task` on `prompt`.
+    /// The launch of an attempt of `task` on `prompt`: its request, in
+    /// the project, under the workflow's ceiling.
     fn spec(&self, task: &Task, resolved: Resolved, prompt: String) -> LaunchSpec {
+        let mut request = task.request.clone();
+        request.prompt = Some(prompt);
+        request.options.cwd = Some(self.project.to_string_lossy().into_owned());
+        // Its record and events name the task it is an attempt of.
+        request.role = Some(task.id.clone());
         LaunchSpec {
-            options: task.options.run_options(&self.project),
-            asked: Asked {
-                grants: task.grants.clone(),
-                trust: None,
-                limits: AskedLimits {
-                    timeout: task.timeout.map(Timeout::After),
-                    ..AskedLimits::default()
-                },
-            },
             parent: self.parent.get().cloned(),
-            // Its record and events name the task it is an attempt of.
-            role: Some(task.id.clone()),
-            names: self.names.clone(),
             ask: self.ask.get().cloned(),
             traceparent: self.traceparent.get().cloned(),
-            ..LaunchSpec::new(AdapterRef::Resolved(resolved), prompt, self.ceiling.clone())
+            ..request.launch_spec(
+                AdapterRef::Resolved(resolved),
+                self.ceiling.clone(),
+                request.asked(),
+                self.names.clone(),
+            )
         }
     }
 

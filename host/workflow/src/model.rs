@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use moat_engine::RunOptions;
 use moat_grants::Grants;
+use moat_launch::RunRequest;
 use serde::Serialize;
 
 /// How many bytes of assembled context a task gets unless the file says.
@@ -58,9 +58,6 @@ pub struct Task {
     pub id: String,
     /// A built-in adapter's name or a component's path.
     pub adapter: String,
-    /// A workspace of its own (starting from its upstream tasks'
-    /// changes), or `None`: it works in the project.
-    pub workspace: Option<moat_workspace::Mode>,
     /// Its prompt template (`{{task}}`, `{{workflow}}`, `{{attempt}}`,
     /// `{{iteration}}`).
     pub prompt: String,
@@ -72,12 +69,10 @@ pub struct Task {
     pub outputs: Vec<PathBuf>,
     /// A file moat writes the final answer to (relative to the project).
     pub save_answer: Option<PathBuf>,
-    /// Options for its adapter.
-    pub options: TaskOptions,
-    /// What it may have of the workflow's grants; all of them when `None`.
-    pub grants: Option<Grants>,
-    /// Its wall-clock limit per attempt; the adapter's default when `None`.
-    pub timeout: Option<Duration>,
+    /// What each attempt's run asks for: its options, the grants it may
+    /// have of the workflow's (all of them when it names none), its limits
+    /// — a run request in the workflow file's words.
+    pub request: RunRequest,
     /// How many times a failed attempt is retried.
     pub retries: u32,
     /// The wait before the first retry; it doubles each time.
@@ -87,6 +82,12 @@ pub struct Task {
 }
 
 impl Task {
+    /// A workspace of its own (starting from its upstream tasks'
+    /// changes), or `None`: it works in the project.
+    pub fn workspace(&self) -> Option<moat_workspace::Mode> {
+        self.request.workspace
+    }
+
     /// How long to wait before attempt `attempt` (from 2): the backoff,
     /// doubled for each retry before it, at most an hour.
     pub fn backoff_before(&self, attempt: u32) -> Duration {
@@ -106,39 +107,6 @@ impl Task {
             project.join(&self.adapter).to_string_lossy().into_owned()
         } else {
             self.adapter.clone()
-        }
-    }
-}
-
-/// A task's options for its adapter.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TaskOptions {
-    /// Model for the backend.
-    pub model: Option<String>,
-    /// System prompt.
-    pub system: Option<String>,
-    /// Most agent turns.
-    pub max_turns: Option<u32>,
-    /// The only tools the agent may use.
-    pub allowed_tools: Option<Vec<String>>,
-    /// Tools the agent must not use.
-    pub disallowed_tools: Vec<String>,
-    /// Adapter-specific options (a JSON object).
-    pub extra: Option<serde_json::Value>,
-}
-
-impl TaskOptions {
-    /// The options its adapter receives, working in `cwd`.
-    pub fn run_options(&self, cwd: &Path) -> RunOptions {
-        RunOptions {
-            cwd: Some(cwd.to_string_lossy().into_owned()),
-            model: self.model.clone(),
-            max_turns: self.max_turns,
-            allowed_tools: self.allowed_tools.clone(),
-            disallowed_tools: self.disallowed_tools.clone(),
-            system_prompt: self.system.clone(),
-            extra: self.extra.clone(),
-            ..RunOptions::default()
         }
     }
 }

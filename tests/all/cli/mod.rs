@@ -15,6 +15,7 @@ mod installed;
 mod new;
 mod newcomer;
 mod privacy;
+mod requests;
 mod result;
 mod run;
 mod stopping;

@@ -176,7 +176,7 @@ fn a_price_table_that_cannot_be_used_is_one_line_naming_the_flag_and_the_problem
     .unwrap();
     for (file, problem) in [
         (table.to_str().unwrap(), "not a number of dollars"),
-        ("/no/such/prices.json", "cannot read it"),
+        ("/no/such/prices.json", "cannot read /no/such/prices.json"),
     ] {
         let output = moat()
             .args(["run", "echo", "hi", "--no-store", "--price-table", file])

@@ -301,7 +301,7 @@ sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
 }
 
 fn policy(bytes: &[u8], scratch: &Path) {
-    let _ = moat_grants::policy::Policy::parse(&text(bytes), &scratch.join("policy.toml"));
+    let _ = moat_launch::Policy::parse(&text(bytes), &scratch.join("policy.toml"));
 }
 
 fn manifest_seeds(_: &Path) -> Vec<Vec<u8>> {

@@ -13,10 +13,11 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use moat_acp::{AcpAgent, Turn, TurnSpecs};
 use moat_grants::TrustLevel;
+use moat_launch::request::{Dialect, Field, RunRequest};
 use moat_launch::{AdapterRef, LaunchSpec, Resolved, Resolver};
 use moat_sandbox::Sandbox;
 
-use crate::args::{AcpArgs, RunFlags, WorkspaceMode};
+use crate::args::AcpArgs;
 use crate::names::FlagNames;
 use crate::{Globals, UsageError, wiring};
 
@@ -25,17 +26,16 @@ use crate::{Globals, UsageError, wiring};
 const STOP_PATIENCE: Duration = Duration::from_secs(5);
 
 pub async fn acp(globals: &Globals, sandbox: Sandbox, args: AcpArgs) -> anyhow::Result<ExitCode> {
+    let request = args.run.request().map_err(wiring::request_error)?;
     // The editor names each session's directory.
-    let flag = match (&args.run.cwd, args.run.workspace) {
-        (Some(_), _) => Some("--cwd"),
-        (None, WorkspaceMode::None) => None,
-        (None, _) => Some("--workspace"),
-    };
-    if let Some(flag) = flag {
-        return Err(UsageError(format!(
-            "moat acp works in each session's directory, as the editor gives it: leave out {flag}"
-        ))
-        .into());
+    for field in [Field::Cwd, Field::Workspace] {
+        if args.run.has(field) {
+            return Err(UsageError(format!(
+                "moat acp works in each session's directory, as the editor gives it: leave out {}",
+                Dialect::Flags.name_of(field)
+            ))
+            .into());
+        }
     }
     let resolver = Resolver::new(sandbox.clone());
     let (place, resolved) = tokio::join!(
@@ -46,9 +46,8 @@ pub async fn acp(globals: &Globals, sandbox: Sandbox, args: AcpArgs) -> anyhow::
     let launcher = wiring::launcher(globals, &sandbox, place?);
     let name = resolved.name().to_owned();
     let turns = FlagTurns {
-        granted_dirs: granted_dirs(&args.run),
-        ask: args.run.asking.ask()?,
-        run: args.run,
+        granted_dirs: granted_dirs(&request),
+        request,
         resolved,
     };
     let agent = Arc::new(AcpAgent::new(launcher, Arc::new(turns), name));
@@ -82,8 +81,8 @@ async fn stop_signal() {
 }
 
 /// The directories the flags grant by name, as they are on disk.
-fn granted_dirs(flags: &RunFlags) -> Vec<PathBuf> {
-    let grants = flags.grants.grants();
+fn granted_dirs(request: &RunRequest) -> Vec<PathBuf> {
+    let grants = request.grants.all();
     grants
         .read
         .iter()
@@ -94,9 +93,8 @@ fn granted_dirs(flags: &RunFlags) -> Vec<PathBuf> {
 
 /// Each turn a run of the resolved adapter with the command's flags.
 struct FlagTurns {
-    run: RunFlags,
+    request: RunRequest,
     resolved: Resolved,
-    ask: Option<moat_launch::Ask>,
     granted_dirs: Vec<PathBuf>,
 }
 
@@ -106,7 +104,12 @@ impl TurnSpecs for FlagTurns {
     /// directory granted at all, the runs touch no files and any directory
     /// will do.
     fn check_cwd(&self, cwd: &Path) -> Result<(), String> {
-        if self.run.trust != TrustLevel::Sandbox || self.granted_dirs.is_empty() {
+        if self
+            .request
+            .trust
+            .is_some_and(|trust| trust != TrustLevel::Sandbox)
+            || self.granted_dirs.is_empty()
+        {
             return Ok(());
         }
         let cwd = std::fs::canonicalize(cwd).map_err(|e| format!("{}: {e}", cwd.display()))?;
@@ -127,10 +130,11 @@ impl TurnSpecs for FlagTurns {
     }
 
     fn spec(&self, turn: Turn) -> Result<LaunchSpec, String> {
-        let mut flags = self.run.clone();
-        flags.cwd = Some(turn.cwd.to_string_lossy().into_owned());
-        let mut options = flags.options();
-        options.resume = turn.resume.or(options.resume);
+        let mut request = self.request.clone();
+        request.options.cwd = Some(turn.cwd.to_string_lossy().into_owned());
+        request.prompt = Some(turn.prompt);
+        let options = &mut request.options;
+        options.resume = turn.resume.or(options.resume.take());
         if let Some(servers) = turn.mcp_servers {
             // The editor's servers beside the flags' (`--mcp-config`).
             let mut all = options
@@ -144,23 +148,17 @@ impl TurnSpecs for FlagTurns {
             }
             options.mcp_servers = Some(all);
         }
-        let ceiling = Arc::new(flags.ceiling("moat acp"));
-        let asked = flags
-            .asked_for(&ceiling, &self.resolved, false)
+        let ceiling = Arc::new(request.own_ceiling("moat acp"));
+        let asked = request
+            .asked_by_hand(&ceiling, &self.resolved, false)
             .map_err(|refusal| format!("BOUNDARY_VIOLATION: {}", refusal.message(&FlagNames)))?;
         Ok(LaunchSpec {
-            options,
-            asked,
             abort: turn.abort,
-            drain: flags.drain,
-            price_table: flags.price_table.clone(),
-            resume_fallback: !flags.no_resume_fallback,
-            names: Arc::new(FlagNames),
-            ask: self.ask.clone(),
-            ..LaunchSpec::new(
+            ..request.launch_spec(
                 AdapterRef::Resolved(self.resolved.clone()),
-                turn.prompt,
                 ceiling,
+                asked,
+                Arc::new(FlagNames),
             )
         })
     }

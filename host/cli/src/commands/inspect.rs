@@ -25,13 +25,8 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
         .await
         .map_err(wiring::resolve_error)?;
     // What `moat run` with the same flags would give it.
-    let ceiling = args.grants.ceiling(
-        "moat run",
-        args.trust,
-        args.cwd.as_deref(),
-        &args.add_dirs,
-        moat_launch::limits::unbounded(),
-    );
+    let request = args.request.request().map_err(wiring::request_error)?;
+    let ceiling = request.own_ceiling("moat run");
     let sources = ceiling
         .sources(&resolved)
         .map_err(|e| crate::UsageError(e.to_string()))?;
@@ -45,7 +40,7 @@ pub async fn inspect(sandbox: &Sandbox, args: InspectArgs) -> anyhow::Result<Exi
     let origins = grant_origins(
         &sources,
         declares_needs,
-        args.grants.policy.as_ref().map(|p| p.path()),
+        request.policy.as_ref().map(|p| p.path()),
     );
     let adapter = &resolved.adapter;
     let info = adapter.info();

@@ -88,9 +88,13 @@ async fn install(sandbox: &Sandbox, args: InstallArgs) -> anyhow::Result<ExitCod
     }
     let declared = Grants::from_needs(adapter.needs())
         .map_err(|e| UsageError(format!("{shown} declares needs moat cannot grant: {e}")))?;
-    let mut grants = args.grants.grants();
+    let request = args
+        .grants
+        .request()
+        .map_err(crate::wiring::request_error)?;
+    let mut grants = request.grants.all();
     if args.yes {
-        if args.grants.grant_declared {
+        if request.grant_declared {
             grants.merge(&declared);
         }
     } else {

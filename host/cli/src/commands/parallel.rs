@@ -53,10 +53,9 @@ pub async fn parallel(
     );
     let loaded = loaded?;
     let launcher = wiring::launcher_with(globals, resolver, place?);
-    let parent = match (&args.parent, launcher.runs()) {
-        (Some(text), Some(runs)) => Some(runs.find(text).await.map_err(wiring::runs_error)?),
-        _ => None,
-    };
+    // Every task under the parent the shared flags name (a task's own
+    // `parent` names its own).
+    let runs = launcher.runs();
     let agents: HashMap<String, String> = loaded
         .iter()
         .map(|(arg, resolved)| (arg.clone(), resolved.name().to_owned()))
@@ -69,31 +68,30 @@ pub async fn parallel(
         // there; ndjson carries only the roles the user gave.
         let role = match format {
             OutputFormat::Pretty => Some(label.clone()),
-            _ => task.role.clone(),
+            _ => task.role().map(str::to_owned),
         };
         // Each task its own grants (its adapter, trust, cwd and flags) and
         // its own abort, for a cancel of it alone (`moat cancel`); the
         // whole run's stops them all.
         let resolved = &loaded[&task.adapter];
-        let ceiling = Arc::new(task.flags.ceiling("moat parallel"));
-        let asked = task
-            .flags
-            .asked_for(&ceiling, resolved, parent.is_some())
+        let request = &task.request;
+        let parent = wiring::parent(request, runs.as_deref()).await?;
+        let ceiling = Arc::new(request.own_ceiling("moat parallel"));
+        let asked = request
+            .asked_by_hand(&ceiling, resolved, parent.is_some())
             .map_err(|refusal| wiring::launch_error(LaunchError::Refused(refusal)))?;
         let spec = LaunchSpec {
-            options: task.flags.options(),
-            asked,
-            parent: parent.clone(),
+            parent,
             abort: abort.child_token(),
-            drain: task.flags.drain,
-            price_table: task.flags.price_table.clone(),
-            resume_fallback: !task.flags.no_resume_fallback,
             role,
-            names: Arc::new(FlagNames),
             // Each task a workspace of its own.
-            workspace: wiring::workspace(globals, &task.flags)?,
-            ask: task.flags.asking.ask()?,
-            ..LaunchSpec::new(AdapterRef::Resolved(resolved.clone()), task.prompt, ceiling)
+            workspace: wiring::workspace(globals, request)?,
+            ..request.launch_spec(
+                AdapterRef::Resolved(resolved.clone()),
+                ceiling,
+                asked,
+                Arc::new(FlagNames),
+            )
         };
         let task = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
         warn_uncontained(&task);
@@ -144,9 +142,8 @@ fn labels(tasks: &[Task], agents: &HashMap<String, String>) -> Vec<String> {
     let base: Vec<String> = tasks
         .iter()
         .map(|task| {
-            task.role
-                .clone()
-                .unwrap_or_else(|| agents[&task.adapter].clone())
+            task.role()
+                .map_or_else(|| agents[&task.adapter].clone(), str::to_owned)
         })
         .collect();
     let mut seen: HashMap<&str, usize> = HashMap::new();

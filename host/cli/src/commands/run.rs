@@ -52,34 +52,28 @@ pub async fn run(
     let (resolver, resolved) = loaded?;
     let launcher = wiring::launcher_with(globals, resolver, place?);
     let runs = launcher.runs();
-    let mut options = args.run.options();
+    let mut request = args.run.request().map_err(wiring::request_error)?;
+    request.prompt = Some(prompt);
     if let Some(run) = &args.continue_run {
         let runs = runs.as_deref().context("--continue reads the run store")?;
-        options.resume = Some(continued_session(runs, run, resolved.name()).await?);
+        request.options.resume = Some(continued_session(runs, run, resolved.name()).await?);
     }
-    let parent = match (&args.parent, &runs) {
-        (Some(text), Some(runs)) => Some(runs.find(text).await.map_err(wiring::runs_error)?),
-        _ => None,
-    };
-    let ceiling = Arc::new(args.run.ceiling("moat run"));
-    let asked = args
-        .run
-        .asked_for(&ceiling, &resolved, parent.is_some())
+    let parent = wiring::parent(&request, runs.as_deref()).await?;
+    let ceiling = Arc::new(request.own_ceiling("moat run"));
+    let asked = request
+        .asked_by_hand(&ceiling, &resolved, parent.is_some())
         .map_err(|refusal| wiring::launch_error(LaunchError::Refused(refusal)))?;
     let abort = CancellationToken::new();
     let spec = LaunchSpec {
-        options,
-        asked,
         parent,
         abort: abort.clone(),
-        drain: args.run.drain,
-        price_table: args.run.price_table.clone(),
-        resume_fallback: !args.run.no_resume_fallback,
-        names: Arc::new(FlagNames),
-        retry_on_worker_loss: args.retry_on_worker_loss,
-        workspace: wiring::workspace(globals, &args.run)?,
-        ask: args.run.asking.ask()?,
-        ..LaunchSpec::new(AdapterRef::Resolved(resolved), prompt, ceiling)
+        workspace: wiring::workspace(globals, &request)?,
+        ..request.launch_spec(
+            AdapterRef::Resolved(resolved),
+            ceiling,
+            asked,
+            Arc::new(FlagNames),
+        )
     };
     let prepared = launcher.prepare(spec).await.map_err(wiring::launch_error)?;
     warn_uncontained(&prepared);
@@ -104,7 +98,7 @@ pub async fn run(
     // Pretty output on a terminal asks the terminal about the run's
     // requests too (`moat approve` elsewhere still answers them).
     let format = render::default_format(args.output);
-    let prompt = match (&runs, prepared.id(), args.run.asking.asks()) {
+    let prompt = match (&runs, prepared.id(), request.asks()) {
         (Some(runs), Some(id), true)
             if !args.detached_child
                 && format == OutputFormat::Pretty

@@ -604,7 +604,7 @@ fn budget_shown(run: &RunRecord) -> Option<String> {
         return None;
     }
     let spent = spent.unwrap_or_default();
-    let spent_words = spent.words();
+    let spent_words = spent.words_with_calls(budget.calls.is_some());
     if budget.is_unbounded() {
         return Some(format!("none; spent {spent_words}"));
     }

@@ -36,7 +36,11 @@ pub async fn worker(
     };
     // What `moat run` with this worker's flags would give an adapter is
     // the most any job gets; the runs its jobs start go to the cluster.
-    let ceiling = args.most.ceiling("this worker", &args.grants);
+    let ceiling = args
+        .ceiling
+        .request()
+        .map_err(wiring::request_error)?
+        .ceiling("this worker");
     let launcher = wiring::launcher(globals, &sandbox, Place::Cluster(Box::new(cluster.clone())))
         .with_memory_budget(wiring::memory_budget(
             args.max_total_memory,

@@ -8,14 +8,16 @@ use std::time::Duration;
 use moat_grants::{Grants, NetRule, canonical_dir, names};
 
 use super::error::{DefinitionError, Problem};
-use super::file::{CommandEntry, GrantsEntry, HookEntry, LoopEntry, TaskEntry, WorkflowFile};
+use super::file::{
+    CommandEntry, GrantsEntry, HookEntry, LoopEntry, TASK_KEYS, TaskEntry, WorkflowFile,
+};
 use super::location::{Location, Locator};
 use crate::model::{
     Command, CommandSandbox, DEFAULT_BACKOFF, DEFAULT_CONTEXT_BUDGET, DEFAULT_HOOK_TIMEOUT,
-    HookCommand, HookPoint, Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, TaskOptions, Until,
-    Workflow,
+    HookCommand, HookPoint, Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, Until, Workflow,
 };
 use crate::template;
+use moat_launch::{Dialect, RunRequest};
 
 /// What is known of the file besides its text.
 pub struct Source<'a> {
@@ -230,19 +232,48 @@ fn task(
     if let Err(why) = check_name(&entry.id) {
         problems.at(&at("id"), format!("the task id {:?} {why}", entry.id));
     }
-    if entry.adapter.trim().is_empty() || entry.adapter.len() > 4096 {
+    // Its run: a request in the workflow's words, read as every request is.
+    // One that does not read is its one problem (what it lacks besides
+    // would only repeat it).
+    let read = RunRequest::read(
+        &entry.request,
+        Dialect::Workflow,
+        Some(source.project),
+        TASK_KEYS,
+    );
+    let read_well = read.is_ok();
+    let mut request = read.unwrap_or_else(|error| {
+        problems.at(&at(&error.spelled), error.to_string());
+        RunRequest::default()
+    });
+    if !entry.request.contains_key("workspace")
+        && let Some(mode) = default_workspace
+    {
+        let default = serde_json::Map::from_iter([("workspace".to_owned(), mode.into())]);
+        match RunRequest::read(&default, Dialect::Workflow, None, &[]) {
+            Ok(default) => request.workspace = default.workspace,
+            Err(error) => problems.at("workspace", error.to_string()),
+        }
+    }
+    let adapter = request.adapter.clone().unwrap_or_default();
+    if read_well && (adapter.trim().is_empty() || adapter.len() > 4096) {
         problems.at(
             &at("adapter"),
             "adapter must name a built-in adapter or a .wasm file",
         );
     }
-    if let Err(why) = template::check(&entry.prompt) {
+    let prompt = request.prompt.clone().unwrap_or_default();
+    if request.prompt.is_none() {
+        if read_well {
+            problems.at(&at("prompt"), "prompt is missing");
+        }
+    } else if let Err(why) = template::check(&prompt) {
         problems.at(&at("prompt"), why);
     }
     // A component by path is the project's, as every path of the file is.
-    let is_path = entry.adapter.contains('/') || entry.adapter.ends_with(".wasm");
-    if is_path && let Err(why) = inside_project(&entry.adapter, source.project) {
-        problems.at(&at("adapter"), format!("{:?}: {why}", entry.adapter));
+    let is_path = adapter.contains('/') || adapter.ends_with(".wasm");
+    if is_path && let Err(why) = inside_project(&adapter, source.project) {
+        problems.at(&at("adapter"), format!("{adapter:?}: {why}"));
     }
     let mut paths = |field: &str, list: Vec<String>| -> Vec<PathBuf> {
         list.into_iter()
@@ -261,11 +292,6 @@ fn task(
     let save_answer = paths("save_answer", entry.save_answer.into_iter().collect())
         .into_iter()
         .next();
-    let timeout = entry.timeout.as_deref().and_then(|text| {
-        duration(text)
-            .map_err(|why| problems.at(&at("timeout"), format!("timeout {why}")))
-            .ok()
-    });
     let backoff = match entry.backoff.as_deref() {
         None => DEFAULT_BACKOFF,
         Some(text) => duration(text)
@@ -278,51 +304,18 @@ fn task(
             format!("retries must be at most {MAX_RETRIES}"),
         );
     }
-    if let Some(extra) = &entry.options.extra
-        && !extra.is_object()
-    {
-        problems.at(
-            &at("options.extra"),
-            "options.extra must be a table (a JSON object)",
-        );
-    }
-    let grants = entry
-        .grants
-        .map(|grants| task_grants(grants, source.project, &at("grants"), problems));
     let repeat = entry
         .repeat
         .and_then(|entry| repeat(entry, &at("loop"), source.project, problems));
-    let workspace = match entry.workspace.as_deref().or(default_workspace) {
-        None | Some("none") => None,
-        Some("worktree") => Some(moat_workspace::Mode::Worktree),
-        Some("copy") => Some(moat_workspace::Mode::Copy),
-        Some(other) => {
-            problems.at(
-                &at("workspace"),
-                format!("workspace {other:?}: use worktree, copy or none"),
-            );
-            None
-        }
-    };
     Task {
         id: entry.id,
-        adapter: entry.adapter,
-        workspace,
-        prompt: entry.prompt,
+        adapter,
+        prompt,
         depends_on: entry.depends_on,
         inputs,
         outputs,
         save_answer,
-        options: TaskOptions {
-            model: entry.options.model,
-            system: entry.options.system,
-            max_turns: entry.options.max_turns,
-            allowed_tools: entry.options.allowed_tools,
-            disallowed_tools: entry.options.disallowed_tools,
-            extra: entry.options.extra,
-        },
-        grants,
-        timeout,
+        request,
         retries: entry.retries,
         backoff,
         repeat,

@@ -53,13 +53,13 @@ impl OneOrMany {
     }
 }
 
-/// One task as written.
+/// One task as written: the workflow's own keys, and the rest — its
+/// adapter, prompt, options, grants, limits, workspace — a run request in
+/// the workflow's words, read (and its unknown keys refused) by the one
+/// request reader.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct TaskEntry {
     pub id: String,
-    pub adapter: String,
-    pub prompt: String,
     #[serde(default)]
     pub depends_on: Vec<String>,
     #[serde(default)]
@@ -68,30 +68,26 @@ pub struct TaskEntry {
     pub outputs: Vec<String>,
     pub save_answer: Option<String>,
     #[serde(default)]
-    pub options: OptionsEntry,
-    pub grants: Option<GrantsEntry>,
-    pub timeout: Option<String>,
-    #[serde(default)]
     pub retries: u32,
     pub backoff: Option<String>,
     #[serde(rename = "loop")]
     pub repeat: Option<LoopEntry>,
-    /// Its workspace: `worktree`, `copy` or `none`.
-    pub workspace: Option<String>,
+    /// Every other key: the run request.
+    #[serde(flatten)]
+    pub request: serde_json::Map<String, serde_json::Value>,
 }
 
-/// A task's options for its adapter.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OptionsEntry {
-    pub model: Option<String>,
-    pub system: Option<String>,
-    pub max_turns: Option<u32>,
-    pub allowed_tools: Option<Vec<String>>,
-    #[serde(default)]
-    pub disallowed_tools: Vec<String>,
-    pub extra: Option<serde_json::Value>,
-}
+/// The keys of a task that are the workflow's own, not its run's.
+pub const TASK_KEYS: &[&str] = &[
+    "id",
+    "depends_on",
+    "inputs",
+    "outputs",
+    "save_answer",
+    "retries",
+    "backoff",
+    "loop",
+];
 
 /// A task's grants: what it may have of the workflow's.
 #[derive(Debug, Default, Deserialize)]

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 pub use crate::model::{
     Command, CommandSandbox, DEFAULT_BACKOFF, DEFAULT_CONTEXT_BUDGET, DEFAULT_HOOK_TIMEOUT,
-    HookCommand, Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, TaskOptions, Until, Workflow,
+    HookCommand, Loop, MAX_ITERATIONS, MAX_RETRIES, OnMax, Task, Until, Workflow,
 };
 pub use error::{DefinitionError, Problem};
 pub use location::Location;

@@ -157,7 +157,7 @@ async fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
             continue;
         };
         let (Some(_), moat_workflow::TaskStatus::Completed, Some(run)) =
-            (task.workspace, task_state.status, task_state.runs.last())
+            (task.workspace(), task_state.status, task_state.runs.last())
         else {
             continue;
         };
@@ -365,14 +365,15 @@ async fn run(
         _ => wiring::place(globals, "moat workflow", flags.no_store).await?,
     };
     let on_cluster = matches!(place, moat_launch::Place::Cluster(_));
-    let project = workflow.project.to_string_lossy().into_owned();
-    let ceiling = flags.grants.ceiling(
-        "the workflow",
-        flags.trust,
-        Some(&project),
-        &[],
-        flags.limits.ceiling(),
-    );
+    // The flags are the most any task gets, with the trust presets of the
+    // project, where every task works; its budget is the workflow's own
+    // account (below), not each task's.
+    let mut request = flags.request.request().map_err(wiring::request_error)?;
+    request.options.cwd = Some(workflow.project.to_string_lossy().into_owned());
+    let ceiling = moat_launch::Ceiling {
+        budget: moat_launch::Budget::default(),
+        ..request.ceiling("the workflow")
+    };
     let launcher = wiring::launcher(globals, sandbox, place);
     let runner = Arc::new(LaunchRunner::new(
         launcher.clone(),
@@ -380,13 +381,13 @@ async fn run(
         workflow.project.clone(),
         Arc::new(FlagNames),
     ));
-    if workflow.tasks.iter().any(|task| task.workspace.is_some()) {
+    if workflow.tasks.iter().any(|task| task.workspace().is_some()) {
         runner.set_workspace_root(wiring::workspace_root(globals)?);
     }
-    if let Some(ask) = flags.asking.ask()? {
+    if let Some(ask) = request.how_it_asks() {
         runner.set_ask(ask);
     }
-    for warning in unsandboxed_warnings(&workflow, &flags.grants.grants().write) {
+    for warning in unsandboxed_warnings(&workflow, &request.grants.all().write) {
         eprintln!("moat: {warning}");
     }
     let hooks = Hooks::from_commands(&workflow.hooks, workflow.project.clone());
@@ -395,9 +396,9 @@ async fn run(
     // (on this machine).
     let grants = match (&store, on_cluster) {
         (Some(_), false) => runner.allowance(&workflow.tasks).await,
-        _ => flags.grants.grants(),
+        _ => request.grants.all(),
     };
-    let record_of = |store: &Arc<Store>| record(store, &workflow, &flags, grants);
+    let record_of = |store: &Arc<Store>| record(store, &workflow, &request, grants);
     let record = store.as_ref().map(record_of).transpose()?;
     let name = workflow.name.clone();
     let engine = Engine::new(workflow, runner.clone(), hooks);
@@ -415,7 +416,7 @@ async fn run(
     let cancel = CancellationToken::new();
     // Its budget covers all its tasks: they spend from its account, and
     // once it is spent nothing more is dispatched.
-    let budget = workflow_budget(&flags);
+    let budget = workflow_budget(&request);
     let mut account = None;
     // Its span is its tasks' runs' parent, as its record is: one trace. On
     // a cluster its tasks carry the span itself.
@@ -514,7 +515,7 @@ fn refusal(error: WorkflowError) -> anyhow::Error {
 fn record(
     store: &Arc<Store>,
     workflow: &Workflow,
-    flags: &WorkflowFlags,
+    request: &moat_launch::RunRequest,
     grants: moat_grants::Grants,
 ) -> anyhow::Result<RunId> {
     let run = NewRun {
@@ -529,13 +530,14 @@ fn record(
             "project": workflow.project,
         }),
         grants,
-        trust: Some(flags.trust),
+        trust: Some(request.trust.unwrap_or_default()),
         // Its budget, when it has one; no other limit of its own.
-        limits: Some(workflow_budget(flags))
+        limits: Some(workflow_budget(request))
             .filter(|budget| !budget.is_unbounded())
             .map(|budget| moat_runs::RecordedLimits {
                 budget_usd: budget.usd,
                 max_tokens: budget.tokens,
+                max_model_calls: budget.calls,
                 ..moat_runs::RecordedLimits::of(&moat_launch::limits::unbounded())
             }),
         role: None,
@@ -547,10 +549,11 @@ fn record(
 
 /// What the workflow's tasks may spend together (`--max-budget-usd`,
 /// `--max-tokens` of `moat workflow run`).
-fn workflow_budget(flags: &WorkflowFlags) -> moat_launch::Budget {
+fn workflow_budget(request: &moat_launch::RunRequest) -> moat_launch::Budget {
     moat_launch::Budget {
-        usd: flags.limits.max_budget_usd,
-        tokens: flags.limits.max_tokens,
+        usd: request.options.max_budget_usd,
+        tokens: request.limits.max_tokens,
+        calls: request.limits.max_model_calls,
     }
 }
 
