@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use moat_cluster::{Cluster, Settings};
-use moat_launch::{LaunchError, Launcher, Place, ResolveError, Resolver, SecretStore};
-use moat_runs::{Runs, RunsError};
+use moat_launch::{LaunchError, Launcher, ResolveError, Resolver, SecretStore};
+use moat_runs::{RunBook, Runs, RunsError};
 use moat_sandbox::{Containment, MAX_MEMORY_CEILING, Sandbox, SandboxConfig};
 use moat_store::{LocalRuns, Store};
 
@@ -172,9 +172,14 @@ pub async fn runs(globals: &Globals, name: &str) -> anyhow::Result<Arc<dyn Runs>
     })
 }
 
-/// Where a command's runs go: the cluster with `--nats`, this machine's
-/// store, or nowhere (`--no-store`).
-pub async fn place(globals: &Globals, name: &str, no_store: bool) -> anyhow::Result<Place> {
+/// Where a command's runs are kept: the cluster with `--nats` (whose
+/// workers execute them), this machine's store, or nowhere (`--no-store`:
+/// `None`).
+pub async fn book(
+    globals: &Globals,
+    name: &str,
+    no_store: bool,
+) -> anyhow::Result<Option<Arc<dyn RunBook>>> {
     if globals.cluster.nats.is_some() {
         if no_store {
             return Err(UsageError(
@@ -182,12 +187,10 @@ pub async fn place(globals: &Globals, name: &str, no_store: bool) -> anyhow::Res
             )
             .into());
         }
-        return Ok(Place::Cluster(Box::new(
-            cluster(&globals.cluster, name, None).await?,
-        )));
+        return Ok(Some(Arc::new(cluster(&globals.cluster, name, None).await?)));
     }
     if no_store {
-        return Ok(Place::Unrecorded);
+        return Ok(None);
     }
     // The store opens (files, schema, lease) on the blocking pool: a
     // caller may load its adapter meanwhile.
@@ -195,20 +198,31 @@ pub async fn place(globals: &Globals, name: &str, no_store: bool) -> anyhow::Res
     let runs = tokio::task::spawn_blocking(move || local_runs(path.as_deref()))
         .await
         .context("cannot open the run store")??;
-    Ok(Place::Local(runs))
+    Ok(Some(Arc::new(runs)))
 }
 
-/// A launcher placing runs at `place`, loading adapters with `resolver`,
+/// A command's runs where they are kept: [`book`], which must record them.
+pub async fn recorded(globals: &Globals, name: &str) -> anyhow::Result<Arc<dyn RunBook>> {
+    Ok(book(globals, name, false)
+        .await?
+        .expect("runs are recorded unless --no-store"))
+}
+
+/// A launcher keeping runs in `book`, loading adapters with `resolver`,
 /// resolving secret grants from the secrets file.
-pub fn launcher_with(globals: &Globals, resolver: Resolver, place: Place) -> Launcher {
-    Launcher::with_secrets(resolver, place, secret_store(globals))
+pub fn launcher_with(
+    globals: &Globals,
+    resolver: Resolver,
+    book: Option<Arc<dyn RunBook>>,
+) -> Launcher {
+    Launcher::with_secrets(resolver, book, secret_store(globals))
 }
 
-/// A launcher placing runs at `place`; the runs its runs start may hold
+/// A launcher keeping runs in `book`; the runs its runs start may hold
 /// half of this machine's memory together (`moat serve` and `moat worker`
 /// set their own budget, which counts every run).
-pub fn launcher(globals: &Globals, sandbox: &Sandbox, place: Place) -> Launcher {
-    launcher_with(globals, Resolver::new(sandbox.clone()), place)
+pub fn launcher(globals: &Globals, sandbox: &Sandbox, book: Option<Arc<dyn RunBook>>) -> Launcher {
+    launcher_with(globals, Resolver::new(sandbox.clone()), book)
         .with_memory_budget(memory_budget(None, moat_launch::Roots::Free))
 }
 

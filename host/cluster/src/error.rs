@@ -133,6 +133,12 @@ pub(crate) async fn within<T>(
         })
 }
 
+impl From<moat_runs::InvalidJob> for ClusterError {
+    fn from(invalid: moat_runs::InvalidJob) -> Self {
+        Self::Invalid(invalid.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

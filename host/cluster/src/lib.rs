@@ -22,10 +22,10 @@
 //! Every name in JetStream is in [`layout`]; connection settings and
 //! credentials in [`settings`].
 
+mod book;
 mod cluster;
 mod error;
 mod events;
-mod job;
 pub mod layout;
 mod record;
 mod runs;
@@ -36,7 +36,8 @@ pub use cluster::Cluster;
 pub use cluster::objects::{MAX_CHANGES_BYTES, MAX_COMPONENT_BYTES, MAX_PROJECT_BYTES, hex_sha256};
 pub use error::ClusterError;
 pub use events::NumberedEvent;
-pub use job::{ComponentRef, Job, JobAsk, JobWorkspace, MAX_JOB_BYTES, is_sha256};
+pub use moat_runs::job::{ComponentRef, Job, JobAsk, JobWorkspace, MAX_JOB_BYTES, is_sha256};
+pub use moat_runs::workers::{Executor, JobRefusal};
 pub use record::{BOUNDARY_VIOLATION, ClusterRun, WORKER_LOST};
 pub use settings::{Auth, Settings, Tls};
-pub use worker::{Executor, HEARTBEAT, Refusal, WorkerConfig, new_worker_id, run_worker};
+pub use worker::{HEARTBEAT, WorkerConfig, new_worker_id, run_worker};

@@ -7,7 +7,7 @@ use moat_runs::{FailReason, NewRun, RunId, RunRecord, RunStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ClusterError;
-use crate::job::{ComponentRef, Job};
+use moat_runs::job::{ComponentRef, Job};
 
 /// Why a run failed when its worker stopped beating.
 pub const WORKER_LOST: &str = "worker lost";

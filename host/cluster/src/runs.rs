@@ -17,7 +17,7 @@ use crate::events::NumberedEvent;
 const AMBIGUOUS_SHOWN: usize = 5;
 
 /// A cluster error as the trait's.
-fn runs_error(error: ClusterError) -> RunsError {
+pub(crate) fn runs_error(error: ClusterError) -> RunsError {
     match error {
         ClusterError::NotFound(text) => RunsError::NotFound(text),
         ClusterError::Invalid(message) => RunsError::Invalid(message),

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use async_nats::jetstream::{AckKind, consumer};
 use bytes::Bytes;
-use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use moat_engine::{AgentEvent, EventPayload, codes};
@@ -22,9 +21,10 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::records::{Change, Ending};
 use crate::cluster::{ACK_WAIT, Cluster};
 use crate::error::{ClusterError, nats, settled};
-use crate::job::{ComponentRef, Job};
 use crate::layout;
 use crate::record::{BOUNDARY_VIOLATION, ClusterRun};
+use moat_runs::job::{ComponentRef, Job};
+use moat_runs::workers::{Executor, JobRefusal as Refusal};
 
 /// How often a worker beats, looks at its runs' records and looks for
 /// lost workers.
@@ -45,33 +45,6 @@ const END_RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// leader was being elected, say) and is made again, rather than leave
 /// the worker idle until the client gives up on it (seconds later).
 const PULL_ANSWER: Duration = Duration::from_secs(2);
-
-/// Why a worker does not execute a job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    /// It asks for more than the worker's ceiling (BOUNDARY_VIOLATION).
-    Boundary(String),
-    /// It cannot run here: an unknown adapter, a component that does not
-    /// load, limits no run may have.
-    Failed(String),
-    /// Its parent ended before it could start (the cancel its parent's end
-    /// sent may have come before the worker took it).
-    ParentEnded(String),
-}
-
-/// What executes a job on this machine: the sandbox and the engine,
-/// wired by the binary.
-pub trait Executor: Send + Sync + 'static {
-    /// Starts `job`'s run — its component at `component` when it is not a
-    /// built-in — stopped by `abort`. Its events end with exactly one
-    /// `done`.
-    fn start<'a>(
-        &'a self,
-        job: &'a Job,
-        component: Option<PathBuf>,
-        abort: CancellationToken,
-    ) -> BoxFuture<'a, Result<BoxStream<'static, AgentEvent>, Refusal>>;
-}
 
 /// A worker's settings.
 #[derive(Debug, Clone)]

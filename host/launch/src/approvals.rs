@@ -18,13 +18,11 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use moat_cluster::Cluster;
 use moat_engine::{AgentEvent, EventPayload, ExtensionPayload, Grant};
 use moat_engine::{JsonObject, PermissionRequestPayload};
 use moat_grants::{Grants, NetRule};
-use moat_runs::{Answer, Approval, ApprovalRequest, Requested, RunId};
+use moat_runs::{Answer, Approval, ApprovalRequest, Requested, RunBook, RunId};
 use moat_sandbox::{Approver, Question, Verdict};
-use moat_store::LocalRuns;
 use tokio::sync::mpsc;
 
 /// The name of the event that tells a run's consumers how one of its
@@ -60,69 +58,13 @@ impl Default for Ask {
 /// The events a run's desk hands its consumer, between the engine's.
 pub(crate) type Notices = mpsc::UnboundedReceiver<AgentEvent>;
 
-/// Where a run's requests are kept: this machine's store, or the run's
-/// record on the cluster.
-#[derive(Clone)]
-pub(crate) enum Book {
-    Local(LocalRuns),
-    Cluster(Box<Cluster>),
-}
-
-impl Book {
-    async fn ask(&self, id: &RunId, request: &ApprovalRequest) -> Result<Approval, String> {
-        match self {
-            Book::Local(local) => local.store().ask(id, request).map_err(|e| e.to_string()),
-            Book::Cluster(cluster) => cluster
-                .ask(id.as_str(), request)
-                .await
-                .map_err(|e| e.to_string()),
-        }
-    }
-
-    async fn answer(&self, id: &RunId, number: u32, answer: &Answer) -> Result<Approval, String> {
-        match self {
-            Book::Local(local) => local
-                .store()
-                .answer(id, Some(number), answer)
-                .map_err(|e| e.to_string()),
-            Book::Cluster(cluster) => cluster
-                .answer(id.as_str(), Some(number), answer)
-                .await
-                .map_err(|e| e.to_string()),
-        }
-    }
-
-    async fn answer_of(&self, id: &RunId, number: u32) -> Result<Option<Answer>, String> {
-        match self {
-            Book::Local(local) => local
-                .store()
-                .answer_of(id, number)
-                .map_err(|e| e.to_string()),
-            Book::Cluster(cluster) => cluster
-                .answer_of(id.as_str(), number)
-                .await
-                .map_err(|e| e.to_string()),
-        }
-    }
-
-    /// Waits for the answer to request `number`.
-    async fn answer_to(&self, id: &RunId, number: u32) -> Result<Answer, String> {
-        match self {
-            Book::Local(local) => local.answer_to(id, number).await.map_err(|e| e.to_string()),
-            Book::Cluster(cluster) => cluster
-                .answer_to(id.as_str(), number)
-                .await
-                .map_err(|e| e.to_string()),
-        }
-    }
-}
-
 /// One run's desk.
 #[derive(Clone)]
 pub(crate) struct Desk(Arc<Inner>);
 
 struct Inner {
-    book: Book,
+    /// Where its requests are kept: the run's record, wherever it is.
+    book: Arc<dyn RunBook>,
     id: RunId,
     agent: String,
     ask: Ask,
@@ -145,7 +87,7 @@ impl Desk {
     /// `holder` set. Its events come out of the returned receiver, with
     /// the desk's session id (see [`Desk::session`]).
     pub(crate) fn new(
-        book: Book,
+        book: Arc<dyn RunBook>,
         id: RunId,
         agent: &str,
         ask: Ask,
@@ -298,12 +240,16 @@ impl Inner {
     /// Answers request `number` with `answer`, unless someone answered it
     /// first: the answer that stands.
     async fn close(&self, number: u32, answer: Answer) -> Answer {
-        match self.book.answer(&self.id, number, &answer).await {
+        match self
+            .book
+            .answer(&self.id, Some(number), answer.clone())
+            .await
+        {
             Ok(_) => answer,
             Err(error) => match self.book.answer_of(&self.id, number).await {
                 Ok(Some(first)) => first,
                 _ => Answer {
-                    reason: Some(error),
+                    reason: Some(error.to_string()),
                     ..answer
                 },
             },
@@ -316,7 +262,7 @@ impl Inner {
         let recorded = match self.book.ask(&self.id, request).await {
             Ok(asked) => {
                 let answer = Answer::deny(by, Some(reason.into()));
-                self.book.answer(&self.id, asked.number, &answer).await
+                self.book.answer(&self.id, Some(asked.number), answer).await
             }
             Err(error) => Err(error),
         };

@@ -1,6 +1,5 @@
 //! Why a run could not be launched.
 
-use moat_cluster::ClusterError;
 use moat_runs::{RunId, RunsError};
 
 use crate::refusal::Refusal;
@@ -22,7 +21,8 @@ pub enum LaunchError {
     /// names here; [`crate::Invalid::message`] words it for a caller.
     #[error(transparent)]
     Invalid(#[from] crate::Invalid),
-    /// Its parent could not be found.
+    /// Its parent could not be found, or the place its runs are kept (the
+    /// store, the cluster) failed.
     #[error(transparent)]
     Runs(#[from] RunsError),
     /// Its parent has ended: a run can only start under a live one.
@@ -31,9 +31,6 @@ pub enum LaunchError {
     /// The run store could not record it.
     #[error("cannot record the run: {0}")]
     Record(String),
-    /// The cluster did not take it.
-    #[error(transparent)]
-    Cluster(#[from] ClusterError),
     /// A secret it was granted is not set where it runs.
     #[error(transparent)]
     Secret(#[from] crate::SecretError),

@@ -1,17 +1,17 @@
 //! [`Launched`]: the events of started runs, as their starter reads them —
-//! recorded as they pass when the runs execute here, followed from the
-//! cluster when they execute there. Either way each run ends with exactly
+//! recorded as they pass when the runs execute here, followed where they
+//! are kept when workers elsewhere execute them. Either way each run ends with exactly
 //! one `done`, and its abort token stops it wherever it runs.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use std::sync::Arc;
+
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, Stream, StreamExt};
-use moat_cluster::{Cluster, NumberedEvent};
 use moat_engine::{AgentEvent, DonePayload, DoneStatus, EventPayload, TaskEvent, Usage, codes};
-use moat_runs::{FailReason, RunId};
+use moat_runs::{RunId, Runs, StoredEvent};
 use tokio_util::sync::CancellationToken;
 
 use crate::recording::{Recorded, Recording};
@@ -28,17 +28,17 @@ pub struct Launched {
 enum Events {
     /// Executing here.
     Here(Recorded<BoxStream<'static, TaskEvent>>),
-    /// Executing in a cluster, followed: each event with its line as the
-    /// cluster stored it, and the line of the event given last.
+    /// Executing elsewhere, followed: each event with its line as it was
+    /// stored, and the line of the event given last.
     Followed {
         events: BoxStream<'static, FollowedEvent>,
-        last_json: Option<Bytes>,
+        last_json: Option<Arc<str>>,
     },
 }
 
-/// A followed event and, when it is the event as the cluster stored it,
-/// its JSON line.
-type FollowedEvent = (AgentEvent, Option<Bytes>);
+/// A followed event and, when it is the event as it was stored, its JSON
+/// line.
+type FollowedEvent = (AgentEvent, Option<Arc<str>>);
 
 impl Launched {
     pub(crate) fn here(
@@ -85,7 +85,7 @@ impl Launched {
     pub fn encoded(&self) -> Option<&[u8]> {
         match &self.events {
             Events::Here(recorded) => recorded.encoded(),
-            Events::Followed { last_json, .. } => last_json.as_deref(),
+            Events::Followed { last_json, .. } => last_json.as_deref().map(str::as_bytes),
         }
     }
 }
@@ -111,11 +111,11 @@ impl Stream for Launched {
     }
 }
 
-/// A run submitted to a cluster, to follow there.
+/// A run handed to workers elsewhere, to follow where it is kept.
 pub(crate) struct Followed {
-    pub(crate) cluster: Box<Cluster>,
+    pub(crate) runs: Arc<dyn Runs>,
     pub(crate) id: RunId,
-    /// Cancels it in the cluster.
+    /// Cancels it where it runs.
     pub(crate) abort: CancellationToken,
     /// Set on its events, as on a run's here.
     pub(crate) role: Option<String>,
@@ -123,12 +123,12 @@ pub(crate) struct Followed {
     pub(crate) tracer: Option<moat_telemetry::RunTracer>,
 }
 
-/// The run's events from the cluster to its `done`; its abort cancels it
+/// The run's events where it is kept, to its `done`; its abort cancels it
 /// there. A run that cannot be followed still ends here with an `error`
 /// and a `done`.
 fn follow(run: Followed) -> BoxStream<'static, FollowedEvent> {
     let Followed {
-        cluster,
+        runs,
         id,
         abort,
         role,
@@ -136,36 +136,45 @@ fn follow(run: Followed) -> BoxStream<'static, FollowedEvent> {
     } = run;
     let mut tracer = tracer;
     let cancelling = {
-        let (cluster, id, abort) = (cluster.clone(), id.clone(), abort.clone());
+        let (runs, id, abort) = (runs.clone(), id.clone(), abort.clone());
         tokio::spawn(async move {
             abort.cancelled().await;
-            if let Err(error) = cluster.cancel(id.as_str(), FailReason::Cancelled).await {
-                tracing::warn!(run = %id, "cannot cancel the run in the cluster: {error}");
+            if let Err(error) = runs.cancel(&id).await {
+                tracing::warn!(run = %id, "cannot cancel the run in {}: {error}", runs.place());
             }
         })
     };
     let guard = CancelOnDrop(cancelling);
     async move {
-        match cluster.follow(id.as_str(), 0).await {
+        let place = runs.place();
+        match runs.follow(&id, 0).await {
             Ok(events) => events
                 .filter_map(move |event| {
                     let _kept = &guard;
                     futures::future::ready(match event {
-                        Ok(NumberedEvent {
-                            mut event, json, ..
-                        }) => {
-                            // A role set here changes the event: its
-                            // stored line is no longer it.
-                            let json = if event.role.is_none() && role.is_some() {
-                                event.role.clone_from(&role);
-                                None
-                            } else {
-                                json
-                            };
-                            Some((event, json))
+                        Ok(StoredEvent { json, .. }) => {
+                            match serde_json::from_str::<AgentEvent>(&json) {
+                                Ok(mut event) => {
+                                    // A role set here changes the event: its
+                                    // stored line is no longer it.
+                                    let json = if event.role.is_none() && role.is_some() {
+                                        event.role.clone_from(&role);
+                                        None
+                                    } else {
+                                        Some(json)
+                                    };
+                                    Some((event, json))
+                                }
+                                Err(error) => {
+                                    tracing::warn!(
+                                        "a run's event in {place} is not an event: {error}"
+                                    );
+                                    None
+                                }
+                            }
                         }
                         Err(error) => {
-                            tracing::warn!("following a run in the cluster: {error}");
+                            tracing::warn!("following a run in {place}: {error}");
                             None
                         }
                     })
@@ -177,7 +186,7 @@ fn follow(run: Followed) -> BoxStream<'static, FollowedEvent> {
                     followed
                 })
                 .boxed(),
-            Err(error) => unfollowed(&id, &error.to_string()),
+            Err(error) => unfollowed(&id, place, &error.to_string()),
         }
     }
     .flatten_stream()
@@ -194,12 +203,12 @@ impl Drop for CancelOnDrop {
 }
 
 /// The `error` and `done` of a run that could not be followed.
-fn unfollowed(id: &RunId, why: &str) -> BoxStream<'static, FollowedEvent> {
+fn unfollowed(id: &RunId, place: &str, why: &str) -> BoxStream<'static, FollowedEvent> {
     let error = AgentEvent::by_host(
         "moat",
         EventPayload::error(
             codes::ADAPTER_ERROR,
-            format!("cannot follow run {id} in the cluster: {why}"),
+            format!("cannot follow run {id} in {place}: {why}"),
             false,
         ),
     );

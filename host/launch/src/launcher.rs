@@ -11,17 +11,18 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use moat_cluster::{Cluster, ComponentRef, Job};
 use moat_engine::{AgentRun, ParallelTask, Registry, RunRequest, TaskEvent, run_parallel};
-use moat_runs::{NewRun, RecordedLimits, RunFilter, RunId, RunStatus, Runs, RunsError};
+use moat_runs::{
+    ComponentRef, Job, JobAsk, NewRun, RecordedLimits, RunBook, RunFilter, RunId, RunStatus, Runs,
+    RunsError, Workers,
+};
 use moat_sandbox::{ChildRunner, RunScope, Secrets, WasmAdapter};
-use moat_store::{LocalRuns, Recorder};
 use tokio_util::sync::CancellationToken;
 
 use crate::admit::{
     Admission, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, declared_secrets,
 };
-use crate::approvals::{Book, Desk, Notices};
+use crate::approvals::{Desk, Notices};
 use crate::budget::{MemoryBudget, Share};
 use crate::children::{Children, Spawner};
 use crate::error::LaunchError;
@@ -33,43 +34,9 @@ use crate::secrets::{SecretError, SecretStore};
 use crate::spec::{AdapterRef, LaunchSpec};
 use crate::spending::{Account, Accounts};
 
-/// Where a launcher's runs are recorded and executed.
-#[derive(Clone)]
-pub enum Place {
-    /// In this process, recorded in this machine's store; the runs
-    /// components start nest here too.
-    Local(LocalRuns),
-    /// In this process, recorded nowhere (`--no-store`): nothing is left
-    /// on disk, and runs cannot nest (a child is known by its record).
-    Unrecorded,
-    /// Submitted to a cluster, whose workers execute them (boxed: a
-    /// cluster's connection is large beside the others).
-    Cluster(Box<Cluster>),
-}
-
-impl Place {
-    /// The cluster its runs go to, when they go to one.
-    pub fn cluster(&self) -> Option<&Cluster> {
-        match self {
-            Place::Cluster(cluster) => Some(cluster),
-            Place::Local(_) | Place::Unrecorded => None,
-        }
-    }
-
-    /// Where its runs can be found, followed and cancelled; `None` when
-    /// they are recorded nowhere.
-    pub fn runs(&self) -> Option<Arc<dyn Runs>> {
-        match self {
-            Place::Local(local) => Some(Arc::new(local.clone())),
-            Place::Cluster(cluster) => Some(Arc::new(Cluster::clone(cluster))),
-            Place::Unrecorded => None,
-        }
-    }
-}
-
 /// A run admitted and recorded (`pending`), not started yet. Dropped
-/// unstarted, its record ends `failed` — unless it was submitted to a
-/// cluster, where runs go on whatever their submitter does.
+/// unstarted, its record ends `failed` — unless it was handed to workers
+/// elsewhere, where runs go on whatever their submitter does.
 pub struct Prepared {
     id: Option<RunId>,
     admission: Admission,
@@ -82,10 +49,10 @@ enum Kind {
         /// Its share of the launcher's memory budget, while it runs.
         share: Option<Share>,
         adapter: Arc<WasmAdapter>,
-        /// Boxed: a request is large beside a cluster's run.
+        /// Boxed: a request is large beside a followed run.
         request: Box<RunRequest<RunScope>>,
         role: Option<String>,
-        /// Boxed: a recording is large beside a cluster's run.
+        /// Boxed: a recording is large beside a followed run.
         recording: Option<Box<Recording>>,
         /// What its approval desk tells its consumer, when it asks.
         notices: Option<Notices>,
@@ -95,9 +62,9 @@ enum Kind {
         /// Its spans, when traces are exported.
         tracer: Option<moat_telemetry::RunTracer>,
     },
-    /// Submitted to a cluster: to follow there.
-    Cluster {
-        cluster: Box<Cluster>,
+    /// Handed to workers elsewhere: to follow where it is kept.
+    Elsewhere {
+        runs: Arc<dyn Runs>,
         id: RunId,
         abort: CancellationToken,
         role: Option<String>,
@@ -126,7 +93,11 @@ pub struct Launcher {
 
 struct Inner {
     resolver: Resolver,
-    place: Place,
+    /// Where its runs are kept; `None`: nowhere (`--no-store`): nothing is
+    /// left on disk, and runs cannot nest (a child is known by its
+    /// record). A book whose runs execute on workers elsewhere (a
+    /// cluster's) is handed them instead of executing them here.
+    book: Option<Arc<dyn RunBook>>,
     /// Where the values of the runs' secret grants are kept; `None`: a
     /// run granted a secret is refused.
     secrets: Option<SecretStore>,
@@ -139,19 +110,23 @@ struct Inner {
 }
 
 impl Launcher {
-    /// A launcher loading adapters with `resolver` and placing runs at
-    /// `place`.
-    pub fn new(resolver: Resolver, place: Place) -> Self {
-        Self::with_secrets(resolver, place, None)
+    /// A launcher loading adapters with `resolver` and keeping runs in
+    /// `book` (`None`: recorded nowhere).
+    pub fn new(resolver: Resolver, book: Option<Arc<dyn RunBook>>) -> Self {
+        Self::with_secrets(resolver, book, None)
     }
 
     /// [`new`](Self::new), resolving the runs' secret grants from
     /// `secrets` when they execute here.
-    pub fn with_secrets(resolver: Resolver, place: Place, secrets: Option<SecretStore>) -> Self {
+    pub fn with_secrets(
+        resolver: Resolver,
+        book: Option<Arc<dyn RunBook>>,
+        secrets: Option<SecretStore>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 resolver,
-                place,
+                book,
                 secrets,
                 stopping: CancellationToken::new(),
                 memory: None,
@@ -231,15 +206,21 @@ impl Launcher {
         &self.inner.resolver
     }
 
-    /// Where its runs go.
-    pub fn place(&self) -> &Place {
-        &self.inner.place
+    /// Where its runs are kept; `None` when they are recorded nowhere.
+    pub fn book(&self) -> Option<&Arc<dyn RunBook>> {
+        self.inner.book.as_ref()
     }
 
     /// Where its runs can be found, followed and cancelled; `None` when
     /// they are recorded nowhere.
     pub fn runs(&self) -> Option<Arc<dyn Runs>> {
-        self.inner.place.runs()
+        self.inner.book.clone().map(|book| book as Arc<dyn Runs>)
+    }
+
+    /// The workers elsewhere its runs are handed to, when they execute
+    /// there (a cluster's).
+    pub fn workers(&self) -> Option<Arc<dyn Workers>> {
+        self.inner.book.as_ref().and_then(|book| book.workers())
     }
 
     /// Opens the account of run `id`, recorded by whoever calls this (a
@@ -267,15 +248,18 @@ impl Launcher {
     pub async fn prepare(&self, spec: LaunchSpec) -> Result<Prepared, LaunchError> {
         let (resolved, admission) = self.admit(&spec, None).await?;
         let spec = with_policy_asks(spec, &admission);
-        match &self.inner.place {
-            Place::Cluster(cluster) => {
+        let Some(book) = &self.inner.book else {
+            return self.prepare_unrecorded(resolved, spec, admission).await;
+        };
+        match book.workers() {
+            Some(workers) => {
                 let (mut spec, mut admission) = (spec, admission);
                 let id = spec.id.clone().unwrap_or_default();
                 spec.id = Some(id.clone());
                 let workspace = match &spec.workspace {
                     Some(request) => Some((
                         crate::workspace::pack(
-                            cluster,
+                            &workers,
                             request,
                             &id,
                             &mut admission,
@@ -287,12 +271,15 @@ impl Launcher {
                     None => None,
                 };
                 let tracer = start_tracer(&resolved, &spec, Some(&id), None, true);
-                let submitted = match self.job(cluster, &resolved, &spec, &admission).await {
+                let submitted = match self
+                    .job(workers.as_ref(), &resolved, &spec, &admission)
+                    .await
+                {
                     Ok(mut job) => {
                         job.workspace = workspace.as_ref().map(|((job, _), _)| job.clone());
                         job.traceparent =
                             tracer.as_ref().map(moat_telemetry::RunTracer::traceparent);
-                        cluster.submit(job).await.map_err(LaunchError::from)
+                        workers.submit(job).await.map_err(LaunchError::from)
                     }
                     Err(error) => Err(error),
                 };
@@ -305,8 +292,8 @@ impl Launcher {
                 Ok(Prepared {
                     id: Some(id.clone()),
                     admission,
-                    kind: Kind::Cluster {
-                        cluster: cluster.clone(),
+                    kind: Kind::Elsewhere {
+                        runs: book.clone(),
                         id,
                         abort: spec.abort,
                         role: spec.role,
@@ -314,14 +301,15 @@ impl Launcher {
                     },
                 })
             }
-            Place::Local(local) => {
+            None => {
                 let mut spec = spec;
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
                 let share = self.share(&admission, spec.parent.is_none()).await?;
                 let id = spec.id.clone().unwrap_or_default();
                 let workspace = given_workspace(&mut spec, &id, &mut admission).await?;
                 let new_run = new_run(&resolved, &spec, &admission);
-                let recorder = Recorder::create_as_awaiting(local.store().clone(), id, &new_run)
+                let log = book
+                    .create(id, &new_run, spec.abort.clone())
                     .await
                     .map_err(|e| {
                         if let Some((workspace, root)) = &workspace {
@@ -329,14 +317,13 @@ impl Launcher {
                         }
                         LaunchError::Record(e.to_string())
                     })?;
-                let id = recorder.id().clone();
-                let publisher = local.begin(id.clone(), spec.parent.clone(), spec.abort.clone());
-                let recording = Recording::new(recorder, publisher, spec.abort.clone());
+                let id = log.id().clone();
+                let recording = Recording::new(log, spec.abort.clone());
                 let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
-                let meter = self.meter(&id, &spec, &admission, Some(local.store().clone()));
+                let meter = self.meter(&id, &spec, &admission, Some(book.clone()));
                 let desk = spec.ask.clone().map(|ask| {
                     Desk::new(
-                        Book::Local(local.clone()),
+                        book.clone(),
                         id.clone(),
                         resolved.name(),
                         ask,
@@ -357,24 +344,30 @@ impl Launcher {
                     None,
                 ))
             }
-            Place::Unrecorded => {
-                if spec.ask.is_some() {
-                    return Err(LaunchError::Refused(crate::Refusal::Asking(
-                        "a run recorded nowhere cannot ask for approval: nobody could answer it (leave out --no-store, or --ask)".into(),
-                    )));
-                }
-                let mut spec = spec;
-                let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
-                let share = self.share(&admission, spec.parent.is_none()).await?;
-                // Named by an id of its own, though nothing records it.
-                let id = RunId::new();
-                given_workspace(&mut spec, &id, &mut admission).await?;
-                let meter = self.meter(&id, &spec, &admission, None);
-                Ok(self.here(
-                    resolved, spec, admission, None, None, None, share, None, meter, None,
-                ))
-            }
         }
+    }
+
+    /// [`prepare`](Self::prepare) for a launcher that records nothing.
+    async fn prepare_unrecorded(
+        &self,
+        resolved: Resolved,
+        mut spec: LaunchSpec,
+        admission: Admission,
+    ) -> Result<Prepared, LaunchError> {
+        if spec.ask.is_some() {
+            return Err(LaunchError::Refused(crate::Refusal::Asking(
+                "a run recorded nowhere cannot ask for approval: nobody could answer it (leave out --no-store, or --ask)".into(),
+            )));
+        }
+        let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
+        let share = self.share(&admission, spec.parent.is_none()).await?;
+        // Named by an id of its own, though nothing records it.
+        let id = RunId::new();
+        given_workspace(&mut spec, &id, &mut admission).await?;
+        let meter = self.meter(&id, &spec, &admission, None);
+        Ok(self.here(
+            resolved, spec, admission, None, None, None, share, None, meter, None,
+        ))
     }
 
     /// Admits the run `spec` asks for, to execute in this process as run
@@ -399,11 +392,11 @@ impl Launcher {
         let share = self.share(&admission, spec.parent.is_none()).await?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
         let meter = self.meter(&id, &spec, &admission, None);
-        // Its requests are kept in its record on the cluster, where any
+        // Its requests are kept in its record where it is kept, where any
         // submitter answers them.
-        let desk = match (spec.ask.clone(), self.inner.place.cluster()) {
-            (Some(ask), Some(cluster)) => Some(Desk::new(
-                Book::Cluster(Box::new(cluster.clone())),
+        let desk = match (spec.ask.clone(), &self.inner.book) {
+            (Some(ask), Some(book)) => Some(Desk::new(
+                book.clone(),
                 id.clone(),
                 resolved.name(),
                 ask,
@@ -521,10 +514,10 @@ impl Launcher {
         }
     }
 
-    /// The job that submits `spec`'s run to `cluster`.
+    /// The job that hands `spec`'s run to `workers`.
     async fn job(
         &self,
-        cluster: &Cluster,
+        workers: &dyn Workers,
         resolved: &Resolved,
         spec: &LaunchSpec,
         admission: &Admission,
@@ -533,7 +526,7 @@ impl Launcher {
             Source::BuiltIn(name) => ComponentRef::Builtin { name: name.clone() },
             Source::Installed(_) | Source::File(_) => {
                 let bytes = resolved.component_bytes()?.unwrap_or_default();
-                let sha256 = cluster.put_component(&bytes).await?;
+                let sha256 = workers.put_component(&bytes).await?;
                 if sha256 != resolved.sha256() {
                     return Err(LaunchError::Resolve(crate::ResolveError::Mismatch(
                         format!("{} changed while it was read; run again", resolved.name()),
@@ -554,7 +547,7 @@ impl Launcher {
             trust: admission.trust,
             limits: recorded_limits(admission),
             retry_on_worker_loss: spec.retry_on_worker_loss,
-            ask: spec.ask.as_ref().map(|ask| moat_cluster::JobAsk {
+            ask: spec.ask.as_ref().map(|ask| JobAsk {
                 timeout_ms: ask
                     .timeout
                     .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
@@ -568,13 +561,13 @@ impl Launcher {
 
     /// The meter of run `id`, admitted as `admission`: when it has a
     /// budget, or its parent has an account here (what it spends, its
-    /// parent spends). Spending is recorded in `store`, when given.
+    /// parent spends). Spending is recorded in `book`, when given.
     fn meter(
         &self,
         id: &RunId,
         spec: &LaunchSpec,
         admission: &Admission,
-        store: Option<Arc<moat_store::Store>>,
+        book: Option<Arc<dyn RunBook>>,
     ) -> Option<Meter> {
         let parent = spec
             .parent
@@ -593,7 +586,7 @@ impl Launcher {
         self.inner.accounts.add(&account);
         Some(Meter {
             account,
-            store,
+            book,
             price_table: spec.price_table.clone(),
             model: spec.options.model.clone(),
         })
@@ -690,14 +683,14 @@ impl Launcher {
                     meters.extend(meter.map(|meter| (task, meter)));
                     here.push((adapter, *request, role, recording.map(|r| *r)));
                 }
-                Kind::Cluster {
-                    cluster,
+                Kind::Elsewhere {
+                    runs,
                     id,
                     abort,
                     role,
                     tracer,
                 } => followed.push(Followed {
-                    cluster,
+                    runs,
                     id,
                     abort,
                     role,
@@ -725,7 +718,8 @@ impl Launcher {
     }
 
     /// Launches the run `spec` asks for and runs it to its end in the
-    /// background (in a cluster: submits it): its id once recorded.
+    /// background (on workers elsewhere: hands it to them): its id once
+    /// recorded.
     pub async fn spawn(&self, spec: LaunchSpec) -> Result<RunId, LaunchError> {
         let prepared = self.prepare(spec).await?;
         let id = prepared.id.clone().ok_or_else(|| {
@@ -744,15 +738,10 @@ impl Launcher {
     /// (its `done` interrupted after its drain) first; past `patience`
     /// they are stopped at once.
     pub async fn stop_runs(&self, patience: Duration) {
-        let Place::Local(local) = &self.inner.place else {
+        let Some(book) = &self.inner.book else {
             return;
         };
-        let live = local.live().all();
-        for run in &live {
-            run.abort.cancel();
-        }
-        let all = futures::future::join_all(live.iter().map(|run| run.ended()));
-        if tokio::time::timeout(patience, all).await.is_err() {
+        if !book.stop_live(patience).await {
             tracing::warn!("runs still ending after {patience:?}; stopping them at once");
             moat_sandbox::stop_all_runs();
         }

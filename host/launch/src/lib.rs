@@ -11,44 +11,15 @@
 //!    parent, or refused ([`Refusal`], the same typed refusal on every
 //!    path); its granted directories are opened now, and the run reaches
 //!    them through these handles only;
-//! 3. it is recorded where it runs ([`Place`]: this machine's store, or a
-//!    cluster), its record finished exactly once whatever happens;
+//! 3. it is recorded where runs are kept ([`moat_runs::RunBook`]: this
+//!    machine's store, or a cluster, whose workers execute it), its record
+//!    finished exactly once whatever happens;
 //! 4. it runs, its events recorded as they pass ([`Launched`]).
 //!
-//! Starting a recorded, contained run without the `moat` binary:
-//!
-//! ```
-//! use std::sync::Arc;
-//!
-//! use futures::StreamExt;
-//! use moat_launch::{AdapterRef, Ceiling, LaunchSpec, Launcher, Place, Resolver};
-//! use moat_runs::Runs;
-//! use moat_sandbox::{Sandbox, SandboxConfig};
-//! use moat_store::{LocalRuns, Store};
-//!
-//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! let dir = tempfile::tempdir()?;
-//! let store = Arc::new(Store::open(&dir.path().join("moat.db"))?);
-//! let runs = LocalRuns::new(store);
-//! let sandbox = Sandbox::new(SandboxConfig::default())?;
-//! let launcher = Launcher::new(Resolver::new(sandbox), Place::Local(runs.clone()));
-//!
-//! // The most any run started here may get: nothing but what a built-in
-//! // declares it needs.
-//! let ceiling = Arc::new(Ceiling::new("this program"));
-//! let spec = LaunchSpec::new(AdapterRef::Named("echo".into()), "hello", ceiling);
-//! let prepared = launcher.prepare(spec).await?;
-//! let id = prepared.id().cloned().expect("recorded");
-//! let mut events = launcher.start(prepared);
-//! while let Some(event) = events.next().await {
-//!     println!("{}", event.type_name());
-//! }
-//! drop(events);
-//! let record = runs.wait(&id).await?;
-//! assert_eq!(record.status, moat_runs::RunStatus::Completed);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! # }).unwrap();
-//! ```
+//! The launch layer knows neither the store nor the cluster: it is
+//! written against [`moat_runs::RunBook`] and [`moat_runs::Workers`], and
+//! whoever makes a [`Launcher`] gives it one (`tests/all/launch/embedding.rs`
+//! starts a recorded, contained run this way, without the `moat` binary).
 //!
 //! Modules, by what they own:
 //! - [`resolve`]: from a name or path to a loaded adapter;
@@ -59,7 +30,7 @@
 //!   their events; recording: their records;
 //! - children: the runs a component starts; [`contained`]: programs
 //!   that are not runs (a workflow's hooks), contained as a run's are;
-//!   [`worker`]: a cluster worker's jobs; [`workspace`]: a run's
+//!   [`worker`]: the jobs of a worker (a cluster's); [`workspace`]: a run's
 //!   workspace, here or on a worker;
 //! - [`approvals`]: what a run asks for mid-run (`--ask`), recorded,
 //!   answered from anywhere, never past the ceiling; [`spending`] and
@@ -95,7 +66,7 @@ pub use budget::{MemoryBudget, Roots};
 pub use error::LaunchError;
 pub use events::Launched;
 pub use invalid::{Invalid, check_complete};
-pub use launcher::{Launcher, Place, Prepared};
+pub use launcher::{Launcher, Prepared};
 pub use limits::{AskedLimits, MAX_COUNT, Timeout};
 pub use refusal::{Bound, Refusal};
 pub use request::{Dialect, Field, Policy, PolicyEntry, PolicyError, RequestError, RunRequest};

@@ -18,8 +18,7 @@ use moat_engine::{
     DoneStatus, EventPayload, InputTokens, OutputTokens, PriceTable, TaskEvent, TokenCoverage,
     TokenReport,
 };
-use moat_runs::{RunId, Spent};
-use moat_store::Store;
+use moat_runs::{RunBook, RunId, Spent};
 
 use crate::spending::Account;
 use moat_engine::USAGE_EVENT;
@@ -35,7 +34,7 @@ pub const BUDGET_UNPRICED: &str = "BUDGET_UNPRICED";
 pub(crate) struct Meter {
     pub(crate) account: Arc<Account>,
     /// Where what it spent is recorded, when it is recorded.
-    pub(crate) store: Option<Arc<Store>>,
+    pub(crate) book: Option<Arc<dyn RunBook>>,
     /// Prices for usage reported without a cost.
     pub(crate) price_table: Option<Arc<PriceTable>>,
     /// The model the run asked for; the backend's own (its `init`) wins.
@@ -200,16 +199,16 @@ impl Counting {
         self.usd += usd.unwrap_or(0.0);
         self.tokens = self.tokens.saturating_add(tokens);
         let charged = self.meter.account.charge(usd, tokens, calls);
-        if let Some(store) = &self.meter.store {
-            record(store, &charged);
+        if let Some(book) = &self.meter.book {
+            record(book.as_ref(), &charged);
         }
     }
 }
 
 /// Records what each charged run has spent now.
-fn record(store: &Store, charged: &[(RunId, Spent)]) {
+fn record(book: &dyn RunBook, charged: &[(RunId, Spent)]) {
     for (id, spent) in charged {
-        if let Err(error) = store.set_spent(id, spent) {
+        if let Err(error) = book.spent(id, spent) {
             tracing::warn!(run = %id, "what the run spent could not be recorded: {error}");
         }
     }

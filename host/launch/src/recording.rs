@@ -1,41 +1,35 @@
 //! A run's record while it runs: created `pending` before its adapter
-//! starts, each event stored as it passes (then published to followers in
-//! this process), and finished exactly once whatever happens — by its
-//! `done`, by the stream's end, or, when it never started, by being
-//! dropped. A store that cannot record the run stops it, and the run says
-//! why in its own stream.
+//! starts (in whichever [`RunBook`](moat_runs::RunBook) keeps it), each
+//! event recorded as it passes, and finished exactly once whatever
+//! happens — by its `done`, by the stream's end, or, when it never
+//! started, by being dropped. A book that cannot record the run stops
+//! it, and the run says why in its own stream.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
 use moat_engine::{AgentEvent, DoneStatus, EventPayload, TaskEvent, codes};
-use moat_runs::{FailReason, StoredEvent};
-use moat_store::{Publisher, Recorder, StoreError};
+use moat_runs::{FailReason, RunLog, RunsError};
 use tokio_util::sync::CancellationToken;
 
 /// One run's record, open until it is finished.
 #[derive(Debug)]
 pub struct Recording {
-    recorder: Option<Recorder>,
-    /// Its entry among this process's live runs: followers here get its
-    /// events as they are stored.
-    publisher: Option<Publisher>,
+    /// `None` once the record is final.
+    log: Option<Box<dyn RunLog>>,
     abort: CancellationToken,
-    /// The store failed: the run was stopped, and its `done` says error.
+    /// The book failed: the run was stopped, and its `done` says error.
     unrecorded: bool,
     /// Why it failed if it ends without a `done`.
     cut: FailReason,
 }
 
 impl Recording {
-    /// The record `recorder` made, live here as `publisher`, stopped by
-    /// `abort`.
-    pub(crate) fn new(recorder: Recorder, publisher: Publisher, abort: CancellationToken) -> Self {
+    /// The record `log` keeps, the run stopped by `abort`.
+    pub(crate) fn new(log: Box<dyn RunLog>, abort: CancellationToken) -> Self {
         Self {
-            recorder: Some(recorder),
-            publisher: Some(publisher),
+            log: Some(log),
             abort,
             unrecorded: false,
             // A run dropped before it started never ran its adapter.
@@ -46,35 +40,25 @@ impl Recording {
     /// Its adapter starts now.
     fn running(&mut self) {
         self.cut = FailReason::Cancelled;
-        if let Some(recorder) = &self.recorder
-            && let Err(error) = recorder.running()
+        if let Some(log) = &mut self.log
+            && let Err(error) = log.running()
         {
             tracing::error!("cannot record the run: {error}");
         }
     }
 
     /// Records `event` (`json`: its encoding, when made): the event to
-    /// hand on, and the one to hand on after it when the store failed
+    /// hand on, and the one to hand on after it when the book failed
     /// (then the first is the failure's `error`).
     fn record(&mut self, mut event: AgentEvent, json: Option<&[u8]>) -> Recorded1 {
         let mut failure = None;
-        if let Some(recorder) = self.recorder.as_mut() {
-            let stored = match json {
-                Some(json) => recorder.record_encoded(&event, json),
-                None => recorder.record(&event),
-            };
-            match stored {
-                Ok(seq) => {
-                    if let Some(publisher) = &self.publisher {
-                        publisher.recorded(seq);
-                    }
+        if let Some(log) = self.log.as_mut() {
+            match log.record(&event, json) {
+                Ok(_) => {
                     if event.is_done() {
-                        // The record is final before anyone hears of the
-                        // done: a follower that reads it and asks for the
-                        // record sees the ended run.
-                        self.finish(FailReason::Cancelled);
+                        // Final, as the done said (the log ended it).
+                        self.log = None;
                     }
-                    self.publish(seq, &event, json);
                 }
                 Err(error) => {
                     // Never go on without recording: the run stops, and
@@ -82,10 +66,8 @@ impl Recording {
                     let stopped = store_failure(&event, &error);
                     self.abort.cancel();
                     self.unrecorded = true;
-                    if let Some(recorder) = self.recorder.take() {
-                        let next = recorder.next_seq();
-                        let _ = recorder.finish(FailReason::StoreError);
-                        self.publish(next, &stopped, None);
+                    if let Some(log) = self.log.take() {
+                        log.fail(FailReason::StoreError, &stopped);
                     }
                     failure = Some(stopped);
                 }
@@ -95,10 +77,6 @@ impl Recording {
             && let EventPayload::Done(done) = &mut event.payload
         {
             done.status = DoneStatus::Error;
-        }
-        if event.is_done() {
-            // Whatever follows in this process is told the run ended.
-            self.publisher = None;
         }
         match failure {
             Some(failure) => Recorded1 {
@@ -114,25 +92,10 @@ impl Recording {
         }
     }
 
-    fn publish(&self, seq: u64, event: &AgentEvent, json: Option<&[u8]>) {
-        let Some(publisher) = self.publisher.as_ref().filter(|p| p.is_heard()) else {
-            return;
-        };
-        let json: Arc<str> = match json {
-            Some(json) => String::from_utf8_lossy(json).into(),
-            None => serde_json::to_string(event).unwrap_or_default().into(),
-        };
-        publisher.publish(StoredEvent {
-            seq,
-            json,
-            done: event.is_done(),
-        });
-    }
-
     /// Ends the record: as its `done` said, or failed with `reason`.
     fn finish(&mut self, reason: FailReason) {
-        if let Some(recorder) = self.recorder.take()
-            && let Err(error) = recorder.finish(reason)
+        if let Some(log) = self.log.take()
+            && let Err(error) = log.finish(reason)
         {
             tracing::error!("cannot record the run's end: {error}");
         }
@@ -143,8 +106,6 @@ impl Drop for Recording {
     fn drop(&mut self) {
         let cut = std::mem::replace(&mut self.cut, FailReason::Cancelled);
         self.finish(cut);
-        // The record is final: the run stops being live here now.
-        self.publisher = None;
     }
 }
 
@@ -157,7 +118,7 @@ struct Recorded1 {
 }
 
 /// The `error` a run gets when the store can no longer record it.
-fn store_failure(beside: &AgentEvent, error: &StoreError) -> AgentEvent {
+fn store_failure(beside: &AgentEvent, error: &RunsError) -> AgentEvent {
     AgentEvent {
         agent: beside.agent.clone(),
         timestamp: moat_engine::now_ms(),

@@ -62,7 +62,7 @@ impl SecretStore {
     /// `$MOAT_SECRETS`, else `$XDG_STATE_HOME/moat/secrets.json`, else
     /// `~/.local/state/moat/secrets.json`: beside the run store.
     pub fn default_path() -> Option<PathBuf> {
-        moat_store::state_file("MOAT_SECRETS", "secrets.json")
+        moat_runs::state::state_file("MOAT_SECRETS", "secrets.json")
     }
 
     /// Its file.

@@ -2,9 +2,11 @@
 //! admitted exactly as a request to `moat serve` is — its grants, trust
 //! and limits within the worker's ceiling and its parent's —, its
 //! directories opened here, and the runs its component starts are
-//! submitted to the cluster as its children. A job with a workspace gets
-//! it made here from its project, and its changes go back to the cluster
-//! before its `done`.
+//! handed to the same workers as its children. A job with a workspace
+//! gets it made here from its project, and its changes go back to the
+//! workers before its `done`. The worker loop that takes jobs and records
+//! their runs is the workers' own (a cluster's: `moat-cluster`); this is
+//! the [`Executor`] it is given.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,15 +14,14 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use moat_cluster::{Cluster, ComponentRef, Executor, Job, Refusal as JobRefusal};
 use moat_engine::{AgentEvent, DoneStatus, EventPayload, SettingNames, codes};
-use moat_runs::RunId;
+use moat_runs::{ComponentRef, Executor, Job, JobRefusal, RunId, Workers};
 use moat_workspace::Workspace;
 use tokio_util::sync::CancellationToken;
 
 use crate::admit::{Asked, Ceiling};
 use crate::error::LaunchError;
-use crate::launcher::{Launcher, Place};
+use crate::launcher::Launcher;
 use crate::limits::AskedLimits;
 use crate::resolve::Resolved;
 use crate::spec::{AdapterRef, LaunchSpec};
@@ -28,31 +29,31 @@ use crate::spec::{AdapterRef, LaunchSpec};
 /// Executes a worker's jobs under its ceiling.
 pub struct JobExecutor {
     launcher: Launcher,
-    cluster: Cluster,
+    workers: Arc<dyn Workers>,
     ceiling: Arc<Ceiling>,
     names: Arc<dyn SettingNames>,
     workspaces: PathBuf,
 }
 
 impl JobExecutor {
-    /// Executes jobs with `launcher` (whose place is the worker's
-    /// cluster, where the jobs' children go) under `ceiling`, making the
+    /// Executes jobs with `launcher` (whose runs go to the worker's
+    /// workers, where the jobs' children go) under `ceiling`, making the
     /// workspaces jobs ask for under `workspaces`; refusals are worded
     /// with `names`.
     ///
     /// # Panics
-    /// When `launcher`'s runs do not go to a cluster.
+    /// When `launcher`'s runs are not handed to workers.
     pub fn new(
         launcher: Launcher,
         ceiling: Arc<Ceiling>,
         names: Arc<dyn SettingNames>,
         workspaces: PathBuf,
     ) -> Self {
-        let Place::Cluster(cluster) = launcher.place() else {
-            panic!("a worker's launcher places runs on its cluster");
+        let Some(workers) = launcher.workers() else {
+            panic!("a worker's launcher hands runs to its workers");
         };
         Self {
-            cluster: Cluster::clone(cluster),
+            workers,
             launcher,
             ceiling,
             names,
@@ -118,7 +119,7 @@ impl JobExecutor {
         };
         let workspace = match &job.workspace {
             Some(asked) => Some(
-                crate::workspace::unpack(&self.cluster, asked, &self.workspaces, &id)
+                crate::workspace::unpack(self.workers.as_ref(), asked, &self.workspaces, &id)
                     .await
                     .map_err(|e| JobRefusal::Failed(format!("its workspace: {e}")))?,
             ),
@@ -153,7 +154,7 @@ impl JobExecutor {
         Ok(match workspace {
             Some(workspace) => sending_back(
                 events,
-                self.cluster.clone(),
+                self.workers.clone(),
                 workspace,
                 self.workspaces.clone(),
             ),
@@ -162,12 +163,12 @@ impl JobExecutor {
     }
 }
 
-/// `events`, with the run's changes in `workspace` sent back to `cluster`
+/// `events`, with the run's changes in `workspace` sent back to `workers`
 /// before its `done`; when they cannot be, an error says so and the run
 /// fails (its work would be lost).
 fn sending_back(
     events: impl Stream<Item = AgentEvent> + Send + 'static,
-    cluster: Cluster,
+    workers: Arc<dyn Workers>,
     workspace: Workspace,
     root: PathBuf,
 ) -> BoxStream<'static, AgentEvent> {
@@ -175,10 +176,10 @@ fn sending_back(
     events
         .then(move |event| {
             let ending = event.is_done().then(|| workspace.take()).flatten();
-            let (cluster, root) = (cluster.clone(), root.clone());
+            let (workers, root) = (workers.clone(), root.clone());
             async move {
                 match ending {
-                    Some(workspace) => send_back(&cluster, workspace, &root, event).await,
+                    Some(workspace) => send_back(workers.as_ref(), workspace, &root, event).await,
                     None => vec![event],
                 }
             }
@@ -190,13 +191,13 @@ fn sending_back(
 /// The run's `done` once its changes are sent back; else an error before
 /// it, and it failed.
 async fn send_back(
-    cluster: &Cluster,
+    workers: &dyn Workers,
     workspace: Workspace,
     root: &Path,
     mut done: AgentEvent,
 ) -> Vec<AgentEvent> {
     let run = workspace.run.clone();
-    match crate::workspace::send_back(cluster, workspace, root).await {
+    match crate::workspace::send_back(workers, workspace, root).await {
         Ok(bytes) => {
             tracing::info!(run, bytes, "the run's changes are sent back");
             vec![done]

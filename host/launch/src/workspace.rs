@@ -4,17 +4,17 @@
 //! no longer writable (a grant that contains the project, which the user
 //! gave on purpose, is left as it is). The run works in the workspace.
 //!
-//! A run submitted to a cluster takes its project along instead ([`pack`]):
-//! its worker makes the workspace from it ([`unpacked`]) and sends the
-//! run's changes back before its `done` ([`send_back`]). [`RunWorkspace`]
-//! finds a run's changes wherever it ran.
+//! A run handed to workers elsewhere takes its project along instead
+//! ([`pack`]): its worker makes the workspace from it ([`unpacked`]) and
+//! sends the run's changes back before its `done` ([`send_back`]).
+//! [`RunWorkspace`] finds a run's changes wherever it ran.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use moat_cluster::{Cluster, JobWorkspace};
 use moat_engine::RunOptions;
 use moat_grants::{Grants, OpenDirs};
-use moat_runs::RunId;
+use moat_runs::{JobWorkspace, RunId, Workers};
 use moat_workspace::{Request, Seed, Workspace, WorkspaceError};
 
 use crate::Refusal;
@@ -96,25 +96,25 @@ fn inside_project(cwd: Option<&str>, project: &Path) -> PathBuf {
         .unwrap_or_default()
 }
 
-/// Packs run `id`'s project for the cluster: stored there, with the
-/// workspace the job asks its worker to make. The run's grants on the
+/// Packs run `id`'s project for `workers`: stored where they fetch it,
+/// with the workspace the job asks its worker to make. The run's grants on the
 /// project are dropped (its worker's copy replaces them) and its working
 /// directory goes with the workspace. Returns this side's record too.
 pub(crate) async fn pack(
-    cluster: &Cluster,
+    workers: &Arc<dyn Workers>,
     request: &Request,
     id: &RunId,
     admission: &mut Admission,
     options: &mut RunOptions,
 ) -> Result<(JobWorkspace, Workspace), LaunchError> {
     let project = granted_project(request, &admission.grants)?;
-    let seeds = seeds(Some(cluster), request).await?;
+    let seeds = seeds(Some(workers), request).await?;
     let packed = {
         let (request, run) = (request.clone(), id.to_string());
         blocking(move || moat_workspace::pack(&request, &run, &seeds)).await?
     };
     let workspace = packed.workspace;
-    let stored = cluster.put_project(&packed.bundle).await;
+    let stored = workers.put_project(&packed.bundle).await;
     let sha256 = match stored {
         Ok(sha256) => sha256,
         Err(error) => {
@@ -137,16 +137,16 @@ pub(crate) async fn pack(
 }
 
 /// Makes a worker's job's workspace under `root`, from the project the
-/// job names (fetched from `cluster`).
+/// job names (fetched from `workers`).
 pub(crate) async fn unpack(
-    cluster: &Cluster,
+    workers: &dyn Workers,
     asked: &JobWorkspace,
     root: &Path,
     id: &RunId,
 ) -> Result<Workspace, LaunchError> {
     // A directory of the run's own: runs of one project fetch it at once.
     let fetched = root.join(format!("{id}.fetch"));
-    let bundle = cluster.fetch_project(&asked.project, &fetched).await;
+    let bundle = workers.fetch_project(&asked.project, &fetched).await;
     let made = match bundle {
         Ok(bundle) => {
             let (commit, root, run) = (asked.commit.clone(), root.to_path_buf(), id.to_string());
@@ -168,11 +168,11 @@ pub(crate) fn unpacked(
     work_in(&workspace.dir, Path::new(cwd), admission, options)
 }
 
-/// Sends run `id`'s changes in `workspace` back through `cluster`, then
-/// removes the workspace from `root` (the changes are the cluster's to
-/// keep now).
+/// Sends run `id`'s changes in `workspace` back to `workers`, then
+/// removes the workspace from `root` (the changes are theirs to keep
+/// now).
 pub(crate) async fn send_back(
-    cluster: &Cluster,
+    workers: &dyn Workers,
     workspace: Workspace,
     root: &Path,
 ) -> Result<usize, LaunchError> {
@@ -180,7 +180,7 @@ pub(crate) async fn send_back(
         let workspace = workspace.clone();
         blocking(move || workspace.diff(false, false)).await?
     };
-    cluster.put_changes(&workspace.run, &changes).await?;
+    workers.put_changes(&workspace.run, &changes).await?;
     if let Err(error) = workspace.remove(root) {
         tracing::warn!(run = workspace.run, "cannot remove the workspace: {error}");
     }
@@ -189,12 +189,15 @@ pub(crate) async fn send_back(
 
 /// The changes `request`'s workspace starts with: those of its seed runs
 /// that had a workspace, wherever they ran.
-async fn seeds(cluster: Option<&Cluster>, request: &Request) -> Result<Vec<Seed>, LaunchError> {
+async fn seeds(
+    workers: Option<&Arc<dyn Workers>>,
+    request: &Request,
+) -> Result<Vec<Seed>, LaunchError> {
     let mut seeds = Vec::new();
     for run in &request.seeds {
         let id = RunId::parse(run)
             .ok_or_else(|| WorkspaceError::Project(format!("{run:?} is not a run id")))?;
-        let found = match RunWorkspace::find(cluster, &request.root, &id) {
+        let found = match RunWorkspace::find(workers.cloned(), &request.root, &id) {
             Ok(found) => found,
             Err(LaunchError::Workspace(WorkspaceError::NotFound(_))) => continue,
             Err(error) => return Err(error),
@@ -208,22 +211,25 @@ async fn seeds(cluster: Option<&Cluster>, request: &Request) -> Result<Vec<Seed>
 }
 
 /// A run's workspace, and where its changes are: in its files here, or
-/// with the cluster its worker sent them back to.
+/// with the workers elsewhere its worker sent them back to.
 pub struct RunWorkspace {
     /// Its record.
     pub workspace: Workspace,
-    cluster: Option<Box<Cluster>>,
+    workers: Option<Arc<dyn Workers>>,
 }
 
 impl RunWorkspace {
     /// Run `id`'s workspace under `root`, whose changes are with
-    /// `cluster` when it ran on one ([`Place::cluster`](crate::Place::cluster)).
-    pub fn find(cluster: Option<&Cluster>, root: &Path, id: &RunId) -> Result<Self, LaunchError> {
+    /// `workers` when it ran on one of them
+    /// ([`Launcher::workers`](crate::Launcher::workers)).
+    pub fn find(
+        workers: Option<Arc<dyn Workers>>,
+        root: &Path,
+        id: &RunId,
+    ) -> Result<Self, LaunchError> {
         let workspace = Workspace::find(root, id.as_str())?;
-        let cluster = cluster
-            .filter(|_| workspace.on_cluster)
-            .map(|cluster| Box::new(cluster.clone()));
-        Ok(Self { workspace, cluster })
+        let workers = workers.filter(|_| workspace.on_cluster);
+        Ok(Self { workspace, workers })
     }
 
     /// Its changes against its base, as [`Workspace::diff`] shows them.
@@ -260,11 +266,11 @@ impl RunWorkspace {
     /// The changes its worker sent back, for a run on a cluster; `None`
     /// for one whose files are here.
     async fn sent_back(&self) -> Result<Option<Vec<u8>>, LaunchError> {
-        let Some(cluster) = &self.cluster else {
+        let Some(workers) = &self.workers else {
             return Ok(None);
         };
         let run = &self.workspace.run;
-        cluster.changes(run).await?.map(Some).ok_or_else(|| {
+        workers.changes(run).await?.map(Some).ok_or_else(|| {
             WorkspaceError::Project(format!(
                 "the changes of run {run} have not come back from its worker: it has not ended, or its worker was lost (moat show {run})"
             ))

@@ -15,7 +15,7 @@
 //! use std::sync::Arc;
 //!
 //! use moat_engine::FieldNames;
-//! use moat_launch::{Ceiling, Launcher, Place, Resolver};
+//! use moat_launch::{Ceiling, Launcher, Resolver};
 //! use moat_sandbox::{Sandbox, SandboxConfig};
 //! use moat_serve::{ServeConfig, Server};
 //! use moat_store::{LocalRuns, Store};
@@ -25,7 +25,8 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = Arc::new(Store::open(&dir.path().join("moat.db"))?);
 //! let sandbox = Sandbox::new(SandboxConfig::default())?;
-//! let launcher = Launcher::new(Resolver::new(sandbox), Place::Local(LocalRuns::new(store)));
+//! let book = Arc::new(LocalRuns::new(store));
+//! let launcher = Launcher::new(Resolver::new(sandbox), Some(book));
 //! let server = Arc::new(Server::new(ServeConfig {
 //!     launcher,
 //!     ceiling: Arc::new(Ceiling::new("this server")),

@@ -177,7 +177,7 @@ impl Server {
             .workspace_root
             .as_deref()
             .ok_or_else(|| Failure::not_found(format!("run {id} has no workspace here")))?;
-        let workspace = RunWorkspace::find(self.launcher.place().cluster(), root, &id)
+        let workspace = RunWorkspace::find(self.launcher.workers(), root, &id)
             .map_err(|error| self.launch_failure(error))?;
         Ok((id, workspace))
     }

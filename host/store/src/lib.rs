@@ -42,6 +42,7 @@
 
 mod approvals;
 mod blocks;
+mod book;
 mod checkpoint;
 mod error;
 mod live;
@@ -107,25 +108,7 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// A file of moat's state: the path in the variable `override_var` when
-/// set, else `file` in moat's state directory (`$XDG_STATE_HOME/moat`, else
-/// `~/.local/state/moat`); `None` with neither `XDG_STATE_HOME` nor `HOME`.
-pub fn state_file(override_var: &str, file: &str) -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os(override_var) {
-        return Some(PathBuf::from(path));
-    }
-    Some(state_dir()?.join(file))
-}
-
-/// moat's state directory: `$XDG_STATE_HOME/moat`, else
-/// `~/.local/state/moat`.
-pub fn state_dir() -> Option<PathBuf> {
-    let dir = match std::env::var_os("XDG_STATE_HOME") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
-    };
-    Some(dir.join("moat"))
-}
+pub use moat_runs::state::{state_dir, state_file};
 
 impl Store {
     /// `$MOAT_STORE`, else `$XDG_STATE_HOME/moat/moat.db`, else

@@ -98,7 +98,7 @@ impl LocalRuns {
 }
 
 /// A store error as the trait's.
-fn runs_error(error: StoreError) -> RunsError {
+pub(crate) fn runs_error(error: StoreError) -> RunsError {
     match error {
         StoreError::NotFound(text) => RunsError::NotFound(text),
         StoreError::Ambiguous {

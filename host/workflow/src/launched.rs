@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use futures::FutureExt;
 use moat_engine::SettingNames;
 use moat_grants::Grants;
-use moat_launch::{AdapterRef, Ceiling, LaunchError, LaunchSpec, Launcher, Place, Resolved};
+use moat_launch::{AdapterRef, Ceiling, LaunchError, LaunchSpec, Launcher, Resolved};
 use moat_runs::{FailReason, RunId, RunStatus};
 use tokio::sync::Mutex;
 
@@ -215,10 +215,7 @@ impl TaskRunner for LaunchRunner {
         };
         // The id goes in the state before the run exists: a moat killed
         // once it is submitted leaves it for the resume to re-attach.
-        let id = match self.launcher.place() {
-            Place::Unrecorded => None,
-            Place::Local(_) | Place::Cluster(_) => Some(RunId::new()),
-        };
+        let id = self.launcher.book().map(|_| RunId::new());
         if let Some(id) = &id
             && let Err(error) = dispatch.notice.starting(id.as_str()).await
         {
@@ -248,7 +245,7 @@ impl TaskRunner for LaunchRunner {
     }
 
     async fn reattach(&self, run: &str, dispatch: TaskDispatch) -> Reattach {
-        if !matches!(self.launcher.place(), Place::Cluster(_)) {
+        if self.launcher.workers().is_none() {
             return Reattach::Cannot(
                 "a run on this machine ends with the moat that ran it (engine restart)".into(),
             );

@@ -4,4 +4,5 @@
 //! what an attacker tries against admission does not get through.
 
 mod attacks;
+mod embedding;
 mod entry_points;

@@ -38,12 +38,12 @@ pub async fn acp(globals: &Globals, sandbox: Sandbox, args: AcpArgs) -> anyhow::
         }
     }
     let resolver = Resolver::new(sandbox.clone());
-    let (place, resolved) = tokio::join!(
-        wiring::place(globals, "moat acp", false),
+    let (book, resolved) = tokio::join!(
+        wiring::book(globals, "moat acp", false),
         resolver.resolve(&args.adapter)
     );
     let resolved = resolved.map_err(wiring::resolve_error)?;
-    let launcher = wiring::launcher(globals, &sandbox, place?);
+    let launcher = wiring::launcher(globals, &sandbox, book?);
     let name = resolved.name().to_owned();
     let turns = FlagTurns {
         granted_dirs: granted_dirs(&request),

@@ -47,12 +47,12 @@ pub async fn parallel(
         .into());
     }
     let resolver = Resolver::new(sandbox.clone());
-    let (place, loaded) = tokio::join!(
-        wiring::place(globals, "moat parallel", args.no_store),
+    let (book, loaded) = tokio::join!(
+        wiring::book(globals, "moat parallel", args.no_store),
         load_adapters(&resolver, &tasks)
     );
     let loaded = loaded?;
-    let launcher = wiring::launcher_with(globals, resolver, place?);
+    let launcher = wiring::launcher_with(globals, resolver, book?);
     // Every task under the parent the shared flags name (a task's own
     // `parent` names its own).
     let runs = launcher.runs();

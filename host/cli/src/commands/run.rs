@@ -38,7 +38,7 @@ pub async fn run(
     }
     // Where the run goes (the store opens, or the cluster connects) while
     // the sandbox starts and the component loads: neither waits for the
-    // other. The place is polled first, so its files or its connection are
+    // other. The book is polled first, so its files or its connection are
     // under way before the sandbox's start holds this task.
     let loaded = async {
         let resolver = Resolver::new(wiring::start_sandbox(sandbox)?);
@@ -48,9 +48,9 @@ pub async fn run(
             .map_err(wiring::resolve_error)?;
         anyhow::Ok((resolver, resolved))
     };
-    let (place, loaded) = tokio::join!(wiring::place(globals, "moat run", args.no_store), loaded);
+    let (book, loaded) = tokio::join!(wiring::book(globals, "moat run", args.no_store), loaded);
     let (resolver, resolved) = loaded?;
-    let launcher = wiring::launcher_with(globals, resolver, place?);
+    let launcher = wiring::launcher_with(globals, resolver, book?);
     let runs = launcher.runs();
     let mut request = args.run.request().map_err(wiring::request_error)?;
     request.prompt = Some(prompt);

@@ -25,14 +25,14 @@ pub async fn serve(
     sandbox: Sandbox,
     args: ServeArgs,
 ) -> anyhow::Result<ExitCode> {
-    let place = wiring::place(globals, "moat serve", false).await?;
+    let book = wiring::book(globals, "moat serve", false).await?;
     let ceiling = args
         .ceiling
         .request()
         .map_err(wiring::request_error)?
         .ceiling("this server");
     let server = Server::new(ServeConfig {
-        launcher: wiring::launcher(globals, &sandbox, place).with_memory_budget(
+        launcher: wiring::launcher(globals, &sandbox, book).with_memory_budget(
             wiring::memory_budget(args.max_total_memory, moat_launch::Roots::Refuse),
         ),
         ceiling: Arc::new(ceiling),

@@ -17,15 +17,16 @@ use crate::args::UiArgs;
 use crate::{Globals, wiring};
 
 pub async fn ui(globals: &Globals, args: &UiArgs) -> anyhow::Result<ExitCode> {
-    let place = Arc::new(wiring::place(globals, "moat ui", false).await?);
-    let runs = place.runs().expect("a recorded place");
+    let book = wiring::recorded(globals, "moat ui").await?;
+    let workers = book.workers();
+    let runs: Arc<dyn moat_runs::Runs> = book;
     let settings = Settings {
         port: args.port,
         diff: wiring::workspace_root(globals)
             .ok()
             .map(|root| -> DiffSource {
-                Arc::new(PlaceWorkspaces {
-                    place: place.clone(),
+                Arc::new(RunsWorkspaces {
+                    workers: workers.clone(),
                     root,
                 })
             }),
@@ -57,22 +58,23 @@ pub async fn ui(globals: &Globals, args: &UiArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs' workspaces under `root`, found as `moat diff` finds them.
-struct PlaceWorkspaces {
-    place: Arc<moat_launch::Place>,
+struct RunsWorkspaces {
+    /// Where the changes of runs on workers elsewhere are.
+    workers: Option<Arc<dyn moat_runs::Workers>>,
     root: std::path::PathBuf,
 }
 
-impl Workspaces for PlaceWorkspaces {
+impl Workspaces for RunsWorkspaces {
     fn has(&self, id: &RunId) -> bool {
-        RunWorkspace::find(self.place.cluster(), &self.root, id).is_ok()
+        RunWorkspace::find(self.workers.clone(), &self.root, id).is_ok()
     }
 
     /// As `moat diff RUN` prints it (without colour).
     fn diff(&self, id: RunId) -> BoxFuture<'static, Result<Option<String>, String>> {
-        let place = self.place.clone();
+        let workers = self.workers.clone();
         let root = self.root.clone();
         Box::pin(async move {
-            let workspace = match RunWorkspace::find(place.cluster(), &root, &id) {
+            let workspace = match RunWorkspace::find(workers, &root, &id) {
                 Ok(workspace) => workspace,
                 Err(LaunchError::Workspace(moat_workspace::WorkspaceError::NotFound(_))) => {
                     return Ok(None);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use moat_cluster::WorkerConfig;
-use moat_launch::{JobExecutor, Place};
+use moat_launch::JobExecutor;
 use moat_sandbox::Sandbox;
 
 use crate::args::WorkerArgs;
@@ -41,11 +41,10 @@ pub async fn worker(
         .request()
         .map_err(wiring::request_error)?
         .ceiling("this worker");
-    let launcher = wiring::launcher(globals, &sandbox, Place::Cluster(Box::new(cluster.clone())))
-        .with_memory_budget(wiring::memory_budget(
-            args.max_total_memory,
-            moat_launch::Roots::Wait,
-        ));
+    let launcher =
+        wiring::launcher(globals, &sandbox, Some(Arc::new(cluster.clone()))).with_memory_budget(
+            wiring::memory_budget(args.max_total_memory, moat_launch::Roots::Wait),
+        );
     let executor = Arc::new(JobExecutor::new(
         launcher,
         Arc::new(ceiling),

@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use moat_launch::{Place, RunWorkspace};
+use moat_launch::RunWorkspace;
 use moat_runs::{RunId, RunStatus, Runs};
 use moat_workspace::Workspace;
 
@@ -128,8 +128,9 @@ async fn list(globals: &Globals) -> anyhow::Result<ExitCode> {
 
 async fn remove(globals: &Globals, args: &WorkspaceRmArgs) -> anyhow::Result<ExitCode> {
     let root = wiring::workspace_root(globals)?;
-    let place = wiring::place(globals, "moat workspace", false).await?;
-    let runs = place.runs().expect("a recorded place");
+    let book = wiring::recorded(globals, "moat workspace").await?;
+    let workers = book.workers();
+    let runs: Arc<dyn Runs> = book;
     let chosen: Vec<Workspace> = if args.runs.is_empty() {
         let now = moat_engine::now_ms();
         let older = args
@@ -164,9 +165,12 @@ async fn remove(globals: &Globals, args: &WorkspaceRmArgs) -> anyhow::Result<Exi
         }
         workspace.remove(&root).map_err(workspace_error)?;
         if workspace.on_cluster
-            && let Place::Cluster(cluster) = &place
+            && let Some(workers) = &workers
         {
-            cluster.remove_changes(&workspace.run).await?;
+            workers
+                .remove_changes(&workspace.run)
+                .await
+                .map_err(wiring::runs_error)?;
         }
         println!("{}  removed", workspace.run);
     }
@@ -175,12 +179,12 @@ async fn remove(globals: &Globals, args: &WorkspaceRmArgs) -> anyhow::Result<Exi
 
 /// Run `text`'s workspace, and the runs it was found in.
 async fn of_run(globals: &Globals, text: &str) -> anyhow::Result<(RunWorkspace, Arc<dyn Runs>)> {
-    let place = wiring::place(globals, "moat", false).await?;
-    let runs = place.runs().expect("a recorded place");
+    let book = wiring::recorded(globals, "moat").await?;
+    let workers = book.workers();
+    let runs: Arc<dyn Runs> = book;
     let id = runs.find(text).await.map_err(wiring::runs_error)?;
     let root = wiring::workspace_root(globals)?;
-    let workspace =
-        RunWorkspace::find(place.cluster(), &root, &id).map_err(wiring::launch_error)?;
+    let workspace = RunWorkspace::find(workers, &root, &id).map_err(wiring::launch_error)?;
     Ok((workspace, runs))
 }
 

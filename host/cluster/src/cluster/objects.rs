@@ -11,7 +11,7 @@ use tokio::io::AsyncReadExt;
 
 use super::Cluster;
 use crate::error::{ClusterError, nats, settled};
-use crate::job::is_sha256;
+use moat_runs::job::is_sha256;
 
 /// The largest component the cluster carries.
 pub const MAX_COMPONENT_BYTES: u64 = 512 * 1024 * 1024;

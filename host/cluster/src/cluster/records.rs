@@ -13,9 +13,9 @@ use moat_runs::{FailReason, Outcome, RunStatus};
 
 use super::{Cluster, keys};
 use crate::error::{ClusterError, nats, settled};
-use crate::job::Job;
 use crate::layout;
 use crate::record::ClusterRun;
+use moat_runs::job::Job;
 
 /// How many times a change of a record is tried against concurrent ones.
 const CAS_ATTEMPTS: usize = 64;
@@ -449,7 +449,7 @@ pub(super) fn synthesized(run: &ClusterRun) -> AgentEvent {
 pub(super) mod tests {
     use super::*;
     use crate::cluster::tests::connected;
-    use crate::job::ComponentRef;
+    use moat_runs::job::ComponentRef;
 
     /// How many `done`s run `id` has stored.
     async fn dones(cluster: &Cluster, id: &str) -> usize {

@@ -64,7 +64,7 @@ mod tests {
     use super::*;
     use crate::cluster::records::Change;
     use crate::cluster::tests::connected;
-    use crate::job::{ComponentRef, Job};
+    use moat_runs::job::{ComponentRef, Job};
 
     /// How many jobs the work queue holds.
     async fn queued(cluster: &Cluster) -> u64 {

@@ -150,7 +150,9 @@ async fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let root = wiring::workspace_root(globals)?;
-    let place = wiring::place(globals, "moat workflow apply", false).await?;
+    let workers = wiring::recorded(globals, "moat workflow apply")
+        .await?
+        .workers();
     let mut changes = Vec::new();
     for task in dependency_order(&workflow.tasks) {
         let Some(task_state) = state.tasks.get(&task.id) else {
@@ -164,7 +166,7 @@ async fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
         let Some(id) = moat_runs::RunId::parse(run) else {
             continue;
         };
-        match moat_launch::RunWorkspace::find(place.cluster(), &root, &id) {
+        match moat_launch::RunWorkspace::find(workers.clone(), &root, &id) {
             Ok(found) => {
                 let patch = found.changes().await.map_err(wiring::launch_error)?;
                 changes.push((found.workspace, patch));
@@ -360,11 +362,11 @@ async fn run(
     } else {
         Some(wiring::local_runs(globals.store.as_deref())?)
     };
-    let place = match (&globals.cluster.nats, &local) {
-        (None, Some(local)) => moat_launch::Place::Local(local.clone()),
-        _ => wiring::place(globals, "moat workflow", flags.no_store).await?,
+    let book: Option<Arc<dyn moat_runs::RunBook>> = match (&globals.cluster.nats, &local) {
+        (None, Some(local)) => Some(Arc::new(local.clone())),
+        _ => wiring::book(globals, "moat workflow", flags.no_store).await?,
     };
-    let on_cluster = matches!(place, moat_launch::Place::Cluster(_));
+    let on_cluster = book.as_ref().is_some_and(|book| book.workers().is_some());
     // The flags are the most any task gets, with the trust presets of the
     // project, where every task works; its budget is the workflow's own
     // account (below), not each task's.
@@ -374,7 +376,7 @@ async fn run(
         budget: moat_launch::Budget::default(),
         ..request.ceiling("the workflow")
     };
-    let launcher = wiring::launcher(globals, sandbox, place);
+    let launcher = wiring::launcher(globals, sandbox, book);
     let runner = Arc::new(LaunchRunner::new(
         launcher.clone(),
         Arc::new(ceiling),

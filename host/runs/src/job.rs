@@ -1,13 +1,18 @@
-//! A submitted run as it travels to a worker: what to run, under which
-//! grants and limits. Everything in it is checked again by the worker
-//! that takes it: it comes from the network.
+//! A run handed to workers elsewhere (a cluster's), as it travels: what
+//! to run, under which grants and limits. Everything in it is checked
+//! again by the worker that takes it: it comes from the network.
 
 use moat_engine::{RunLimits, RunOptions};
 use moat_grants::{Grants, TrustLevel};
-use moat_runs::RecordedLimits;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ClusterError;
+use crate::RecordedLimits;
+use crate::id::RunId;
+
+/// Why a job is refused: no moat would have submitted it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidJob(pub String);
 
 /// Which component a job runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,7 +23,7 @@ pub enum ComponentRef {
         /// Its name.
         name: String,
     },
-    /// A component in the cluster's object store, by its SHA-256.
+    /// A component in the workers' object store, by its SHA-256.
     Stored {
         /// Lowercase hex SHA-256 of its bytes.
         sha256: String,
@@ -26,7 +31,7 @@ pub enum ComponentRef {
 }
 
 /// A run's workspace, as it travels: its project's files at the base (a
-/// git bundle in the cluster's object store), made a workspace on the
+/// git bundle in the workers' object store), made a workspace on the
 /// worker; the run's changes come back when it ends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -45,8 +50,8 @@ pub struct JobWorkspace {
 
 impl JobWorkspace {
     /// Refuses a workspace no moat would have submitted.
-    fn check(&self) -> Result<(), ClusterError> {
-        let invalid = |what: String| Err(ClusterError::Invalid(what));
+    fn check(&self) -> Result<(), InvalidJob> {
+        let invalid = |what: String| Err(InvalidJob(what));
         if !matches!(self.mode.as_str(), "worktree" | "copy") {
             return invalid(format!("a job's workspace mode {:?}", self.mode));
         }
@@ -142,7 +147,7 @@ impl Job {
         prompt: impl Into<String>,
     ) -> Self {
         Self {
-            id: moat_runs::RunId::new().to_string(),
+            id: RunId::new().to_string(),
             parent: None,
             adapter: adapter.into(),
             component,
@@ -162,7 +167,7 @@ impl Job {
     /// The same job under a fresh run id.
     pub fn again(&self) -> Self {
         Self {
-            id: moat_runs::RunId::new().to_string(),
+            id: RunId::new().to_string(),
             ..self.clone()
         }
     }
@@ -174,27 +179,27 @@ pub const MAX_JOB_BYTES: usize = 8 * 1024 * 1024;
 impl Job {
     /// A job read from the network, checked: its id, its component's
     /// reference, its grants' shape.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ClusterError> {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, InvalidJob> {
         if bytes.len() > MAX_JOB_BYTES {
-            return Err(ClusterError::Invalid(format!(
+            return Err(InvalidJob(format!(
                 "a job of {} bytes is over the limit of {MAX_JOB_BYTES}",
                 bytes.len()
             )));
         }
         let job: Job = serde_json::from_slice(bytes)
-            .map_err(|e| ClusterError::Invalid(format!("a malformed job: {e}")))?;
+            .map_err(|e| InvalidJob(format!("a malformed job: {e}")))?;
         job.check()?;
         Ok(job)
     }
 
     /// Refuses a job no moat would have submitted.
-    pub fn check(&self) -> Result<(), ClusterError> {
-        let invalid = |what: String| Err(ClusterError::Invalid(what));
-        if !crate::layout::is_run_id(&self.id) {
+    pub fn check(&self) -> Result<(), InvalidJob> {
+        let invalid = |what: String| Err(InvalidJob(what));
+        if RunId::parse(&self.id).is_none() {
             return invalid(format!("a job with a malformed run id {:?}", self.id));
         }
         if let Some(parent) = &self.parent
-            && !crate::layout::is_run_id(parent)
+            && RunId::parse(parent).is_none()
         {
             return invalid(format!("a job with a malformed parent id {parent:?}"));
         }
@@ -217,7 +222,7 @@ impl Job {
         }
         self.grants
             .validate()
-            .map_err(|e| ClusterError::Invalid(format!("a job's grants: {e}")))
+            .map_err(|e| InvalidJob(format!("a job's grants: {e}")))
     }
 }
 
