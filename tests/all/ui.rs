@@ -111,7 +111,7 @@ fn the_pages_work_in_chromium_against_the_real_binary() {
         .unwrap_or(0);
     // The browser suite's, the cluster's with a nats-server, and the
     // fold's of a run's events.
-    let expected = 3 + if cluster.is_some() { 11 } else { 10 };
+    let expected = 3 + if cluster.is_some() { 12 } else { 11 };
     assert_eq!(passed, expected, "{stdout}");
     eprintln!(
         "browser suite: {passed} passed in {:.1} s",

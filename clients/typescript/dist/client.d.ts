@@ -4,7 +4,7 @@ import { MoatError } from './errors.js';
 import { EventStream, type EventsOptions, type StreamHost } from './events.js';
 import { type ParallelTask, type RunAgentOptions } from './parallel.js';
 import { type PermissionHandler, type PermissionRequest, type PermissionsHost } from './permissions.js';
-import type { AdapterDescription, AdapterInspection, AgentEvent, Approval, EngineResult, Op, RunRecord, RunRequest, RunStatus } from './types.js';
+import type { AdapterDescription, AdapterInspection, AgentEvent, Approval, EngineResult, Op, RunRecord, RunRequest, RunStatus, WorkflowStatusResult } from './types.js';
 /** The longest request line the server reads (4 MiB). */
 export declare const MAX_REQUEST_BYTES: number;
 /** Options of {@link MoatClient.spawn}. */
@@ -55,6 +55,17 @@ export interface DenyOptions {
     request?: number | string;
     /** Why, for the run (its `CAPABILITY_DENIED` error says it) and its record. */
     reason?: string;
+}
+/** Options of {@link MoatClient.workflowRun}: how the workflow starts. */
+export interface WorkflowRunOptions {
+    /** Start over though an earlier run of it did not finish (`moat workflow run --fresh`). */
+    fresh?: boolean;
+    /** Go on where its state says: completed tasks are skipped (`moat workflow resume`). Not with `fresh`. */
+    resume?: boolean;
+    /** With `resume`: resume though the file changed since its state was written (`--force`). */
+    force?: boolean;
+    /** How many tasks run at once, at least 1 (else as the file says, else 4; the server runs at most 64). */
+    maxParallel?: number;
 }
 /** Options of {@link MoatClient.runAgent}: the run's options (flat, as cligent's), its request fields, and an abort signal. */
 export type { RunAgentOptions } from './parallel.js';
@@ -140,6 +151,33 @@ export declare class MoatClient extends EventEmitter implements StreamHost, Perm
     deny(runId: string, options?: DenyOptions): Promise<Approval>;
     /** A run's requests for approval, oldest first, each with its answer (`null` while open). */
     approvals(runId: string): Promise<Approval[]>;
+    /**
+     * Starts the workflow file `file` (a path on the server's machine,
+     * absolute) in the server, as `moat workflow run` would
+     * (docs/workflows.md): its own run record (adapter `workflow`), whose
+     * children are its tasks' runs (each with its task's id as `role`: see
+     * {@link MoatClient.list}'s `parent`), its state file in its project.
+     * Answers as soon as its state is taken, with its record's id, which
+     * {@link MoatClient.await}, {@link MoatClient.get} and
+     * {@link MoatClient.cancel} take as any run's; `null` on a server whose
+     * runs go to a cluster (the record stays with a store of that machine).
+     *
+     * `INVALID_REQUEST`: a relative path, a file with a mistake (its message
+     * names the file and line), `resume` with `fresh`; `CONFLICT`: an earlier
+     * run did not finish (give `resume` or `fresh`), the file changed since
+     * (`resume` with `force`), or it is running already (another run holds
+     * its lock); `NOT_FOUND`: `resume` of a workflow that has not run here;
+     * `RUN_FAILED`: its state or record could not be written.
+     */
+    workflowRun(file: string, options?: WorkflowRunOptions): Promise<string | null>;
+    /**
+     * The workflow file `file`'s state here (a path on the server's machine,
+     * absolute): its name, and its state file as `moat workflow status -o
+     * json` prints it (`status`, each task's `status`, the `runs` of the
+     * workflow's records, …), `null` when it has not run here.
+     * `INVALID_REQUEST` for a relative path or a file with a mistake.
+     */
+    workflowStatus(file: string): Promise<WorkflowStatusResult>;
     /**
      * Sets the handler of the permission requests of every run this client
      * follows ({@link MoatClient.events}, {@link MoatClient.runAgent},

@@ -250,6 +250,42 @@ export class MoatClient extends EventEmitter {
         return result.requests;
     }
     /**
+     * Starts the workflow file `file` (a path on the server's machine,
+     * absolute) in the server, as `moat workflow run` would
+     * (docs/workflows.md): its own run record (adapter `workflow`), whose
+     * children are its tasks' runs (each with its task's id as `role`: see
+     * {@link MoatClient.list}'s `parent`), its state file in its project.
+     * Answers as soon as its state is taken, with its record's id, which
+     * {@link MoatClient.await}, {@link MoatClient.get} and
+     * {@link MoatClient.cancel} take as any run's; `null` on a server whose
+     * runs go to a cluster (the record stays with a store of that machine).
+     *
+     * `INVALID_REQUEST`: a relative path, a file with a mistake (its message
+     * names the file and line), `resume` with `fresh`; `CONFLICT`: an earlier
+     * run did not finish (give `resume` or `fresh`), the file changed since
+     * (`resume` with `force`), or it is running already (another run holds
+     * its lock); `NOT_FOUND`: `resume` of a workflow that has not run here;
+     * `RUN_FAILED`: its state or record could not be written.
+     */
+    async workflowRun(file, options = {}) {
+        const { fresh, resume, force, maxParallel } = options;
+        if (maxParallel !== undefined && (!Number.isInteger(maxParallel) || maxParallel < 1)) {
+            throw new MoatError('INVALID_REQUEST', `maxParallel is a number of tasks (1, 2, …), not ${JSON.stringify(maxParallel)}`);
+        }
+        const result = await this.request('workflow_run', { file, fresh, resume, force, maxParallel });
+        return result.run;
+    }
+    /**
+     * The workflow file `file`'s state here (a path on the server's machine,
+     * absolute): its name, and its state file as `moat workflow status -o
+     * json` prints it (`status`, each task's `status`, the `runs` of the
+     * workflow's records, …), `null` when it has not run here.
+     * `INVALID_REQUEST` for a relative path or a file with a mistake.
+     */
+    workflowStatus(file) {
+        return this.request('workflow_status', { file });
+    }
+    /**
      * Sets the handler of the permission requests of every run this client
      * follows ({@link MoatClient.events}, {@link MoatClient.runAgent},
      * {@link MoatClient.runParallel}), as the Claude Agent SDK's `canUseTool`:

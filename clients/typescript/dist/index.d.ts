@@ -1,5 +1,5 @@
 export { MoatClient, runAgent, runParallel, MAX_REQUEST_BYTES } from './client.js';
-export type { SpawnOptions, ExitStatus, ListOptions, DiffOptions, ApproveOptions, DenyOptions, RunAgentOptions } from './client.js';
+export type { SpawnOptions, ExitStatus, ListOptions, DiffOptions, ApproveOptions, DenyOptions, RunAgentOptions, WorkflowRunOptions } from './client.js';
 export type { PermissionHandler, PermissionRequest, PermissionContext, PermissionDecision } from './permissions.js';
 export type { ParallelTask } from './parallel.js';
 export { EventStream } from './events.js';

@@ -475,10 +475,12 @@ export interface RunRecord {
   /** e.g. `cancelled`, `parent ended`, `engine restart`. */
   reason: string | null;
   prompt: string;
+  /** The part it plays among its siblings: a workflow task's run has its task's id. */
+  role?: string | null;
   options: { [K in keyof RunOptions]-?: RunOptions[K] | null } & JsonObject;
   /** The effective grants. */
   grants: Required<Grants>;
-  /** The effective trust level (null for a workflow's own record). */
+  /** The effective trust level (a workflow's own record: the most its tasks may have; null in records older than trust). */
   trust?: Trust | null;
   /** The effective limits (null for a workflow's own record). */
   limits: {
@@ -531,6 +533,79 @@ export interface AdapterInspection extends AdapterDescription {
 }
 
 // ---------------------------------------------------------------------------
+// Workflows (docs/workflows.md): a workflow file run by the server.
+
+/** How a workflow stands, in its state file. */
+export type WorkflowStatus = 'running' | 'completed' | 'failed' | 'cancelled';
+
+/** How one of a workflow's tasks stands, in its state file. */
+export type WorkflowTaskStatus = 'PENDING' | 'RUNNING' | 'COMPLETED' | 'FAILED';
+
+/** One task's state in a workflow's state file (its keys as the file writes them, snake_case). */
+export interface WorkflowTaskState {
+  status: WorkflowTaskStatus;
+  /** When its first attempt started (RFC 3339). */
+  started_at: string | null;
+  /** When it completed or failed (RFC 3339). */
+  completed_at: string | null;
+  /** The files it produced. */
+  outputs: string[];
+  /** Loop iterations done (1 for a task without a loop, once done). */
+  iterations: number;
+  /** The current attempt of its current iteration. */
+  attempts: number;
+  /** What it hands over to the tasks after it. */
+  handover?: JsonObject;
+  /** Why it failed, or why it runs again. */
+  error?: string;
+  /** The task whose failure keeps it from running. */
+  blocked_by?: string;
+  /** The run records of its attempts, oldest first, each listed once its attempt ended. */
+  runs: string[];
+  /** The run of its attempt in flight. */
+  run?: string;
+  /** Tokens and cost of all its attempts. */
+  usage: DoneUsage;
+  /** Wall time of all its attempts, in milliseconds. */
+  duration_ms: number;
+  [key: string]: unknown;
+}
+
+/**
+ * A workflow's state file (`.moat/workflows/NAME/state.json` in its
+ * project), as `moat workflow status -o json` prints it: its keys as the
+ * file writes them, snake_case.
+ */
+export interface WorkflowState {
+  /** The state file's format. */
+  version: string;
+  /** The workflow's name. */
+  workflow: string;
+  /** Its project directory (the workflow file's). */
+  project: string;
+  status: WorkflowStatus;
+  /** Each task's state, by task id. */
+  tasks: Record<string, WorkflowTaskState>;
+  /** The workflow's own run records, oldest first (each start or resume adds one). */
+  runs: string[];
+  /** When it was first started (RFC 3339). */
+  started_at: string;
+  /** When its latest run ended (RFC 3339). */
+  ended_at: string | null;
+  /** SHA-256 of the workflow file it was started with. */
+  file_sha256: string;
+  [key: string]: unknown;
+}
+
+/** What `workflow_status` answers: the workflow's name and its state here. */
+export interface WorkflowStatusResult {
+  /** The workflow's name (its file's `name`). */
+  workflow: string;
+  /** Its state file; `null` when it has not run here. */
+  state: WorkflowState | null;
+}
+
+// ---------------------------------------------------------------------------
 // The wire.
 
 /** A request's id. */
@@ -551,6 +626,8 @@ export type Op =
   | 'approve'
   | 'deny'
   | 'approvals'
+  | 'workflow_run'
+  | 'workflow_status'
   | 'shutdown';
 
 /** The error codes of the protocol. */

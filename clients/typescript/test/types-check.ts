@@ -27,6 +27,11 @@ import {
   type RunOptions,
   type RunRecord,
   type Workspace,
+  type WorkflowRunOptions,
+  type WorkflowState,
+  type WorkflowStatus,
+  type WorkflowStatusResult,
+  type WorkflowTaskState,
 } from '../dist/index.js';
 
 export async function consumer(): Promise<void> {
@@ -63,6 +68,31 @@ export async function consumer(): Promise<void> {
     // Its changes do not apply to the project as it is now; nothing was changed.
     if (isMoatError(error, 'CONFLICT')) error.message satisfies string;
   }
+
+  // A workflow file run by the server: its record's id (null with runs on a cluster), its state.
+  const how: WorkflowRunOptions = { resume: true, force: true, maxParallel: 2 };
+  const workflowRun: string | null = await client.workflowRun('/repo/flow.toml', how);
+  await client.workflowRun('/repo/flow.toml');
+  await client.workflowRun('/repo/flow.toml', { fresh: true });
+  if (workflowRun !== null) {
+    (await client.await([workflowRun]))[workflowRun] satisfies EngineResult | undefined;
+    for (const task of await client.list({ parent: workflowRun })) task.role satisfies string | null | undefined;
+  }
+  const report: WorkflowStatusResult = await client.workflowStatus('/repo/flow.toml');
+  report.workflow satisfies string;
+  const state: WorkflowState | null = report.state;
+  if (state) {
+    const workflowStatus: WorkflowStatus = state.status;
+    const task: WorkflowTaskState | undefined = state.tasks['a'];
+    task?.status satisfies 'PENDING' | 'RUNNING' | 'COMPLETED' | 'FAILED' | undefined;
+    task?.usage.toolUses satisfies number | undefined;
+    state.runs satisfies string[];
+    void workflowStatus;
+  }
+  // @ts-expect-error: maxParallel is a number
+  await client.workflowRun('/repo/flow.toml', { maxParallel: '2' });
+  // @ts-expect-error: no such option
+  await client.workflowRun('/repo/flow.toml', { restart: true });
 
   // The event union narrows on `type`.
   const stream: EventStream = client.events(id, { fromSeq: 0 });

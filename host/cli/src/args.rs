@@ -199,6 +199,10 @@ pub struct UiArgs {
     /// Print the URL without opening a browser.
     #[arg(long)]
     pub no_open: bool,
+    /// The most the tasks of a workflow started from the page get, as
+    /// `moat workflow run`'s flags.
+    #[command(flatten)]
+    pub request: RequestFlags<WorkflowFields>,
 }
 
 /// How a run gets a workspace.

@@ -178,7 +178,6 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => return commands::diff(&globals, args).await,
         Command::Apply(args) => return commands::apply(&globals, args).await,
         Command::Workspace(command) => return commands::workspace(&globals, command).await,
-        Command::Ui(args) => return commands::ui(&globals, args).await,
         Command::Man(args) => return commands::man(args),
         Command::Doctor => return commands::doctor(&globals, config.as_ref()).await,
         Command::Secret(command) => return commands::secret(&globals, command),
@@ -208,6 +207,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compile(args) => commands::compile(&sandbox, args).await,
         Command::Adapters(args) => commands::adapters(&sandbox, &args).await,
         Command::Serve(args) => commands::serve(&globals, sandbox, args).await,
+        Command::Ui(args) => commands::ui(&globals, &sandbox, &args).await,
         Command::Acp(args) => commands::acp(&globals, sandbox, args).await,
         Command::Workflow(command) => commands::workflow(&globals, &sandbox, command).await,
         Command::Adapter(command) => commands::adapter(&sandbox, command).await,
@@ -227,7 +227,6 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         | Command::Diff(_)
         | Command::Apply(_)
         | Command::Workspace(_)
-        | Command::Ui(_)
         | Command::Doctor => {
             unreachable!("answered above")
         }

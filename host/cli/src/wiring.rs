@@ -308,37 +308,3 @@ pub(crate) fn telemetry(otel: Option<Option<&str>>) -> Option<moat_telemetry::Gu
         }
     }
 }
-
-/// The span of workflow `name` (of its own record `id`, when it has one),
-/// its tasks' runs' parent; `None` when no traces are exported.
-pub(crate) fn workflow_tracer(
-    id: Option<&moat_runs::RunId>,
-    name: &str,
-) -> Option<moat_telemetry::RunTracer> {
-    let id = id.map(ToString::to_string);
-    let mut tracer = moat_telemetry::start_run(moat_telemetry::RunStart {
-        id: id.as_deref(),
-        adapter: "workflow",
-        ..moat_telemetry::RunStart::default()
-    })?;
-    tracer.set_attribute("moat.workflow.name", name.to_owned());
-    Some(tracer)
-}
-
-/// Ends a workflow's span as it ended.
-pub(crate) fn end_workflow_tracer<E: std::fmt::Display>(
-    tracer: moat_telemetry::RunTracer,
-    result: &Result<moat_workflow::Summary, E>,
-) {
-    match result {
-        Ok(summary) => {
-            let (status, error) = match summary.status {
-                moat_workflow::WorkflowStatus::Completed => ("success", None),
-                moat_workflow::WorkflowStatus::Cancelled => ("interrupted", None),
-                _ => ("error", Some("a task failed")),
-            };
-            tracer.finish(status, error);
-        }
-        Err(error) => tracer.finish("error", Some(&error.to_string())),
-    }
-}

@@ -17,7 +17,7 @@ use crate::id::RunId;
 use crate::limits::Spent;
 use crate::record::NewRun;
 use crate::runs::{Runs, RunsError};
-use crate::status::FailReason;
+use crate::status::{FailReason, Outcome};
 use crate::workers::Workers;
 
 /// One run's record while it executes in this process: its events
@@ -41,6 +41,10 @@ pub trait RunLog: Send + std::fmt::Debug {
     /// Ends the record: as its `done` said, or, without one (its events
     /// were cut), failed with `reason`.
     fn finish(self: Box<Self>, reason: FailReason) -> Result<(), RunsError>;
+
+    /// Ends the record as `outcome` says: for a run whose end is not an
+    /// adapter's `done` (a workflow's own record ends as its tasks did).
+    fn end(self: Box<Self>, outcome: &Outcome) -> Result<(), RunsError>;
 
     /// The record could not be written: ends it failed with `reason`,
     /// telling whoever follows the run `said` (the run's own account of

@@ -143,6 +143,8 @@ async fn handle(
 ) -> Result<Value, Failure> {
     match op {
         Op::Run(params) => server.start_run(*params).await,
+        Op::WorkflowRun(params) => server.start_workflow(&params).await,
+        Op::WorkflowStatus(params) => server.workflow_status(&params.file),
         Op::Await(params) => server.await_runs(&params.runs).await,
         Op::Cancel(params) => server.cancel(&params.run).await,
         Op::Get(params) => server.get(&params.run).await,

@@ -87,6 +87,10 @@ pub struct Request {
 pub enum Op {
     /// Start a run.
     Run(Box<moat_launch::RunRequest>),
+    /// Start (or resume) a workflow file.
+    WorkflowRun(WorkflowRunParams),
+    /// A workflow file's state here.
+    WorkflowStatus(WorkflowFileParam),
     /// Wait for runs' results.
     Await(RunsParams),
     /// Stop a run.
@@ -204,6 +208,33 @@ pub struct UnsubscribeParams {
     pub subscription_id: String,
 }
 
+/// `workflow_run`: the workflow file, and how it starts.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkflowRunParams {
+    /// The workflow file: an absolute path on the server's machine.
+    pub file: String,
+    /// Start over though an earlier run did not finish.
+    #[serde(default)]
+    pub fresh: bool,
+    /// Go on where its state says: completed tasks are skipped.
+    #[serde(default)]
+    pub resume: bool,
+    /// Resume though the file changed since its state was written.
+    #[serde(default)]
+    pub force: bool,
+    /// How many tasks run at once (else as the file says, else 4).
+    pub max_parallel: Option<usize>,
+}
+
+/// `workflow_status`: the workflow file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowFileParam {
+    /// The workflow file: an absolute path on the server's machine.
+    pub file: String,
+}
+
 /// `inspect`: the adapter to describe.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -241,6 +272,8 @@ pub fn parse(line: &str) -> Result<Request, (Value, Failure)> {
     let params = Value::Object(fields.clone());
     let op = match op.as_str() {
         "run" => Op::Run(Box::new(run_request(&fields).map_err(fail)?)),
+        "workflow_run" => Op::WorkflowRun(params_of(&op, params).map_err(fail)?),
+        "workflow_status" => Op::WorkflowStatus(params_of(&op, params).map_err(fail)?),
         "await" => Op::Await(params_of(&op, params).map_err(fail)?),
         "cancel" => Op::Cancel(params_of(&op, params).map_err(fail)?),
         "get" => Op::Get(params_of(&op, params).map_err(fail)?),
@@ -257,7 +290,7 @@ pub fn parse(line: &str) -> Result<Request, (Value, Failure)> {
         "shutdown" => no_params(&op, params, Op::Shutdown).map_err(fail)?,
         other => {
             return Err(fail(Failure::invalid(format!(
-                "unknown op {:?}; the ops are run, await, cancel, get, list, subscribe, unsubscribe, adapters, inspect, diff, apply, approve, deny, approvals, shutdown",
+                "unknown op {:?}; the ops are run, await, cancel, get, list, subscribe, unsubscribe, adapters, inspect, diff, apply, approve, deny, approvals, workflow_run, workflow_status, shutdown",
                 cut(other)
             ))));
         }

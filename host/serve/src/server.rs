@@ -4,7 +4,7 @@
 //! cancelled through [`Runs`], whether they live in this machine's store
 //! or in a cluster.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +18,10 @@ use moat_launch::{
 };
 use moat_runs::{EventStream, RunFilter, RunId, RunRecord, RunStatus, Runs, RunsError};
 
-use crate::protocol::{Code, Failure, ListParams, awaited};
+use crate::protocol::{Code, Failure, ListParams, WorkflowRunParams, awaited};
+
+/// The most tasks of one workflow a server runs at once.
+pub const MAX_WORKFLOW_PARALLEL: usize = 64;
 
 /// Everything a server is made of.
 pub struct ServeConfig {
@@ -44,6 +47,8 @@ pub struct Server {
     pub stopping: CancellationToken,
     /// Cancelled once the runs have ended: connections close.
     pub closed: CancellationToken,
+    /// Starts the workflows clients ask for, under its ceiling.
+    workflows: moat_workflow::Starter,
 }
 
 /// A `Runs` error as a protocol error.
@@ -56,6 +61,41 @@ fn runs_failure(error: RunsError) -> Failure {
         RunsError::Lagged { .. } | RunsError::Unavailable(_) => {
             Failure::new(Code::RunFailed, error.to_string())
         }
+    }
+}
+
+/// A workflow that could not start, as a protocol error, in the
+/// protocol's words.
+fn workflow_failure(error: moat_workflow::StartError) -> Failure {
+    use moat_workflow::StartError as S;
+    use moat_workflow::WorkflowError as E;
+    let error = match error {
+        S::NotStarted(error) => error,
+        error @ (S::Relative(_) | S::Definition(_)) => return Failure::invalid(error.to_string()),
+        error @ S::Stopping => return Failure::new(Code::RunFailed, error.to_string()),
+    };
+    match error {
+        E::Unfinished { path } => Failure::new(
+            Code::Conflict,
+            format!(
+                "an earlier run of this workflow did not finish ({path}): \"resume\": true goes on from it, \"fresh\": true starts over"
+            ),
+        ),
+        E::NothingToResume { path } => Failure::not_found(format!(
+            "this workflow has not run here ({path} does not exist): start it without \"resume\""
+        )),
+        E::Changed { path } => Failure::new(
+            Code::Conflict,
+            format!(
+                "the workflow file changed since its state was written ({path}); resume anyway with \"force\": true, or start over with \"fresh\": true"
+            ),
+        ),
+        error @ E::Unrunnable { .. } => Failure::invalid(error.to_string()),
+        // Running already, here or in another moat.
+        error @ E::State(moat_workflow::state::StateError::Locked { .. }) => {
+            Failure::new(Code::Conflict, error.to_string())
+        }
+        error @ (E::State(_) | E::Record(_)) => Failure::new(Code::RunFailed, error.to_string()),
     }
 }
 
@@ -79,7 +119,15 @@ impl Server {
             .launcher
             .runs()
             .ok_or("a server's runs are recorded: give its launcher a place")?;
+        let workflows = moat_workflow::Starter::new(
+            config.launcher.clone(),
+            (*config.ceiling).clone(),
+            config.names.clone(),
+            MAX_WORKFLOW_PARALLEL,
+        )
+        .with_workspace_root(config.workspace_root.clone());
         Ok(Server {
+            workflows,
             launcher: config.launcher,
             runs,
             ceiling: config.ceiling,
@@ -147,6 +195,52 @@ impl Server {
             .await
             .map_err(|error| self.launch_failure(error))?;
         Ok(json!({"run": id.as_str()}))
+    }
+
+    /// `workflow_run`: records the workflow file `params` names and starts
+    /// it here under the server's ceiling, as `moat workflow run` would
+    /// (its tasks' runs are its record's children, its state file beside
+    /// it); its record's id once its state is taken (`null` with runs on a
+    /// cluster: its record stays with a store of this machine, and this
+    /// server has none). It runs on whatever its client does; `cancel` of
+    /// its record stops it.
+    pub async fn start_workflow(&self, params: &WorkflowRunParams) -> Result<Value, Failure> {
+        use moat_workflow::Start;
+        if self.stopping.is_cancelled() {
+            return Err(Failure::new(Code::RunFailed, "the server is shutting down"));
+        }
+        let start = match (params.resume, params.fresh) {
+            (true, true) => {
+                return Err(Failure::invalid(
+                    "workflow_run: `resume` goes on from its state, `fresh` starts over: give one",
+                ));
+            }
+            (true, false) => Start::Resume {
+                force: params.force,
+            },
+            (false, _) => Start::Fresh {
+                discard: params.fresh,
+            },
+        };
+        if params.max_parallel == Some(0) {
+            return Err(Failure::invalid(
+                "workflow_run: `maxParallel` is at least 1",
+            ));
+        }
+        let id = self
+            .workflows
+            .start(Path::new(&params.file), start, params.max_parallel)
+            .await
+            .map_err(workflow_failure)?;
+        Ok(json!({"run": id.map(|id| id.to_string())}))
+    }
+
+    /// `workflow_status`: the state the workflow file `file` left here
+    /// (`null` when it has not run here), as `moat workflow status -o json`
+    /// prints it.
+    pub fn workflow_status(&self, file: &str) -> Result<Value, Failure> {
+        let (name, state) = moat_workflow::status_of(Path::new(file)).map_err(workflow_failure)?;
+        Ok(json!({"workflow": name, "state": state}))
     }
 
     /// The workspace a `run` request asks for: of its `options.cwd`.
@@ -368,8 +462,15 @@ impl Server {
     /// run starts any more. (A cluster's runs go on: a submitter's end
     /// never stops them.)
     pub async fn stop_runs(&self, patience: Duration) {
-        self.launcher.stop();
-        self.launcher.stop_runs(patience).await;
+        // Its workflows first: cancelled, they dispatch nothing more, and
+        // their tasks end interrupted rather than refused.
+        // (`join` polls them in order: the workflows are cancelled before
+        // the launcher stops.)
+        let runs = async {
+            self.launcher.stop();
+            self.launcher.stop_runs(patience).await;
+        };
+        tokio::join!(self.workflows.stop(patience), runs);
     }
 
     /// Resolves run ids for a subscription, each from `from_seq` on:

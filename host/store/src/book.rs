@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use moat_engine::AgentEvent;
 use moat_runs::{
-    Answer, Approval, ApprovalRequest, FailReason, NewRun, RunBook, RunId, RunLog, RunsError,
-    Spent, StoredEvent,
+    Answer, Approval, ApprovalRequest, FailReason, NewRun, Outcome, RunBook, RunId, RunLog,
+    RunsError, Spent, StoredEvent,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -89,7 +89,8 @@ impl StoreLog {
         });
     }
 
-    fn end(&mut self, reason: FailReason) -> Result<(), RunsError> {
+    /// Ends the record as its `done` said, or failed with `reason`.
+    fn close(&mut self, reason: FailReason) -> Result<(), RunsError> {
         match self.recorder.take() {
             Some(recorder) => recorder.finish(reason).map(drop).map_err(runs_error),
             None => Ok(()),
@@ -128,7 +129,7 @@ impl RunLog for StoreLog {
             // The record is final before anyone hears of the done: a
             // follower that reads it and asks for the record sees the
             // ended run.
-            if let Err(error) = self.end(FailReason::Cancelled) {
+            if let Err(error) = self.close(FailReason::Cancelled) {
                 tracing::error!("cannot record the run's end: {error}");
             }
         }
@@ -143,12 +144,23 @@ impl RunLog for StoreLog {
     fn finish(mut self: Box<Self>, reason: FailReason) -> Result<(), RunsError> {
         // The record is final, then the run stops being live here (the
         // publisher's drop).
-        self.end(reason)
+        self.close(reason)
+    }
+
+    fn end(mut self: Box<Self>, outcome: &Outcome) -> Result<(), RunsError> {
+        match self.recorder.take() {
+            Some(recorder) => recorder
+                .store()
+                .finish(&self.id, outcome)
+                .map(drop)
+                .map_err(runs_error),
+            None => Ok(()),
+        }
     }
 
     fn fail(mut self: Box<Self>, reason: FailReason, said: &AgentEvent) {
         let next = self.recorder.as_ref().map(Recorder::next_seq);
-        if let Err(error) = self.end(reason) {
+        if let Err(error) = self.close(reason) {
             tracing::error!("cannot record the run's end: {error}");
         }
         if let Some(next) = next {

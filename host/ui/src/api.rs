@@ -220,6 +220,68 @@ pub(crate) async fn cancel(state: &State, id: &str) -> Response<Body> {
     }
 }
 
+/// `POST /api/workflows` with `{"file": "/abs/workflow.toml", "resume"?:
+/// bool, "fresh"?: bool, "force"?: bool}`: starts (or resumes) the
+/// workflow file as `moat workflow run` would, under the flags of `moat
+/// ui`; `{"run": ID}`, its record, once its state is taken.
+pub(crate) async fn start_workflow(state: &State, body: &[u8]) -> Response<Body> {
+    use moat_workflow::{Start, StartError, WorkflowError};
+    let Some(starter) = &state.workflows else {
+        return text(StatusCode::NOT_FOUND, "this moat ui starts no workflows");
+    };
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return text(StatusCode::BAD_REQUEST, "the body is not JSON");
+    };
+    let Some(file) = body.get("file").and_then(Value::as_str).map(str::trim) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "file: the workflow file's absolute path",
+        );
+    };
+    let mut flags = [false; 3];
+    for (flag, name) in flags.iter_mut().zip(["resume", "fresh", "force"]) {
+        *flag = match body.get(name) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(set)) => *set,
+            Some(_) => return text(StatusCode::BAD_REQUEST, format!("{name}: not a boolean")),
+        };
+    }
+    let [resume, fresh, force] = flags;
+    let start = match (resume, fresh) {
+        (true, true) => return text(StatusCode::BAD_REQUEST, "resume or start over: not both"),
+        (true, false) => Start::Resume { force },
+        (false, _) => Start::Fresh { discard: fresh },
+    };
+    match starter.start(std::path::Path::new(file), start, None).await {
+        Ok(id) => json(
+            StatusCode::OK,
+            &json!({"run": id.as_ref().map(RunId::as_str)}),
+        ),
+        Err(error) => {
+            let status = match &error {
+                StartError::Relative(_)
+                | StartError::Definition(_)
+                | StartError::NotStarted(WorkflowError::Unrunnable { .. }) => {
+                    StatusCode::BAD_REQUEST
+                }
+                StartError::NotStarted(WorkflowError::NothingToResume { .. }) => {
+                    StatusCode::NOT_FOUND
+                }
+                StartError::NotStarted(
+                    WorkflowError::Unfinished { .. }
+                    | WorkflowError::Changed { .. }
+                    | WorkflowError::State(moat_workflow::state::StateError::Locked { .. }),
+                ) => StatusCode::CONFLICT,
+                StartError::Stopping => StatusCode::SERVICE_UNAVAILABLE,
+                StartError::NotStarted(WorkflowError::State(_) | WorkflowError::Record(_)) => {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                }
+            };
+            text(status, error.to_string())
+        }
+    }
+}
+
 /// `POST /api/runs/ID/approvals/N` with `{"decision": "approve"|"deny",
 /// "always"?: bool, "reason"?: string}`.
 pub(crate) async fn answer(state: &State, id: &str, number: &str, body: &[u8]) -> Response<Body> {

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::response::{Body, full, text};
 use crate::{State, api, guard};
 
-/// The largest request body read (an approval's answer).
+/// The largest request body read (an approval's answer, a workflow's
+/// path).
 const MAX_BODY: usize = 64 * 1024;
 
 const INDEX: &str = include_str!("../assets/index.html");
@@ -68,6 +69,10 @@ async fn respond(state: Arc<State>, request: Request<Incoming>) -> Response<Body
         (&Method::GET, ["api", "runs", id, "diff"]) => api::diff(&state, id).await,
         (&Method::GET, ["api", "runs", id, "workflow"]) => api::workflow(&state, id).await,
         (&Method::POST, ["api", "runs", id, "cancel"]) => api::cancel(&state, id).await,
+        (&Method::POST, ["api", "workflows"]) => match read_body(request).await {
+            Ok(body) => api::start_workflow(&state, &body).await,
+            Err(response) => response,
+        },
         (&Method::POST, ["api", "runs", id, "approvals", number]) => {
             match read_body(request).await {
                 Ok(body) => api::answer(&state, id, number, &body).await,

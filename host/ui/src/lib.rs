@@ -49,6 +49,9 @@ pub struct Settings {
     pub diff: Option<DiffSource>,
     /// Who answers approvals from the page, as the run's record keeps it.
     pub answerer: String,
+    /// Starts the workflow files the page names; `None`: the page starts
+    /// none.
+    pub workflows: Option<Arc<moat_workflow::Starter>>,
 }
 
 /// The server, bound and not yet serving.
@@ -64,6 +67,7 @@ pub(crate) struct State {
     pub(crate) port: u16,
     pub(crate) diff: Option<DiffSource>,
     pub(crate) answerer: String,
+    pub(crate) workflows: Option<Arc<moat_workflow::Starter>>,
 }
 
 impl Ui {
@@ -84,6 +88,7 @@ impl Ui {
                 token,
                 port,
                 diff: settings.diff,
+                workflows: settings.workflows,
                 answerer: if settings.answerer.is_empty() {
                     "moat ui".into()
                 } else {

@@ -91,6 +91,9 @@ pub enum WorkflowError {
         /// The state file.
         path: String,
     },
+    /// Its own record could not be made where runs are kept.
+    #[error("cannot record the workflow: {0}")]
+    Record(String),
     /// A task cannot run at all.
     #[error("task {task}: {reason}")]
     Unrunnable {

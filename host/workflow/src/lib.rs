@@ -10,6 +10,8 @@
 //! - [`handover`]: what a task leaves for the ones after it;
 //! - [`hooks`]: commands and callbacks at fixed points of a task's life;
 //! - [`launched`]: the runner that launches each attempt as a moat run;
+//! - [`started`]: a workflow started, wherever from: its record, budget,
+//!   span and end;
 //! - [`state`]: the state file.
 //!
 //! docs/workflows.md is the user's guide.
@@ -27,6 +29,7 @@ pub mod mock;
 mod model;
 mod project;
 pub mod runner;
+pub mod started;
 pub mod state;
 mod step;
 pub mod template;
@@ -39,6 +42,10 @@ pub use launched::LaunchRunner;
 pub use mock::{MockRunner, Scripted};
 pub use runner::{
     AttemptStatus, NotRecorded, Reattach, RunNotice, TaskDispatch, TaskReport, TaskRunner,
+};
+pub use started::{
+    DEFAULT_PARALLEL, Finished, StartError, Starter, WORKFLOW_ADAPTER, WorkflowLaunch, parallelism,
+    status_of,
 };
 pub use state::{State, TaskStatus, WorkflowStatus};
 pub use step::Emit;

@@ -10,6 +10,7 @@
 mod approvals;
 pub(crate) mod client;
 mod cluster;
+mod workflows;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -35,6 +35,7 @@ from ._types import (
     RunRecord,
     RunStatus,
     Trust,
+    WorkflowStatusResult,
     Workspace,
 )
 
@@ -386,6 +387,66 @@ class MoatClient:
         `answer` (None while open)."""
         result = await self._call("approvals", {"run": run})
         return cast(builtins.list[Approval], result["requests"])
+
+    async def workflow_run(
+        self,
+        file: str | os.PathLike[str],
+        *,
+        fresh: bool = False,
+        resume: bool = False,
+        force: bool = False,
+        max_parallel: int | None = None,
+    ) -> str | None:
+        """Starts the workflow file `file` (a path on the server's machine,
+        absolute) in the server, as `moat workflow run` would
+        (docs/workflows.md): its own run record (adapter `workflow`), whose
+        children are its tasks' runs (each with its task's id as `role`:
+        see :meth:`list`'s `parent`), its state file in its project.
+        Returns as soon as its state is taken, with its record's id, which
+        :meth:`await_run`, :meth:`get` and :meth:`cancel` take as any
+        run's; None on a server whose runs go to a cluster (the record
+        stays with a store of that machine).
+
+        `fresh` starts over though an earlier run did not finish (`moat
+        workflow run --fresh`); `resume` goes on where its state says,
+        completed tasks skipped (`moat workflow resume`), and with `force`
+        though the file changed since; `max_parallel` (at least 1) is how
+        many tasks run at once (else as the file says, else 4).
+
+        :class:`MoatError` `INVALID_REQUEST`: a relative path, a file with
+        a mistake (its message names the file and line), `resume` with
+        `fresh`; `CONFLICT`: an earlier run did not finish (give `resume`
+        or `fresh`), the file changed since (`resume` with `force`), or it
+        is running already (another run holds its lock); `NOT_FOUND`:
+        `resume` of a workflow that has not run here; `RUN_FAILED`: its
+        state or record could not be written."""
+        fields: Json = {"file": os.fspath(file)}
+        if fresh:
+            fields["fresh"] = True
+        if resume:
+            fields["resume"] = True
+        if force:
+            fields["force"] = True
+        if max_parallel is not None:
+            whole = isinstance(max_parallel, int) and not isinstance(max_parallel, bool)
+            if not whole or max_parallel < 1:
+                raise MoatError(
+                    "INVALID_REQUEST",
+                    f"max_parallel is a number of tasks (1, 2, ...), not {max_parallel!r}",
+                )
+            fields["maxParallel"] = max_parallel
+        result = await self._call("workflow_run", fields)
+        return cast("str | None", result["run"])
+
+    async def workflow_status(self, file: str | os.PathLike[str]) -> WorkflowStatusResult:
+        """The workflow file `file`'s state here (a path on the server's
+        machine, absolute): `workflow`, its name, and `state`, its state
+        file as `moat workflow status -o json` prints it (`status`, each
+        task's `status`, the `runs` of the workflow's records, ...), None
+        when it has not run here. `INVALID_REQUEST` for a relative path or
+        a file with a mistake."""
+        result = await self._call("workflow_status", {"file": os.fspath(file)})
+        return cast(WorkflowStatusResult, result)
 
     @overload
     def on_permission_request(self, handler: _Handler) -> _Handler: ...

@@ -61,6 +61,11 @@ __all__ = [
     "UsageCostSource",
     "UsageCoverage",
     "UsageRecord",
+    "WorkflowState",
+    "WorkflowStatus",
+    "WorkflowStatusResult",
+    "WorkflowTaskState",
+    "WorkflowTaskStatus",
     "Workspace",
     "WorkspaceMode",
 ]
@@ -91,6 +96,12 @@ ApprovalKind = Literal["tool", "net", "run", "read", "write", "secret"]
 
 Trust = Literal["sandbox", "controlled", "unrestricted"]
 """The backend's own switches for a run."""
+
+WorkflowStatus = Literal["running", "completed", "failed", "cancelled"]
+"""How a workflow stands, in its state file (`running` also after a crash)."""
+
+WorkflowTaskStatus = Literal["PENDING", "RUNNING", "COMPLETED", "FAILED"]
+"""How one of a workflow's tasks stands, in its state file."""
 
 WorkspaceMode = Literal["worktree", "copy"]
 """How a run's workspace is made: `worktree`, a git worktree of the project
@@ -537,6 +548,9 @@ class RunRecord(_RunRecordRequired, total=False):
 
     parent: str | None
     reason: str | None
+    #: The part it plays among its siblings: a workflow task's run has its
+    #: task's id.
+    role: str | None
     options: dict[str, Any]
     trust: Trust | None
     limits: dict[str, Any] | None
@@ -552,6 +566,75 @@ class RunRecord(_RunRecordRequired, total=False):
     #: Its requests for approval, oldest first, with their answers (`get`
     #: only).
     requests: list[Approval]
+
+
+class _WorkflowTaskStateRequired(TypedDict):
+    status: WorkflowTaskStatus
+    #: When its first attempt started (RFC 3339).
+    started_at: str | None
+    #: When it completed or failed (RFC 3339).
+    completed_at: str | None
+    #: The files it produced.
+    outputs: list[str]
+    #: Loop iterations done (1 for a task without a loop, once done).
+    iterations: int
+    #: The current attempt of its current iteration.
+    attempts: int
+    #: The run records of its attempts, oldest first, each listed once its
+    #: attempt ended.
+    runs: list[str]
+    #: Tokens and cost of all its attempts.
+    usage: Usage
+    #: Wall time of all its attempts, in milliseconds.
+    duration_ms: int
+
+
+class WorkflowTaskState(_WorkflowTaskStateRequired, total=False):
+    """One task's state in a workflow's state file (its keys as the file
+    writes them, snake_case)."""
+
+    #: What it hands over to the tasks after it.
+    handover: dict[str, Any]
+    #: Why it failed, or why it runs again.
+    error: str
+    #: The task whose failure keeps it from running.
+    blocked_by: str
+    #: The run of its attempt in flight.
+    run: str
+
+
+class WorkflowState(TypedDict):
+    """A workflow's state file (`.moat/workflows/NAME/state.json` in its
+    project), as `moat workflow status -o json` prints it: its keys as the
+    file writes them, snake_case."""
+
+    #: The state file's format.
+    version: str
+    #: The workflow's name.
+    workflow: str
+    #: Its project directory (the workflow file's).
+    project: str
+    status: WorkflowStatus
+    #: Each task's state, by task id.
+    tasks: dict[str, WorkflowTaskState]
+    #: The workflow's own run records, oldest first (each start or resume
+    #: adds one).
+    runs: list[str]
+    #: When it was first started (RFC 3339).
+    started_at: str
+    #: When its latest run ended (RFC 3339).
+    ended_at: str | None
+    #: SHA-256 of the workflow file it was started with.
+    file_sha256: str
+
+
+class WorkflowStatusResult(TypedDict):
+    """What :meth:`MoatClient.workflow_status` answers: the workflow's name
+    (its file's `name`) and its state here, None when it has not run
+    here."""
+
+    workflow: str
+    state: WorkflowState | None
 
 
 class AdapterNeeds(TypedDict, total=False):

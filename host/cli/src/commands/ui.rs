@@ -1,6 +1,7 @@
 //! `moat ui`: the local web inspector (moat-ui) over this machine's runs
 //! or, with `--nats`, the cluster's; its URL, with the token, printed and
-//! opened in a browser when there is a display.
+//! opened in a browser when there is a display. The workflow files the
+//! page starts run under its flags, as `moat workflow run`'s tasks do.
 
 use std::io::Write;
 use std::process::{ExitCode, Stdio};
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use moat_launch::{LaunchError, RunWorkspace};
 use moat_runs::RunId;
+use moat_sandbox::Sandbox;
 use moat_ui::{DiffSource, Settings, Ui, Workspaces};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -16,9 +18,26 @@ use tokio_util::sync::CancellationToken;
 use crate::args::UiArgs;
 use crate::{Globals, wiring};
 
-pub async fn ui(globals: &Globals, args: &UiArgs) -> anyhow::Result<ExitCode> {
+/// How long workflows started from the page, and their tasks, get to end
+/// once `moat ui` stops.
+const STOP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub async fn ui(globals: &Globals, sandbox: &Sandbox, args: &UiArgs) -> anyhow::Result<ExitCode> {
     let book = wiring::recorded(globals, "moat ui").await?;
     let workers = book.workers();
+    // The workflows the page starts: their tasks within its flags.
+    let request = args.request.request().map_err(wiring::request_error)?;
+    let launcher = wiring::launcher(globals, sandbox, Some(book.clone()));
+    let starter = Arc::new(
+        moat_workflow::Starter::new(
+            launcher.clone(),
+            request.ceiling("moat ui"),
+            Arc::new(crate::names::FlagNames),
+            crate::args::COMMAND_SESSIONS,
+        )
+        .with_workspace_root(wiring::workspace_root(globals).ok())
+        .with_ask(request.how_it_asks()),
+    );
     let runs: Arc<dyn moat_runs::Runs> = book;
     let settings = Settings {
         port: args.port,
@@ -31,6 +50,7 @@ pub async fn ui(globals: &Globals, args: &UiArgs) -> anyhow::Result<ExitCode> {
                 })
             }),
         answerer: answerer(),
+        workflows: Some(starter.clone()),
     };
     let ui = Ui::bind(runs, settings).await.map_err(|error| {
         crate::UsageError(format!(
@@ -53,7 +73,14 @@ pub async fn ui(globals: &Globals, args: &UiArgs) -> anyhow::Result<ExitCode> {
     }
     let stop = CancellationToken::new();
     tokio::spawn(stop_on_signals(stop.clone()));
-    ui.serve(stop).await?;
+    let served = ui.serve(stop).await;
+    // The workflows it started end cancelled, their tasks interrupted.
+    let runs = async {
+        launcher.stop();
+        launcher.stop_runs(STOP_PATIENCE).await;
+    };
+    tokio::join!(starter.stop(STOP_PATIENCE), runs);
+    served?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -118,6 +118,43 @@ function App() {
     <main>${body}</main>`;
 }
 
+// ---- starting a workflow
+
+// Starts (or resumes) a workflow file under the flags of `moat ui`, then
+// shows its page: `{file, resume?, fresh?}` as POST /api/workflows takes.
+async function startWorkflow(request) {
+  const started = await post('workflows', request);
+  if (started.run) location.hash = `#/workflow/${started.run}`;
+  return started;
+}
+
+function StartWorkflow() {
+  const [file, setFile] = useState('');
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const start = async (event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      await startWorkflow({ file: file.trim() });
+    } catch (e) {
+      setError(e.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`
+    <form class="filters" id="workflow-form" onSubmit=${start}>
+      <label>workflow file
+        <input id="workflow-file" size="60" placeholder="/absolute/path/to/workflow.toml" value=${file}
+          onInput=${(e) => setFile(e.target.value)} />
+      </label>
+      <button id="workflow-start" type="submit" disabled=${busy || !file.trim()}>Start</button>
+    </form>
+    ${error && html`<div class="error-banner" id="workflow-error">${error}</div>`}`;
+}
+
 // ---- runs
 
 function RunsPage() {
@@ -150,6 +187,7 @@ function RunsPage() {
   }, [status, adapter]);
   return html`
     <h1>Runs</h1>
+    <${StartWorkflow} />
     <div class="filters">
       <label>status
         <select id="filter-status" value=${status} onChange=${(e) => setStatus(e.target.value)}>
@@ -413,10 +451,24 @@ function WorkflowPage({ id }) {
     const run = task.state?.run || task.state?.runs?.[task.state.runs.length - 1];
     if (run) location.hash = `#/run/${run}`;
   };
+  // Once its record has ended: resumed where its state says (completed
+  // tasks skipped), or run again from the start.
+  const ended = r && ['completed', 'failed'].includes(r.status);
+  const again = async (request) => {
+    try {
+      await startWorkflow({ file: flow.file, ...request });
+    } catch (e) {
+      setError(e.message);
+    }
+  };
   return html`
     <h1>workflow ${flow.name} <span id="workflow-status" data-status=${flow.status || 'pending'}><${Badge} status=${flow.status || 'pending'} /></span></h1>
     <p class="muted">${flow.file}${flow.startedAt ? ` · started ${flow.startedAt}` : ''}${flow.endedAt ? ` · ended ${flow.endedAt}` : ''}
       ${r && html` · record <a class="mono" href=${`#/run/${r.id}`}>${shortId(r.id)}</a>`}</p>
+    ${ended && html`<div class="filters">
+      ${flow.status !== 'completed' && html`<button id="workflow-resume" onClick=${() => again({ resume: true })}>Resume</button>`}
+      <button id="workflow-again" onClick=${() => again({ fresh: true })}>Run again</button>
+    </div>`}
     ${flow.changed && html`<div class="error-banner">the workflow file changed since this run: its tasks may differ from those that ran</div>`}
     ${error && html`<div class="error-banner">${error}</div>`}
     <div class="dag" id="dag">

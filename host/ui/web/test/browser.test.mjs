@@ -233,6 +233,46 @@ describe('moat ui', () => {
     assert.match(await diff.textContent(), /\+\+\+ b\/b\.txt.*\+written by the run/s);
   });
 
+  test('a workflow file started from the page runs, is recorded, and resumes from its page', async () => {
+    const project = mkdtempSync(join(tmpdir(), 'moat-ui-start-'));
+    cpSync(SLEEPY, join(project, 'sleepy.wasm'));
+    const file = join(project, 'flow.toml');
+    writeFileSync(file, [
+      'name = "paged"',
+      '[[task]]', 'id = "A"', 'adapter = "echo"', 'prompt = "first"',
+      '[[task]]', 'id = "B"', 'adapter = "sleepy.wasm"', 'prompt = "sleep 2 ms a tick, cooperate"', 'depends_on = ["A"]',
+      '[[task]]', 'id = "C"', 'adapter = "echo"', 'prompt = "last"', 'depends_on = ["B"]',
+    ].join('\n') + '\n');
+    await page.goto(ui.url);
+    // A path the page cannot place is refused, saying why.
+    await page.fill('#workflow-file', 'flow.toml');
+    await page.click('#workflow-start');
+    await page.locator('#workflow-error').waitFor({ timeout: 10000 });
+    assert.match(await page.locator('#workflow-error').textContent(), /absolute/);
+    // Started: its page, its record, its tasks' runs its children.
+    await page.fill('#workflow-file', file);
+    await page.click('#workflow-start');
+    await page.waitForURL(/#\/workflow\/r_/, { timeout: 15000 });
+    const first = page.url().split('#/workflow/')[1];
+    await page.locator('#dag g.node[data-task="B"][data-status="running"]').waitFor({ timeout: 15000 });
+    const record = JSON.parse(moat(['show', first, '--json']));
+    assert.equal(record.adapter, 'workflow');
+    // Cancelled from elsewhere, then resumed from its page: A is skipped.
+    moat(['cancel', first]);
+    await page.locator('#workflow-status[data-status="cancelled"]').waitFor({ timeout: 15000 });
+    await page.locator('#workflow-resume').waitFor({ timeout: 10000 });
+    await page.click('#workflow-resume');
+    await page.waitForURL((url) => /#\/workflow\/r_/.test(url.hash) && !url.hash.endsWith(first), { timeout: 15000 });
+    const second = page.url().split('#/workflow/')[1];
+    await page.locator('#workflow-status[data-status="completed"]').waitFor({ timeout: 30000 });
+    const runs = JSON.parse(moat(['ps', '--all', '--output', 'json']));
+    const resumed = runs.filter((run) => run.parent === second).map((run) => run.role).sort();
+    assert.deepEqual(resumed, ['B', 'C']);
+    const state = JSON.parse(moat(['workflow', 'status', file, '--output', 'json']));
+    assert.deepEqual(state.runs, [first, second]);
+    assert.equal(state.status, 'completed');
+  });
+
   test('a run\'s page counts its tool calls in words and offers no diff without a workspace', async () => {
     const id = detached([TOOL_USER, 'Read']);
     await page.goto(`${ui.url}#/run/${id}`);

@@ -1,8 +1,8 @@
 //! `moat workflow`: run, resume, status, graph and validate workflows
 //! (docs/workflows.md). The engine is `moat-workflow`'s, and so is its
-//! runner, which launches each attempt as a moat run; this module turns
-//! flags into their settings, records the workflow in this machine's run
-//! store and shows its events ([`view`]).
+//! runner, which launches each attempt as a moat run, and its launch
+//! (its record, budget, span and end); this module turns flags into their
+//! settings and shows its events ([`view`]).
 
 mod view;
 
@@ -10,13 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use anyhow::Context;
-use moat_runs::{FailReason, NewRun, Outcome, RunId, RunStatus};
+use moat_runs::RunBook;
 use moat_sandbox::Sandbox;
-use moat_store::{LocalRuns, Store};
 use moat_workflow::{
-    Engine, Hooks, LaunchRunner, Settings, Start, Workflow, WorkflowError, WorkflowEvent,
-    WorkflowStatus,
+    Finished, Start, Workflow, WorkflowError, WorkflowEvent, WorkflowLaunch, WorkflowStatus,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -27,9 +24,6 @@ use crate::args::{
 use crate::names::FlagNames;
 use crate::{Globals, UsageError, render, wiring};
 use view::{Live, Ndjson, View};
-
-/// How many tasks run at once unless the flags or the file say.
-const DEFAULT_PARALLEL: usize = 4;
 
 /// The subcommands that need no sandbox: `Some` when it was one of them.
 pub async fn without_sandbox(
@@ -349,136 +343,63 @@ async fn run(
             .into());
         }
     };
-    let max_parallel = flags
-        .max_parallel
-        .or(workflow.max_parallel)
-        .unwrap_or(DEFAULT_PARALLEL)
-        .min(crate::args::COMMAND_SESSIONS);
+    let max_parallel =
+        moat_workflow::parallelism(flags.max_parallel, &workflow, crate::args::COMMAND_SESSIONS);
     // The workflow's own record stays where the workflow runs, with its
     // state file: this machine's store. Its tasks' runs go where its
     // launcher puts them (with --nats, the cluster).
-    let local = if flags.no_store {
-        None
-    } else {
-        Some(wiring::local_runs(globals.store.as_deref())?)
+    let local: Option<Arc<dyn RunBook>> = match flags.no_store {
+        true => None,
+        false => Some(Arc::new(wiring::local_runs(globals.store.as_deref())?)),
     };
-    let book: Option<Arc<dyn moat_runs::RunBook>> = match (&globals.cluster.nats, &local) {
-        (None, Some(local)) => Some(Arc::new(local.clone())),
+    let tasks_book = match (&globals.cluster.nats, &local) {
+        (None, Some(local)) => Some(local.clone()),
         _ => wiring::book(globals, "moat workflow", flags.no_store).await?,
     };
-    let on_cluster = book.as_ref().is_some_and(|book| book.workers().is_some());
     // The flags are the most any task gets, with the trust presets of the
-    // project, where every task works; its budget is the workflow's own
-    // account (below), not each task's.
-    let mut request = flags.request.request().map_err(wiring::request_error)?;
-    request.options.cwd = Some(workflow.project.to_string_lossy().into_owned());
-    let ceiling = moat_launch::Ceiling {
-        budget: moat_launch::Budget::default(),
-        ..request.ceiling("the workflow")
-    };
-    let launcher = wiring::launcher(globals, sandbox, book);
-    let runner = Arc::new(LaunchRunner::new(
-        launcher.clone(),
-        Arc::new(ceiling),
-        workflow.project.clone(),
-        Arc::new(FlagNames),
-    ));
-    if workflow.tasks.iter().any(|task| task.workspace().is_some()) {
-        runner.set_workspace_root(wiring::workspace_root(globals)?);
-    }
-    if let Some(ask) = request.how_it_asks() {
-        runner.set_ask(ask);
-    }
+    // project, where every task works; their budget is the workflow's.
+    let request = flags.request.request().map_err(wiring::request_error)?;
     for warning in unsandboxed_warnings(&workflow, &request.grants.all().write) {
         eprintln!("moat: {warning}");
     }
-    let hooks = Hooks::from_commands(&workflow.hooks, workflow.project.clone());
-    let store = local.as_ref().map(|local| local.store().clone());
-    // Its record holds what it may give its tasks, which are its children
-    // (on this machine).
-    let grants = match (&store, on_cluster) {
-        (Some(_), false) => runner.allowance(&workflow.tasks).await,
-        _ => request.grants.all(),
+    let workspace_root = match workflow.tasks.iter().any(|task| task.workspace().is_some()) {
+        true => Some(wiring::workspace_root(globals)?),
+        false => None,
     };
-    let record_of = |store: &Arc<Store>| record(store, &workflow, &request, grants);
-    let record = store.as_ref().map(record_of).transpose()?;
-    let name = workflow.name.clone();
-    let engine = Engine::new(workflow, runner.clone(), hooks);
-    let opened = match engine.open(start).await {
-        Ok(opened) => opened,
-        Err(error) => {
-            if let (Some(store), Some(id)) = (&store, &record) {
-                end_record(store, id, Err(&error.to_string()));
-            }
-            return Err(refusal(error));
-        }
+    let launch = WorkflowLaunch {
+        launcher: wiring::launcher(globals, sandbox, tasks_book),
+        book: local,
+        ceiling: request.ceiling("the workflow"),
+        ask: request.how_it_asks(),
+        names: Arc::new(FlagNames),
+        workspace_root,
+        max_parallel,
+        start,
+        workflow,
     };
-    // On this machine its attempts are its record's children; a cluster
-    // does not know a record of this machine's.
     let cancel = CancellationToken::new();
-    // Its budget covers all its tasks: they spend from its account, and
-    // once it is spent nothing more is dispatched.
-    let budget = workflow_budget(&request);
-    let mut account = None;
-    // Its span is its tasks' runs' parent, as its record is: one trace. On
-    // a cluster its tasks carry the span itself.
-    let mut tracer = None;
-    if on_cluster {
-        tracer = wiring::workflow_tracer(record.as_ref(), &name);
-        if let Some(tracer) = &tracer {
-            runner.set_traceparent(tracer.traceparent());
-        }
-    } else if let Some(id) = &record {
-        tracer = wiring::workflow_tracer(Some(id), &name);
-        runner.set_parent(id.clone());
-        if !budget.is_unbounded() {
-            account = Some(launcher.open_account(id, budget, cancel.clone()));
-        }
-    }
     let (signals, stopped) = on_signals(cancel.clone());
-    // Live here: `moat cancel` of its record stops it.
-    let live = match (&local, &record) {
-        (Some(local), Some(id)) => {
-            local.store().mark_running(id)?;
-            Some(live(local, id, &cancel))
-        }
-        _ => None,
-    };
     let view = Arc::new(Mutex::new(view));
     let shown = view.clone();
-    let settings = Settings {
-        max_parallel,
-        cancel,
-        run: record.as_ref().map(ToString::to_string),
-        emit: Arc::new(move |event: &WorkflowEvent| {
-            shown
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .event(event);
-        }),
-    };
-    let result = opened.run(settings).await;
+    let emit: moat_workflow::Emit = Arc::new(move |event: &WorkflowEvent| {
+        shown
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .event(event);
+    });
+    let finished = launch.run(cancel, emit, |_| {}).await;
     signals.abort();
-    if let Some(account) = account.filter(|account| account.crossed()) {
+    let (result, budget_spent) = match finished {
+        Finished::NotStarted(error) => return Err(refusal(error)),
+        Finished::Ran {
+            result,
+            budget_spent,
+        } => (result, budget_spent),
+    };
+    if let Some(budget) = budget_spent {
         eprintln!(
             "moat: the workflow's budget of {} is spent; nothing more was dispatched",
-            account.budget().words()
-        );
-    }
-    drop(live);
-    let status = result.as_ref().map(|summary| summary.status);
-    if let Some(tracer) = tracer {
-        wiring::end_workflow_tracer(tracer, &result);
-    }
-    if let (Some(store), Some(id)) = (&store, &record) {
-        let error = result.as_ref().err().map(ToString::to_string);
-        end_record(
-            store,
-            id,
-            status
-                .as_ref()
-                .map_err(|_| error.as_deref().unwrap_or_default())
-                .copied(),
+            budget.words()
         );
     }
     match result {
@@ -497,85 +418,12 @@ async fn run(
     }
 }
 
-/// The workflow's record, live in this process: cancelling it through the
-/// store (`moat cancel`) cancels `cancel`.
-fn live(local: &LocalRuns, id: &RunId, cancel: &CancellationToken) -> moat_store::Publisher {
-    local.begin(id.clone(), None, cancel.clone())
-}
-
 /// A workflow that cannot start: the user's to fix (exit 2), except a
 /// state moat cannot read or write.
 fn refusal(error: WorkflowError) -> anyhow::Error {
     match error {
         WorkflowError::State(error) => anyhow::Error::new(error).context("the workflow's state"),
+        error @ WorkflowError::Record(_) => anyhow::Error::new(error),
         other => UsageError(other.to_string()).into(),
-    }
-}
-
-/// The workflow's own record in the run store, holding `grants`: its
-/// attempts are its children, `moat ps` lists it, `moat cancel` stops it.
-fn record(
-    store: &Arc<Store>,
-    workflow: &Workflow,
-    request: &moat_launch::RunRequest,
-    grants: moat_grants::Grants,
-) -> anyhow::Result<RunId> {
-    let run = NewRun {
-        parent: None,
-        adapter: "workflow".into(),
-        component_sha256: workflow.hash.clone(),
-        prompt: format!("{} ({})", workflow.name, workflow.file.display()),
-        // The file by its absolute path: the record is read from anywhere
-        // (`moat ui`, `moat ps` in another directory).
-        options: serde_json::json!({
-            "file": std::path::absolute(&workflow.file).unwrap_or_else(|_| workflow.file.clone()),
-            "project": workflow.project,
-        }),
-        grants,
-        trust: Some(request.trust.unwrap_or_default()),
-        // Its budget, when it has one; no other limit of its own.
-        limits: Some(workflow_budget(request))
-            .filter(|budget| !budget.is_unbounded())
-            .map(|budget| moat_runs::RecordedLimits {
-                budget_usd: budget.usd,
-                max_tokens: budget.tokens,
-                max_model_calls: budget.calls,
-                ..moat_runs::RecordedLimits::of(&moat_launch::limits::unbounded())
-            }),
-        role: None,
-    };
-    store
-        .create_run(&run)
-        .context("cannot record the workflow in the run store")
-}
-
-/// What the workflow's tasks may spend together (`--max-budget-usd`,
-/// `--max-tokens` of `moat workflow run`).
-fn workflow_budget(request: &moat_launch::RunRequest) -> moat_launch::Budget {
-    moat_launch::Budget {
-        usd: request.options.max_budget_usd,
-        tokens: request.limits.max_tokens,
-        calls: request.limits.max_model_calls,
-    }
-}
-
-/// Ends the workflow's record as the workflow ended (or why it could not).
-fn end_record(store: &Store, id: &RunId, status: Result<WorkflowStatus, &str>) {
-    let (run_status, reason) = match status {
-        Ok(WorkflowStatus::Completed) => (RunStatus::Completed, None),
-        Ok(WorkflowStatus::Cancelled) => (RunStatus::Failed, Some(FailReason::Cancelled)),
-        Ok(WorkflowStatus::Failed | WorkflowStatus::Running) => (
-            RunStatus::Failed,
-            Some(FailReason::Other("a task failed".into())),
-        ),
-        Err(why) => (RunStatus::Failed, Some(FailReason::Other(why.to_owned()))),
-    };
-    let outcome = Outcome {
-        status: run_status,
-        reason,
-        done: None,
-    };
-    if let Err(error) = store.finish(id, &outcome) {
-        tracing::error!("cannot end the workflow's record: {error}");
     }
 }
