@@ -6,6 +6,7 @@
 mod acp;
 mod acp_adapter;
 mod anthropic;
+mod architecture;
 mod capabilities;
 mod claude_code;
 mod cli;

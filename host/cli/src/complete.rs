@@ -6,14 +6,11 @@
 
 use std::ffi::OsStr;
 
-use clap::CommandFactory;
 use clap_complete::engine::{
     ArgValueCompleter, CompletionCandidate, PathCompleter, ValueCompleter,
 };
 use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
 use moat_runs::RunFilter;
-
-use crate::args::Cli;
 
 /// The variable the registration sets to ask `moat` for completions.
 const VARIABLE: &str = "MOAT_COMPLETE";
@@ -24,17 +21,19 @@ const RUNS_OFFERED: usize = 50;
 /// Longest prompt shown beside a run.
 const PROMPT_SHOWN: usize = 40;
 
-/// When the shell asks for completions (`MOAT_COMPLETE` set): answers and
-/// exits; otherwise returns at once.
-pub fn answer_if_asked() {
-    clap_complete::CompleteEnv::with_factory(Cli::command)
+/// When the shell asks for completions (`MOAT_COMPLETE` set): answers
+/// from the command `moat` makes and exits; otherwise returns at once.
+pub fn answer_if_asked(moat: fn() -> clap::Command) {
+    clap_complete::CompleteEnv::with_factory(moat)
         .var(VARIABLE)
         .complete();
 }
 
-/// The script that registers moat's completion in `shell`.
+/// The script that registers the completion of `moat` (the command) in
+/// `shell`.
 pub fn registration(
     shell: clap_complete::Shell,
+    mut moat: clap::Command,
     out: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let completer: &dyn EnvCompleter = match shell {
@@ -45,7 +44,7 @@ pub fn registration(
         clap_complete::Shell::PowerShell => &Powershell,
         // A shell clap adds later: its static script.
         other => {
-            clap_complete::generate(other, &mut Cli::command(), "moat", out);
+            clap_complete::generate(other, &mut moat, "moat", out);
             return Ok(());
         }
     };

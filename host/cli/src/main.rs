@@ -38,7 +38,7 @@ pub struct UsageError(pub String);
 
 fn main() -> ExitCode {
     // A shell asking for completions gets them, and nothing else runs.
-    complete::answer_if_asked();
+    complete::answer_if_asked(<args::Cli as clap::CommandFactory>::command);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error)

@@ -14,7 +14,7 @@ use moat_sandbox::Confinement;
 
 use crate::limits::{self, AskedLimits, ParentLimits, narrow};
 use crate::refusal::{Bound, Refusal};
-use crate::request::{Policy, PolicyEntry};
+use crate::request::policy::{Policy, PolicyEntry};
 use crate::resolve::Resolved;
 
 /// How many levels of runs may hang below a run nobody nested.

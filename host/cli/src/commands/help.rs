@@ -14,8 +14,12 @@ use crate::args::{Cli, CompletionsArgs, ManArgs};
 /// The shell's registration of moat's completion: the shell asks `moat`
 /// itself at each Tab, so adapter names and run ids complete too.
 pub fn completions(args: &CompletionsArgs) -> anyhow::Result<ExitCode> {
-    crate::complete::registration(args.shell, &mut std::io::stdout().lock())
-        .context("cannot write the completion script")?;
+    crate::complete::registration(
+        args.shell,
+        <crate::args::Cli as clap::CommandFactory>::command(),
+        &mut std::io::stdout().lock(),
+    )
+    .context("cannot write the completion script")?;
     Ok(ExitCode::SUCCESS)
 }
 

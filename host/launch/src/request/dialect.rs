@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::error::{Problem, RequestError};
-use super::field::{FIELDS, Field, Group, RENAMES};
+use super::field::{Dialects, FIELDS, Field, Group};
 
 /// A way of writing a run request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,6 +28,69 @@ pub enum Dialect {
     /// The protocol's `run` (JSON): `grants.net`, `limits.maxMemory`,
     /// `options.model`.
     Protocol,
+}
+
+/// Spellings kept from before the names were one, each a field's name in
+/// one dialect in place of the derived one (a field may have several: all
+/// are read, the first is the one messages use).
+pub(crate) const RENAMES: &[(Field, Dialect, &str)] = &[
+    (Field::Adapter, Dialect::Flags, "ADAPTER"),
+    (Field::Prompt, Dialect::Flags, "PROMPT"),
+    (Field::Role, Dialect::Flags, "ROLE"),
+    (Field::Directories, Dialect::Flags, "--add-dir"),
+    (Field::McpServers, Dialect::Flags, "--mcp-config"),
+    (Field::Secrets, Dialect::Flags, "--secret"),
+    (Field::Secrets, Dialect::Policy, "secret"),
+    (Field::Secrets, Dialect::Tasks, "secret"),
+    (Field::Ask, Dialect::Flags, "--ask"),
+    (Field::Ask, Dialect::Tasks, "ask"),
+    (Field::Ask, Dialect::Protocol, "ask"),
+    (Field::AskTools, Dialect::Flags, "--ask-tools"),
+    (Field::AskTools, Dialect::Policy, "ask-tools"),
+    (Field::AskTools, Dialect::Tasks, "askTools"),
+    (Field::ApprovalTimeout, Dialect::Flags, "--approval-timeout"),
+    (Field::ApprovalTimeout, Dialect::Tasks, "approvalTimeout"),
+    (Field::ApprovalTimeout, Dialect::Protocol, "ask.timeoutMs"),
+    (Field::ApprovalTimeout, Dialect::Protocol, "ask.noTimeout"),
+    (Field::Workspace, Dialect::Flags, "--workspace"),
+    (Field::Workspace, Dialect::Tasks, "workspace"),
+    (Field::Workspace, Dialect::Workflow, "workspace"),
+    (Field::Base, Dialect::Flags, "--base"),
+    (Field::Base, Dialect::Tasks, "base"),
+    (Field::IncludeDirty, Dialect::Flags, "--include-dirty"),
+    (Field::IncludeDirty, Dialect::Tasks, "includeDirty"),
+    (Field::System, Dialect::Protocol, "options.systemPrompt"),
+    (Field::Timeout, Dialect::Workflow, "timeout"),
+    (Field::Timeout, Dialect::Protocol, "limits.timeoutMs"),
+    (Field::MaxMemory, Dialect::Protocol, "limits.maxMemoryBytes"),
+    (
+        Field::MaxEventSize,
+        Dialect::Protocol,
+        "limits.maxEventBytes",
+    ),
+    (
+        Field::MaxBudgetUsd,
+        Dialect::Protocol,
+        "limits.maxBudgetUsd",
+    ),
+    (
+        Field::MaxBudgetUsd,
+        Dialect::Protocol,
+        "options.maxBudgetUsd",
+    ),
+];
+
+impl Dialects {
+    /// Whether `dialect` is one of them.
+    pub(crate) fn has(self, dialect: Dialect) -> bool {
+        self.has_bit(match dialect {
+            Dialect::Flags => Self::FLAGS,
+            Dialect::Policy => Self::POLICY,
+            Dialect::Tasks => Self::TASKS,
+            Dialect::Workflow => Self::WORKFLOW,
+            Dialect::Protocol => Self::PROTOCOL,
+        })
+    }
 }
 
 impl Dialect {
@@ -157,7 +220,7 @@ impl Raw {
         let mut raw = Raw::default();
         let mut take = |spelled: String, value: &Value| -> Result<(), RequestError> {
             let Some((_, field)) = table.iter().find(|(name, _)| *name == spelled) else {
-                return Err(unknown(&spelled, dialect, &table, own));
+                return Err(unknown(&spelled, &table, own));
             };
             if let Some(earlier) = raw.fields.get(field) {
                 return Err(RequestError::new(
@@ -247,12 +310,7 @@ fn group_of(key: &str) -> Option<Group> {
 }
 
 /// A key no field is spelled as, with the nearest spelling that is.
-fn unknown(
-    spelled: &str,
-    dialect: Dialect,
-    table: &[(String, Field)],
-    own: &[&str],
-) -> RequestError {
+fn unknown(spelled: &str, table: &[(String, Field)], own: &[&str]) -> RequestError {
     let suggestion = table
         .iter()
         .map(|(name, _)| name.as_str())
@@ -261,12 +319,22 @@ fn unknown(
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, name)| name.to_owned());
-    RequestError::unknown(spelled, dialect, suggestion)
+    RequestError::unknown(spelled, suggestion)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rename_is_of_a_dialect_that_takes_its_field() {
+        for (field, dialect, spelled) in RENAMES {
+            assert!(
+                field.spec().dialects.has(*dialect),
+                "{field:?} is renamed {spelled} in {dialect:?}, which does not take it"
+            );
+        }
+    }
 
     #[test]
     fn each_dialect_spells_a_field_by_its_convention() {

@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use super::dialect::Dialect;
 use super::field::Field;
 
 /// A field of a request that cannot be taken as it is.
@@ -38,7 +37,7 @@ impl RequestError {
         }
     }
 
-    pub(crate) fn unknown(spelled: &str, _dialect: Dialect, suggestion: Option<String>) -> Self {
+    pub(crate) fn unknown(spelled: &str, suggestion: Option<String>) -> Self {
         Self {
             field: None,
             spelled: spelled.to_owned(),

@@ -1,12 +1,10 @@
 //! Every field a run may be asked with, once: its canonical name, the
 //! group it belongs to, and the dialects that take it (what its values
 //! are is its arm in the request's reader, `RunRequest::take`). How each dialect spells a field is derived from its canonical name
-//! and group ([`Dialect::spellings`]); the few spellings kept from before
-//! the names were one are in [`RENAMES`]. Adding a field is adding one row
+//! and group (`Dialect::spellings`); the few spellings kept from before
+//! the names were one are beside it (`dialect::RENAMES`). Adding a field is adding one row
 //! to [`FIELDS`] (and its arm in the request's reader): its flag, policy
 //! key, tasks key, workflow key and protocol key follow.
-
-use super::dialect::Dialect;
 
 /// One field of a run request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -139,21 +137,14 @@ impl Group {
 pub(crate) struct Dialects(u8);
 
 impl Dialects {
-    const FLAGS: u8 = 1;
-    const POLICY: u8 = 2;
-    const TASKS: u8 = 4;
-    const WORKFLOW: u8 = 8;
-    const PROTOCOL: u8 = 16;
+    pub(crate) const FLAGS: u8 = 1;
+    pub(crate) const POLICY: u8 = 2;
+    pub(crate) const TASKS: u8 = 4;
+    pub(crate) const WORKFLOW: u8 = 8;
+    pub(crate) const PROTOCOL: u8 = 16;
 
-    /// Whether `dialect` is one of them.
-    pub(crate) fn has(self, dialect: Dialect) -> bool {
-        let bit = match dialect {
-            Dialect::Flags => Self::FLAGS,
-            Dialect::Policy => Self::POLICY,
-            Dialect::Tasks => Self::TASKS,
-            Dialect::Workflow => Self::WORKFLOW,
-            Dialect::Protocol => Self::PROTOCOL,
-        };
+    /// Whether the dialect whose bit is `bit` is one of them.
+    pub(crate) fn has_bit(self, bit: u8) -> bool {
         self.0 & bit != 0
     }
 }
@@ -636,56 +627,6 @@ pub(crate) const FIELDS: &[Spec] = &[
     ),
 ];
 
-/// Spellings kept from before the names were one, each a field's name in
-/// one dialect in place of the derived one (a field may have several: all
-/// are read, the first is the one messages use).
-pub(crate) const RENAMES: &[(Field, Dialect, &str)] = &[
-    (Field::Adapter, Dialect::Flags, "ADAPTER"),
-    (Field::Prompt, Dialect::Flags, "PROMPT"),
-    (Field::Role, Dialect::Flags, "ROLE"),
-    (Field::Directories, Dialect::Flags, "--add-dir"),
-    (Field::McpServers, Dialect::Flags, "--mcp-config"),
-    (Field::Secrets, Dialect::Flags, "--secret"),
-    (Field::Secrets, Dialect::Policy, "secret"),
-    (Field::Secrets, Dialect::Tasks, "secret"),
-    (Field::Ask, Dialect::Flags, "--ask"),
-    (Field::Ask, Dialect::Tasks, "ask"),
-    (Field::Ask, Dialect::Protocol, "ask"),
-    (Field::AskTools, Dialect::Flags, "--ask-tools"),
-    (Field::AskTools, Dialect::Policy, "ask-tools"),
-    (Field::AskTools, Dialect::Tasks, "askTools"),
-    (Field::ApprovalTimeout, Dialect::Flags, "--approval-timeout"),
-    (Field::ApprovalTimeout, Dialect::Tasks, "approvalTimeout"),
-    (Field::ApprovalTimeout, Dialect::Protocol, "ask.timeoutMs"),
-    (Field::ApprovalTimeout, Dialect::Protocol, "ask.noTimeout"),
-    (Field::Workspace, Dialect::Flags, "--workspace"),
-    (Field::Workspace, Dialect::Tasks, "workspace"),
-    (Field::Workspace, Dialect::Workflow, "workspace"),
-    (Field::Base, Dialect::Flags, "--base"),
-    (Field::Base, Dialect::Tasks, "base"),
-    (Field::IncludeDirty, Dialect::Flags, "--include-dirty"),
-    (Field::IncludeDirty, Dialect::Tasks, "includeDirty"),
-    (Field::System, Dialect::Protocol, "options.systemPrompt"),
-    (Field::Timeout, Dialect::Workflow, "timeout"),
-    (Field::Timeout, Dialect::Protocol, "limits.timeoutMs"),
-    (Field::MaxMemory, Dialect::Protocol, "limits.maxMemoryBytes"),
-    (
-        Field::MaxEventSize,
-        Dialect::Protocol,
-        "limits.maxEventBytes",
-    ),
-    (
-        Field::MaxBudgetUsd,
-        Dialect::Protocol,
-        "limits.maxBudgetUsd",
-    ),
-    (
-        Field::MaxBudgetUsd,
-        Dialect::Protocol,
-        "options.maxBudgetUsd",
-    ),
-];
-
 impl Field {
     /// Its row.
     pub(crate) fn spec(self) -> &'static Spec {
@@ -731,19 +672,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_field_has_one_row_and_every_rename_a_dialect_that_takes_it() {
+    fn every_field_has_one_row() {
         for spec in FIELDS {
             assert_eq!(
                 FIELDS.iter().filter(|s| s.field == spec.field).count(),
                 1,
                 "{:?}",
                 spec.field
-            );
-        }
-        for (field, dialect, spelled) in RENAMES {
-            assert!(
-                field.spec().dialects.has(*dialect),
-                "{field:?} is renamed {spelled} in {dialect:?}, which does not take it"
             );
         }
     }
