@@ -1,15 +1,17 @@
 //! The programs a run starts reach the network only through moat's proxy,
-//! see no process outside their run and reach no Unix socket: end to end
-//! through the real `moat` binary, with real `sh`, `curl`, `python3` and
-//! `node` probing from inside the escape component's `shell`.
+//! see no process outside their run and reach no Unix socket outside its
+//! grants: end to end through the real `moat` binary, with real `sh`,
+//! `curl`, `python3` and `node` probing from inside the escape component's
+//! `shell`.
 //!
-//! Each probe prints one word, so the test reads what held:
-//! `reached`/`refused` for each way out, and the servers the probes aim at
-//! count what arrived.
+//! Each probe prints one word, so the test reads what held: `reached`, or
+//! `refused:ERRNO` naming the error the system call returned; and the
+//! servers the probes aim at count what arrived. The same probes without
+//! containment reach every server (so each refusal can be seen to fail).
 
 use std::os::unix::net::UnixListener;
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -43,15 +45,41 @@ impl UdpSink {
     }
 }
 
-/// A Unix socket listener (named at `path`, or abstract when `path` starts
-/// with `@`); counts connections.
-struct UnixSink {
+/// A TCP listener on `::1`; counts connections.
+struct Ipv6Sink {
+    port: u16,
     accepted: Arc<AtomicUsize>,
 }
 
+impl Ipv6Sink {
+    fn start() -> Self {
+        let listener = std::net::TcpListener::bind("[::1]:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                count.fetch_add(1, Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        Self { port, accepted }
+    }
+}
+
+/// A Unix socket listener (named at `path`, or abstract when `path` starts
+/// with `@`); counts connections.
+pub(crate) struct UnixSink {
+    pub(crate) accepted: Arc<AtomicUsize>,
+}
+
 impl UnixSink {
-    fn named(path: &Path) -> Self {
-        Self::serve(UnixListener::bind(path).unwrap())
+    pub(crate) fn named(path: &Path) -> Self {
+        let listener = UnixListener::bind(path).unwrap();
+        // Connectable by any user: what holds a program back is moat.
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        Self::serve(listener)
     }
 
     fn abstract_named(name: &str) -> Self {
@@ -73,15 +101,15 @@ impl UnixSink {
     }
 }
 
-/// Runs `script` in `sh`, started by the escape component with
-/// `--allow-run=sh` and `flags`, through `moat` (`wrapper` before it, to
-/// run it in another setting): the run's events and what `sh` printed.
-fn shell(script: &str, flags: &[String], wrapper: &[&str]) -> (Output, Vec<AgentEvent>, String) {
+/// `moat run` of `script` in `sh`, started by the escape component with
+/// `--allow-run=sh` and `flags` (`wrapper` before it, to run it in
+/// another setting: the wrapper gets moat's environment).
+pub(crate) fn shell_command(script: &str, flags: &[String], wrapper: &[&str]) -> Command {
     let moat = moat();
     let mut command = if wrapper.is_empty() {
         moat
     } else {
-        let mut wrapped = std::process::Command::new(wrapper[0]);
+        let mut wrapped = Command::new(wrapper[0]);
         wrapped.args(&wrapper[1..]).arg(moat.get_program());
         for (name, value) in moat.get_envs() {
             match value {
@@ -97,7 +125,18 @@ fn shell(script: &str, flags: &[String], wrapper: &[&str]) -> (Output, Vec<Agent
         .args(flags)
         // The first line of the output carries the component's prefix.
         .arg(format!("shell echo start; {script}"));
-    let output = command.output().expect("moat runs");
+    command
+}
+
+/// Runs [`shell_command`]: the run's events and what `sh` printed.
+pub(crate) fn shell(
+    script: &str,
+    flags: &[String],
+    wrapper: &[&str],
+) -> (Output, Vec<AgentEvent>, String) {
+    let output = shell_command(script, flags, wrapper)
+        .output()
+        .expect("moat runs");
     let events = events(&output);
     let printed = events
         .iter()
@@ -111,7 +150,7 @@ fn shell(script: &str, flags: &[String], wrapper: &[&str]) -> (Output, Vec<Agent
 
 /// The words a probe printed, `NAME=WORD` each on its own line (the escape
 /// component joins the lines with `|`).
-fn word<'a>(printed: &'a str, probe: &str) -> &'a str {
+pub(crate) fn word<'a>(printed: &'a str, probe: &str) -> &'a str {
     printed
         .split(['|', '\n'])
         .find_map(|line| line.strip_prefix(&format!("{probe}=")))
@@ -120,10 +159,13 @@ fn word<'a>(printed: &'a str, probe: &str) -> &'a str {
 }
 
 /// A Python probe: prints `NAME=reached` if `code` runs without an error,
-/// `NAME=refused` otherwise.
-fn python(name: &str, code: &str) -> String {
+/// `NAME=refused:ERRNO` (e.g. `refused:EACCES`) if it raises an `OSError`.
+/// A probe that cannot run prints nothing, which [`word`] does not take.
+pub(crate) fn python(name: &str, code: &str) -> String {
+    // One line (the escape component reads one command per line): an
+    // uncaught error prints the refusal, through the exception hook.
     format!(
-        "/usr/bin/python3 -c '{code}' >/dev/null 2>&1 && echo {name}=reached || echo {name}=refused; "
+        "/usr/bin/python3 -c 'import errno, os, socket, sys; sys.excepthook = lambda kind, error, trace: print(\"{name}=refused:\" + errno.errorcode.get(getattr(error, \"errno\", None) or 0, kind.__name__)); {code}; print(\"{name}=reached\")' 2>/dev/null; "
     )
 }
 
@@ -132,6 +174,7 @@ struct Aims<'a> {
     granted: u16,
     other: u16,
     udp: u16,
+    ipv6: u16,
     unix_path: &'a Path,
     abstract_name: &'a str,
 }
@@ -141,6 +184,7 @@ fn probes(aims: &Aims) -> String {
         granted,
         other,
         udp,
+        ipv6,
         unix_path,
         abstract_name,
     } = aims;
@@ -159,33 +203,26 @@ fn probes(aims: &Aims) -> String {
     script += &python(
         "udp",
         &format!(
-            "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b\"x\", (\"127.0.0.1\", {udp}))"
+            "s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b\"x\", (\"127.0.0.1\", {udp}))"
         ),
     );
     script += &python(
         "ipv6",
-        &format!(
-            "import socket; s=socket.socket(socket.AF_INET6); s.settimeout(3); s.connect((\"::1\", {granted}))"
-        ),
+        &format!("s=socket.socket(socket.AF_INET6); s.settimeout(3); s.connect((\"::1\", {ipv6}))"),
     );
     script += &python(
         "unix",
-        &format!("import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{unix_path}\")"),
+        &format!("s=socket.socket(socket.AF_UNIX); s.connect(\"{unix_path}\")"),
     );
     script += &python(
         "abstract",
-        &format!(
-            "import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"\\0{abstract_name}\")"
-        ),
+        &format!("s=socket.socket(socket.AF_UNIX); s.connect(\"\\0{abstract_name}\")"),
     );
     script += &python(
         "raw",
-        "import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)",
+        "socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)",
     );
-    script += &python(
-        "packet",
-        "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)",
-    );
+    script += &python("packet", "socket.socket(socket.AF_PACKET, socket.SOCK_RAW)");
     // Node ignores the proxy variables; asked to use it, it gets through.
     script += &format!(
         "node -e 'const u=new URL(process.env.HTTP_PROXY); const headers = u.username ? {{\"proxy-authorization\": \"Basic \" + Buffer.from(u.username + \":\" + u.password).toString(\"base64\")}} : {{}}; require(\"http\").get({{host:u.hostname, port:u.port, headers, path:\"http://127.0.0.1:{granted}/\"}}, r => {{ let b=\"\"; r.on(\"data\", d => b += d); r.on(\"end\", () => console.log(\"node=\" + b)); }}).on(\"error\", () => console.log(\"node=refused\"))'; \
@@ -199,6 +236,7 @@ struct Sinks {
     granted: TestServer,
     other: TestServer,
     udp: UdpSink,
+    ipv6: Ipv6Sink,
     unix: UnixSink,
     abstract_sink: UnixSink,
     unix_path: std::path::PathBuf,
@@ -218,6 +256,7 @@ fn sinks() -> Sinks {
         granted: TestServer::answering(),
         other: TestServer::answering(),
         udp: UdpSink::start(),
+        ipv6: Ipv6Sink::start(),
         unix: UnixSink::named(&unix_path),
         abstract_sink: UnixSink::abstract_named(&abstract_name),
         unix_path,
@@ -226,9 +265,25 @@ fn sinks() -> Sinks {
     }
 }
 
+/// The network the probes ran in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Network {
+    /// A namespace of the run's own: its loopback is its programs'.
+    Own,
+    /// The host's, held by Landlock and the socket filter.
+    Hosts,
+}
+
 /// Checks what every probe found: only the granted port, only through the
-/// proxy; and that nothing arrived where it was refused.
-fn assert_only_the_proxy(sinks: &Sinks, output: &Output, events: &[AgentEvent], printed: &str) {
+/// proxy, each refusal by its error; and that nothing arrived where it
+/// was refused.
+fn assert_only_the_proxy(
+    sinks: &Sinks,
+    output: &Output,
+    events: &[AgentEvent],
+    printed: &str,
+    network: Network,
+) {
     let said = format!(
         "printed: {printed}\nstderr: {}",
         String::from_utf8_lossy(&output.stderr)
@@ -239,17 +294,34 @@ fn assert_only_the_proxy(sinks: &Sinks, output: &Output, events: &[AgentEvent], 
     assert_eq!(word(printed, "other"), "403", "{said}");
     assert_eq!(word(printed, "name"), "403", "{said}");
     assert_eq!(word(printed, "node"), SERVED, "{said}");
-    for probe in [
-        "direct",
-        "udp",
-        "ipv6",
-        "unix",
-        "abstract",
-        "raw",
-        "packet",
-        "nodedirect",
-    ] {
+    for probe in ["direct", "nodedirect"] {
         assert_eq!(word(printed, probe), "refused", "{probe}: {said}");
+    }
+    // What each refusal is: in the run's own network, its loopback has
+    // nothing on it (the host's servers are elsewhere) and a Unix socket
+    // outside its grants is refused by moat; in the host's, Landlock and
+    // the socket filter refuse.
+    let expected: &[(&str, &str)] = match network {
+        Network::Own => &[
+            // Sent, to the run's own loopback: nothing arrives (below).
+            ("udp", "reached"),
+            ("ipv6", "refused:ECONNREFUSED"),
+            ("unix", "refused:EACCES"),
+            ("abstract", "refused:ECONNREFUSED"),
+            ("raw", "refused:EACCES"),
+            ("packet", "refused:EACCES"),
+        ],
+        Network::Hosts => &[
+            ("udp", "refused:EACCES"),
+            ("ipv6", "refused:EACCES"),
+            ("unix", "refused:EACCES"),
+            ("abstract", "refused:EACCES"),
+            ("raw", "refused:EACCES"),
+            ("packet", "refused:EACCES"),
+        ],
+    };
+    for (probe, outcome) in expected {
+        assert_eq!(word(printed, probe), *outcome, "{probe}: {said}");
     }
     // The refusals of the proxy are the run's events, naming the grant.
     assert!(
@@ -275,6 +347,7 @@ fn assert_only_the_proxy(sinks: &Sinks, output: &Output, events: &[AgentEvent], 
     let uncredentialed = usize::from(word(printed, "nocred") == "200");
     assert_eq!(sinks.granted.connections(), 3 + uncredentialed, "{said}");
     assert_eq!(sinks.udp.received.load(Ordering::SeqCst), 0, "{said}");
+    assert_eq!(sinks.ipv6.accepted.load(Ordering::SeqCst), 0, "{said}");
     assert_eq!(sinks.unix.accepted.load(Ordering::SeqCst), 0, "{said}");
     assert_eq!(
         sinks.abstract_sink.accepted.load(Ordering::SeqCst),
@@ -299,6 +372,7 @@ fn aims(sinks: &Sinks) -> Aims<'_> {
         granted: sinks.granted.port,
         other: sinks.other.port,
         udp: sinks.udp.port,
+        ipv6: sinks.ipv6.port,
         unix_path: &sinks.unix_path,
         abstract_name: &sinks.abstract_name,
     }
@@ -309,7 +383,43 @@ fn a_spawned_program_reaches_the_network_only_through_the_proxy_and_its_grants()
     let sinks = sinks();
     let flags = vec![format!("--allow-net=127.0.0.1:{}", sinks.granted.port)];
     let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &[]);
-    assert_only_the_proxy(&sinks, &output, &events, &printed);
+    assert_only_the_proxy(&sinks, &output, &events, &printed, Network::Own);
+}
+
+/// The same probes, without containment: every one reaches its server, so
+/// each refusal above is containment's doing.
+#[test]
+fn without_containment_every_probe_reaches_its_server() {
+    let sinks = sinks();
+    let flags = vec![
+        "--no-contain".to_owned(),
+        format!("--allow-net=127.0.0.1:{}", sinks.granted.port),
+    ];
+    let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &[]);
+    let said = format!(
+        "printed: {printed}\nstderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+    for probe in ["direct", "nodedirect", "udp", "ipv6", "unix", "abstract"] {
+        assert_eq!(word(&printed, probe), "reached", "{probe}: {said}");
+    }
+    // Raw and packet sockets need CAP_NET_RAW, which only root has here.
+    if unsafe { libc::geteuid() } == 0 {
+        for probe in ["raw", "packet"] {
+            assert_eq!(word(&printed, probe), "reached", "{probe}: {said}");
+        }
+    }
+    // The other port and an ungranted name are reached too: no proxy.
+    assert_eq!(word(&printed, "other"), "200", "{said}");
+    assert!(sinks.other.connections() >= 1, "{said}");
+    assert!(sinks.udp.received.load(Ordering::SeqCst) >= 1, "{said}");
+    assert!(sinks.ipv6.accepted.load(Ordering::SeqCst) >= 1, "{said}");
+    assert!(sinks.unix.accepted.load(Ordering::SeqCst) >= 1, "{said}");
+    assert!(
+        sinks.abstract_sink.accepted.load(Ordering::SeqCst) >= 1,
+        "{said}"
+    );
 }
 
 /// A kernel that allows no namespace (here: a user namespace whose limit
@@ -328,7 +438,7 @@ fn without_namespaces_landlock_and_seccomp_hold_the_same_line() {
     let sinks = sinks();
     let flags = vec![format!("--allow-net=127.0.0.1:{}", sinks.granted.port)];
     let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &no_namespaces);
-    assert_only_the_proxy(&sinks, &output, &events, &printed);
+    assert_only_the_proxy(&sinks, &output, &events, &printed, Network::Hosts);
     // On the host's loopback, the proxy serves only its run: a request
     // without the run's credential (as any other local process would
     // send) is refused.
@@ -425,7 +535,7 @@ fn a_spawned_program_sees_no_process_outside_its_run_and_no_server_socket() {
     assert_eq!(word(&printed, "init-name"), "moat-init", "{said}");
     assert_eq!(word(&printed, "init-cmdline"), "0", "{said}");
     assert_eq!(word(&printed, "found"), "0", "{said}");
-    assert_eq!(word(&printed, "serve"), "refused", "{said}");
+    assert_eq!(word(&printed, "serve"), "refused:EACCES", "{said}");
     // The secret is nowhere in what the run recorded either.
     assert!(!String::from_utf8_lossy(&output.stdout).contains(SECRET));
 }
@@ -435,8 +545,9 @@ fn a_spawned_program_sees_no_process_outside_its_run_and_no_server_socket() {
 #[test]
 fn a_refused_connection_is_an_event_and_the_run_ends_normally() {
     let server = TestServer::answering();
+    // (Asked through the proxy: the loopback is the run's own otherwise.)
     let script = format!(
-        "curl -s -m5 http://127.0.0.1:{}/ ; echo after=yes",
+        "curl -s -m5 --noproxy '' http://127.0.0.1:{}/ ; echo after=yes",
         server.port
     );
     let (output, events, printed) = shell(&script, &[], &[]);

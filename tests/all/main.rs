@@ -27,6 +27,7 @@ mod mcp_client;
 mod misbehaving;
 mod openai;
 mod otel;
+mod own_network;
 mod parallel_runs;
 mod processes;
 mod real_clis;

@@ -163,6 +163,7 @@ fn containment_json(confinement: &Confinement) -> serde_json::Value {
             "contained": true,
             "enforced": moat_sandbox::landlock_available(),
             "network": NetworkContainment::detect().name(),
+            "ownLoopback": NetworkContainment::detect().own_loopback(),
             "stateDirs": state_dirs,
             "stateFiles": state_files,
         }),

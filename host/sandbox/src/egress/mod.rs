@@ -18,9 +18,14 @@
 //! - [`NetworkContainment::Unavailable`]: neither; contained programs are
 //!   not started.
 //!
-//! Under either mechanism, the seccomp filter refuses Unix sockets (named
-//! ones outside the grants among them), UDP, raw and packet sockets and
-//! other families ([`crate::process`]'s `seccomp`).
+//! In the run's own namespace, the loopback is the programs': they may
+//! serve on it (TCP and UDP) and reach what they serve, and moat makes
+//! their connections, a named Unix socket only inside the run's write
+//! grants and private directory ([`crate::process`]'s `connector`). In the
+//! host's network they may bind nothing and open no Unix socket. Under
+//! either mechanism, the seccomp filter refuses raw and packet sockets,
+//! Unix datagram sockets and other families ([`crate::process`]'s
+//! `seccomp`).
 
 pub(crate) mod approvals;
 pub(crate) mod namespace;
@@ -47,8 +52,14 @@ pub const PROXY_VARIABLES: [&str; 6] = [
     "all_proxy",
 ];
 
-/// Variables that would send some requests around the proxy: cleared.
+/// Variables that would send some requests around the proxy: cleared, or
+/// set to [`OWN_LOOPBACK`].
 const NO_PROXY_VARIABLES: [&str; 2] = ["NO_PROXY", "no_proxy"];
+
+/// The loopback's names, reached without the proxy where the loopback is
+/// the run's own (a server its programs start) and the run grants no
+/// loopback destination (the host's, through the proxy).
+const OWN_LOOPBACK: &str = "localhost,127.0.0.1,::1";
 
 /// How the network of a run's programs is held to its grants on this
 /// machine.
@@ -87,6 +98,11 @@ impl NetworkContainment {
         })
     }
 
+    /// Whether the programs have a loopback of the run's own, to serve on.
+    pub fn own_loopback(self) -> bool {
+        self == Self::Namespaces
+    }
+
     /// A short name, for `moat inspect -o json` and the `init` event.
     pub fn name(self) -> &'static str {
         match self {
@@ -100,10 +116,10 @@ impl NetworkContainment {
     pub fn describe(self) -> &'static str {
         match self {
             Self::Namespaces => {
-                "network, PID and mount namespaces of the run's own: only moat's proxy is reachable, only the run's processes are visible"
+                "network, PID and mount namespaces of the run's own: only moat's proxy is reachable, only the run's processes are visible; programs may serve on the run's own loopback (TCP and UDP) and use Unix sockets inside its write grants and private directory"
             }
             Self::LandlockAndSeccomp => {
-                "Landlock TCP rules (connect only to moat's proxy) and a seccomp socket filter; no namespaces here, so other processes' /proc entries stay visible"
+                "Landlock TCP rules (connect only to moat's proxy) and a seccomp socket filter; no namespaces here, so programs may bind no port (the host's loopback is shared), open no Unix socket, and other processes' /proc entries stay visible"
             }
             Self::Unavailable => {
                 "none: this kernel allows neither namespaces nor Landlock's network rules (ABI 4), so contained programs are not started; --no-contain runs them with your rights"
@@ -132,6 +148,9 @@ pub(crate) struct RunEgress {
     port: u16,
     /// The proxy's credential, when it listens on the host's loopback.
     token: Option<String>,
+    /// Whether programs reach the loopback without the proxy: it is the
+    /// run's own, and no grant names the host's.
+    own_loopback: bool,
     _proxy: Proxy,
 }
 
@@ -169,10 +188,12 @@ impl RunEgress {
             .is_none()
             .then(|| uuid::Uuid::new_v4().simple().to_string());
         policy.token.clone_from(&token);
+        let own_loopback = namespaces.is_some() && !policy.grants_loopback();
         Ok(Self {
             namespaces,
             port,
             token,
+            own_loopback,
             _proxy: Proxy::serve(listener, policy)?,
         })
     }
@@ -200,6 +221,13 @@ impl RunEgress {
             .map(|name| ((*name).to_owned(), proxy_url.clone()))
             .collect();
         set.extend(self.secret_routes(secrets));
+        if self.own_loopback {
+            set.extend(
+                NO_PROXY_VARIABLES
+                    .iter()
+                    .map(|name| ((*name).to_owned(), OWN_LOOPBACK.to_owned())),
+            );
+        }
         env.retain(|(name, _)| {
             !NO_PROXY_VARIABLES.contains(&name.as_str()) && !set.iter().any(|(s, _)| s == name)
         });

@@ -73,6 +73,19 @@ pub(crate) struct Policy {
     pub(crate) asking: Option<crate::Asking>,
 }
 
+impl Policy {
+    /// Whether a rule names a loopback address (`localhost`, `127.0.0.0/8`,
+    /// `::1`): the host's loopback, reached through the proxy.
+    pub(crate) fn grants_loopback(&self) -> bool {
+        self.rules.iter().any(|rule| match &rule.host {
+            moat_grants::HostPattern::Name(name) => name == "localhost",
+            moat_grants::HostPattern::Subdomains(name) => name == "localhost",
+            moat_grants::HostPattern::Ipv4(address) => address.is_loopback(),
+            moat_grants::HostPattern::Ipv6(address) => address.is_loopback(),
+        })
+    }
+}
+
 /// The answer when the run has all its connections open.
 fn all_connections_open() -> Response<ProxyBody> {
     answer(

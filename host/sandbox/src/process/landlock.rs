@@ -5,9 +5,10 @@
 //! keeps its own state ([`Confinement::Contained`]), read the run's read
 //! grants, and nothing else of the filesystem. It may not signal processes
 //! outside its domain (moat among them) nor reach abstract Unix sockets
-//! outside it. Where the kernel has Landlock's network rules (ABI 4), it
-//! may connect over TCP only to the port of the run's proxy and bind no
-//! TCP port ([`crate::egress`]).
+//! outside it. Where it shares the host's network and the kernel has
+//! Landlock's network rules (ABI 4), it may connect over TCP only to the
+//! port of the run's proxy and bind no TCP port ([`crate::egress`]); in a
+//! network of the run's own, the namespace holds its network.
 //!
 //! The ruleset is built by the host before the fork; the child only
 //! enforces it ([`super::spawner`]), so nothing allocates between fork and
@@ -131,15 +132,17 @@ impl ProgramRights {
     }
 
     /// The ruleset for `program` (its absolute path), whose private
-    /// directory is `private_dir`, whose `PATH` lists `path_dirs` and whose
-    /// run's proxy listens on `proxy_port`: the file descriptor the child
-    /// enforces, or `None` where the kernel has no Landlock.
+    /// directory is `private_dir` and whose `PATH` lists `path_dirs`: the
+    /// file descriptor the child enforces, or `None` where the kernel has
+    /// no Landlock. `host_network_proxy`: the port of the run's proxy on
+    /// the host's loopback, when the programs share the host's network
+    /// (`None`: a namespace of the run's own holds their network).
     pub(crate) fn ruleset(
         &self,
         program: &Path,
         private_dir: &Path,
         path_dirs: &[PathBuf],
-        proxy_port: u16,
+        host_network_proxy: Option<u16>,
     ) -> Result<Option<OwnedFd>, landlock::RulesetError> {
         if !available() {
             return Ok(None);
@@ -158,12 +161,21 @@ impl ProgramRights {
         rules.extend(self.state.iter().map(|path| (path.clone(), all)));
         rules.push((private_dir.to_path_buf(), all));
 
-        let mut ruleset = Ruleset::default()
-            .handle_access(all)?
-            .handle_access(AccessNet::from_all(TARGET_ABI))?
-            .scope(Scope::Signal | Scope::AbstractUnixSocket)?
-            .create()?
-            .add_rule(NetPort::new(proxy_port, AccessNet::ConnectTcp))?;
+        let ruleset = Ruleset::default().handle_access(all)?;
+        let mut ruleset = match host_network_proxy {
+            // In the host's network: TCP connections only to the proxy,
+            // and no port bound.
+            Some(port) => ruleset
+                .handle_access(AccessNet::from_all(TARGET_ABI))?
+                .scope(Scope::Signal | Scope::AbstractUnixSocket)?
+                .create()?
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))?,
+            // In the run's own: its loopback is the programs', and their
+            // connections are made by moat (`super::connector`).
+            None => ruleset
+                .scope(Scope::Signal | Scope::AbstractUnixSocket)?
+                .create()?,
+        };
         // The run's grants, through the handles opened when it was
         // admitted, never their paths again.
         for dir in &self.read {

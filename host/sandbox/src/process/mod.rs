@@ -34,12 +34,13 @@
 mod calls;
 mod cgroup;
 mod child;
+mod connector;
 mod env;
 mod groups;
 mod init;
 pub(crate) mod isolate;
 pub(crate) mod landlock;
-mod seccomp;
+pub(crate) mod seccomp;
 mod spawner;
 mod tree;
 
@@ -113,6 +114,9 @@ pub(crate) struct ProcessTable {
     /// The run's init, which starts its contained children; made at the
     /// first. Declared after `egress`: dropped first.
     init: Option<RunInit>,
+    /// What makes the connections of the run's programs, in a network of
+    /// the run's own; started with the init.
+    connector: Option<self::connector::Connector>,
     /// The Landlock rulesets of the run's programs, built once each.
     rulesets: HashMap<PathBuf, Option<Arc<OwnedFd>>>,
     /// Who is asked for a program no grant names; `None`: refused.
@@ -192,6 +196,7 @@ impl ProcessTable {
             policy,
             egress: None,
             init: None,
+            connector: None,
             rulesets: HashMap::new(),
             late: LateGrants {
                 path_var,
@@ -380,21 +385,40 @@ impl ProcessTable {
     async fn init(&mut self) -> std::io::Result<&RunInit> {
         if self.init.is_none() {
             let namespaces = self.egress()?.namespaces();
+            let network = match namespaces {
+                Some(_) => seccomp::Network::Own,
+                None => seccomp::Network::Hosts,
+            };
             let cgroup = self.groups.cgroup_for_child();
-            let seccomp = socket_filter().map_err(std::io::Error::other)?;
-            let started = RunInit::start(|socket| InitSetup {
+            let seccomp = socket_filter(network).map_err(std::io::Error::other)?;
+            let connect_filter =
+                (network == seccomp::Network::Own).then(|| Arc::new(seccomp::connect_filter()));
+            let mut started = RunInit::start(|socket| InitSetup {
                 socket,
                 namespaces,
                 cgroup,
                 seccomp,
+                connect_filter,
                 proc_access: self::landlock::proc_access(),
                 startup_text: self::isolate::StartupText::of_moat(),
                 host_pid: std::process::id(),
             })
             .await?;
+            if let Some(listener) = started.take_connect_listener() {
+                let places = self.socket_places().map_err(std::io::Error::other)?;
+                self.connector = Some(self::connector::Connector::start(listener, places)?);
+            }
             self.init = Some(started);
         }
         Ok(self.init.as_ref().expect("started above"))
+    }
+
+    /// Where the run's programs may reach named Unix sockets: its write
+    /// grants and its private directory.
+    fn socket_places(&mut self) -> Result<self::connector::SocketPlaces, ProcessError> {
+        let mut dirs = self.late.write.clone();
+        dirs.push(self.private_dir()?);
+        Ok(self::connector::SocketPlaces::new(dirs))
     }
 
     /// The environment of a contained child of `program` and its Landlock
@@ -414,7 +438,7 @@ impl ProcessTable {
         let secrets = self.policy.secrets.clone();
         let egress = self.egress().map_err(|e| cannot(e.to_string()))?;
         egress.proxy_env(&mut env, &secrets);
-        let port = egress.port();
+        let host_network_proxy = egress.namespaces().is_none().then(|| egress.port());
         let private_dir = self.private_dir()?;
         if !chose_tmpdir {
             env.retain(|(name, _)| name != "TMPDIR");
@@ -425,7 +449,12 @@ impl ProcessTable {
         }
         let rights = self.rights.as_ref().expect("a contained run");
         let ruleset = rights
-            .ruleset(program, &private_dir, &self.env.path_dirs(), port)
+            .ruleset(
+                program,
+                &private_dir,
+                &self.env.path_dirs(),
+                host_network_proxy,
+            )
             .map_err(|e| cannot(e.to_string()))?
             .map(Arc::new);
         self.rulesets.insert(program.to_path_buf(), ruleset.clone());
@@ -585,12 +614,21 @@ fn check_sizes(request: &SpawnRequest) -> Result<(), ProcessError> {
     Ok(())
 }
 
-/// The socket filter of contained programs, compiled once per process.
-pub(crate) fn socket_filter() -> Result<Arc<seccompiler::BpfProgram>, String> {
-    static FILTER: OnceLock<Result<Arc<seccompiler::BpfProgram>, String>> = OnceLock::new();
-    FILTER
+/// The socket filter of contained programs in `network`, compiled once
+/// per process.
+pub(crate) fn socket_filter(
+    network: seccomp::Network,
+) -> Result<Arc<seccompiler::BpfProgram>, String> {
+    type Compiled = OnceLock<Result<Arc<seccompiler::BpfProgram>, String>>;
+    static OWN: Compiled = OnceLock::new();
+    static HOSTS: Compiled = OnceLock::new();
+    let compiled = match network {
+        seccomp::Network::Own => &OWN,
+        seccomp::Network::Hosts => &HOSTS,
+    };
+    compiled
         .get_or_init(|| {
-            seccomp::socket_filter()
+            seccomp::socket_filter(network)
                 .map(Arc::new)
                 .map_err(|e| format!("cannot build the socket filter: {e}"))
         })

@@ -37,6 +37,9 @@ pub(crate) struct InitSetup {
     pub(crate) cgroup: Option<ChildCgroup>,
     /// The socket filter the init and every program hold.
     pub(crate) seccomp: Arc<BpfProgram>,
+    /// The filter that hands the programs' connections to moat (in the
+    /// run's own network), whose listener the init sends with its ready.
+    pub(crate) connect_filter: Option<Arc<BpfProgram>>,
     /// The Landlock rights on the private `/proc`.
     pub(crate) proc_access: u64,
     /// moat's command line and environment, which the init blanks.
@@ -54,15 +57,24 @@ pub(crate) unsafe fn become_init(setup: &InitSetup) -> ! {
     let socket = setup.socket.as_raw_fd();
     // SAFETY: system calls on prepared data; see the module's doc.
     unsafe {
-        let signals = match start(setup) {
-            Ok(signals) => signals,
+        let (signals, listener) = match start(setup) {
+            Ok(started) => started,
             Err(error) => {
                 let errno = error.raw_os_error().unwrap_or(libc::EIO);
                 let _ = wire::send(socket, &[report::READY, 0, errno as u64], &[]);
                 libc::_exit(1);
             }
         };
-        if wire::send(socket, &[report::READY, 0, 0], &[]).is_err() {
+        let sent = match listener {
+            Some(fd) => wire::send(socket, &[report::READY, 0, 0], &[fd]),
+            None => wire::send(socket, &[report::READY, 0, 0], &[]),
+        };
+        // Only moat answers the programs' connections: no copy stays here,
+        // where the programs are forked.
+        if let Some(fd) = listener {
+            libc::close(fd);
+        }
+        if sent.is_err() {
             libc::_exit(1);
         }
         serve(socket, signals, setup)
@@ -70,8 +82,9 @@ pub(crate) unsafe fn become_init(setup: &InitSetup) -> ! {
 }
 
 /// Enters the namespaces and starts the init; returns in the init only,
-/// with its `SIGCHLD` signalfd.
-unsafe fn start(setup: &InitSetup) -> io::Result<RawFd> {
+/// with its `SIGCHLD` signalfd and the listener of the programs'
+/// connections, when they are handed to moat.
+unsafe fn start(setup: &InitSetup) -> io::Result<(RawFd, Option<RawFd>)> {
     // SAFETY: see the module's doc.
     unsafe {
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
@@ -120,8 +133,12 @@ unsafe fn start(setup: &InitSetup) -> io::Result<RawFd> {
         isolate::drop_capabilities()?;
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
         crate::process::seccomp::install(&setup.seccomp)?;
-        keep_only(&[setup.socket.as_raw_fd(), signals]);
-        Ok(signals)
+        let listener = match &setup.connect_filter {
+            Some(filter) => Some(crate::process::seccomp::install_with_listener(filter)?),
+            None => None,
+        };
+        keep_only(&[setup.socket.as_raw_fd(), signals, listener.unwrap_or(-1)]);
+        Ok((signals, listener))
     }
 }
 

@@ -50,6 +50,9 @@ pub(crate) struct RunInit {
     /// The init's stand-in in moat's namespaces, moat's child: dropped
     /// with the rest (ending the init) once `drop` has stopped the reader.
     _stand_in: StandIn,
+    /// Where the programs' connections are read from, when moat makes
+    /// them ([`crate::process::connector`]), until taken.
+    connect_listener: Option<OwnedFd>,
     reports: Arc<Mutex<Reports>>,
     /// One request at a time: the init answers them in order.
     requesting: tokio::sync::Mutex<()>,
@@ -123,6 +126,15 @@ impl RunInit {
         let mut words = [0u64; 3];
         let mut fds = [-1; MAX_FDS];
         let ready = receive(&socket, &mut words, &mut fds).await;
+        // SAFETY: descriptors the kernel just gave this process, owned
+        // from here on (closed if unused).
+        let given: Vec<OwnedFd> = match &ready {
+            Ok(got) => fds[..got.fds]
+                .iter()
+                .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
         let failed = match ready {
             Ok(got) if got.words == 3 && words[0] == report::READY => {
                 (words[2] != 0).then(|| io::Error::from_raw_os_error(words[2] as i32))
@@ -133,16 +145,23 @@ impl RunInit {
         if let Some(error) = failed {
             return Err(error);
         }
+        let connect_listener = given.into_iter().next();
         let reports = Arc::new(Mutex::new(Reports::default()));
         let reader = tokio::spawn(read_reports(socket.clone(), reports.clone()));
         Ok(Self {
             socket,
             _stand_in: stand_in,
+            connect_listener,
             reports,
             requesting: tokio::sync::Mutex::new(()),
             next_id: AtomicU64::new(0),
             reader,
         })
+    }
+
+    /// The listener of the programs' connections, once.
+    pub(crate) fn take_connect_listener(&mut self) -> Option<OwnedFd> {
+        self.connect_listener.take()
     }
 
     /// Starts `call`'s program.
@@ -485,12 +504,14 @@ mod tests {
     use super::*;
 
     async fn init() -> RunInit {
-        let seccomp = crate::process::socket_filter().expect("the socket filter");
+        let seccomp = crate::process::socket_filter(crate::process::seccomp::Network::Hosts)
+            .expect("the socket filter");
         RunInit::start(|socket| InitSetup {
             socket,
             namespaces: None,
             cgroup: None,
             seccomp,
+            connect_filter: None,
             proc_access: 0,
             startup_text: None,
             host_pid: std::process::id(),

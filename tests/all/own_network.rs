@@ -1,0 +1,282 @@
+//! A contained run's own network: the servers its programs start on its
+//! loopback and the Unix sockets they make inside its grants are theirs to
+//! reach, and nothing of another run's or outside the grants is. End to
+//! end through the real `moat` binary, as root and as an unprivileged
+//! user (`setpriv` to an unused uid, with a home of its own), with real
+//! `python3`, `curl` and `node`; each refusal is also tried without
+//! containment, where it must succeed.
+
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use moat_engine::DoneStatus;
+use moat_testkit::single_done;
+
+use crate::egress::{UnixSink, python, shell, shell_command, word};
+
+/// The uid the unprivileged runs take (unused on the test machines).
+const UNPRIVILEGED_UID: u32 = 64_123;
+
+/// Whether the tests run as root.
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A directory for one setting: a grant for the run, and (unprivileged)
+/// the home and state of the user it runs as.
+struct Setting {
+    dir: tempfile::TempDir,
+    /// What `moat` is started through (empty: as the tests' own user).
+    wrapper: Vec<String>,
+}
+
+impl Setting {
+    /// The tests' own user.
+    fn this_user() -> Self {
+        Self::made(Vec::new())
+    }
+
+    /// An unprivileged user: when root, `setpriv` to [`UNPRIVILEGED_UID`]
+    /// with a home, store, cache and data of its own; when not root, the
+    /// tests' own user is one already (`None`: nothing else to try).
+    fn unprivileged() -> Option<Self> {
+        if !root() {
+            return None;
+        }
+        let mut setting = Self::made(Vec::new());
+        let dir = setting.dir.path().to_path_buf();
+        for sub in ["home", "state", "cache", "data", "config"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        own_all(&dir, UNPRIVILEGED_UID);
+        let at = |sub: &str| dir.join(sub).display().to_string();
+        setting.wrapper = vec![
+            "setpriv".into(),
+            format!("--reuid={UNPRIVILEGED_UID}"),
+            format!("--regid={UNPRIVILEGED_UID}"),
+            "--clear-groups".into(),
+            "env".into(),
+            format!("HOME={}", at("home")),
+            format!("MOAT_STORE={}/moat.db", at("state")),
+            format!("MOAT_CACHE_DIR={}", at("cache")),
+            format!("MOAT_DATA_DIR={}", at("data")),
+            format!("MOAT_SECRETS={}/no-secrets.json", at("data")),
+            format!("XDG_CONFIG_HOME={}", at("config")),
+        ];
+        Some(setting)
+    }
+
+    fn made(wrapper: Vec<String>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        // Others may pass: the unprivileged user's directories are inside.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(dir.path().join("grant")).unwrap();
+        Self { dir, wrapper }
+    }
+
+    fn wrapper(&self) -> Vec<&str> {
+        self.wrapper.iter().map(String::as_str).collect()
+    }
+
+    /// The directory the run may write, and runs in.
+    fn grant(&self) -> PathBuf {
+        self.dir.path().join("grant")
+    }
+
+    /// `--cwd` and `--allow-write` of the grant, and `extra`.
+    fn flags(&self, extra: &[&str]) -> Vec<String> {
+        let grant = self.grant().display().to_string();
+        let mut flags = vec![format!("--cwd={grant}"), format!("--allow-write={grant}")];
+        flags.extend(extra.iter().map(|flag| (*flag).to_owned()));
+        flags
+    }
+
+    fn who(&self) -> &'static str {
+        if self.wrapper.is_empty() {
+            "this user"
+        } else {
+            "an unprivileged user"
+        }
+    }
+}
+
+/// Gives `dir` and what is in it to `uid`.
+fn own_all(dir: &Path, uid: u32) {
+    std::os::unix::fs::chown(dir, Some(uid), Some(uid)).unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            own_all(&path, uid);
+        } else {
+            std::os::unix::fs::chown(&path, Some(uid), Some(uid)).unwrap();
+        }
+    }
+}
+
+/// The settings to try: this user, and an unprivileged one when this is
+/// root.
+fn settings() -> Vec<Setting> {
+    let mut all = vec![Setting::this_user()];
+    all.extend(Setting::unprivileged());
+    all
+}
+
+/// What the run's programs do with their own network: a web server one
+/// program starts answers `curl` and `node` in others; a server on `::1`,
+/// UDP, a Unix socket in the private directory (served by one program,
+/// reached by another), one in the write grant, an abstract one.
+fn own_network_script(grant: &Path) -> String {
+    // In the grant: the relative socket path below is resolved from it.
+    let mut script = format!("cd {}; ", grant.display());
+    script += "/usr/bin/python3 -m http.server --bind 127.0.0.1 8765 >/dev/null 2>&1 & server=$!; \
+               for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:8765/ && break; sleep 0.05; done; \
+               echo tcp=$(curl -s -m5 -o /dev/null -w '%{http_code}' http://127.0.0.1:8765/); \
+               node -e 'require(\"http\").get(\"http://localhost:8765/\", r => console.log(\"node=\" + r.statusCode)).on(\"error\", e => console.log(\"node=\" + e.code))'; ";
+    script += &python(
+        "ipv6",
+        "s=socket.socket(socket.AF_INET6); s.bind((\"::1\", 0)); s.listen(); c=socket.create_connection(s.getsockname()[:2], 3)",
+    );
+    script += &python(
+        "udp",
+        "s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((\"127.0.0.1\", 0)); c=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.sendto(b\"x\", s.getsockname()); s.settimeout(3); s.recv(9)",
+    );
+    // A server in one program, its client in another.
+    script += "/usr/bin/python3 -c 'import os, socket; s=socket.socket(socket.AF_UNIX); s.bind(os.environ[\"TMPDIR\"] + \"/db.sock\"); s.listen(); c, _ = s.accept(); c.sendall(b\"pong\")' & db=$!; \
+               for i in $(seq 100); do [ -S \"$TMPDIR/db.sock\" ] && break; sleep 0.05; done; ";
+    script += &python(
+        "private",
+        "c=socket.socket(socket.AF_UNIX); c.connect(os.environ[\"TMPDIR\"] + \"/db.sock\"); c.settimeout(3); assert c.recv(9) == b\"pong\"",
+    );
+    script += &python(
+        "granted",
+        "s=socket.socket(socket.AF_UNIX); s.bind(\"granted.sock\"); s.listen(); c=socket.socket(socket.AF_UNIX); c.connect(\"granted.sock\")",
+    );
+    script += &python(
+        "abstract",
+        "s=socket.socket(socket.AF_UNIX); s.bind(\"\\0moat-own-\" + str(os.getpid())); s.listen(); c=socket.socket(socket.AF_UNIX); c.connect(s.getsockname())",
+    );
+    script += "kill $server $db 2>/dev/null; wait; ";
+    script
+}
+
+#[test]
+fn a_runs_programs_serve_and_reach_each_other_on_its_own_loopback_and_sockets() {
+    for setting in settings() {
+        let (output, events, printed) = shell(
+            &own_network_script(&setting.grant()),
+            &setting.flags(&[]),
+            &setting.wrapper(),
+        );
+        let said = format!(
+            "{}: printed: {printed}\nstderr: {}",
+            setting.who(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+        assert_eq!(word(&printed, "tcp"), "200", "{said}");
+        assert_eq!(word(&printed, "node"), "200", "{said}");
+        for probe in ["ipv6", "udp", "private", "granted", "abstract"] {
+            assert_eq!(word(&printed, probe), "reached", "{probe}: {said}");
+        }
+    }
+}
+
+/// A free port on the host's loopback (for a server an uncontained run
+/// starts there).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn another_runs_server_and_sockets_outside_the_grants_are_out_of_reach() {
+    for setting in settings() {
+        // A socket outside the grants (any user may connect to it), and a
+        // link to it inside the grant.
+        let outside_dir = setting.dir.path().join("outside");
+        std::fs::create_dir(&outside_dir).unwrap();
+        let outside = outside_dir.join("agent.sock");
+        let sink = UnixSink::named(&outside);
+        std::os::unix::fs::symlink(&outside, setting.grant().join("link.sock")).unwrap();
+
+        for contained in [true, false] {
+            let port = free_port();
+            let no_contain: &[&str] = if contained { &[] } else { &["--no-contain"] };
+            // The other run: a web server on its loopback (the host's, when
+            // not contained) for as long as the test needs it.
+            let mut other = shell_command(
+                &format!(
+                    "/usr/bin/python3 -m http.server --bind 127.0.0.1 {port} >/dev/null 2>&1 & sleep 20; kill $!"
+                ),
+                &setting.flags(no_contain),
+                &setting.wrapper(),
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+            if !contained {
+                // Up on the host's loopback before it is tried.
+                let start = Instant::now();
+                while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                    assert!(start.elapsed() < Duration::from_secs(20), "no server");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            } else {
+                // Its server is in its own namespace: given time to start.
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            let before = sink.accepted.load(Ordering::SeqCst);
+            // In the grant: the link's relative path is resolved from it.
+            let mut script = format!("cd {}; ", setting.grant().display());
+            script += &python(
+                "other-run",
+                &format!("socket.create_connection((\"127.0.0.1\", {port}), 3)"),
+            );
+            script += &python(
+                "outside",
+                &format!(
+                    "socket.socket(socket.AF_UNIX).connect(\"{}\")",
+                    outside.display()
+                ),
+            );
+            script += &python(
+                "link",
+                "socket.socket(socket.AF_UNIX).connect(\"link.sock\")",
+            );
+            let (output, events, printed) =
+                shell(&script, &setting.flags(no_contain), &setting.wrapper());
+            let _ = other.kill();
+            let _ = other.wait();
+            let said = format!(
+                "{}, contained: {contained}: printed: {printed}\nstderr: {}",
+                setting.who(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+            let arrived = sink.accepted.load(Ordering::SeqCst) - before;
+            if contained {
+                assert_eq!(
+                    word(&printed, "other-run"),
+                    "refused:ECONNREFUSED",
+                    "{said}"
+                );
+                assert_eq!(word(&printed, "outside"), "refused:EACCES", "{said}");
+                assert_eq!(word(&printed, "link"), "refused:EACCES", "{said}");
+                assert_eq!(arrived, 0, "{said}");
+            } else {
+                for probe in ["other-run", "outside", "link"] {
+                    assert_eq!(word(&printed, probe), "reached", "{probe}: {said}");
+                }
+                assert_eq!(arrived, 2, "{said}");
+            }
+        }
+    }
+}
