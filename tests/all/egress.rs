@@ -471,6 +471,9 @@ fn without_namespaces_landlock_and_seccomp_hold_the_same_line() {
         inspect(&no_namespaces)["containment"]["network"],
         "landlock+seccomp"
     );
+    // Only a network of the run's own has a loopback to serve on.
+    assert_eq!(inspect(&[])["containment"]["ownLoopback"], true);
+    assert_eq!(inspect(&no_namespaces)["containment"]["ownLoopback"], false);
 }
 
 /// No other process is visible: not moat's environment, not an unrelated

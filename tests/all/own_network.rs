@@ -133,7 +133,7 @@ fn own_network_script(grant: &Path) -> String {
     // In the grant: the relative socket path below is resolved from it.
     let mut script = format!("cd {}; ", grant.display());
     script += "/usr/bin/python3 -m http.server --bind 127.0.0.1 8765 >/dev/null 2>&1 & server=$!; \
-               for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:8765/ && break; sleep 0.05; done; \
+               for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:8765/ && break; sleep 0.05; done; \
                echo tcp=$(curl -s -m5 -o /dev/null -w '%{http_code}' http://127.0.0.1:8765/); \
                node -e 'require(\"http\").get(\"http://localhost:8765/\", r => console.log(\"node=\" + r.statusCode)).on(\"error\", e => console.log(\"node=\" + e.code))'; ";
     script += &python(
@@ -278,5 +278,90 @@ fn another_runs_server_and_sockets_outside_the_grants_are_out_of_reach() {
                 assert_eq!(arrived, 2, "{said}");
             }
         }
+    }
+}
+
+/// `--allow-unix-socket` grants one socket outside the grants: that one
+/// is reached, its neighbour is not; and `moat show` records it.
+#[test]
+fn a_socket_granted_by_path_is_reached_and_no_other() {
+    for setting in settings() {
+        let outside_dir = setting.dir.path().join("outside");
+        std::fs::create_dir(&outside_dir).unwrap();
+        let granted = outside_dir.join("db.sock");
+        let other = outside_dir.join("other.sock");
+        let granted_sink = UnixSink::named(&granted);
+        let other_sink = UnixSink::named(&other);
+        let mut script = python(
+            "granted",
+            &format!(
+                "socket.socket(socket.AF_UNIX).connect(\"{}\")",
+                granted.display()
+            ),
+        );
+        script += &python(
+            "other",
+            &format!(
+                "socket.socket(socket.AF_UNIX).connect(\"{}\")",
+                other.display()
+            ),
+        );
+        let grant = format!("--allow-unix-socket={}", granted.display());
+        let (output, events, printed) =
+            shell(&script, &setting.flags(&[&grant]), &setting.wrapper());
+        let said = format!(
+            "{}: printed: {printed}\nstderr: {}",
+            setting.who(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+        assert_eq!(word(&printed, "granted"), "reached", "{said}");
+        assert_eq!(word(&printed, "other"), "refused:EACCES", "{said}");
+        assert_eq!(granted_sink.accepted.load(Ordering::SeqCst), 1, "{said}");
+        assert_eq!(other_sink.accepted.load(Ordering::SeqCst), 0, "{said}");
+        // The grant is recorded with the run.
+        if setting.wrapper.is_empty() {
+            let run = String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .find_map(|line| {
+                    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+                    event["metadata"]["runId"].as_str().map(str::to_owned)
+                })
+                .expect("a run id");
+            let shown = crate::cli::common::moat()
+                .args(["show", &run])
+                .output()
+                .unwrap();
+            let shown = String::from_utf8_lossy(&shown.stdout);
+            assert!(
+                shown.contains(&format!("unix socket {}", granted.display())),
+                "{shown}"
+            );
+        }
+    }
+}
+
+/// A socket grant that cannot be one is refused before the run, in one
+/// line naming the flag.
+#[test]
+fn a_socket_grant_of_a_file_or_a_missing_directory_is_refused_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "").unwrap();
+    for (path, reason) in [
+        (file.clone(), "not a Unix socket"),
+        (dir.path().join("no/such.sock"), "no such directory"),
+    ] {
+        let output = crate::cli::common::moat()
+            .args(["run", "echo", "hi"])
+            .arg(format!("--allow-unix-socket={}", path.display()))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--allow-unix-socket") && stderr.contains(reason),
+            "{stderr}"
+        );
     }
 }

@@ -227,6 +227,8 @@ export interface Grants {
     run?: string[];
     /** NAME@HOST: a secret the server keeps, added to requests to HOST (the run holds a placeholder) */
     secrets?: string[];
+    /** absolute paths of Unix sockets outside the write grants the run's programs may connect to */
+    unixSocket?: string[];
 }
 /** Options for one run, as the adapter receives them (camelCase). */
 export interface RunOptions {

@@ -154,9 +154,11 @@ fn arg_of(field: Field) -> Arg {
         Field::Cwd | Field::Directories | Field::Read | Field::Write => {
             arg.value_hint(clap::ValueHint::DirPath)
         }
-        Field::Policy | Field::PriceTable | Field::Agents | Field::McpServers => {
-            arg.value_hint(clap::ValueHint::FilePath)
-        }
+        Field::Policy
+        | Field::PriceTable
+        | Field::Agents
+        | Field::McpServers
+        | Field::UnixSocket => arg.value_hint(clap::ValueHint::FilePath),
         _ => arg,
     }
 }

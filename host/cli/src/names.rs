@@ -26,6 +26,7 @@ impl SettingNames for FlagNames {
             Setting::AllowEnv => "--allow-env",
             Setting::AllowRun => "--allow-run",
             Setting::Secret => "--secret",
+            Setting::AllowUnixSocket => "--allow-unix-socket",
             Setting::MaxBudget => "--max-budget-usd",
             Setting::MaxTokens => "--max-tokens",
             Setting::Model => "--model",

@@ -59,6 +59,9 @@ pub enum Setting {
     AllowRun,
     /// The secrets the run's requests carry, added by the host.
     Secret,
+    /// The Unix sockets outside its write grants the run's programs may
+    /// reach.
+    AllowUnixSocket,
     /// The most the run (and its children) may spend, in US dollars.
     MaxBudget,
     /// The most tokens the run (and its children) may use.
@@ -140,6 +143,7 @@ impl SettingNames for FieldNames {
             Setting::AllowEnv => "`grants.env`",
             Setting::AllowRun => "`grants.run`",
             Setting::Secret => "`grants.secrets`",
+            Setting::AllowUnixSocket => "`grants.unix_sockets`",
             Setting::MaxBudget => "`options.max_budget_usd`",
             Setting::MaxTokens => "`limits.max_tokens`",
             Setting::Model => "`options.model`",

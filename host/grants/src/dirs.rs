@@ -139,9 +139,78 @@ pub fn canonical_dir(path: &Path, base: Option<&Path>) -> Result<PathBuf, GrantE
     Ok(canonical)
 }
 
+/// Resolves a Unix socket to grant (relative to `base`, when given):
+/// absolute, with its directory canonical, and the socket itself followed
+/// through links when it exists, which must then be a socket. It may not
+/// exist yet (a server that starts after the run); its directory must.
+/// A run reaches exactly the socket at this path.
+pub fn canonical_socket(path: &Path, base: Option<&Path>) -> Result<PathBuf, GrantError> {
+    let refuse = |reason: &str| GrantError::Dir {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    };
+    let joined = match base {
+        Some(base) if path.is_relative() => base.join(path),
+        _ => path.to_path_buf(),
+    };
+    let resolved = match std::fs::canonicalize(&joined) {
+        Ok(resolved) => {
+            use std::os::unix::fs::FileTypeExt;
+            let kind = std::fs::metadata(&resolved).map_err(|e| refuse(&e.to_string()))?;
+            if !kind.file_type().is_socket() {
+                return Err(refuse("not a Unix socket"));
+            }
+            resolved
+        }
+        Err(_) => {
+            let (Some(dir), Some(name)) = (joined.parent(), joined.file_name()) else {
+                return Err(refuse("not a path to a Unix socket"));
+            };
+            if name == ".." || name == "." {
+                return Err(refuse("not a path to a Unix socket"));
+            }
+            let dir = std::fs::canonicalize(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            })
+            .map_err(|_| refuse("no such directory for the socket"))?;
+            dir.join(name)
+        }
+    };
+    if resolved.to_str().is_none() {
+        return Err(refuse("the path is not valid UTF-8"));
+    }
+    Ok(resolved)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_is_resolved_whether_it_exists_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let socket = root.join("db.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        std::os::unix::fs::symlink(&socket, root.join("link.sock")).unwrap();
+        assert_eq!(
+            canonical_socket(Path::new("link.sock"), Some(&root)).unwrap(),
+            socket
+        );
+        assert_eq!(
+            canonical_socket(Path::new("later.sock"), Some(&root)).unwrap(),
+            root.join("later.sock")
+        );
+        std::fs::write(root.join("file"), "").unwrap();
+        let refused = canonical_socket(&root.join("file"), None).unwrap_err();
+        assert!(
+            refused.to_string().contains("not a Unix socket"),
+            "{refused}"
+        );
+        assert!(canonical_socket(&root.join("no/such.sock"), None).is_err());
+    }
 
     #[test]
     fn directories_are_canonicalized_and_must_exist() {

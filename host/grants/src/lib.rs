@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use dirs::{OpenDir, OpenDirs, canonical_dir};
+pub use dirs::{OpenDir, OpenDirs, canonical_dir, canonical_socket};
 pub use error::GrantError;
 pub use narrow::Excess;
 pub use needs::Needs;
@@ -74,6 +74,10 @@ pub struct Grants {
     /// Secrets moat adds to the run's requests to a destination, the run
     /// never holding them ([`secret`]).
     pub secrets: Vec<SecretGrant>,
+    /// Unix sockets outside the run's write grants its programs may
+    /// connect to (a database's, a container runtime's): absolute paths,
+    /// each a socket itself ([`canonical_socket`]).
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 /// One directory as the sandbox preopens it.
@@ -102,6 +106,7 @@ impl Grants {
             && self.env.is_empty()
             && self.run.is_empty()
             && self.secrets.is_empty()
+            && self.unix_sockets.is_empty()
     }
 
     /// Adds everything `other` grants (a union; order kept, duplicates
@@ -120,6 +125,7 @@ impl Grants {
         union(&mut self.env, &other.env);
         union(&mut self.run, &other.run);
         union(&mut self.secrets, &other.secrets);
+        union(&mut self.unix_sockets, &other.unix_sockets);
     }
 
     /// Exactly what an adapter declares it needs: its hosts, environment
@@ -169,6 +175,9 @@ impl Grants {
     pub fn validate(&self) -> Result<(), GrantError> {
         for dir in self.read.iter().chain(&self.write) {
             check_absolute(dir)?;
+        }
+        for socket in &self.unix_sockets {
+            check_absolute(socket)?;
         }
         for name in &self.env {
             names::env_name(name)?;

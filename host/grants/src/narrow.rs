@@ -36,6 +36,8 @@ pub enum Excess {
     Run(String),
     /// A secret grant no ceiling grant of the same secret covers.
     Secret(crate::SecretGrant),
+    /// A Unix socket the ceiling does not name.
+    UnixSocket(PathBuf),
 }
 
 impl fmt::Display for Excess {
@@ -47,6 +49,7 @@ impl fmt::Display for Excess {
             Excess::Env(name) => write!(f, "--allow-env={name}"),
             Excess::Run(program) => write!(f, "--allow-run={program}"),
             Excess::Secret(grant) => write!(f, "--secret={grant}"),
+            Excess::UnixSocket(path) => write!(f, "--allow-unix-socket={}", path.display()),
         }
     }
 }
@@ -64,7 +67,7 @@ impl Grants {
     ///   read or write; a directory to write, inside a ceiling directory to
     ///   write.
     /// - An environment name or program must be named by the ceiling, as
-    ///   the same string.
+    ///   the same string; a Unix socket, as the same path.
     ///
     /// Items are checked one by one: two ceiling rules that together would
     /// cover a request rule (`http://x` and `https://x` for `x`) do not. The
@@ -115,6 +118,11 @@ impl Grants {
                 push(Excess::Secret(grant.clone()));
             }
         }
+        for socket in &self.unix_sockets {
+            if !ceiling.unix_sockets.contains(socket) {
+                push(Excess::UnixSocket(socket.clone()));
+            }
+        }
         excess
     }
 
@@ -130,7 +138,7 @@ impl Grants {
     ///   where both allow reading (a write grant counting as read). `read`
     ///   lists only what `write` does not already cover, and neither list
     ///   has an entry inside another of its entries.
-    /// - Environment names and programs: those both name.
+    /// - Environment names, programs and Unix sockets: those both name.
     ///
     /// The result allows a destination, path, name or program exactly when
     /// both sides do, so `ceiling.intersect(&request).intersect(&boundary)`
@@ -186,6 +194,7 @@ impl Grants {
             env: common(&self.env, &other.env),
             run: common(&self.run, &other.run),
             secrets,
+            unix_sockets: common(&self.unix_sockets, &other.unix_sockets),
         }
     }
 }
@@ -313,7 +322,7 @@ fn inside(dir: &Path, other: &Path) -> bool {
 }
 
 /// The entries of `a` that `b` also has, each once, in the order of `a`.
-fn common(a: &[String], b: &[String]) -> Vec<String> {
+fn common<T: PartialEq + Clone>(a: &[T], b: &[T]) -> Vec<T> {
     dedup(a.iter().filter(|item| b.contains(item)).cloned().collect())
 }
 
@@ -588,6 +597,7 @@ mod tests {
             env: vec!["HOME".into()],
             run: vec!["git".into()],
             secrets: vec![crate::SecretGrant::parse("KEY@api.example.com:443").unwrap()],
+            unix_sockets: paths(&["/run/db.sock"]),
         }
     }
 
@@ -603,7 +613,12 @@ mod tests {
                 Excess::Env("HOME".into()),
                 Excess::Run("git".into()),
                 Excess::Secret(crate::SecretGrant::parse("KEY@api.example.com:443").unwrap()),
+                Excess::UnixSocket("/run/db.sock".into()),
             ]
+        );
+        assert_eq!(
+            Excess::UnixSocket("/run/db.sock".into()).to_string(),
+            "--allow-unix-socket=/run/db.sock"
         );
         assert!(Grants::none().excess_over(&Grants::none()).is_empty());
     }
@@ -777,6 +792,7 @@ mod tests {
                 env: env.into_iter().map(String::from).collect(),
                 run: run.into_iter().map(String::from).collect(),
                 secrets: Vec::new(),
+                unix_sockets: Vec::new(),
             })
     }
 

@@ -147,6 +147,9 @@ fn excess_words(excess: &Excess, names: &dyn SettingNames) -> String {
         Excess::Env(name) => names.assignment(Setting::AllowEnv, name),
         Excess::Run(program) => names.assignment(Setting::AllowRun, program),
         Excess::Secret(grant) => names.assignment(Setting::Secret, &grant.to_string()),
+        Excess::UnixSocket(path) => {
+            names.assignment(Setting::AllowUnixSocket, &path.to_string_lossy())
+        }
     }
 }
 

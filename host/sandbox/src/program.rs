@@ -68,6 +68,7 @@ pub async fn run_contained(
         secrets: scope.secrets.clone(),
         token: None,
         asking: None,
+        own_network: Default::default(),
     };
     let groups = ChildGroups::new(crate::Containment::default());
     let mut table = ProcessTable::new(

@@ -102,6 +102,7 @@ impl RunState {
                 secrets: scope.secrets.clone(),
                 token: None,
                 asking: scope.asking.clone(),
+                own_network: Default::default(),
             },
         );
         // The adapter learns its secrets' routes, which its programs get.

@@ -187,6 +187,7 @@ fn print_grants(grants: &Grants, origins: &[String]) {
         "secrets      {}",
         shown(grants.secrets.iter().map(ToString::to_string).collect())
     );
+    println!("unix sockets {}", dirs(&grants.unix_sockets));
     println!("refused      {REFUSED_NOTE}");
 }
 

@@ -537,6 +537,14 @@ fn grants_shown(grants: &moat_grants::Grants) -> String {
         "secret",
         grants.secrets.iter().map(ToString::to_string).collect(),
     );
+    part(
+        "unix socket",
+        grants
+            .unix_sockets
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect(),
+    );
     safe::text(&parts.join("; ")).into_owned()
 }
 

@@ -69,6 +69,8 @@ pub enum Field {
     Run,
     /// Secrets its requests carry, added by the host.
     Secrets,
+    /// Unix sockets outside its write grants its programs may reach.
+    UnixSocket,
     /// Its wall-clock limit.
     Timeout,
     /// Its CPU budget.
@@ -489,6 +491,15 @@ pub(crate) const FIELDS: &[Spec] = &[
         List,
         "NAME@HOST",
         "Secrets moat adds to the adapter's requests, NAME@HOST[:PORT] (a secret kept by `moat secret set NAME`); the adapter never holds the value. The host must be granted too.",
+    ),
+    spec(
+        Field::UnixSocket,
+        Group::Grants,
+        "unix_socket",
+        ALL,
+        List,
+        "PATHS",
+        "Unix sockets outside its write grants the adapter's programs may connect to (a database's, a Docker daemon's); those inside its write grants and private directory they may always reach.",
     ),
     spec(
         Field::Timeout,

@@ -95,6 +95,8 @@ pub struct GrantsAsked {
     pub run: Option<Vec<String>>,
     /// Secrets.
     pub secrets: Option<Vec<SecretGrant>>,
+    /// Unix sockets.
+    pub unix_sockets: Option<Vec<PathBuf>>,
     /// Whether grants were named as a group, maybe none of them (an
     /// empty `grants` object asks for no grant).
     pub named: bool,
@@ -110,6 +112,7 @@ impl GrantsAsked {
             || self.env.is_some()
             || self.run.is_some()
             || self.secrets.is_some()
+            || self.unix_sockets.is_some()
     }
 
     /// The grants it names (a kind it names none of: none of that kind).
@@ -121,6 +124,7 @@ impl GrantsAsked {
             env: self.env.clone().unwrap_or_default(),
             run: self.run.clone().unwrap_or_default(),
             secrets: self.secrets.clone().unwrap_or_default(),
+            unix_sockets: self.unix_sockets.clone().unwrap_or_default(),
         }
     }
 
@@ -199,6 +203,7 @@ impl RunRequest {
             Field::Env => grants.env = Some(value.env_names()?),
             Field::Run => grants.run = Some(value.programs()?),
             Field::Secrets => grants.secrets = Some(value.secrets()?),
+            Field::UnixSocket => grants.unix_sockets = Some(value.sockets()?),
             Field::Timeout => limits.timeout = Some(value.timeout()?),
             Field::Fuel => limits.fuel = Some(value.fuel()?),
             Field::MaxMemory => limits.max_memory_bytes = Some(value.memory()?),

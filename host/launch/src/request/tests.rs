@@ -162,3 +162,43 @@ fn docs_requests_md_has_the_table_of_every_field() {
         "docs/requests.md does not have the table of fields as the request has them; put this there:\n{table}"
     );
 }
+
+#[test]
+fn a_socket_grant_reads_the_same_in_every_dialect_and_only_absolutely_from_a_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let socket = root.join("db.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::os::unix::fs::symlink(&socket, root.join("link.sock")).unwrap();
+    let written = every_dialect(
+        Field::UnixSocket,
+        json!([root.join("link.sock").to_string_lossy()]),
+    );
+    assert_eq!(written.len(), 5, "every dialect takes it");
+    for (dialect, request) in written {
+        let read = RunRequest::read(&request, dialect, None, &[]).unwrap();
+        // The link resolved once, when granted: the run reaches that socket.
+        assert_eq!(
+            read.grants.unix_sockets,
+            Some(vec![socket.clone()]),
+            "{dialect:?}"
+        );
+    }
+    // Relative: from where it was written, except from a client.
+    let relative = RunRequest::read(
+        &object(json!({"--allow-unix-socket": ["db.sock"]})),
+        Dialect::Flags,
+        Some(&root),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(relative.grants.unix_sockets, Some(vec![socket.clone()]));
+    let refused = RunRequest::read(
+        &object(json!({"grants": {"unixSocket": ["db.sock"]}})),
+        Dialect::Protocol,
+        None,
+        &[],
+    )
+    .unwrap_err();
+    assert!(refused.to_string().contains("absolute"), "{refused}");
+}

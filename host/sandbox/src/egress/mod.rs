@@ -19,9 +19,11 @@
 //!   not started.
 //!
 //! In the run's own namespace, the loopback is the programs': they may
-//! serve on it (TCP and UDP) and reach what they serve, and moat makes
-//! their connections, a named Unix socket only inside the run's write
-//! grants and private directory ([`crate::process`]'s `connector`). In the
+//! serve on it (TCP and UDP) and reach what they serve, directly or
+//! through the proxy (which looks there first for a loopback destination:
+//! [`proxy`]), and moat makes their connections, a named Unix socket only
+//! inside the run's write grants and private directory
+//! ([`crate::process`]'s `connector`). In the
 //! host's network they may bind nothing and open no Unix socket. Under
 //! either mechanism, the seccomp filter refuses raw and packet sockets,
 //! Unix datagram sockets and other families ([`crate::process`]'s
@@ -52,14 +54,8 @@ pub const PROXY_VARIABLES: [&str; 6] = [
     "all_proxy",
 ];
 
-/// Variables that would send some requests around the proxy: cleared, or
-/// set to [`OWN_LOOPBACK`].
+/// Variables that would send some requests around the proxy: cleared.
 const NO_PROXY_VARIABLES: [&str; 2] = ["NO_PROXY", "no_proxy"];
-
-/// The loopback's names, reached without the proxy where the loopback is
-/// the run's own (a server its programs start) and the run grants no
-/// loopback destination (the host's, through the proxy).
-const OWN_LOOPBACK: &str = "localhost,127.0.0.1,::1";
 
 /// How the network of a run's programs is held to its grants on this
 /// machine.
@@ -148,9 +144,6 @@ pub(crate) struct RunEgress {
     port: u16,
     /// The proxy's credential, when it listens on the host's loopback.
     token: Option<String>,
-    /// Whether programs reach the loopback without the proxy: it is the
-    /// run's own, and no grant names the host's.
-    own_loopback: bool,
     _proxy: Proxy,
 }
 
@@ -188,12 +181,10 @@ impl RunEgress {
             .is_none()
             .then(|| uuid::Uuid::new_v4().simple().to_string());
         policy.token.clone_from(&token);
-        let own_loopback = namespaces.is_some() && !policy.grants_loopback();
         Ok(Self {
             namespaces,
             port,
             token,
-            own_loopback,
             _proxy: Proxy::serve(listener, policy)?,
         })
     }
@@ -221,13 +212,6 @@ impl RunEgress {
             .map(|name| ((*name).to_owned(), proxy_url.clone()))
             .collect();
         set.extend(self.secret_routes(secrets));
-        if self.own_loopback {
-            set.extend(
-                NO_PROXY_VARIABLES
-                    .iter()
-                    .map(|name| ((*name).to_owned(), OWN_LOOPBACK.to_owned())),
-            );
-        }
         env.retain(|(name, _)| {
             !NO_PROXY_VARIABLES.contains(&name.as_str()) && !set.iter().any(|(s, _)| s == name)
         });

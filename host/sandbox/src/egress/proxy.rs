@@ -71,19 +71,9 @@ pub(crate) struct Policy {
     /// Who is asked for a destination no rule grants ([`crate::approvals`]);
     /// `None`: refused at once.
     pub(crate) asking: Option<crate::Asking>,
-}
-
-impl Policy {
-    /// Whether a rule names a loopback address (`localhost`, `127.0.0.0/8`,
-    /// `::1`): the host's loopback, reached through the proxy.
-    pub(crate) fn grants_loopback(&self) -> bool {
-        self.rules.iter().any(|rule| match &rule.host {
-            moat_grants::HostPattern::Name(name) => name == "localhost",
-            moat_grants::HostPattern::Subdomains(name) => name == "localhost",
-            moat_grants::HostPattern::Ipv4(address) => address.is_loopback(),
-            moat_grants::HostPattern::Ipv6(address) => address.is_loopback(),
-        })
-    }
+    /// The run's own network, where a loopback destination is looked for
+    /// first: what its programs serve there.
+    pub(crate) own_network: crate::process::OwnNetwork,
 }
 
 /// The answer when the run has all its connections open.
@@ -477,6 +467,9 @@ async fn reach(
     port: u16,
     policy: &Policy,
 ) -> Result<Reached, Response<ProxyBody>> {
+    if let Some(reached) = own_server(scheme, host, port, policy).await? {
+        return Ok(reached);
+    }
     let destination = match Destination::granted(scheme, host, port, &policy.rules) {
         Ok(destination) => destination,
         Err(denial) => approved(scheme, denial, policy).await?,
@@ -515,6 +508,54 @@ async fn reach(
             ),
         )),
     }
+}
+
+/// A server the run's programs started on its own loopback, when `host`
+/// names the loopback and one listens on `port` there: the loopback is
+/// the run's first (the host's, granted, is reached when nothing of the
+/// run's listens).
+async fn own_server(
+    scheme: Scheme,
+    host: &str,
+    port: u16,
+    policy: &Policy,
+) -> Result<Option<Reached>, Response<ProxyBody>> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let addresses: Vec<IpAddr> = match host.trim_start_matches('[').trim_end_matches(']') {
+        "localhost" => vec![
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ],
+        literal => match literal.parse::<IpAddr>() {
+            Ok(address) if address.is_loopback() => vec![address],
+            _ => return Ok(None),
+        },
+    };
+    for address in addresses {
+        let Some(stream) = policy
+            .own_network
+            .connect(std::net::SocketAddr::new(address, port))
+            .await
+        else {
+            continue;
+        };
+        let Ok(slot) = policy.connections.clone().try_acquire_owned() else {
+            return Err(all_connections_open());
+        };
+        let rule = NetRule::parse(&format!("{host}:{port}")).ok();
+        let Some(destination) = rule.and_then(|rule| {
+            Destination::granted(scheme, host, port, std::slice::from_ref(&rule)).ok()
+        }) else {
+            return Ok(None);
+        };
+        let _ = stream.set_nodelay(true);
+        return Ok(Some(Reached {
+            destination,
+            stream,
+            slot,
+        }));
+    }
+    Ok(None)
 }
 
 /// A destination no rule grants, once approved ([`crate::approvals`]):

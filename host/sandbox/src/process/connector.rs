@@ -37,21 +37,24 @@ use std::path::{Path, PathBuf};
 pub(crate) struct SocketPlaces {
     /// Directories (canonical): sockets anywhere inside.
     dirs: Vec<PathBuf>,
+    /// Sockets granted one by one (`--allow-unix-socket`, canonical).
+    sockets: Vec<PathBuf>,
 }
 
 impl SocketPlaces {
-    /// Sockets inside `dirs`.
-    pub(crate) fn new(dirs: Vec<PathBuf>) -> Self {
+    /// Sockets inside `dirs`, and `sockets`.
+    pub(crate) fn new(dirs: Vec<PathBuf>, sockets: Vec<PathBuf>) -> Self {
         let dirs = dirs
             .into_iter()
             .map(|dir| std::fs::canonicalize(&dir).unwrap_or(dir))
             .collect();
-        Self { dirs }
+        Self { dirs, sockets }
     }
 
     /// Whether the socket at `path` (canonical) may be reached.
     fn allows(&self, path: &Path) -> bool {
-        self.dirs.iter().any(|dir| path.starts_with(dir))
+        self.sockets.iter().any(|socket| path == socket)
+            || self.dirs.iter().any(|dir| path.starts_with(dir))
     }
 }
 

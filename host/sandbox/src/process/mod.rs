@@ -80,6 +80,50 @@ use crate::scope::RunScope;
 /// A child's environment variables, name and value.
 type ChildVars = Vec<(String, String)>;
 
+/// The network of a run whose programs have one of their own, once its
+/// init is up: the run's proxy connects there to what the programs serve
+/// on its loopback. Empty (nothing reached) before the first program,
+/// and where the programs share the host's network.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OwnNetwork(Arc<std::sync::Mutex<Option<std::sync::Weak<RunInit>>>>);
+
+impl OwnNetwork {
+    fn set(&self, init: &Arc<RunInit>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::downgrade(init));
+    }
+
+    /// A connection to `address` in the run's network, when something
+    /// listens there.
+    pub(crate) async fn connect(
+        &self,
+        address: std::net::SocketAddr,
+    ) -> Option<tokio::net::TcpStream> {
+        let init = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .and_then(std::sync::Weak::upgrade)?;
+        let family = match address {
+            std::net::SocketAddr::V4(_) => libc::AF_INET,
+            std::net::SocketAddr::V6(_) => libc::AF_INET6,
+        };
+        let socket = init.socket(family).await.ok()?;
+        drop(init);
+        let socket = tokio::net::TcpSocket::from_std_stream(std::net::TcpStream::from(socket));
+        socket.connect(address).await.ok()
+    }
+}
+
+impl std::fmt::Debug for RunInit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunInit")
+    }
+}
+
 /// What an adapter asks to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SpawnRequest {
@@ -102,6 +146,8 @@ pub(crate) struct ProcessTable {
     env: self::env::ChildEnv,
     /// Granted directories (read or write), canonical.
     dirs: Vec<PathBuf>,
+    /// Unix sockets granted outside the write grants, canonical.
+    unix_sockets: Vec<PathBuf>,
     groups: ChildGroups,
     denials: DenialLog,
     /// What the children may reach of the filesystem; `None`: not contained.
@@ -113,7 +159,7 @@ pub(crate) struct ProcessTable {
     egress: Option<RunEgress>,
     /// The run's init, which starts its contained children; made at the
     /// first. Declared after `egress`: dropped first.
-    init: Option<RunInit>,
+    init: Option<Arc<RunInit>>,
     /// What makes the connections of the run's programs, in a network of
     /// the run's own; started with the init.
     connector: Option<self::connector::Connector>,
@@ -190,6 +236,7 @@ impl ProcessTable {
                 self::env::ChildEnv::new(&grants.env, &env, &write)
             },
             dirs: grants.preopens().into_iter().map(|p| p.host).collect(),
+            unix_sockets: grants.unix_sockets.clone(),
             groups,
             denials,
             asking: policy.asking.clone(),
@@ -408,17 +455,24 @@ impl ProcessTable {
                 let places = self.socket_places().map_err(std::io::Error::other)?;
                 self.connector = Some(self::connector::Connector::start(listener, places)?);
             }
+            let started = Arc::new(started);
+            if network == seccomp::Network::Own {
+                self.policy.own_network.set(&started);
+            }
             self.init = Some(started);
         }
         Ok(self.init.as_ref().expect("started above"))
     }
 
     /// Where the run's programs may reach named Unix sockets: its write
-    /// grants and its private directory.
+    /// grants, its private directory and its socket grants.
     fn socket_places(&mut self) -> Result<self::connector::SocketPlaces, ProcessError> {
         let mut dirs = self.late.write.clone();
         dirs.push(self.private_dir()?);
-        Ok(self::connector::SocketPlaces::new(dirs))
+        Ok(self::connector::SocketPlaces::new(
+            dirs,
+            self.unix_sockets.clone(),
+        ))
     }
 
     /// The environment of a contained child of `program` and its Landlock

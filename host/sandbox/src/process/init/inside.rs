@@ -203,6 +203,9 @@ unsafe fn serve(socket: RawFd, signals: RawFd, setup: &InitSetup) -> ! {
                     // everything in the namespace.
                     Ok(got) if got.words == 0 => libc::_exit(0),
                     Err(_) => libc::_exit(0),
+                    Ok(_) if words[1] & request::SOCKET != 0 => {
+                        make_socket(socket, words);
+                    }
                     Ok(got) => {
                         spawn(socket, words, &fds[..got.fds], setup, &mut programs);
                         for fd in &fds[..got.fds] {
@@ -243,6 +246,32 @@ unsafe fn reap(socket: RawFd, signals: RawFd, programs: &mut Programs) {
             programs.followed[at] = programs.followed[programs.count];
             let _ = wire::send(socket, &[report::EXITED, id, status as u32 as u64], &[]);
         }
+    }
+}
+
+/// Makes a non-blocking TCP socket of the run's network for the host: the
+/// request's id, and the family in its flags.
+unsafe fn make_socket(socket: RawFd, words: [u64; 2]) {
+    let [id, flags] = words;
+    let family = (flags >> request::FAMILY_SHIFT) as i32;
+    // SAFETY: see the module's doc.
+    unsafe {
+        if family != libc::AF_INET && family != libc::AF_INET6 {
+            let _ = wire::send(socket, &[report::STARTED, id, libc::EINVAL as u64], &[]);
+            return;
+        }
+        let made = libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        );
+        if made == -1 {
+            let errno = *libc::__errno_location();
+            let _ = wire::send(socket, &[report::STARTED, id, errno as u64], &[]);
+            return;
+        }
+        let _ = wire::send(socket, &[report::STARTED, id, 0], &[made]);
+        libc::close(made);
     }
 }
 

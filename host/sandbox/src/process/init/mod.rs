@@ -234,6 +234,17 @@ impl RunInit {
         })
     }
 
+    /// A non-blocking TCP socket of `family` made in the run's network,
+    /// to connect to what its programs serve there.
+    pub(crate) async fn socket(&self, family: i32) -> io::Result<OwnedFd> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let flags = request::SOCKET | ((family as u64) << request::FAMILY_SHIFT);
+        match self.request(id, flags, &[]).await? {
+            Started(Ok(socket)) => Ok(socket),
+            Started(Err(errno)) => Err(io::Error::from_raw_os_error(errno)),
+        }
+    }
+
     /// Sends request `id` and waits for its answer. A request abandoned
     /// half-way (the run stopped) leaves its program, if it starts, to be
     /// killed by the reader: nobody holds it.

@@ -20,8 +20,15 @@ pub(crate) mod report {
     pub(crate) const HELLO: u64 = 3;
 }
 
-/// Bits of a spawn request's second word.
+/// Bits of a request's second word.
 pub(crate) mod request {
     /// The fifth descriptor is a Landlock ruleset the program enters.
     pub(crate) const HAS_RULESET: u64 = 1;
+    /// Not a program: a TCP socket of the run's network, of the family in
+    /// the bits from [`FAMILY_SHIFT`], answered as `STARTED` with the
+    /// socket in the pidfd's place (the proxy's way to the servers the
+    /// run's programs start on its loopback).
+    pub(crate) const SOCKET: u64 = 2;
+    /// Where a socket request's family is.
+    pub(crate) const FAMILY_SHIFT: u32 = 8;
 }
