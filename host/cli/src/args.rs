@@ -231,6 +231,12 @@ pub struct ApplyArgs {
     /// A run id, a prefix naming one run, or `@last`.
     #[arg(add = crate::complete::runs())]
     pub run: String,
+    /// Land the commits the run made in its worktree on the project's
+    /// current branch (a fast-forward, or each replayed on it with its
+    /// author and message; all or none), instead of its changes as a
+    /// patch on the working tree.
+    #[arg(long)]
+    pub commits: bool,
 }
 
 #[derive(Debug, Subcommand)]

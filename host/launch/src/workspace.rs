@@ -263,6 +263,13 @@ impl RunWorkspace {
         }
     }
 
+    /// Lands the commits its run made in its worktree on the project's
+    /// branch, all or none ([`Workspace::apply_commits`]).
+    pub async fn apply_commits(&self) -> Result<moat_workspace::Landed, LaunchError> {
+        let workspace = self.workspace.clone();
+        blocking(move || workspace.apply_commits()).await
+    }
+
     /// The changes its worker sent back, for a run on a cluster; `None`
     /// for one whose files are here.
     async fn sent_back(&self) -> Result<Option<Vec<u8>>, LaunchError> {

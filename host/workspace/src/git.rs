@@ -14,7 +14,14 @@ pub(crate) fn run(
     args: &[&str],
     env: &[(&str, &Path)],
 ) -> Result<Vec<u8>, WorkspaceError> {
-    run_fed(dir, args, env, None)
+    run_fed(dir, args, env, None, true)
+}
+
+/// The same as the user: commits it makes (landing a run's commits on the
+/// project's branch) are committed by the user, as their git config says,
+/// not by moat's identity.
+pub(crate) fn run_as_user(dir: &Path, args: &[&str]) -> Result<Vec<u8>, WorkspaceError> {
+    run_fed(dir, args, &[], None, false)
 }
 
 /// The same, with `input` on its stdin.
@@ -24,7 +31,7 @@ pub(crate) fn run_with_input(
     env: &[(&str, &Path)],
     input: &[u8],
 ) -> Result<Vec<u8>, WorkspaceError> {
-    run_fed(dir, args, env, Some(input))
+    run_fed(dir, args, env, Some(input), true)
 }
 
 fn run_fed(
@@ -32,6 +39,7 @@ fn run_fed(
     args: &[&str],
     env: &[(&str, &Path)],
     input: Option<&[u8]>,
+    moats_identity: bool,
 ) -> Result<Vec<u8>, WorkspaceError> {
     let mut command = Command::new("git");
     command
@@ -43,12 +51,15 @@ fn run_fed(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // The user's hooks and templates have no say in moat's snapshots.
-        .env("GIT_AUTHOR_NAME", "moat")
-        .env("GIT_AUTHOR_EMAIL", "moat@localhost")
-        .env("GIT_COMMITTER_NAME", "moat")
-        .env("GIT_COMMITTER_EMAIL", "moat@localhost")
         .env("GIT_TERMINAL_PROMPT", "0");
+    if moats_identity {
+        // The user's hooks and templates have no say in moat's snapshots.
+        command
+            .env("GIT_AUTHOR_NAME", "moat")
+            .env("GIT_AUTHOR_EMAIL", "moat@localhost")
+            .env("GIT_COMMITTER_NAME", "moat")
+            .env("GIT_COMMITTER_EMAIL", "moat@localhost");
+    }
     for (name, value) in env {
         command.env(name, value);
     }

@@ -7,16 +7,21 @@
 //! default), named by its run's id, beside a `RUN.json` that describes it:
 //! a workspace outlives the moat that made it (a `kill -9` leaves it to be
 //! listed, diffed and removed by the next one). moat never commits in the
-//! project: a worktree's branch stays at its base, and the diff is the
-//! worktree's files against that base. A copy gets a snapshot repository
-//! of its own outside the copy (`RUN.git`), so a project without git is
-//! diffed by git too, and nothing is added to what the run sees.
+//! project on its own: a worktree is a repository of the run's own at the
+//! base, borrowing the project's objects, where the run commits as it
+//! likes ([`own_repo`]); the diff is the worktree's files against the
+//! base, committed or not, and the run's commits land on the project's
+//! branch only when the user says so ([`Workspace::apply_commits`]). A
+//! copy gets a snapshot repository of its own outside the copy
+//! (`RUN.git`), so a project without git is diffed by git too, and
+//! nothing is added to what the run sees.
 //!
 //! This crate only moves files and runs `git`: which runs get a workspace,
 //! and what they may write, is the launch layer's.
 
 mod copy;
 mod git;
+mod own_repo;
 mod stage;
 mod travel;
 
@@ -25,6 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+pub use own_repo::Landed;
 pub use travel::{Packed, pack, unpack};
 
 /// How a run gets its workspace.
@@ -184,9 +190,14 @@ pub struct Workspace {
     pub base: String,
     /// The base as the user named it (`HEAD`, `main`…).
     pub base_name: String,
-    /// The worktree's branch.
+    /// The worktree's branch (in the run's own repository).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// The commit the run's own repository started at (a worktree): its
+    /// commits after it are the run's. `None`: a copy, or a worktree an
+    /// older moat made on the project's repository (`git worktree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commits_from: Option<String>,
     /// How a copy was made: `reflink` (shares blocks until written) or
     /// `full`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -242,20 +253,8 @@ pub fn create(request: &Request, run: &str, seeds: &[Seed]) -> Result<Workspace,
     Ok(workspace)
 }
 
-/// Removes what a failed [`create`] made.
+/// Removes what a failed [`create`] made (nothing in the project).
 fn discard(request: &Request, run: &str, dir: &Path) {
-    if request.mode == Mode::Worktree
-        && let Ok(top) = git::text(&request.project, &["rev-parse", "--show-toplevel"])
-    {
-        let top = PathBuf::from(top);
-        let _ = git::run(
-            &top,
-            &["worktree", "remove", "--force", &dir.to_string_lossy()],
-            &[],
-        );
-        let _ = git::run(&top, &["worktree", "prune"], &[]);
-        let _ = git::run(&top, &["branch", "-D", &branch_of(run)], &[]);
-    }
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(request.root.join(format!("{run}.git")));
 }
@@ -297,34 +296,31 @@ impl WorktreeBase {
 fn worktree(request: &Request, run: &str, dir: &Path) -> Result<Workspace, WorkspaceError> {
     let base = WorktreeBase::of(request)?;
     let branch = branch_of(run);
-    git::run(
-        &base.top,
-        &[
-            "worktree",
-            "add",
-            "--quiet",
-            "-b",
-            &branch,
-            &dir.to_string_lossy(),
-            &base.commit,
-        ],
-        &[],
-    )?;
-    if base.dirty {
-        carry_dirty(&base.top, dir)?;
-    }
-    let git_dir = PathBuf::from(git::text(
+    let common = PathBuf::from(git::text(
         &base.top,
         &["rev-parse", "--path-format=absolute", "--git-common-dir"],
     )?);
+    // moat's view of the run's repository, outside what the run sees.
+    let git_dir = request.root.join(format!("{run}.git"));
+    own_repo::make(
+        dir,
+        &git_dir,
+        &common.join("objects"),
+        &base.commit,
+        &branch,
+    )?;
+    if base.dirty {
+        carry_dirty(&base.top, dir, &git_dir)?;
+    }
     Ok(Workspace {
         run: run.to_owned(),
         mode: Mode::Worktree,
         dir: dir.to_path_buf(),
         project: base.top,
-        base: base.commit,
+        base: base.commit.clone(),
         base_name: base.name,
         branch: Some(branch),
+        commits_from: Some(base.commit),
         copied: None,
         git_dir,
         created_ms: now_ms(),
@@ -377,16 +373,18 @@ fn is_dirty(top: &Path) -> Result<bool, WorkspaceError> {
     Ok(!git::text(top, &["status", "--porcelain", "--untracked-files=no"])?.is_empty())
 }
 
-/// The project's uncommitted changes, tracked and untracked, into `dir`.
-fn carry_dirty(top: &Path, dir: &Path) -> Result<(), WorkspaceError> {
+/// The project's uncommitted changes, tracked and untracked, into `dir`
+/// (as moat's view `git_dir` of it sees it).
+fn carry_dirty(top: &Path, dir: &Path, git_dir: &Path) -> Result<(), WorkspaceError> {
     let patch = git::run(top, &["diff", "--binary", "HEAD"], &[])?;
     if !patch.is_empty() {
         let file = tempfile::NamedTempFile::new().map_err(io("cannot make a temporary file"))?;
         std::fs::write(file.path(), &patch).map_err(io("cannot write the patch"))?;
+        let env: [(&str, &Path); 2] = [("GIT_DIR", git_dir), ("GIT_WORK_TREE", dir)];
         git::run(
             dir,
             &["apply", "--binary", &file.path().to_string_lossy()],
-            &[],
+            &env,
         )?;
     }
     let untracked = git::run(
@@ -443,6 +441,7 @@ fn copy_of(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Worksp
         base,
         base_name: "the copy".to_owned(),
         branch: None,
+        commits_from: None,
         copied: Some(copied.to_owned()),
         git_dir,
         created_ms: now_ms(),
@@ -612,6 +611,12 @@ impl Workspace {
         match self.mode {
             // Its files were on a worker; here, the snapshot alone.
             _ if self.on_cluster => remove_if_there(&self.git_dir)?,
+            // A repository of its own, and moat's view of it.
+            Mode::Worktree if self.commits_from.is_some() => {
+                remove_if_there(&self.dir)?;
+                remove_if_there(&self.git_dir)?;
+            }
+            // An older moat's `git worktree` of the project.
             Mode::Worktree => {
                 let dir = self.dir.to_string_lossy().into_owned();
                 if git::run(&self.project, &["worktree", "remove", "--force", &dir], &[]).is_err() {

@@ -96,9 +96,11 @@ fn two_worktrees_change_one_file_the_first_applies_and_the_second_conflicts_chan
         "one\nfirst\n"
     );
 
-    // moat made no commit: both branches are at the base.
+    // moat made no commit: the runs' branches, in their own
+    // repositories, are at the base; the project has none of them.
     let head = git(project.path(), &["rev-parse", "HEAD"]);
-    assert_eq!(git(project.path(), &["rev-parse", "moat/r_1"]), head);
+    assert_eq!(git(&first.dir, &["rev-parse", "moat/r_1"]), head);
+    assert!(!git(project.path(), &["branch"]).contains("moat/"));
     for workspace in [&first, &second] {
         workspace.remove(root.path()).unwrap();
     }
@@ -182,7 +184,7 @@ fn a_run_that_deletes_the_worktrees_git_file_cannot_harm_the_repository() {
         &[],
     )
     .unwrap();
-    std::fs::remove_file(workspace.dir.join(".git")).unwrap();
+    std::fs::remove_dir_all(workspace.dir.join(".git")).unwrap();
     std::fs::write(workspace.dir.join("notes.txt"), "one\nstill diffed\n").unwrap();
     let diff = String::from_utf8(workspace.diff(false, false).unwrap()).unwrap();
     assert!(diff.contains("+still diffed"), "{diff}");
@@ -546,4 +548,192 @@ fn a_nested_repositorys_configuration_never_runs_when_moat_diffs() {
         .output()
         .unwrap();
     assert!(marker.exists(), "git status did not run core.fsmonitor");
+}
+
+/// `git` as an agent runs it in its worktree: found by its `.git`.
+fn agent_git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Agent")
+        .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+        .env("GIT_COMMITTER_NAME", "Agent")
+        .env("GIT_COMMITTER_EMAIL", "agent@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn a_run_commits_in_its_worktree_and_the_project_has_none_of_it_until_its_commits_land() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    let base = git(project.path(), &["rev-parse", "HEAD"])
+        .trim()
+        .to_owned();
+    let objects_before = git(project.path(), &["count-objects"]);
+    let workspace = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_1",
+        &[],
+    )
+    .unwrap();
+    // The agent works as anyone does: add, commit, branch, log, stash.
+    assert_eq!(agent_git(&workspace.dir, &["status", "--porcelain"]), "");
+    std::fs::write(workspace.dir.join("notes.txt"), "one\ntwo\n").unwrap();
+    agent_git(&workspace.dir, &["commit", "--quiet", "-am", "Add two"]);
+    std::fs::write(workspace.dir.join("new.txt"), "new\n").unwrap();
+    agent_git(&workspace.dir, &["add", "new.txt"]);
+    agent_git(&workspace.dir, &["commit", "--quiet", "-m", "Add new"]);
+    agent_git(&workspace.dir, &["branch", "scratch"]);
+    std::fs::write(workspace.dir.join("notes.txt"), "one\ntwo\nuncommitted\n").unwrap();
+    assert!(agent_git(&workspace.dir, &["log", "--oneline"]).contains("Add new"));
+    agent_git(&workspace.dir, &["stash", "--quiet"]);
+    agent_git(&workspace.dir, &["stash", "pop", "--quiet"]);
+
+    // The project: no object, branch or file of the run's.
+    assert_eq!(git(project.path(), &["rev-parse", "HEAD"]).trim(), base);
+    assert_eq!(git(project.path(), &["count-objects"]), objects_before);
+    assert!(!git(project.path(), &["branch"]).contains("moat/"));
+    assert!(!project.path().join("new.txt").exists());
+
+    // The diff: committed and not.
+    let diff = String::from_utf8(workspace.diff(false, false).unwrap()).unwrap();
+    assert!(
+        diff.contains("+two") && diff.contains("+uncommitted") && diff.contains("new.txt"),
+        "{diff}"
+    );
+
+    // Its commits land as a fast-forward, author and message as written;
+    // what it did not commit stays in the workspace.
+    assert_eq!(
+        workspace.apply_commits().unwrap(),
+        Landed::FastForward { commits: 2 }
+    );
+    let log = git(project.path(), &["log", "--format=%an <%ae>|%s", "-2"]);
+    assert_eq!(
+        log,
+        "Agent <agent@example.com>|Add new\nAgent <agent@example.com>|Add two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert!(project.path().join("new.txt").is_file());
+    workspace.remove(root.path()).unwrap();
+    assert!(!workspace.dir.exists() && !workspace.git_dir.exists());
+}
+
+#[test]
+fn commits_replay_on_a_branch_that_moved_and_a_conflict_lands_none() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    let make = |run: &str| {
+        create(
+            &request(project.path(), root.path(), Mode::Worktree),
+            run,
+            &[],
+        )
+        .unwrap()
+    };
+    let (first, second) = (make("r_1"), make("r_2"));
+    std::fs::write(first.dir.join("a.txt"), "a\n").unwrap();
+    agent_git(&first.dir, &["add", "a.txt"]);
+    agent_git(&first.dir, &["commit", "--quiet", "-m", "Add a"]);
+    // The project moves on meanwhile.
+    std::fs::write(project.path().join("notes.txt"), "one\nuser\n").unwrap();
+    git(
+        project.path(),
+        &["commit", "--quiet", "-am", "User's change"],
+    );
+    assert_eq!(
+        first.apply_commits().unwrap(),
+        Landed::CherryPicked { commits: 1 }
+    );
+    let log = git(project.path(), &["log", "--format=%an|%s", "-2"]);
+    assert_eq!(log, "Agent|Add a\nt|User's change\n");
+    // Committed by the user (as their git config says), not by moat.
+    let committer = git(project.path(), &["log", "--format=%cn", "-1"]);
+    let user = Command::new("git")
+        .current_dir(project.path())
+        .args(["var", "GIT_COMMITTER_IDENT"])
+        .output()
+        .unwrap();
+    let user = String::from_utf8_lossy(&user.stdout);
+    assert!(user.starts_with(committer.trim()), "{committer} / {user}");
+    assert_ne!(committer.trim(), "moat");
+
+    // A commit that conflicts: nothing lands, the project as it was.
+    std::fs::write(second.dir.join("notes.txt"), "one\nagent\n").unwrap();
+    agent_git(&second.dir, &["commit", "--quiet", "-am", "Conflicting"]);
+    let head = git(project.path(), &["rev-parse", "HEAD"]);
+    let conflict = second.apply_commits().unwrap_err();
+    assert!(
+        matches!(conflict, WorkspaceError::Conflict { .. }),
+        "{conflict}"
+    );
+    assert_eq!(git(project.path(), &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(project.path(), &["status", "--porcelain"]), "");
+    // A run that made no commit lands nothing.
+    let third = make("r_3");
+    assert_eq!(third.apply_commits().unwrap(), Landed::Nothing);
+    // A copy has no repository of its own to land commits from.
+    let copy = create(
+        &request(project.path(), root.path(), Mode::Copy),
+        "r_4",
+        &[],
+    )
+    .unwrap();
+    assert!(
+        copy.apply_commits()
+            .unwrap_err()
+            .to_string()
+            .contains("moat apply")
+    );
+}
+
+/// The run may write its repository's config and hooks; moat never runs
+/// git there, so what it plants does not run when moat diffs or lands its
+/// commits. (The same config in a repository git does use runs: the
+/// attack is real.)
+#[test]
+fn the_runs_repository_config_and_hooks_never_run_when_moat_diffs_or_lands_commits() {
+    let project = repository();
+    let root = tempfile::tempdir().unwrap();
+    let workspace = create(
+        &request(project.path(), root.path(), Mode::Worktree),
+        "r_1",
+        &[],
+    )
+    .unwrap();
+    let marker = root.path().join("planted-ran");
+    let planted = format!("touch {}; false", marker.display());
+    std::fs::write(workspace.dir.join("notes.txt"), "one\ntwo\n").unwrap();
+    agent_git(&workspace.dir, &["commit", "--quiet", "-am", "Two"]);
+    agent_git(&workspace.dir, &["config", "core.fsmonitor", &planted]);
+    agent_git(&workspace.dir, &["config", "diff.external", &planted]);
+    let hook = workspace.dir.join(".git/hooks/post-merge");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(&hook, format!("#!/bin/sh\n{planted}\n")).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+
+    workspace.diff(false, false).unwrap();
+    workspace.diff(true, false).unwrap();
+    assert_eq!(
+        workspace.apply_commits().unwrap(),
+        Landed::FastForward { commits: 1 }
+    );
+    assert!(!marker.exists(), "the run's config ran");
+    // In the run's own repository, git runs it.
+    let _ = Command::new("git")
+        .current_dir(&workspace.dir)
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert!(marker.exists(), "the planted fsmonitor is real");
 }

@@ -157,9 +157,19 @@ fn parallel_agents_edit_their_own_worktrees_and_apply_lands_one_and_refuses_the_
         "one\nfirst\n"
     );
 
-    // Each run's worktree is on a branch of its own; moat made no commit.
-    let branches = git(&root, &["branch", "--list", "moat/*"]);
-    assert_eq!(branches.lines().count(), 2, "{branches}");
+    // Each run's worktree is a repository of its own, on a branch of its
+    // own at the base; the project has none of them.
+    assert_eq!(git(&root, &["branch", "--list", "moat/*"]), "");
+    let head = git(&root, &["rev-parse", "HEAD~0"]);
+    for id in &ids {
+        let dir = workspaces.join(id);
+        assert_eq!(
+            git(&dir, &["branch", "--show-current"]),
+            format!("moat/{id}\n")
+        );
+        assert_ne!(git(&dir, &["rev-parse", "HEAD"]), "");
+        let _ = &head;
+    }
     let listed = text(&run(&["workspace", "ls"]).stdout);
     assert_eq!(listed.lines().count(), 3, "{listed}");
     assert!(
@@ -690,4 +700,77 @@ fn an_agents_git_init_is_reviewed_and_applied_as_files_and_review_says_what_it_f
     for line in &lines[1..] {
         assert_eq!(dir_column(line), Some(header_dir), "{listed}");
     }
+}
+
+/// A contained agent CLI commits in its worktree as anyone would (add,
+/// commit, branch, log): the commits are the run's own, the project's
+/// repository is unchanged (no object, branch or file) until
+/// `moat apply --commits` lands them, author and message as written.
+#[test]
+fn a_run_commits_in_its_worktree_and_apply_commits_lands_them() {
+    let setup = Setup::new();
+    let root = &setup.root;
+    let cwd = root.to_string_lossy().into_owned();
+    let objects_before = git(root, &["count-objects"]);
+    let head_before = git(root, &["rev-parse", "HEAD"]);
+    // The stand-in CLI works where it is started: the worktree.
+    let commit = "export GIT_AUTHOR_NAME=Agent GIT_AUTHOR_EMAIL=agent@example.com \
+         GIT_COMMITTER_NAME=Agent GIT_COMMITTER_EMAIL=agent@example.com; \
+         printf 'one\\ntwo\\n' > notes.txt && git commit -q -am 'Add two' && \
+         git branch scratch && git stash list >/dev/null && \
+         printf 'later\\n' > later.txt; exit 0";
+    let cli = StandIn::new("claude", "claude", "text", None, commit);
+    let ran = setup
+        .moat()
+        .args(["run", "claude-code", "commit", "--workspace", "worktree"])
+        .args(["--cwd", &cwd, "--allow-read", &cwd])
+        .args(["--extra", &cli.extra(), "--output", "ndjson"])
+        .args(cli.grant_flags())
+        .output()
+        .unwrap();
+    ok(&ran);
+
+    // The project: as it was.
+    assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(git(root, &["count-objects"]), objects_before);
+    assert_eq!(git(root, &["branch", "--list", "moat/*"]), "");
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\n"
+    );
+
+    // The diff: its commit and what it did not commit.
+    let diff = setup.moat().args(["diff", "@last"]).output().unwrap();
+    ok(&diff);
+    let diff = text(&diff.stdout);
+    assert!(
+        diff.contains("+two") && diff.contains("later.txt"),
+        "{diff}\n{}\n{}",
+        text(&ran.stdout),
+        text(&ran.stderr)
+    );
+
+    let landed = setup
+        .moat()
+        .args(["apply", "@last", "--commits"])
+        .output()
+        .unwrap();
+    ok(&landed);
+    assert!(
+        text(&landed.stdout).contains("fast-forwarded to its 1 commit"),
+        "{}",
+        text(&landed.stdout)
+    );
+    assert_eq!(
+        git(root, &["log", "--format=%an <%ae>|%s", "-1"]),
+        "Agent <agent@example.com>|Add two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert!(
+        !root.join("later.txt").exists(),
+        "uncommitted changes stay in the workspace"
+    );
 }

@@ -51,6 +51,31 @@ pub async fn apply(globals: &Globals, args: &ApplyArgs) -> anyhow::Result<ExitCo
         ))
         .into());
     }
+    if args.commits {
+        let landed = found.apply_commits().await.map_err(wiring::launch_error)?;
+        let project = workspace.project.display();
+        match landed {
+            moat_workspace::Landed::Nothing => {
+                println!(
+                    "{}: made no commit (moat apply {} lands its changes)",
+                    workspace.run, workspace.run
+                )
+            }
+            moat_workspace::Landed::FastForward { commits } => println!(
+                "{}: {} fast-forwarded to its {}",
+                workspace.run,
+                project,
+                plural(commits, "commit")
+            ),
+            moat_workspace::Landed::CherryPicked { commits } => println!(
+                "{}: {} replayed on {}",
+                workspace.run,
+                plural(commits, "commit"),
+                project
+            ),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     match found.apply().await {
         Ok(0) => println!("{}: nothing changed", workspace.run),
         Ok(_) => println!(
@@ -225,5 +250,13 @@ pub fn workspace_error(error: moat_workspace::WorkspaceError) -> anyhow::Error {
         | moat_workspace::WorkspaceError::Dirty { .. }
         | moat_workspace::WorkspaceError::Project(_) => UsageError(error.to_string()).into(),
         other => anyhow::Error::new(other),
+    }
+}
+
+/// `1 commit`, `2 commits`.
+fn plural(count: usize, noun: &str) -> String {
+    match count {
+        1 => format!("1 {noun}"),
+        _ => format!("{count} {noun}s"),
     }
 }
