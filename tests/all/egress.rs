@@ -378,12 +378,17 @@ fn aims(sinks: &Sinks) -> Aims<'_> {
     }
 }
 
+/// As this user and, when root, as an unprivileged one too (whose
+/// namespaces are made through a user namespace).
 #[test]
 fn a_spawned_program_reaches_the_network_only_through_the_proxy_and_its_grants() {
-    let sinks = sinks();
-    let flags = vec![format!("--allow-net=127.0.0.1:{}", sinks.granted.port)];
-    let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &[]);
-    assert_only_the_proxy(&sinks, &output, &events, &printed, Network::Own);
+    for setting in crate::own_network::settings() {
+        let sinks = sinks();
+        let flags = vec![format!("--allow-net=127.0.0.1:{}", sinks.granted.port)];
+        let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &setting.wrapper());
+        let printed = format!("{}: {printed}", setting.who());
+        assert_only_the_proxy(&sinks, &output, &events, &printed, Network::Own);
+    }
 }
 
 /// The same probes, without containment: every one reaches its server, so
@@ -520,10 +525,24 @@ fn a_spawned_program_sees_no_process_outside_its_run_and_no_server_socket() {
         )
     );
     let (output, events, printed) = shell(&script, &[], &[]);
+    // The same without containment: every probe finds what it looks for.
+    let (_, open_events, open_printed) = shell(&script, &["--no-contain".to_owned()], &[]);
     for process in [&mut unrelated, &mut server] {
         let _ = process.kill();
         let _ = process.wait();
     }
+    let open_said = format!("without containment: {open_printed}");
+    assert_eq!(
+        single_done(&open_events).status,
+        DoneStatus::Success,
+        "{open_said}"
+    );
+    let open_pids: usize = word(&open_printed, "pids").parse().unwrap();
+    assert!(open_pids > 6, "{open_said}");
+    assert_eq!(word(&open_printed, "unrelated"), "reached", "{open_said}");
+    let found: usize = word(&open_printed, "found").parse().unwrap();
+    assert!(found >= 1, "{open_said}");
+    assert_eq!(word(&open_printed, "serve"), "reached", "{open_said}");
     let said = format!(
         "printed: {printed}\nstderr: {}",
         String::from_utf8_lossy(&output.stderr)

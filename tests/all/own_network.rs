@@ -28,7 +28,7 @@ fn root() -> bool {
 
 /// A directory for one setting: a grant for the run, and (unprivileged)
 /// the home and state of the user it runs as.
-struct Setting {
+pub(crate) struct Setting {
     dir: tempfile::TempDir,
     /// What `moat` is started through (empty: as the tests' own user).
     wrapper: Vec<String>,
@@ -78,7 +78,7 @@ impl Setting {
         Self { dir, wrapper }
     }
 
-    fn wrapper(&self) -> Vec<&str> {
+    pub(crate) fn wrapper(&self) -> Vec<&str> {
         self.wrapper.iter().map(String::as_str).collect()
     }
 
@@ -95,7 +95,7 @@ impl Setting {
         flags
     }
 
-    fn who(&self) -> &'static str {
+    pub(crate) fn who(&self) -> &'static str {
         if self.wrapper.is_empty() {
             "this user"
         } else {
@@ -119,7 +119,7 @@ fn own_all(dir: &Path, uid: u32) {
 
 /// The settings to try: this user, and an unprivileged one when this is
 /// root.
-fn settings() -> Vec<Setting> {
+pub(crate) fn settings() -> Vec<Setting> {
     let mut all = vec![Setting::this_user()];
     all.extend(Setting::unprivileged());
     all

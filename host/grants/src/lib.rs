@@ -76,7 +76,9 @@ pub struct Grants {
     pub secrets: Vec<SecretGrant>,
     /// Unix sockets outside the run's write grants its programs may
     /// connect to (a database's, a container runtime's): absolute paths,
-    /// each a socket itself ([`canonical_socket`]).
+    /// each a socket itself ([`canonical_socket`]). Spelled as the
+    /// protocol's request spells it.
+    #[serde(rename = "unixSocket")]
     pub unix_sockets: Vec<PathBuf>,
 }
 

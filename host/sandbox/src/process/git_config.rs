@@ -1,45 +1,50 @@
 //! The git configuration a contained program gets: the user's identity
-//! (`user.name`, `user.email`), so that an agent's commits are the
-//! user's as outside, and nothing else of their global git config
-//! (credentials, URL rewrites carrying tokens, hooks paths, aliases that
-//! run programs), which lies in the home directory the program may not
-//! read. Without a global config of its own, git stops at the unreadable
-//! `~/.gitconfig` ("unknown error occurred while reading the
-//! configuration files").
+//! (`user.name`, `user.email`, as the author and committer variables), so
+//! that an agent's commits are the user's as outside, and nothing else of
+//! their global git config (credentials, URL rewrites carrying tokens,
+//! hooks paths, aliases that run programs), which lies in the home
+//! directory the program may not read. Without `GIT_CONFIG_GLOBAL`, git
+//! stops at the unreadable `~/.gitconfig` ("unknown error occurred while
+//! reading the configuration files"). Variables rather than a file: the
+//! run's private directory, its only place to write, starts empty.
 
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// The variable that names git's global config file.
-pub(crate) const VARIABLE: &str = "GIT_CONFIG_GLOBAL";
+/// The variable that names git's global config file: none, here.
+const GLOBAL: (&str, &str) = ("GIT_CONFIG_GLOBAL", "/dev/null");
 
-/// The file's name in the run's private directory.
-const FILE: &str = ".gitconfig";
+/// The variables each identity setting goes to.
+const IDENTITY: [(&str, [&str; 2]); 2] = [
+    ("name", ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"]),
+    ("email", ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"]),
+];
 
-/// The run's git config in `private_dir`, written at its first program.
-pub(crate) fn in_private_dir(private_dir: &Path) -> std::io::Result<PathBuf> {
-    let path = private_dir.join(FILE);
-    if !path.exists() {
-        std::fs::write(&path, identity())?;
+/// Adds the variables to `env`, each unless the run sets it already.
+pub(crate) fn add_to(env: &mut Vec<(String, String)>) {
+    let has = |env: &Vec<(String, String)>, name: &str| env.iter().any(|(set, _)| set == name);
+    if has(env, GLOBAL.0) {
+        return;
     }
-    Ok(path)
+    env.push((GLOBAL.0.to_owned(), GLOBAL.1.to_owned()));
+    for (name, value) in identity() {
+        if !has(env, name) {
+            env.push((name.clone(), value.clone()));
+        }
+    }
 }
 
-/// The user's identity as a git config, read once per process (empty
-/// where git or the identity is missing).
-fn identity() -> &'static str {
-    static IDENTITY: OnceLock<String> = OnceLock::new();
-    IDENTITY.get_or_init(|| {
-        let mut config = String::new();
-        for key in ["name", "email"] {
+/// The user's identity as variables, read once per process (none where
+/// git or the identity is missing).
+fn identity() -> &'static [(String, String)] {
+    static FOUND: OnceLock<Vec<(String, String)>> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        let mut variables = Vec::new();
+        for (key, names) in IDENTITY {
             if let Some(value) = user_setting(key) {
-                if config.is_empty() {
-                    config.push_str("[user]\n");
-                }
-                config.push_str(&format!("\t{key} = {}\n", quoted(&value)));
+                variables.extend(names.iter().map(|name| ((*name).to_owned(), value.clone())));
             }
         }
-        config
+        variables
     })
 }
 
@@ -53,21 +58,6 @@ fn user_setting(key: &str) -> Option<String> {
         .ok()?;
     let value = String::from_utf8(output.stdout).ok()?;
     let value = value.trim_end_matches('\n');
-    (output.status.success() && !value.is_empty() && !value.contains('\n'))
+    (output.status.success() && !value.is_empty() && !value.contains(['\n', '\0']))
         .then(|| value.to_owned())
-}
-
-/// `value` as a git config value: quoted, `\` and `"` escaped.
-fn quoted(value: &str) -> String {
-    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_value_is_quoted_as_git_reads_it() {
-        assert_eq!(quoted(r#"A "B" \C"#), r#""A \"B\" \\C""#);
-    }
 }

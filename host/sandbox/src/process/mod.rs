@@ -499,14 +499,7 @@ impl ProcessTable {
             env.retain(|(name, _)| name != "TMPDIR");
             env.push(("TMPDIR".into(), private_dir.to_string_lossy().into_owned()));
         }
-        if !env.iter().any(|(name, _)| name == git_config::VARIABLE) {
-            let config = git_config::in_private_dir(&private_dir)
-                .map_err(|e| cannot(format!("cannot write its git config: {e}")))?;
-            env.push((
-                git_config::VARIABLE.into(),
-                config.to_string_lossy().into_owned(),
-            ));
-        }
+        git_config::add_to(&mut env);
         if let Some(ruleset) = self.rulesets.get(program) {
             return Ok((env, ruleset.clone()));
         }
