@@ -128,7 +128,8 @@ pub(crate) fn settings() -> Vec<Setting> {
 /// What the run's programs do with their own network: a web server one
 /// program starts answers `curl` and `node` in others; a server on `::1`,
 /// UDP, a Unix socket in the private directory (served by one program,
-/// reached by another), one in the write grant, an abstract one.
+/// reached by another), one in the write grant, both from a thread, an
+/// abstract one.
 fn own_network_script(grant: &Path) -> String {
     // In the grant: the relative socket path below is resolved from it.
     let mut script = format!("cd {}; ", grant.display());
@@ -155,6 +156,12 @@ fn own_network_script(grant: &Path) -> String {
         "granted",
         "s=socket.socket(socket.AF_UNIX); s.bind(\"granted.sock\"); s.listen(); c=socket.socket(socket.AF_UNIX); c.connect(\"granted.sock\")",
     );
+    // From a thread other than the process's first, as a runtime's
+    // network thread connects (Bun's, in Claude Code).
+    script += &python(
+        "thread",
+        "s=socket.socket(socket.AF_UNIX); s.bind(\"thread.sock\"); s.listen(); t=socket.socket(); t.bind((\"127.0.0.1\", 0)); t.listen(); import concurrent.futures as f; x=f.ThreadPoolExecutor(1); x.submit(lambda: socket.socket(socket.AF_UNIX).connect(\"thread.sock\")).result(); x.submit(lambda: socket.create_connection(t.getsockname(), 3)).result()",
+    );
     script += &python(
         "abstract",
         "s=socket.socket(socket.AF_UNIX); s.bind(\"\\0moat-own-\" + str(os.getpid())); s.listen(); c=socket.socket(socket.AF_UNIX); c.connect(s.getsockname())",
@@ -179,7 +186,7 @@ fn a_runs_programs_serve_and_reach_each_other_on_its_own_loopback_and_sockets() 
         assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
         assert_eq!(word(&printed, "tcp"), "200", "{said}");
         assert_eq!(word(&printed, "node"), "200", "{said}");
-        for probe in ["ipv6", "udp", "private", "granted", "abstract"] {
+        for probe in ["ipv6", "udp", "private", "granted", "thread", "abstract"] {
             assert_eq!(word(&printed, probe), "reached", "{probe}: {said}");
         }
     }

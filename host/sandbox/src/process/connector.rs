@@ -157,15 +157,10 @@ fn connect_for(
     if length > std::mem::size_of::<libc::sockaddr_storage>() {
         return Err(libc::EINVAL);
     }
+    // The calling thread's id: often not its process's (a runtime's
+    // network thread).
     let pid = call.pid as libc::pid_t;
-    // SAFETY: pidfd_open of a process id; checked below to still be the
-    // caller's.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        return Err(libc::ESRCH);
-    }
-    // SAFETY: a descriptor just made.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    let pidfd = open_thread(pid)?;
     let mut address = [0u8; std::mem::size_of::<libc::sockaddr_storage>()];
     read_memory(pid, address_at, &mut address[..length])?;
     // Still waiting in its call: the pid (and the memory read) were the
@@ -198,6 +193,38 @@ fn connect_for(
     }
     let through = format!("/proc/self/fd/{}", found.as_raw_fd());
     connect(&socket, &unix_address(through.as_bytes()))
+}
+
+/// A pidfd of thread `tid`, whose descriptor table `pidfd_getfd` reads:
+/// the thread's own (`PIDFD_THREAD`, Linux 6.9), or on older kernels
+/// its process's, which its threads share unless one unshared it.
+/// Checked by the caller to still be the caller's.
+fn open_thread(tid: libc::pid_t) -> Result<OwnedFd, i32> {
+    // SAFETY: pidfd_open of a thread id.
+    let mut pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) };
+    if pidfd < 0 && errno() == libc::EINVAL {
+        let process = process_of(tid)?;
+        // SAFETY: pidfd_open of a process id.
+        pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, process, 0) };
+    }
+    if pidfd < 0 {
+        return Err(libc::ESRCH);
+    }
+    // SAFETY: a descriptor just made.
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) })
+}
+
+/// `pidfd_open`'s flag for a thread (`O_EXCL`), not in the libc crate.
+const PIDFD_THREAD: libc::c_int = libc::O_EXCL;
+
+/// The process (thread group) of thread `tid`.
+fn process_of(tid: libc::pid_t) -> Result<libc::pid_t, i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(|_| libc::ESRCH)?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|tgid| tgid.trim().parse().ok())
+        .ok_or(libc::ESRCH)
 }
 
 /// `path` as the program would resolve it: relative to its working
