@@ -239,12 +239,6 @@ fn run_real_with(
     if cli.program == "claude" && trust == TrustLevel::Unrestricted {
         request.options.allowed_tools = Some(vec!["Bash".into()]);
     }
-    configure(&mut request, &home_dir);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     // As `moat run` does for a built-in: its declared variables granted,
     // its programs contained with their state in the CLI's home.
     let profile = moat_builtins::profile(cli.adapter).expect("a built-in");
@@ -253,6 +247,12 @@ fn run_real_with(
         state_dirs,
         state_files,
     };
+    configure(&mut request, &home_dir);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let events = runtime.block_on(async {
         let adapter = moat_testkit::llm_server::load_builtin(cli.adapter).await;
         let declared = adapter.needs().env.clone();
@@ -310,6 +310,7 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             cli.adapter
         );
         check_trust_levels(cli, &program, scratch.path());
+        check_local_server(cli, &program, scratch.path());
         check_secret(cli, &program, scratch.path());
         check_directories_and_resume_fallback(cli, &program, scratch.path());
         check_mcp_servers(
@@ -513,6 +514,49 @@ fn check_mcp_servers(cli: &Cli, program: &Path, server: &Path, scratch: &Path) {
         "{}: the MCP server's tools were not offered: {offered:?}",
         cli.adapter
     );
+}
+
+/// The CLI's shell tool starts a test server on the loopback and queries
+/// it, as a test suite does: inside moat (the run's own loopback, the
+/// query through the run's proxy, which finds the server there) as
+/// without containment.
+fn check_local_server(cli: &Cli, program: &Path, scratch: &Path) {
+    // A port the host does not use; inside, the run's loopback is its own.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // No command substitution (Gemini CLI blocks it).
+    let command = format!(
+        "/usr/bin/python3 -m http.server --bind 127.0.0.1 {port} >/dev/null & \
+         for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do \
+         curl -sf -o /dev/null http://127.0.0.1:{port}/ && break; sleep 0.25; done; \
+         curl -s -o /dev/null -w 'served=%{{http_code}}\\n' http://127.0.0.1:{port}/; kill $!"
+    );
+    for contained in [true, false] {
+        let (events, _) = run_real_with(
+            cli,
+            program,
+            StubConfig::new(Scenario::ToolUse).with_tool_command(&command),
+            TrustLevel::Unrestricted,
+            scratch,
+            |request, _| {
+                if !contained {
+                    request.scope.confinement = moat_sandbox::Confinement::Off;
+                }
+            },
+        );
+        let said = format!(
+            "{} (contained: {contained}): {}: {:?}",
+            cli.adapter,
+            describe(&events),
+            errors(&events)
+        );
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+        let output = text_of(&tool_result(&events).output);
+        assert!(output.contains("served=200"), "{output}: {said}");
+    }
 }
 
 /// The API key as a secret (`--secret`), not a granted variable: the CLI
