@@ -30,6 +30,11 @@
 //!    makes to the origin for every forwarded request).
 //! 3. **The proxy per MB**: a 64 MiB body through the proxy, forwarded and
 //!    through a `CONNECT` tunnel (`--proxytunnel`), beside curl direct.
+//! 4. **A connection on the run's own loopback**: a Python program serving
+//!    on 127.0.0.1 and connecting to itself N times (each connection
+//!    timed, connect and close), contained — where moat makes every
+//!    `connect` of the run's programs (a seccomp notification answered by
+//!    the host) — beside `--no-contain`, where the kernel alone does.
 //!
 //! The table goes to stdout and to `target/moat-bench/egress.md`. Without
 //! `--bench` (as under `cargo test --benches`) it runs once at a tiny size
@@ -67,6 +72,9 @@ struct Scale {
     /// The large body, and downloads of it per side.
     body_mib: usize,
     downloads: usize,
+    /// Connections on the run's loopback per run, and runs per mode.
+    connections: usize,
+    connection_rounds: usize,
 }
 
 const FULL: Scale = Scale {
@@ -80,6 +88,8 @@ const FULL: Scale = Scale {
     request_rounds: 2,
     body_mib: 64,
     downloads: 3,
+    connections: 1000,
+    connection_rounds: 2,
 };
 
 const SMOKE: Scale = Scale {
@@ -93,6 +103,8 @@ const SMOKE: Scale = Scale {
     request_rounds: 1,
     body_mib: 1,
     downloads: 1,
+    connections: 5,
+    connection_rounds: 1,
 };
 
 fn main() {
@@ -113,8 +125,10 @@ fn main() {
     let whole = bench.whole_runs(&scale);
     let requests = bench.requests(&scale);
     let bodies = bench.bodies(&scale);
+    let connections = bench.connections(&scale);
 
-    let table = report(&scale, &load, &spawns, &whole, &requests, &bodies);
+    let mut table = report(&scale, &load, &spawns, &whole, &requests, &bodies);
+    table.push_str(&connections_report(&scale, &connections));
     println!("{table}");
     if full {
         let out = bench_dir();
@@ -327,6 +341,33 @@ impl Bench<'_> {
             tunnel: median(&rates(&self.contained_shell(&curl("--proxytunnel")))),
             direct: median(&rates(&host_shell(&curl("")))),
         }
+    }
+
+    /// Figure 4: seconds per connection on the run's own loopback,
+    /// contained and not.
+    fn connections(&self, scale: &Scale) -> [Vec<f64>; 2] {
+        // One line (the escape component reads a command per line): a
+        // server thread accepting and closing, and N timed connections.
+        let script = format!(
+            "/usr/bin/python3 -c 'import socket, threading, time; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(128); threading.Thread(target=lambda: [s.accept()[0].close() for _ in iter(int, 1)], daemon=True).start(); a = s.getsockname(); [print((lambda t: (socket.create_connection(a).close(), time.perf_counter() - t)[1])(time.perf_counter())) for _ in range({})]'",
+            scale.connections
+        );
+        let mut found = [Vec::new(), Vec::new()];
+        for _ in 0..scale.connection_rounds {
+            for (at, mode) in Mode::BOTH.into_iter().enumerate() {
+                let texts = self.escape(mode, &["--allow-run=sh"], &format!("shell {script}"));
+                let (code, out) = exit_and_out(&texts[0]);
+                assert_eq!(code, "0", "the script ran: {}", texts[0]);
+                let times: Vec<f64> = out
+                    .split('|')
+                    .filter(|l| !l.is_empty())
+                    .map(|l| l.parse().expect("seconds"))
+                    .collect();
+                assert_eq!(times.len(), scale.connections, "a time per connection");
+                found[at].extend(times);
+            }
+        }
+        found
     }
 
     /// `script` in a contained `sh` of the escape component, the origin
@@ -611,6 +652,32 @@ fn report(
             bodies.direct / rate
         ));
     }
+    table
+}
+
+/// Figure 4's table.
+fn connections_report(scale: &Scale, [contained, off]: &[Vec<f64>; 2]) -> String {
+    let us = |seconds: f64| format!("{:.0} µs", seconds * 1e6);
+    let mut table = format!(
+        "\n\nA connection on the run's own loopback: {} connections (connect and close) in each of {} runs per mode\n\n",
+        scale.connections, scale.connection_rounds
+    );
+    table.push_str(
+        "| per connection | contained (moat connects) | `--no-contain` | extra | ratio |\n|---|---|---|---|---|\n",
+    );
+    let row = |name: &str, a: f64, b: f64| {
+        format!(
+            "| {name} | {} | {} | {} | ×{:.2} |\n",
+            us(a),
+            us(b),
+            us(a - b),
+            a / b
+        )
+    };
+    for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
+        table.push_str(&row(name, percentile(contained, p), percentile(off, p)));
+    }
+    table.push_str(&row("mean", mean(contained), mean(off)));
     table
 }
 

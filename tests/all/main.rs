@@ -30,6 +30,7 @@ mod otel;
 mod own_network;
 mod parallel_runs;
 mod processes;
+mod program_limits;
 mod real_clis;
 mod results;
 mod resume;

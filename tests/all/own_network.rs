@@ -88,7 +88,7 @@ impl Setting {
     }
 
     /// `--cwd` and `--allow-write` of the grant, and `extra`.
-    fn flags(&self, extra: &[&str]) -> Vec<String> {
+    pub(crate) fn flags(&self, extra: &[&str]) -> Vec<String> {
         let grant = self.grant().display().to_string();
         let mut flags = vec![format!("--cwd={grant}"), format!("--allow-write={grant}")];
         flags.extend(extra.iter().map(|flag| (*flag).to_owned()));

@@ -259,6 +259,10 @@ export interface RunLimits {
     fuel?: number;
     maxMemoryBytes?: number;
     maxEventBytes?: number;
+    /** The most processes and threads the run's programs may have at once. */
+    maxProcesses?: number;
+    /** The CPUs the run's programs may use together, e.g. 0.5. */
+    cpus?: number;
     /** The most tokens the run (with its children) may use; its budget in dollars is `options.maxBudgetUsd`. */
     maxTokens?: number;
 }
@@ -431,6 +435,8 @@ export interface RunRecord {
         maxEventBytes: number | null;
         maxConnections?: number | null;
         maxOpenFiles?: number | null;
+        maxProcesses?: number | null;
+        milliCpus?: number | null;
         [key: string]: unknown;
     } | null;
     /** The cluster worker that runs (or ran) it. */

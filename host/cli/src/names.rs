@@ -19,6 +19,8 @@ impl SettingNames for FlagNames {
             Setting::MaxEventSize => "--max-event-size",
             Setting::MaxConnections => "--max-connections",
             Setting::MaxOpenFiles => "--max-open-files",
+            Setting::MaxProcesses => "--max-processes",
+            Setting::Cpus => "--cpus",
             Setting::Trust => "--trust",
             Setting::AllowNet => "--allow-net",
             Setting::AllowRead => "--allow-read",

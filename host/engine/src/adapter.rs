@@ -74,6 +74,14 @@ impl RunOptions {
     }
 }
 
+/// A limit of the run's programs that held them back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramLimitHit {
+    /// A fork or a new thread was refused: the programs had this many
+    /// processes and threads ([`RunLimits::max_processes`]).
+    Processes(u64),
+}
+
 /// Resource limits the runtime enforces on one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunLimits {
@@ -94,6 +102,12 @@ pub struct RunLimits {
     /// Most files and directories the adapter may have open at once
     /// (the host's file descriptors are shared by every run).
     pub max_open_files: usize,
+    /// Most processes and threads the run's programs may have at once
+    /// (the run's cgroup's `pids.max`): a fork bomb stops there.
+    pub max_processes: u64,
+    /// CPU time the run's programs may use, in thousandths of a CPU (the
+    /// run's cgroup's `cpu.max`); `None`: no limit.
+    pub milli_cpus: Option<u64>,
 }
 
 impl RunLimits {
@@ -109,6 +123,10 @@ impl RunLimits {
     pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
     /// Default open files per run.
     pub const DEFAULT_MAX_OPEN_FILES: usize = 256;
+    /// Default processes and threads of a run's programs: a parallel
+    /// build's compilers and an agent CLI's runtime threads fit, a fork
+    /// bomb stops long before it takes the machine.
+    pub const DEFAULT_MAX_PROCESSES: u64 = 4096;
 }
 
 impl Default for RunLimits {
@@ -120,6 +138,8 @@ impl Default for RunLimits {
             max_event_bytes: Self::DEFAULT_MAX_EVENT_BYTES,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_open_files: Self::DEFAULT_MAX_OPEN_FILES,
+            max_processes: Self::DEFAULT_MAX_PROCESSES,
+            milli_cpus: None,
         }
     }
 }
@@ -480,6 +500,12 @@ pub trait AdapterSession: Send {
     /// before the event `next` returned. The default: none (a session that
     /// refuses nothing, such as a native adapter).
     fn take_denials(&mut self) -> Vec<Denial> {
+        Vec::new()
+    }
+    /// The limits of the run's programs the kernel held them to since the
+    /// last call (a fork refused at the process limit), asked after every
+    /// [`next`](AdapterSession::next) with the refusals. The default: none.
+    fn take_limits_hit(&mut self) -> Vec<ProgramLimitHit> {
         Vec::new()
     }
     /// How the programs this session starts are contained, in a word, for

@@ -12,6 +12,10 @@ pub const TIMEOUT: &str = "TIMEOUT";
 pub const FUEL_EXHAUSTED: &str = "FUEL_EXHAUSTED";
 /// The adapter tried to grow past its memory cap.
 pub const MEMORY_LIMIT: &str = "MEMORY_LIMIT";
+/// A program of the run was refused a process or thread at the run's
+/// process limit (`limits.max_processes`); recoverable: the program, and
+/// the adapter, decide what follows.
+pub const PROCESS_LIMIT: &str = "PROCESS_LIMIT";
 /// An event broke the contract; it was dropped and the run went on.
 pub const INVALID_EVENT: &str = "INVALID_EVENT";
 /// The adapter asked for something it was not granted.

@@ -45,6 +45,10 @@ pub enum Setting {
     MaxConnections,
     /// The most files the run may have open ([`RunLimits::max_open_files`](crate::RunLimits)).
     MaxOpenFiles,
+    /// The most processes the run's programs may have ([`RunLimits::max_processes`](crate::RunLimits)).
+    MaxProcesses,
+    /// The CPUs the run's programs may use ([`RunLimits::milli_cpus`](crate::RunLimits)).
+    Cpus,
     /// How far the run's backend may go on its own (its trust level).
     Trust,
     /// The hosts the run may reach.
@@ -136,6 +140,8 @@ impl SettingNames for FieldNames {
             Setting::MaxEventSize => "`limits.max_event_bytes`",
             Setting::MaxConnections => "`limits.max_connections`",
             Setting::MaxOpenFiles => "`limits.max_open_files`",
+            Setting::MaxProcesses => "`limits.max_processes`",
+            Setting::Cpus => "`limits.milli_cpus`",
             Setting::Trust => "`trust`",
             Setting::AllowNet => "`grants.net`",
             Setting::AllowRead => "`grants.read`",

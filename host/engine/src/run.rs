@@ -43,8 +43,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, info};
 
 use super::adapter::{
-    Adapter, AdapterEvent, AdapterEventKind, AdapterSession, Denial, RunLimits, RunOptions,
-    SessionControl, SessionFailure, StartError,
+    Adapter, AdapterEvent, AdapterEventKind, AdapterSession, Denial, ProgramLimitHit, RunLimits,
+    RunOptions, SessionControl, SessionFailure, StartError,
 };
 use super::codes;
 use super::dormant;
@@ -817,6 +817,15 @@ impl<S: Send + Sync + 'static> Driver<S> {
     fn report_denials(&mut self, live: &mut Live) {
         for denial in live.session.take_denials() {
             self.emit_denial(&denial);
+        }
+        for hit in live.session.take_limits_hit() {
+            let ProgramLimitHit::Processes(most) = hit;
+            let message = format!(
+                "a program of the run was refused a new process: its programs may have {most} processes and threads at once; raise it with {}",
+                self.names.setting(Setting::MaxProcesses)
+            );
+            info!(agent = %self.agent, most, "a program hit the run's process limit");
+            self.emit(EventPayload::error(codes::PROCESS_LIMIT, message, true));
         }
     }
 

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use moat_engine::{Adapter, McpServers, RunLimits, RunOptions};
+use moat_engine::{Adapter, McpServers, RunLimits, RunOptions, Setting};
 use moat_grants::{GrantSources, Grants, OpenDirs, TrustLevel, canonical_dir, names};
 use moat_runs::{RecordedLimits, RunId, RunRecord};
 use moat_sandbox::Confinement;
@@ -217,6 +217,7 @@ impl Ceiling {
                 adapter: resolved.name().to_owned(),
             });
         }
+        refuse_unheld(&asked.limits, &grants)?;
         check_mcp_programs(options, &grants)?;
         let dirs = OpenDirs::open(&grants).map_err(Refusal::Dir)?;
         let approvable = match (self.answers_beyond, parent) {
@@ -412,6 +413,29 @@ pub fn canonical(mut grants: Grants) -> Result<Grants, moat_grants::GrantError> 
 
 /// Refuses MCP servers whose programs the run may not start: a stdio
 /// server is a program like any other, granted like one.
+/// Refuses a limit of the programs asked for explicitly that this machine
+/// cannot hold, rather than run them unlimited; a run that may start no
+/// program has none to hold.
+fn refuse_unheld(asked: &AskedLimits, grants: &Grants) -> Result<(), Refusal> {
+    if grants.run.is_empty() {
+        return Ok(());
+    }
+    let here = moat_sandbox::program_limits_here();
+    for (wanted, held, setting) in [
+        (
+            asked.max_processes.is_some(),
+            here.processes,
+            Setting::MaxProcesses,
+        ),
+        (asked.milli_cpus.is_some(), here.cpus, Setting::Cpus),
+    ] {
+        if wanted && !held {
+            return Err(Refusal::Unheld { setting });
+        }
+    }
+    Ok(())
+}
+
 fn check_mcp_programs(options: &RunOptions, grants: &Grants) -> Result<(), Refusal> {
     let Some(servers) = &options.mcp_servers else {
         return Ok(());

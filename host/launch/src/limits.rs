@@ -36,6 +36,8 @@ pub fn unbounded() -> RunLimits {
         max_event_bytes: MAX_COUNT * 1024 * 1024,
         max_connections: MAX_COUNT,
         max_open_files: MAX_COUNT,
+        max_processes: MAX_COUNT as u64,
+        milli_cpus: None,
     }
 }
 
@@ -68,6 +70,11 @@ pub struct AskedLimits {
     pub max_connections: Option<usize>,
     /// Its most open files.
     pub max_open_files: Option<usize>,
+    /// Its programs' most processes.
+    pub max_processes: Option<u64>,
+    /// Its programs' CPU time, in thousandths of a CPU; default: the
+    /// ceiling's (unlimited without one).
+    pub milli_cpus: Option<u64>,
     /// The most tokens it (with its children) may use. (Its budget in
     /// dollars is its options' `max_budget_usd`.)
     pub max_tokens: Option<u64>,
@@ -88,6 +95,8 @@ impl AskedLimits {
             max_event_bytes: Some(limits.max_event_bytes),
             max_connections: Some(limits.max_connections),
             max_open_files: Some(limits.max_open_files),
+            max_processes: Some(limits.max_processes),
+            milli_cpus: limits.milli_cpus,
             max_tokens: None,
             max_model_calls: None,
         }
@@ -120,6 +129,13 @@ pub fn lowered(ceiling: &RunLimits, most: &AskedLimits) -> RunLimits {
         max_open_files: most
             .max_open_files
             .map_or(ceiling.max_open_files, |b| b.min(ceiling.max_open_files)),
+        max_processes: most
+            .max_processes
+            .map_or(ceiling.max_processes, |b| b.min(ceiling.max_processes)),
+        milli_cpus: match (ceiling.milli_cpus, most.milli_cpus) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
     }
 }
 
@@ -169,7 +185,13 @@ pub fn narrow(
             ceiling_bound,
             parent,
         )?,
-        fuel: narrow_fuel(asked.fuel, ceiling.fuel, ceiling_bound, parent)?,
+        fuel: narrow_optional(
+            Setting::Fuel,
+            asked.fuel,
+            ceiling.fuel,
+            &ceiling_bound,
+            parent.map(|p| (p.limits.fuel, &p.id)),
+        )?,
         max_memory_bytes: count(
             Setting::MaxMemory,
             asked.max_memory_bytes,
@@ -198,6 +220,20 @@ pub fn narrow(
             size(ceiling.max_open_files),
             |p| p.max_open_files,
         )? as usize,
+        max_processes: count(
+            Setting::MaxProcesses,
+            asked.max_processes,
+            defaults.max_processes,
+            ceiling.max_processes,
+            |p| p.max_processes,
+        )?,
+        milli_cpus: narrow_optional(
+            Setting::Cpus,
+            asked.milli_cpus,
+            ceiling.milli_cpus,
+            &ceiling_bound,
+            parent.map(|p| (p.limits.milli_cpus, &p.id)),
+        )?,
     })
 }
 
@@ -233,17 +269,20 @@ fn narrow_timeout(
     })
 }
 
-fn narrow_fuel(
+/// A limit that may be none (fuel, CPUs): asked, or the least of the
+/// ceiling's and the parent's (`(its limit, its id)`).
+fn narrow_optional(
+    setting: Setting,
     asked: Option<u64>,
     ceiling: Option<u64>,
-    ceiling_bound: impl Fn() -> Bound,
-    parent: Option<&ParentLimits>,
+    ceiling_bound: &impl Fn() -> Bound,
+    parent: Option<(Option<u64>, &RunId)>,
 ) -> Result<Option<u64>, Refusal> {
     let bounds = [
         (ceiling, ceiling_bound()),
         (
-            parent.and_then(|p| p.limits.fuel),
-            parent.map_or_else(&ceiling_bound, |p| Bound::Parent(p.id.clone())),
+            parent.and_then(|(most, _)| most),
+            parent.map_or_else(ceiling_bound, |(_, id)| Bound::Parent(id.clone())),
         ),
     ];
     let mut fuel = asked;
@@ -252,7 +291,7 @@ fn narrow_fuel(
         match (asked, fuel) {
             (Some(wanted), _) if wanted > most => {
                 return Err(Refusal::Limit {
-                    setting: Setting::Fuel,
+                    setting,
                     asked: wanted.to_string(),
                     most: most.to_string(),
                     bound,
@@ -372,6 +411,73 @@ mod tests {
         };
         let cut = narrow(&longer, HOUR, &ceiling, "h", Some(&small)).unwrap();
         assert_eq!(cut.timeout, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn the_programs_limits_narrow_like_the_others() {
+        let ceiling = RunLimits {
+            max_processes: 256,
+            milli_cpus: Some(2000),
+            ..shared_host()
+        };
+        let limits = narrow(&AskedLimits::default(), HOUR, &ceiling, "h", None).unwrap();
+        assert_eq!(limits.max_processes, 256, "the default, lowered to fit");
+        assert_eq!(limits.milli_cpus, Some(2000), "the ceiling's, unasked");
+        let free = narrow(&AskedLimits::default(), HOUR, &shared_host(), "h", None).unwrap();
+        assert_eq!(free.max_processes, RunLimits::DEFAULT_MAX_PROCESSES);
+        assert_eq!(free.milli_cpus, None, "no CPU limit by default");
+
+        for (asked, setting) in [
+            (
+                AskedLimits {
+                    max_processes: Some(1000),
+                    ..AskedLimits::default()
+                },
+                Setting::MaxProcesses,
+            ),
+            (
+                AskedLimits {
+                    milli_cpus: Some(4000),
+                    ..AskedLimits::default()
+                },
+                Setting::Cpus,
+            ),
+        ] {
+            let refused = narrow(&asked, HOUR, &ceiling, "h", None).unwrap_err();
+            assert!(
+                matches!(refused, Refusal::Limit { setting: s, bound: Bound::Ceiling(_), .. } if s == setting),
+                "{refused:?}"
+            );
+        }
+        // A child: within what its parent has.
+        let mut limited = parent(64 * 1024 * 1024, None, HOUR);
+        limited.limits.max_processes = 32;
+        limited.limits.milli_cpus = Some(500);
+        let child = narrow(
+            &AskedLimits::default(),
+            HOUR,
+            &shared_host(),
+            "h",
+            Some(&limited),
+        )
+        .unwrap();
+        assert_eq!((child.max_processes, child.milli_cpus), (32, Some(500)));
+        let more = AskedLimits {
+            milli_cpus: Some(1000),
+            ..AskedLimits::default()
+        };
+        let refused = narrow(&more, HOUR, &shared_host(), "h", Some(&limited)).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Refusal::Limit {
+                    setting: Setting::Cpus,
+                    bound: Bound::Parent(_),
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
     }
 
     #[test]

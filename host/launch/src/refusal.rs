@@ -65,6 +65,12 @@ pub enum Refusal {
     Nesting(String),
     /// The run asks to ask for what it lacks where nobody could answer.
     Asking(String),
+    /// A limit of the run's programs asked for explicitly that this
+    /// machine cannot hold (no cgroup moat may limit).
+    Unheld {
+        /// Which limit.
+        setting: Setting,
+    },
     /// The run (or its parent) has a limit of model calls, and its
     /// adapter does not report its calls, so they cannot be counted.
     Uncounted {
@@ -120,6 +126,10 @@ impl Refusal {
             Refusal::Dir(error) => format!("{error}; grant it again as it is now"),
             Refusal::Needs(problem) => problem.clone(),
             Refusal::Nesting(problem) => problem.clone(),
+            Refusal::Unheld { setting } => format!(
+                "{} cannot be held here: moat may make no cgroup that limits the run's programs (run moat in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes moat …`), or leave it out",
+                names.setting(*setting)
+            ),
             Refusal::Uncounted { adapter } => format!(
                 "the {adapter} adapter does not report its model calls, so {} cannot be kept for its run: leave it out, or bound it by {} or {}",
                 names.setting(Setting::MaxModelCalls),

@@ -22,6 +22,13 @@ pub struct RecordedLimits {
     pub max_connections: u64,
     /// Most open files.
     pub max_open_files: u64,
+    /// Most processes of its programs (records from before it: the
+    /// default).
+    #[serde(default = "default_max_processes")]
+    pub max_processes: u64,
+    /// CPU time of its programs in thousandths of a CPU; `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub milli_cpus: Option<u64>,
     /// The most it (with its children) may spend, in US dollars; `None`:
     /// no budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,6 +55,10 @@ pub struct Spent {
     /// Model calls.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub calls: u64,
+}
+
+fn default_max_processes() -> u64 {
+    RunLimits::DEFAULT_MAX_PROCESSES
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -87,6 +98,8 @@ impl RecordedLimits {
             max_event_bytes: limits.max_event_bytes as u64,
             max_connections: limits.max_connections as u64,
             max_open_files: limits.max_open_files as u64,
+            max_processes: limits.max_processes,
+            milli_cpus: limits.milli_cpus,
             budget_usd: None,
             max_tokens: None,
             max_model_calls: None,
@@ -103,6 +116,8 @@ impl RecordedLimits {
             max_event_bytes: size(self.max_event_bytes),
             max_connections: size(self.max_connections),
             max_open_files: size(self.max_open_files),
+            max_processes: self.max_processes,
+            milli_cpus: self.milli_cpus,
         }
     }
 }
@@ -116,6 +131,8 @@ mod tests {
         let limits = RunLimits {
             timeout: Some(Duration::from_millis(1500)),
             fuel: Some(7),
+            max_processes: 40,
+            milli_cpus: Some(500),
             ..RunLimits::default()
         };
         let recorded = RecordedLimits::of(&limits);
@@ -123,5 +140,18 @@ mod tests {
         assert_eq!(recorded.to_run_limits(), limits);
         let json = serde_json::to_value(&recorded).unwrap();
         assert_eq!(json["maxMemoryBytes"], limits.max_memory_bytes);
+        assert_eq!(json["maxProcesses"], 40);
+        assert_eq!(json["milliCpus"], 500);
+    }
+
+    #[test]
+    fn a_record_from_before_the_programs_limits_reads_with_their_defaults() {
+        let mut json = serde_json::to_value(RecordedLimits::of(&RunLimits::default())).unwrap();
+        let fields = json.as_object_mut().unwrap();
+        fields.remove("maxProcesses");
+        fields.remove("milliCpus");
+        let read: RecordedLimits = serde_json::from_value(json).unwrap();
+        assert_eq!(read.max_processes, RunLimits::DEFAULT_MAX_PROCESSES);
+        assert_eq!(read.milli_cpus, None);
     }
 }

@@ -85,7 +85,7 @@ pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
 pub use moat_process_model::{ExitStatus, ProcessError};
 pub use precheck::DEFAULT_MAX_FUNCTION_BYTES;
 pub use process::landlock::{Confinement, available as landlock_available};
-pub use process::{RunningChild, clean_up_after_gone_moats};
+pub use process::{LimitsHere, RunningChild, clean_up_after_gone_moats, program_limits_here};
 pub use program::{Ended, Program, run_contained};
 pub use runtime::{CompileReport, Sandbox};
 pub use scope::RunScope;

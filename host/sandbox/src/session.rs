@@ -145,6 +145,17 @@ impl<C: Contract> AdapterSession for WasmSession<C> {
         self.store.data().denials.take()
     }
 
+    fn take_limits_hit(&mut self) -> Vec<moat_engine::ProgramLimitHit> {
+        self.store
+            .data()
+            .control
+            .children
+            .process_limit_hit()
+            .map(moat_engine::ProgramLimitHit::Processes)
+            .into_iter()
+            .collect()
+    }
+
     fn containment(&self) -> Option<String> {
         self.store.data().processes.containment()
     }

@@ -129,6 +129,9 @@ impl RunState {
             GuestOutput::new(adapter.clone(), StreamName::Stdout),
             stderr.clone(),
         )?;
+        control
+            .children
+            .set_limits(crate::process::ProgramLimits::of(limits));
         Ok(Self {
             processes,
             children: scope.children.clone(),

@@ -155,6 +155,29 @@ fn check_containment(report: &mut Report) {
     }
     let network = NetworkContainment::detect();
     report.line(Verdict::Ok, "network containment", network.describe());
+    let here = moat_sandbox::program_limits_here();
+    let held: Vec<&str> = [
+        (here.processes, "processes (--max-processes)"),
+        (here.cpus, "CPUs (--cpus)"),
+    ]
+    .into_iter()
+    .filter_map(|(held, what)| held.then_some(what))
+    .collect();
+    match held.len() {
+        2 => report.line(
+            Verdict::Ok,
+            "program limits",
+            "a cgroup of each run's own holds its programs' processes (--max-processes) and CPUs (--cpus)",
+        ),
+        _ => report.line(
+            Verdict::Missing,
+            "program limits",
+            format!(
+                "held here: {}; a run that asks for another is refused. For a cgroup moat may limit, run it under `systemd-run --user --scope -p Delegate=yes moat …`",
+                if held.is_empty() { "none".to_owned() } else { held.join(", ") }
+            ),
+        ),
+    }
 }
 
 fn check_agent_clis(report: &mut Report) {

@@ -556,13 +556,18 @@ fn limits_shown(limits: &moat_runs::RecordedLimits) -> String {
     let events = bytesize::ByteSize::b(limits.max_event_bytes)
         .display()
         .iec();
+    let cpus = limits.milli_cpus.map_or_else(
+        || "unlimited".to_owned(),
+        |milli| format!("{}", milli as f64 / 1000.0),
+    );
     format!(
-        "memory {memory}, fuel {}, events {events}, connections {}, files {}",
+        "memory {memory}, fuel {}, events {events}, connections {}, files {}, processes {}, cpus {cpus}",
         limits
             .fuel
             .map_or_else(|| "unlimited".to_owned(), |f| f.to_string()),
         limits.max_connections,
-        limits.max_open_files
+        limits.max_open_files,
+        limits.max_processes
     )
 }
 

@@ -83,6 +83,10 @@ pub enum Field {
     MaxConnections,
     /// Its most open files.
     MaxOpenFiles,
+    /// Its programs' most processes.
+    MaxProcesses,
+    /// The CPUs its programs may use.
+    Cpus,
     /// The most it (with its children) may spend, in US dollars.
     MaxBudgetUsd,
     /// The most tokens it (with its children) may use.
@@ -554,6 +558,24 @@ pub(crate) const FIELDS: &[Spec] = &[
         One,
         "N",
         "Most files and directories the adapter may have open at once [default: 256].",
+    ),
+    spec(
+        Field::MaxProcesses,
+        Group::Limits,
+        "max_processes",
+        ALL,
+        One,
+        "N",
+        "Most processes and threads the adapter's programs may have at once; a fork past it fails (EAGAIN) and the run says PROCESS_LIMIT [default: 4096].",
+    ),
+    spec(
+        Field::Cpus,
+        Group::Limits,
+        "cpus",
+        ALL,
+        One,
+        "N",
+        "CPUs the adapter's programs may use together, e.g. 2 or 0.5 [default: no limit].",
     ),
     spec(
         Field::MaxBudgetUsd,

@@ -50,6 +50,8 @@ impl RunRequest {
                 max_event_bytes: limits.max_event_bytes.unwrap_or(host.max_event_bytes),
                 max_connections: limits.max_connections.unwrap_or(host.max_connections),
                 max_open_files: limits.max_open_files.unwrap_or(host.max_open_files),
+                max_processes: limits.max_processes.unwrap_or(host.max_processes),
+                milli_cpus: limits.milli_cpus.or(host.milli_cpus),
             },
             answers_beyond: false,
             budget: crate::Budget {

@@ -210,6 +210,8 @@ impl RunRequest {
             Field::MaxEventSize => limits.max_event_bytes = Some(value.event_size()?),
             Field::MaxConnections => limits.max_connections = Some(value.count()?),
             Field::MaxOpenFiles => limits.max_open_files = Some(value.count()?),
+            Field::MaxProcesses => limits.max_processes = Some(value.processes()?),
+            Field::Cpus => limits.milli_cpus = Some(value.cpus()?),
             Field::MaxBudgetUsd => options.max_budget_usd = Some(value.usd()?),
             Field::MaxTokens => limits.max_tokens = Some(value.tokens()?),
             Field::MaxModelCalls => limits.max_model_calls = Some(value.calls()?),

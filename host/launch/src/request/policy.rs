@@ -247,6 +247,8 @@ fn lower_limits(a: &AskedLimits, b: &AskedLimits) -> AskedLimits {
         max_event_bytes: lower(a.max_event_bytes, b.max_event_bytes, usize::min),
         max_connections: lower(a.max_connections, b.max_connections, usize::min),
         max_open_files: lower(a.max_open_files, b.max_open_files, usize::min),
+        max_processes: lower(a.max_processes, b.max_processes, u64::min),
+        milli_cpus: lower(a.milli_cpus, b.milli_cpus, u64::min),
         max_tokens: lower(a.max_tokens, b.max_tokens, u64::min),
         max_model_calls: lower(a.max_model_calls, b.max_model_calls, u64::min),
     }

@@ -38,6 +38,9 @@ fn the_same_mistake_is_the_same_typed_refusal_in_every_dialect_naming_the_field_
         (Field::Net, json!(["*"])),
         (Field::Env, json!(["A=B"])),
         (Field::MaxTokens, json!(0)),
+        (Field::MaxProcesses, json!(0)),
+        (Field::Cpus, json!("half")),
+        (Field::Cpus, json!(0)),
     ] {
         let refusals: Vec<(Dialect, RequestError)> = every_dialect(field, bad.clone())
             .into_iter()
@@ -150,6 +153,26 @@ fn an_approval_timeout_is_for_a_run_that_asks_in_the_callers_words() {
         error.to_string(),
         "approvalTimeout: is for a run that asks: add ask"
     );
+}
+
+#[test]
+fn the_programs_limits_read_the_same_in_every_dialect() {
+    for (field, value, read) in [
+        (Field::MaxProcesses, json!(64), (Some(64), None)),
+        (Field::Cpus, json!(1.5), (None, Some(1500))),
+        (Field::Cpus, json!("0.25"), (None, Some(250))),
+    ] {
+        let written = every_dialect(field, value.clone());
+        assert_eq!(written.len(), 5, "{field:?} is taken by every dialect");
+        for (dialect, request) in written {
+            let request = RunRequest::read(&request, dialect, None, &[]).unwrap();
+            assert_eq!(
+                (request.limits.max_processes, request.limits.milli_cpus),
+                read,
+                "{dialect:?}: {value}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -16,6 +16,9 @@ use super::error::{Problem, RequestError};
 use super::field::Field;
 use crate::limits::{MAX_COUNT, Timeout};
 
+/// The most CPUs a run may ask for.
+const MAX_CPUS: f64 = 4096.0;
+
 /// The largest file a flag's value may be read from (`--extra @FILE`, an
 /// agents or MCP file, a price table).
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
@@ -162,6 +165,30 @@ impl Reader<'_> {
         match usize::try_from(self.whole("a count")?) {
             Ok(n @ 1..=MAX_COUNT) => Ok(n),
             _ => Err(self.invalid(format!("must be a whole number from 1 to {MAX_COUNT}"))),
+        }
+    }
+
+    /// Processes of a run's programs: 1 to [`MAX_COUNT`].
+    pub(crate) fn processes(&self) -> Result<u64, RequestError> {
+        self.count().map(|n| n as u64)
+    }
+
+    /// CPUs (`2`, `0.5`), in thousandths: from a thousandth to
+    /// [`MAX_CPUS`].
+    pub(crate) fn cpus(&self) -> Result<u64, RequestError> {
+        let cpus = match self.value() {
+            Value::Number(n) => n.as_f64(),
+            Value::String(text) => text.trim().parse().ok(),
+            _ => None,
+        };
+        match cpus.map(|cpus| (cpus * 1000.0).round()) {
+            Some(milli) if (1.0..=MAX_CPUS * 1000.0).contains(&milli) => {
+                Ok(milli as u64)
+            }
+            _ => Err(self.invalid(format!(
+                "{} is not a number of CPUs; give a positive number up to {MAX_CPUS}, e.g. 2 or 0.5",
+                shown(self.value())
+            ))),
         }
     }
 

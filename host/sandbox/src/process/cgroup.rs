@@ -16,9 +16,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::cgroup_limits::{HeldLimits, ProgramLimits};
+
 /// How a run's cgroup is named: then the id of the moat process that made
 /// it and a sequence number.
-const NAME_PREFIX: &str = "moat-";
+pub(crate) const NAME_PREFIX: &str = "moat-";
 
 /// How long removing a run's cgroup waits for its killed processes to go.
 const EMPTY_WAIT: Duration = Duration::from_secs(2);
@@ -30,6 +32,8 @@ pub(crate) struct RunCgroup {
     /// How a child gets in; `None` for the cgroup of a moat that is gone,
     /// only removed.
     child: Option<ChildCgroup>,
+    /// Where the limits of the run's programs are held.
+    held: HeldLimits,
 }
 
 /// What a child needs to be in a run's cgroup, prepared before the fork.
@@ -41,12 +45,27 @@ pub(crate) struct ChildCgroup {
     /// (`CLONE_INTO_CGROUP`), which spares the move. Close-on-exec: no
     /// program keeps it.
     pub(crate) dir: Arc<OwnedFd>,
+    /// The `cgroup.procs` of the run's cgroups in v1 hierarchies, which
+    /// hold limits the v2 one cannot here: a child joins each itself.
+    pub(crate) also: Arc<[CString]>,
+}
+
+impl ChildCgroup {
+    /// Joins the run's v1 cgroups. Async-signal-safe: for a child between
+    /// fork and exec.
+    pub(crate) fn join_also(&self) -> io::Result<()> {
+        for procs in self.also.iter() {
+            join(procs)?;
+        }
+        Ok(())
+    }
 }
 
 impl RunCgroup {
-    /// A fresh cgroup for one run, or `None` where cgroup v2 is not there
-    /// or moat may not make one.
-    pub(crate) fn create() -> Option<Self> {
+    /// A fresh cgroup for one run, its programs held to `limits` where
+    /// this machine can; `None` where cgroup v2 is not there or moat may
+    /// not make one.
+    pub(crate) fn create(limits: &ProgramLimits) -> Option<Self> {
         static SEQUENCE: AtomicU64 = AtomicU64::new(0);
         let parent = parent()?;
         let name = format!(
@@ -54,21 +73,23 @@ impl RunCgroup {
             std::process::id(),
             SEQUENCE.fetch_add(1, Ordering::Relaxed)
         );
-        let dir = parent.join(name);
+        let dir = parent.join(&name);
         if let Err(error) = std::fs::create_dir(&dir) {
             tracing::debug!(dir = %dir.display(), "no cgroup for the run: {error}");
             return None;
         }
+        let held = HeldLimits::hold(&dir, &name, limits);
         let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).ok();
         let handle = std::fs::File::open(&dir).map(OwnedFd::from);
         let child = match (procs, handle) {
             (Some(procs), Ok(handle)) => Some(ChildCgroup {
                 procs,
                 dir: Arc::new(handle),
+                also: held.v1_procs().into(),
             }),
             _ => None,
         };
-        let made = Self { dir, child };
+        let made = Self { dir, child, held };
         // Dropped (removed) when a child could not get in.
         made.child.is_some().then_some(made)
     }
@@ -76,6 +97,17 @@ impl RunCgroup {
     /// What a child needs to get in.
     pub(crate) fn child(&self) -> Option<&ChildCgroup> {
         self.child.as_ref()
+    }
+
+    /// Which of its programs' limits are held.
+    pub(crate) fn held(&self) -> super::cgroup_limits::LimitsHere {
+        self.held.here
+    }
+
+    /// How many forks of the run's programs its process limit refused so
+    /// far; `None` when the limit is not held.
+    pub(crate) fn refused_forks(&self) -> Option<u64> {
+        self.held.refused_forks()
     }
 
     /// Kills every process in the cgroup.
@@ -110,15 +142,24 @@ impl Drop for RunCgroup {
     fn drop(&mut self) {
         self.kill();
         let until = Instant::now() + EMPTY_WAIT;
-        loop {
-            match std::fs::remove_dir(&self.dir) {
-                Ok(()) => return,
-                // Still populated: the killed processes are on their way.
-                Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(5)),
-                Err(error) => {
-                    tracing::warn!(dir = %self.dir.display(), "cannot remove the run's cgroup: {error}");
-                    return;
-                }
+        // The v1 ones after: what the v2 one held is gone from them too.
+        for dir in std::iter::once(&self.dir).chain(&self.held.v1_dirs) {
+            remove_when_empty(dir, until);
+        }
+    }
+}
+
+/// Removes the cgroup `dir` once the processes killed in it are gone,
+/// waiting until `until` at most.
+fn remove_when_empty(dir: &Path, until: Instant) {
+    loop {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return,
+            // Still populated: the killed processes are on their way.
+            Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(5)),
+            Err(error) => {
+                tracing::warn!(dir = %dir.display(), "cannot remove the run's cgroup: {error}");
+                return;
             }
         }
     }
@@ -174,7 +215,11 @@ fn parent() -> Option<&'static Path> {
 fn remove_stale(parent: &Path) {
     for dir in super::tree::left_by_gone_moats(parent, NAME_PREFIX) {
         tracing::debug!(dir = %dir.display(), "removing the cgroup of a moat that is gone");
-        drop(RunCgroup { dir, child: None });
+        drop(RunCgroup {
+            dir,
+            child: None,
+            held: HeldLimits::default(),
+        });
     }
 }
 
@@ -197,7 +242,7 @@ mod tests {
 
     #[test]
     fn a_run_cgroup_holds_a_process_and_its_end_kills_it() {
-        let Some(cgroup) = RunCgroup::create() else {
+        let Some(cgroup) = RunCgroup::create(&ProgramLimits::default()) else {
             eprintln!("skipped: no cgroup v2 that this process may write here");
             return;
         };

@@ -13,6 +13,7 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use super::Signal;
 use super::cgroup::{ChildCgroup, RunCgroup};
+use super::cgroup_limits::ProgramLimits;
 use super::tree;
 use crate::Containment;
 
@@ -70,6 +71,10 @@ struct Groups {
     /// Where the run's children live, once it has had one; `None` inside
     /// when no cgroup could be made.
     cgroup: Option<Option<RunCgroup>>,
+    /// What the run's programs may take together, held by its cgroup.
+    limits: ProgramLimits,
+    /// The forks refused at the process limit, as last reported.
+    refused_forks: u64,
     /// Whether this run counts in [`Started::uncontained_runs`].
     uncontained: bool,
     /// The run's own empty directory (its children's working and temporary
@@ -85,9 +90,31 @@ impl ChildGroups {
             containment,
             leaders: Vec::new(),
             cgroup: None,
+            limits: ProgramLimits::default(),
+            refused_forks: 0,
             uncontained: false,
             private_dir: None,
         })))
+    }
+
+    /// Holds the run's programs to `limits` (before its first child).
+    pub(crate) fn set_limits(&self, limits: ProgramLimits) {
+        self.lock().limits = limits;
+    }
+
+    /// Whether the run's programs were refused forks at its process limit
+    /// since the last call: the limit, when they were.
+    pub(crate) fn process_limit_hit(&self) -> Option<u64> {
+        let mut groups = self.lock();
+        let Some(Some(cgroup)) = &groups.cgroup else {
+            return None;
+        };
+        let refused = cgroup.refused_forks()?;
+        if refused <= groups.refused_forks {
+            return None;
+        }
+        groups.refused_forks = refused;
+        groups.limits.processes
     }
 
     /// Where the next child should join before it runs: the run's cgroup,
@@ -96,7 +123,12 @@ impl ChildGroups {
     pub(crate) fn cgroup_for_child(&self) -> Option<ChildCgroup> {
         let mut groups = self.lock();
         if groups.cgroup.is_none() {
-            let cgroup = groups.containment.cgroups.then(RunCgroup::create).flatten();
+            let limits = groups.limits;
+            let cgroup = groups
+                .containment
+                .cgroups
+                .then(|| RunCgroup::create(&limits))
+                .flatten();
             if cgroup.is_none() && groups.containment.adopt_orphans {
                 tree::adopt_orphans();
             }

@@ -42,6 +42,7 @@ impl Containment {
         }
         if let Some(cgroup) = &self.cgroup {
             super::cgroup::join(&cgroup.procs)?;
+            cgroup.join_also()?;
         }
         Ok(())
     }

@@ -33,6 +33,7 @@
 
 mod calls;
 mod cgroup;
+mod cgroup_limits;
 mod child;
 mod connector;
 mod env;
@@ -62,6 +63,8 @@ pub fn clean_up_after_gone_moats() {
     cgroup::remove_left_behind();
     groups::remove_stale_private_dirs();
 }
+pub(crate) use cgroup_limits::ProgramLimits;
+pub use cgroup_limits::{LimitsHere, program_limits_here};
 pub(crate) use groups::ChildGroups;
 use moat_engine::{Denial, DeniedRequest, Grant};
 use moat_grants::names;

@@ -94,6 +94,11 @@ unsafe fn start(setup: &InitSetup) -> io::Result<(RawFd, Option<RawFd>)> {
         // Out of moat's process group: a Ctrl-C at moat's terminal is for
         // moat, which ends the run its own way.
         check(libc::setpgid(0, 0))?;
+        // The run's v1 cgroups (a hybrid layout's limits) before its user
+        // namespace: the init and every program inherit them.
+        if let Some(cgroup) = &setup.cgroup {
+            cgroup.join_also()?;
+        }
         if let Some(namespaces) = &setup.namespaces {
             isolate::join_and_unshare(namespaces)?;
         }

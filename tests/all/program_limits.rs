@@ -1,0 +1,209 @@
+//! What a run's programs may take together: `--max-processes` (the run's
+//! cgroup's `pids.max`) and `--cpus` (`cpu.max`), end to end through the
+//! real `moat` binary with real `python3` and `sh`. Each limit is also
+//! tried where it is not set (the default, or a run without the flag),
+//! where the same program goes past it.
+
+use std::time::Duration;
+
+use moat_engine::{DoneStatus, EventPayload};
+use moat_testkit::single_done;
+
+use crate::egress::{python, shell, word};
+
+/// Whether this machine holds the limits of a run's programs: a cgroup
+/// that moat may make, with the controllers (v2, or a hybrid layout's v1
+/// hierarchies).
+fn limits_held_here() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    let v2 = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .contains(" - cgroup2 ");
+    root && v2
+}
+
+/// A program that forks `n` children (each sleeping, its output closed:
+/// the shell's output ends with the program's), then kills them.
+fn forks(n: usize) -> String {
+    python(
+        "forks",
+        &format!(
+            "import time; k=[os.fork() or (os.closerange(1, 3), time.sleep(30), os._exit(0)) for i in range({n})]; [os.kill(p, 9) for p in k]"
+        ),
+    )
+}
+
+/// The messages of the run's errors with `code`.
+fn errors(events: &[moat_engine::AgentEvent], code: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::Error(error) if error.code.as_deref() == Some(code) => {
+                Some(error.message.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_fork_past_the_process_limit_is_refused_and_the_run_says_which_limit() {
+    if !limits_held_here() {
+        eprintln!("skipped: no cgroup moat may limit here");
+        return;
+    }
+    for contain in [true, false] {
+        let mode: Vec<String> = if contain {
+            Vec::new()
+        } else {
+            vec!["--no-contain".into()]
+        };
+        let limited = [mode.clone(), vec!["--max-processes=40".into()]].concat();
+        let (output, events, printed) = shell(&forks(100), &limited, &[]);
+        let said = format!(
+            "contained: {contain}: {printed}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(word(&printed, "forks"), "refused:EAGAIN", "{said}");
+        let limit = errors(&events, "PROCESS_LIMIT");
+        assert_eq!(limit.len(), 1, "{said}");
+        assert!(limit[0].contains("40 processes"), "{}", limit[0]);
+        assert!(limit[0].contains("--max-processes"), "{}", limit[0]);
+        // Recoverable: the adapter went on and ended the run its way.
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+
+        // The same program under the default limit forks all it wants.
+        let (_, events, printed) = shell(&forks(100), &mode, &[]);
+        assert_eq!(
+            word(&printed, "forks"),
+            "reached",
+            "contained: {contain}: {printed}"
+        );
+        assert!(errors(&events, "PROCESS_LIMIT").is_empty());
+    }
+}
+
+#[test]
+fn a_fork_bomb_in_one_run_leaves_another_run_unharmed() {
+    if !limits_held_here() {
+        eprintln!("skipped: no cgroup moat may limit here");
+        return;
+    }
+    // The bomb forks until the limit, for ten seconds; the other run
+    // starts while it does.
+    let bomb = std::thread::spawn(|| {
+        shell(
+            "timeout -s KILL 10 sh -c 'b() { b | b & }; b' 2>/dev/null; echo bomb=over",
+            &["--max-processes=200".into()],
+            &[],
+        )
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let (output, events, printed) = shell(
+        &python(
+            "other",
+            "[os.waitpid(os.fork() or os._exit(0), 0) for i in range(20)]",
+        ),
+        &[],
+        &[],
+    );
+    assert_eq!(
+        word(&printed, "other"),
+        "reached",
+        "{printed}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(single_done(&events).status, DoneStatus::Success);
+    let (_, events, printed) = bomb.join().unwrap();
+    assert_eq!(word(&printed, "bomb"), "over", "{printed}");
+    assert!(
+        !errors(&events, "PROCESS_LIMIT").is_empty(),
+        "the bomb met the limit: {printed}"
+    );
+}
+
+#[test]
+fn a_spinning_program_gets_the_cpus_the_run_may_use() {
+    if !limits_held_here() {
+        eprintln!("skipped: no cgroup moat may limit here");
+        return;
+    }
+    let cpu = |flags: &[String]| -> u32 {
+        let (output, _, printed) = shell(&spin_script(), flags, &[]);
+        word(&printed, "cpu")
+            .parse()
+            .unwrap_or_else(|_| panic!("{printed}: {}", String::from_utf8_lossy(&output.stderr)))
+    };
+    let limited = cpu(&["--cpus=0.2".into()]);
+    let free = cpu(&[]);
+    // A fifth of a CPU: about 40 hundredths of the two seconds;
+    // unlimited, all it can get beside the other tests (on two CPUs at
+    // least, more than one second).
+    assert!(limited <= 55, "limited to 0.2 CPUs, it got {limited}/100 s");
+    assert!(free >= 90, "unlimited, it got {free}/100 s");
+}
+
+/// A program that spins for two seconds of wall time and prints the CPU
+/// time it got, in hundredths of a second (`cpu=N`).
+fn spin_script() -> String {
+    "/usr/bin/python3 -c 'exec(\"import os, time\\nend = time.time() + 2\\nwhile time.time() < end: pass\\nt = os.times()\\nprint(\\\"cpu=\\\" + str(round((t.user + t.system) * 100)))\")'".to_owned()
+}
+
+#[test]
+fn a_limit_that_cannot_be_held_here_is_refused_up_front_not_ignored() {
+    for setting in crate::own_network::settings() {
+        if setting.wrapper().is_empty() {
+            continue;
+        }
+        // An unprivileged user: no cgroup moat may make here (moat's is
+        // root's), so no limit of its programs can be held.
+        for flag in ["--max-processes=40", "--cpus=0.5"] {
+            let (output, events, printed) =
+                shell(&forks(5), &setting.flags(&[flag]), &setting.wrapper());
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{flag}: {printed}\n{stderr}");
+            assert!(events.is_empty(), "{flag}: the run never started");
+            let name = flag.split('=').next().unwrap();
+            assert!(
+                stderr.contains(&format!("{name} cannot be held here"))
+                    && stderr.contains("systemd-run --user --scope"),
+                "{flag}: {stderr}"
+            );
+        }
+        // Without the flags, the run goes on, its programs unlimited.
+        let (_, events, printed) = shell(&forks(5), &setting.flags(&[]), &setting.wrapper());
+        assert_eq!(word(&printed, "forks"), "reached", "{printed}");
+        assert_eq!(single_done(&events).status, DoneStatus::Success);
+    }
+}
+
+#[test]
+fn doctor_says_which_limits_of_the_programs_hold_here() {
+    for setting in crate::own_network::settings() {
+        let wrapper = setting.wrapper();
+        let moat = crate::cli::common::moat();
+        let mut doctor = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut command = std::process::Command::new(first);
+                command.args(rest).arg(moat.get_program());
+                command
+            }
+            None => moat,
+        };
+        let output = doctor.arg("doctor").output().unwrap();
+        let said = String::from_utf8_lossy(&output.stdout);
+        let line = said
+            .lines()
+            .find(|line| line.contains("program limits"))
+            .unwrap_or_else(|| panic!("{said}"));
+        if wrapper.is_empty() && limits_held_here() {
+            assert!(line.starts_with("ok"), "{line}");
+        } else {
+            assert!(
+                line.starts_with("missing") && line.contains("systemd-run --user --scope"),
+                "{}: {line}",
+                setting.who()
+            );
+        }
+    }
+}
