@@ -84,6 +84,45 @@ fn a_fork_past_the_process_limit_is_refused_and_the_run_says_which_limit() {
 }
 
 #[test]
+fn a_program_past_the_memory_limit_is_killed_and_the_run_says_which_limit() {
+    if !limits_held_here() {
+        eprintln!("skipped: no cgroup moat may limit here");
+        return;
+    }
+    // 300 MB written (so the pages are there); `$?` is 137 when the
+    // kernel killed it.
+    let allocate = "/usr/bin/python3 -c 'b = b\"x\" * (300 * 1024 * 1024)'; echo memory=$?";
+    for contain in [true, false] {
+        let mode: Vec<String> = if contain {
+            Vec::new()
+        } else {
+            vec!["--no-contain".into()]
+        };
+        let limited = [mode.clone(), vec!["--max-memory=128MiB".into()]].concat();
+        let (output, events, printed) = shell(allocate, &limited, &[]);
+        let said = format!(
+            "contained: {contain}: {printed}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(word(&printed, "memory"), "137", "{said}");
+        let limit = errors(&events, "MEMORY_LIMIT");
+        assert_eq!(limit.len(), 1, "{said}");
+        assert!(limit[0].contains("128 MiB"), "{}", limit[0]);
+        assert!(limit[0].contains("--max-memory"), "{}", limit[0]);
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+
+        // The same program under the default (4 GiB) has its memory.
+        let (_, events, printed) = shell(allocate, &mode, &[]);
+        assert_eq!(
+            word(&printed, "memory"),
+            "0",
+            "contained: {contain}: {printed}"
+        );
+        assert!(errors(&events, "MEMORY_LIMIT").is_empty());
+    }
+}
+
+#[test]
 fn a_fork_bomb_in_one_run_leaves_another_run_unharmed() {
     if !limits_held_here() {
         eprintln!("skipped: no cgroup moat may limit here");
@@ -157,7 +196,7 @@ fn a_limit_that_cannot_be_held_here_is_refused_up_front_not_ignored() {
         }
         // An unprivileged user: no cgroup moat may make here (moat's is
         // root's), so no limit of its programs can be held.
-        for flag in ["--max-processes=40", "--cpus=0.5"] {
+        for flag in ["--max-memory=512MiB", "--max-processes=40", "--cpus=0.5"] {
             let (output, events, printed) =
                 shell(&forks(5), &setting.flags(&[flag]), &setting.wrapper());
             let stderr = String::from_utf8_lossy(&output.stderr);

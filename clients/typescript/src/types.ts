@@ -306,6 +306,7 @@ export type Trust = 'sandbox' | 'controlled' | 'unrestricted';
 export interface RunLimits {
   timeoutMs?: number;
   fuel?: number;
+  /** The run's memory: its programs' together, the adapter's share at most 1 GiB. */
   maxMemoryBytes?: number;
   maxEventBytes?: number;
   /** The most processes and threads the run's programs may have at once. */
@@ -496,6 +497,7 @@ export interface RunRecord {
     maxEventBytes: number | null;
     maxConnections?: number | null;
     maxOpenFiles?: number | null;
+    maxProgramMemoryBytes?: number | null;
     maxProcesses?: number | null;
     milliCpus?: number | null;
     [key: string]: unknown;

@@ -48,7 +48,9 @@ pub fn sandbox_config(cli: &Cli) -> SandboxConfig {
             .request()
             .ok()
             .and_then(|request| request.limits.max_memory_bytes)
-            .unwrap_or(moat_engine::RunLimits::DEFAULT_MAX_MEMORY_BYTES),
+            .map_or(moat_engine::RunLimits::DEFAULT_MAX_MEMORY_BYTES, |bytes| {
+                bytes.min(MAX_MEMORY_CEILING)
+            }),
         _ => MAX_MEMORY_CEILING,
     };
     // One command runs a handful of sessions at most; a server as many as

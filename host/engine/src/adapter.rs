@@ -80,6 +80,9 @@ pub enum ProgramLimitHit {
     /// A fork or a new thread was refused: the programs had this many
     /// processes and threads ([`RunLimits::max_processes`]).
     Processes(u64),
+    /// The kernel killed a program for memory: the programs may use this
+    /// many bytes together ([`RunLimits::max_program_memory_bytes`]).
+    Memory(u64),
 }
 
 /// Resource limits the runtime enforces on one run.
@@ -91,8 +94,12 @@ pub struct RunLimits {
     pub timeout: Option<Duration>,
     /// CPU budget in fuel units. `None`: unlimited.
     pub fuel: Option<u64>,
-    /// Cap on the adapter's linear memory, in bytes.
+    /// Cap on the adapter's linear memory, in bytes (the sandbox holds it
+    /// to at most its own ceiling).
     pub max_memory_bytes: u64,
+    /// Cap on the memory of the run's programs together, in bytes (the
+    /// run's cgroup's `memory.max`, swap off).
+    pub max_program_memory_bytes: u64,
     /// Largest event (its text and JSON fields together) the engine
     /// accepts; larger ones are dropped with an INVALID_EVENT error.
     pub max_event_bytes: usize,
@@ -116,6 +123,9 @@ impl RunLimits {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
     /// Default memory cap for one run.
     pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
+    /// Default memory of a run's programs together: an agent CLI (Claude
+    /// Code's takes about half a GiB) with a build or a test suite beside.
+    pub const DEFAULT_MAX_PROGRAM_MEMORY_BYTES: u64 = 4 * 1024 * 1024 * 1024;
     /// Default largest accepted event.
     pub const DEFAULT_MAX_EVENT_BYTES: usize = 1024 * 1024;
     /// Default open connections per run: an adapter streams from one or
@@ -135,6 +145,7 @@ impl Default for RunLimits {
             timeout: Some(Self::DEFAULT_TIMEOUT),
             fuel: None,
             max_memory_bytes: Self::DEFAULT_MAX_MEMORY_BYTES,
+            max_program_memory_bytes: Self::DEFAULT_MAX_PROGRAM_MEMORY_BYTES,
             max_event_bytes: Self::DEFAULT_MAX_EVENT_BYTES,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             max_open_files: Self::DEFAULT_MAX_OPEN_FILES,

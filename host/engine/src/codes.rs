@@ -10,7 +10,8 @@ pub const MISSING_DONE: &str = "MISSING_DONE";
 pub const TIMEOUT: &str = "TIMEOUT";
 /// The run's CPU budget ran out.
 pub const FUEL_EXHAUSTED: &str = "FUEL_EXHAUSTED";
-/// The adapter tried to grow past its memory cap.
+/// The adapter tried to grow past its memory cap (the run ends), or the
+/// kernel killed one of the run's programs at theirs (recoverable).
 pub const MEMORY_LIMIT: &str = "MEMORY_LIMIT";
 /// A program of the run was refused a process or thread at the run's
 /// process limit (`limits.max_processes`); recoverable: the program, and

@@ -819,13 +819,25 @@ impl<S: Send + Sync + 'static> Driver<S> {
             self.emit_denial(&denial);
         }
         for hit in live.session.take_limits_hit() {
-            let ProgramLimitHit::Processes(most) = hit;
-            let message = format!(
-                "a program of the run was refused a new process: its programs may have {most} processes and threads at once; raise it with {}",
-                self.names.setting(Setting::MaxProcesses)
-            );
-            info!(agent = %self.agent, most, "a program hit the run's process limit");
-            self.emit(EventPayload::error(codes::PROCESS_LIMIT, message, true));
+            let (code, message) = match hit {
+                ProgramLimitHit::Processes(most) => (
+                    codes::PROCESS_LIMIT,
+                    format!(
+                        "a program of the run was refused a new process: its programs may have {most} processes and threads at once; raise it with {}",
+                        self.names.setting(Setting::MaxProcesses)
+                    ),
+                ),
+                ProgramLimitHit::Memory(most) => (
+                    codes::MEMORY_LIMIT,
+                    format!(
+                        "the kernel killed a program of the run for memory: its programs may use {} together; raise it with {}",
+                        words_of_bytes(most),
+                        self.names.setting(Setting::MaxMemory)
+                    ),
+                ),
+            };
+            info!(agent = %self.agent, code, "a program hit a limit of the run");
+            self.emit(EventPayload::error(code, message, true));
         }
     }
 
@@ -1192,5 +1204,18 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+/// `bytes` in words: `256 MiB`, `1.5 GiB`, else bytes.
+fn words_of_bytes(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    const GIB: u64 = 1024 * MIB;
+    if bytes >= GIB {
+        format!("{} GiB", (bytes as f64 / GIB as f64 * 10.0).round() / 10.0)
+    } else if bytes >= MIB {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
     }
 }

@@ -423,6 +423,11 @@ fn refuse_unheld(asked: &AskedLimits, grants: &Grants) -> Result<(), Refusal> {
     let here = moat_sandbox::program_limits_here();
     for (wanted, held, setting) in [
         (
+            asked.max_memory_bytes.is_some(),
+            here.memory,
+            Setting::MaxMemory,
+        ),
+        (
             asked.max_processes.is_some(),
             here.processes,
             Setting::MaxProcesses,

@@ -14,6 +14,11 @@ use crate::refusal::{Bound, Refusal};
 /// can raise (the flags refuse more, and so does every admission).
 pub const MAX_COUNT: usize = 65_536;
 
+/// The most memory any run's programs may have together (1 TiB): what
+/// no ceiling can raise. The adapter's own share is at most
+/// [`MAX_MEMORY_CEILING`].
+pub const MAX_PROGRAM_MEMORY: u64 = 1 << 40;
+
 /// A run's wall-clock limit as asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timeout {
@@ -33,6 +38,7 @@ pub fn unbounded() -> RunLimits {
         timeout: None,
         fuel: None,
         max_memory_bytes: MAX_MEMORY_CEILING,
+        max_program_memory_bytes: MAX_PROGRAM_MEMORY,
         max_event_bytes: MAX_COUNT * 1024 * 1024,
         max_connections: MAX_COUNT,
         max_open_files: MAX_COUNT,
@@ -50,6 +56,7 @@ pub fn shared_host() -> RunLimits {
         timeout: None,
         fuel: None,
         max_memory_bytes: MAX_MEMORY_CEILING,
+        max_program_memory_bytes: MAX_PROGRAM_MEMORY,
         ..RunLimits::default()
     }
 }
@@ -62,8 +69,12 @@ pub struct AskedLimits {
     pub timeout: Option<Timeout>,
     /// Its CPU budget; default: the ceiling's (unlimited without one).
     pub fuel: Option<u64>,
-    /// Its memory cap.
+    /// Its memory cap: its programs', and its adapter's up to
+    /// [`MAX_MEMORY_CEILING`].
     pub max_memory_bytes: Option<u64>,
+    /// Its programs' memory cap, when it differs from
+    /// [`max_memory_bytes`](Self::max_memory_bytes) (a recorded run's).
+    pub max_program_memory_bytes: Option<u64>,
     /// Its largest event.
     pub max_event_bytes: Option<usize>,
     /// Its most open connections.
@@ -92,6 +103,7 @@ impl AskedLimits {
             }),
             fuel: limits.fuel,
             max_memory_bytes: Some(limits.max_memory_bytes),
+            max_program_memory_bytes: Some(limits.max_program_memory_bytes),
             max_event_bytes: Some(limits.max_event_bytes),
             max_connections: Some(limits.max_connections),
             max_open_files: Some(limits.max_open_files),
@@ -120,6 +132,12 @@ pub fn lowered(ceiling: &RunLimits, most: &AskedLimits) -> RunLimits {
         max_memory_bytes: most.max_memory_bytes.map_or(ceiling.max_memory_bytes, |b| {
             b.min(ceiling.max_memory_bytes)
         }),
+        max_program_memory_bytes: most
+            .max_program_memory_bytes
+            .or(most.max_memory_bytes)
+            .map_or(ceiling.max_program_memory_bytes, |b| {
+                b.min(ceiling.max_program_memory_bytes)
+            }),
         max_event_bytes: most
             .max_event_bytes
             .map_or(ceiling.max_event_bytes, |b| b.min(ceiling.max_event_bytes)),
@@ -192,12 +210,21 @@ pub fn narrow(
             &ceiling_bound,
             parent.map(|p| (p.limits.fuel, &p.id)),
         )?,
+        // The adapter's share of a run's memory is at most what an
+        // adapter can have.
         max_memory_bytes: count(
             Setting::MaxMemory,
-            asked.max_memory_bytes,
+            asked.max_memory_bytes.map(|b| b.min(MAX_MEMORY_CEILING)),
             defaults.max_memory_bytes,
             ceiling.max_memory_bytes,
             |p| p.max_memory_bytes,
+        )?,
+        max_program_memory_bytes: count(
+            Setting::MaxMemory,
+            asked.max_program_memory_bytes.or(asked.max_memory_bytes),
+            defaults.max_program_memory_bytes,
+            ceiling.max_program_memory_bytes,
+            |p| p.max_program_memory_bytes,
         )?,
         max_event_bytes: count(
             Setting::MaxEventSize,
@@ -449,6 +476,50 @@ mod tests {
                 "{refused:?}"
             );
         }
+        // A run's memory: its programs', the adapter's share at most an
+        // adapter's ceiling; unasked, the defaults of each.
+        let gib = 1024 * 1024 * 1024;
+        let big = AskedLimits {
+            max_memory_bytes: Some(8 * gib),
+            ..AskedLimits::default()
+        };
+        let limits = narrow(&big, HOUR, &unbounded(), "h", None).unwrap();
+        assert_eq!(limits.max_program_memory_bytes, 8 * gib);
+        assert_eq!(limits.max_memory_bytes, MAX_MEMORY_CEILING);
+        assert_eq!(
+            free.max_program_memory_bytes,
+            RunLimits::DEFAULT_MAX_PROGRAM_MEMORY_BYTES
+        );
+        assert_eq!(free.max_memory_bytes, RunLimits::DEFAULT_MAX_MEMORY_BYTES);
+        let small_server = narrow(
+            &AskedLimits {
+                max_memory_bytes: Some(gib),
+                ..AskedLimits::default()
+            },
+            HOUR,
+            &unbounded(),
+            "h",
+            None,
+        )
+        .unwrap();
+        let refused = narrow(&big, HOUR, &small_server, "h", None).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Refusal::Limit {
+                    setting: Setting::MaxMemory,
+                    bound: Bound::Ceiling(_),
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+        let under = narrow(&AskedLimits::default(), HOUR, &small_server, "h", None).unwrap();
+        assert_eq!(
+            under.max_program_memory_bytes, gib,
+            "the default, lowered to fit"
+        );
+
         // A child: within what its parent has.
         let mut limited = parent(64 * 1024 * 1024, None, HOUR);
         limited.limits.max_processes = 32;

@@ -16,6 +16,10 @@ pub struct RecordedLimits {
     pub fuel: Option<u64>,
     /// Memory cap in bytes.
     pub max_memory_bytes: u64,
+    /// Memory cap of its programs together in bytes (records from before
+    /// it: the default).
+    #[serde(default = "default_max_program_memory")]
+    pub max_program_memory_bytes: u64,
     /// Largest accepted event in bytes.
     pub max_event_bytes: u64,
     /// Most open connections.
@@ -57,6 +61,10 @@ pub struct Spent {
     pub calls: u64,
 }
 
+fn default_max_program_memory() -> u64 {
+    RunLimits::DEFAULT_MAX_PROGRAM_MEMORY_BYTES
+}
+
 fn default_max_processes() -> u64 {
     RunLimits::DEFAULT_MAX_PROCESSES
 }
@@ -95,6 +103,7 @@ impl RecordedLimits {
                 .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             fuel: limits.fuel,
             max_memory_bytes: limits.max_memory_bytes,
+            max_program_memory_bytes: limits.max_program_memory_bytes,
             max_event_bytes: limits.max_event_bytes as u64,
             max_connections: limits.max_connections as u64,
             max_open_files: limits.max_open_files as u64,
@@ -113,6 +122,7 @@ impl RecordedLimits {
             timeout: self.timeout_ms.map(Duration::from_millis),
             fuel: self.fuel,
             max_memory_bytes: self.max_memory_bytes,
+            max_program_memory_bytes: self.max_program_memory_bytes,
             max_event_bytes: size(self.max_event_bytes),
             max_connections: size(self.max_connections),
             max_open_files: size(self.max_open_files),
@@ -133,6 +143,7 @@ mod tests {
             fuel: Some(7),
             max_processes: 40,
             milli_cpus: Some(500),
+            max_program_memory_bytes: 1 << 33,
             ..RunLimits::default()
         };
         let recorded = RecordedLimits::of(&limits);
@@ -150,7 +161,12 @@ mod tests {
         let fields = json.as_object_mut().unwrap();
         fields.remove("maxProcesses");
         fields.remove("milliCpus");
+        fields.remove("maxProgramMemoryBytes");
         let read: RecordedLimits = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            read.max_program_memory_bytes,
+            RunLimits::DEFAULT_MAX_PROGRAM_MEMORY_BYTES
+        );
         assert_eq!(read.max_processes, RunLimits::DEFAULT_MAX_PROCESSES);
         assert_eq!(read.milli_cpus, None);
     }

@@ -146,14 +146,7 @@ impl<C: Contract> AdapterSession for WasmSession<C> {
     }
 
     fn take_limits_hit(&mut self) -> Vec<moat_engine::ProgramLimitHit> {
-        self.store
-            .data()
-            .control
-            .children
-            .process_limit_hit()
-            .map(moat_engine::ProgramLimitHit::Processes)
-            .into_iter()
-            .collect()
+        self.store.data().control.children.limits_hit()
     }
 
     fn containment(&self) -> Option<String> {

@@ -78,7 +78,10 @@ impl RunState {
         let dirs = capabilities::granted_dirs(grants, &scope.dirs)?;
         let denials = DenialLog::default();
         let mut table = ResourceTable::new();
-        table.set_max_capacity(crate::limits::max_resources(limits.max_memory_bytes));
+        // The run's memory may be more than an adapter can have: the
+        // adapter's share is at most the sandbox's ceiling.
+        let adapter_memory = limits.max_memory_bytes.min(crate::MAX_MEMORY_CEILING);
+        table.set_max_capacity(crate::limits::max_resources(adapter_memory));
         let mut http = WasiHttpCtx::new();
         http.set_field_size_limit(crate::limits::MAX_HEADER_MAP_BYTES);
         // The run's open connections: its components' requests and its
@@ -138,7 +141,7 @@ impl RunState {
             asking: scope.asking.clone(),
             adapter,
             control,
-            memory: MemoryCap::new(limits.max_memory_bytes),
+            memory: MemoryCap::new(adapter_memory),
             open_files: 0,
             max_open_files: limits.max_open_files,
             stderr,

@@ -553,6 +553,9 @@ fn limits_shown(limits: &moat_runs::RecordedLimits) -> String {
     let memory = bytesize::ByteSize::b(limits.max_memory_bytes)
         .display()
         .iec();
+    let programs = bytesize::ByteSize::b(limits.max_program_memory_bytes)
+        .display()
+        .iec();
     let events = bytesize::ByteSize::b(limits.max_event_bytes)
         .display()
         .iec();
@@ -561,7 +564,7 @@ fn limits_shown(limits: &moat_runs::RecordedLimits) -> String {
         |milli| format!("{}", milli as f64 / 1000.0),
     );
     format!(
-        "memory {memory}, fuel {}, events {events}, connections {}, files {}, processes {}, cpus {cpus}",
+        "memory {memory} (its programs {programs}), fuel {}, events {events}, connections {}, files {}, processes {}, cpus {cpus}",
         limits
             .fuel
             .map_or_else(|| "unlimited".to_owned(), |f| f.to_string()),

@@ -530,7 +530,7 @@ pub(crate) const FIELDS: &[Spec] = &[
         ALL,
         One,
         "SIZE",
-        "Memory cap for the adapter, e.g. 256MiB (at most 1GiB) [default: 256MiB].",
+        "Memory cap of the run, e.g. 512MiB or 8GiB: its programs together (the run's cgroup, swap off; past it the kernel kills one and the run says MEMORY_LIMIT) and the adapter, whose share is at most 1GiB [default: 256MiB for the adapter, 4GiB for its programs].",
     ),
     spec(
         Field::MaxEventSize,

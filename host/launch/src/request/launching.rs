@@ -46,7 +46,12 @@ impl RunRequest {
                     _ => None,
                 },
                 fuel: limits.fuel,
-                max_memory_bytes: limits.max_memory_bytes.unwrap_or(host.max_memory_bytes),
+                max_memory_bytes: limits.max_memory_bytes.map_or(host.max_memory_bytes, |b| {
+                    b.min(moat_sandbox::MAX_MEMORY_CEILING)
+                }),
+                max_program_memory_bytes: limits
+                    .max_memory_bytes
+                    .unwrap_or(host.max_program_memory_bytes),
                 max_event_bytes: limits.max_event_bytes.unwrap_or(host.max_event_bytes),
                 max_connections: limits.max_connections.unwrap_or(host.max_connections),
                 max_open_files: limits.max_open_files.unwrap_or(host.max_open_files),

@@ -244,6 +244,11 @@ fn lower_limits(a: &AskedLimits, b: &AskedLimits) -> AskedLimits {
         },
         fuel: lower(a.fuel, b.fuel, u64::min),
         max_memory_bytes: lower(a.max_memory_bytes, b.max_memory_bytes, u64::min),
+        max_program_memory_bytes: lower(
+            a.max_program_memory_bytes,
+            b.max_program_memory_bytes,
+            u64::min,
+        ),
         max_event_bytes: lower(a.max_event_bytes, b.max_event_bytes, usize::min),
         max_connections: lower(a.max_connections, b.max_connections, usize::min),
         max_open_files: lower(a.max_open_files, b.max_open_files, usize::min),

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::dialect::Given;
 use super::error::{Problem, RequestError};
 use super::field::Field;
-use crate::limits::{MAX_COUNT, Timeout};
+use crate::limits::{MAX_COUNT, MAX_PROGRAM_MEMORY, Timeout};
 
 /// The most CPUs a run may ask for.
 const MAX_CPUS: f64 = 4096.0;
@@ -274,18 +274,16 @@ impl Reader<'_> {
         }
     }
 
-    /// A memory cap: 1MiB to what the sandbox allows.
+    /// A run's memory cap: 1MiB to [`MAX_PROGRAM_MEMORY`].
     pub(crate) fn memory(&self) -> Result<u64, RequestError> {
         let bytes = self.size("64MiB, 256MiB or 1GiB")?;
         if bytes < 1024 * 1024 {
             return Err(self.invalid("too small: an adapter needs at least 1MiB"));
         }
-        if bytes > moat_sandbox::MAX_MEMORY_CEILING {
+        if bytes > MAX_PROGRAM_MEMORY {
             return Err(self.invalid(format!(
                 "over the ceiling of {}",
-                bytesize::ByteSize::b(moat_sandbox::MAX_MEMORY_CEILING)
-                    .display()
-                    .iec()
+                bytesize::ByteSize::b(MAX_PROGRAM_MEMORY).display().iec()
             )));
         }
         Ok(bytes)

@@ -110,6 +110,12 @@ impl RunCgroup {
         self.held.refused_forks()
     }
 
+    /// How many of the run's programs the kernel killed at its memory
+    /// limit so far; `None` when the limit is not held.
+    pub(crate) fn memory_kills(&self) -> Option<u64> {
+        self.held.memory_kills()
+    }
+
     /// Kills every process in the cgroup.
     pub(crate) fn kill(&self) {
         if std::fs::write(self.dir.join("cgroup.kill"), "1").is_ok() {

@@ -1,9 +1,10 @@
-//! What a run's programs may take together (`--max-processes`,
-//! `--cpus`), held by the kernel's cgroup controllers.
+//! What a run's programs may take together (`--max-memory`,
+//! `--max-processes`, `--cpus`), held by the kernel's cgroup controllers.
 //!
 //! The run's cgroup ([`super::cgroup`]) is a cgroup v2 one. Where its
-//! parent may hand it the `pids` and `cpu` controllers, the limits are
-//! files of that cgroup (`pids.max`, `cpu.max`). On a machine that still
+//! parent may hand it the `memory`, `pids` and `cpu` controllers, the
+//! limits are files of that cgroup (`memory.max` with `memory.swap.max`
+//! 0, `pids.max`, `cpu.max`). On a machine that still
 //! mounts those controllers as cgroup v1 hierarchies (a "hybrid" layout),
 //! the run gets a cgroup of its own in each such hierarchy too, beside
 //! moat's, which its programs join as they start; it goes with the run's.
@@ -25,6 +26,8 @@ const CPU_PERIOD_US: u64 = 100_000;
 /// What the programs of one run may take together.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ProgramLimits {
+    /// Most memory together, in bytes (`memory.max`, swap off).
+    pub(crate) memory_bytes: Option<u64>,
     /// Most processes and threads at once (`pids.max`).
     pub(crate) processes: Option<u64>,
     /// CPU time in thousandths of a CPU (`cpu.max`).
@@ -35,6 +38,7 @@ impl ProgramLimits {
     /// A run's limits for its programs.
     pub(crate) fn of(limits: &RunLimits) -> Self {
         Self {
+            memory_bytes: Some(limits.max_program_memory_bytes),
             processes: Some(limits.max_processes),
             milli_cpus: limits.milli_cpus,
         }
@@ -44,13 +48,17 @@ impl ProgramLimits {
 /// A controller that holds one of the limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Controller {
+    Memory,
     Pids,
     Cpu,
 }
 
 impl Controller {
+    const ALL: [Self; 3] = [Self::Memory, Self::Pids, Self::Cpu];
+
     fn name(self) -> &'static str {
         match self {
+            Self::Memory => "memory",
             Self::Pids => "pids",
             Self::Cpu => "cpu",
         }
@@ -59,6 +67,7 @@ impl Controller {
     /// Its limit among `limits`, if any.
     fn limit(self, limits: &ProgramLimits) -> Option<u64> {
         match self {
+            Self::Memory => limits.memory_bytes,
             Self::Pids => limits.processes,
             Self::Cpu => limits.milli_cpus,
         }
@@ -67,6 +76,13 @@ impl Controller {
     /// Sets `limit` in the cgroup v2 `dir`.
     fn set_v2(self, dir: &Path, limit: u64) -> io::Result<()> {
         match self {
+            Self::Memory => {
+                std::fs::write(dir.join("memory.max"), limit.to_string())?;
+                // No swap: past the limit a program is killed, not paged
+                // out slowly. (No such file where swap is not accounted:
+                // nothing to turn off.)
+                set_if_there(&dir.join("memory.swap.max"), "0")
+            }
             Self::Pids => std::fs::write(dir.join("pids.max"), limit.to_string()),
             Self::Cpu => std::fs::write(
                 dir.join("cpu.max"),
@@ -78,12 +94,25 @@ impl Controller {
     /// Sets `limit` in the cgroup v1 `dir` of this controller.
     fn set_v1(self, dir: &Path, limit: u64) -> io::Result<()> {
         match self {
+            Self::Memory => {
+                std::fs::write(dir.join("memory.limit_in_bytes"), limit.to_string())?;
+                // Memory and swap together at the same: no swap.
+                set_if_there(&dir.join("memory.memsw.limit_in_bytes"), &limit.to_string())
+            }
             Self::Pids => std::fs::write(dir.join("pids.max"), limit.to_string()),
             Self::Cpu => {
                 std::fs::write(dir.join("cpu.cfs_period_us"), CPU_PERIOD_US.to_string())?;
                 std::fs::write(dir.join("cpu.cfs_quota_us"), quota_us(limit).to_string())
             }
         }
+    }
+}
+
+/// Writes `value` to `file` where the kernel has it.
+fn set_if_there(file: &Path, value: &str) -> io::Result<()> {
+    match std::fs::write(file, value) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 
@@ -96,6 +125,8 @@ fn quota_us(milli_cpus: u64) -> u64 {
 /// Which limits of a run's programs this machine holds, for this process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimitsHere {
+    /// `--max-memory` (for the programs).
+    pub memory: bool,
     /// `--max-processes`.
     pub processes: bool,
     /// `--cpus`.
@@ -103,11 +134,12 @@ pub struct LimitsHere {
 }
 
 /// Which limits of a run's programs this machine holds, found once by
-/// making (and removing) a run cgroup with both.
+/// making (and removing) a run cgroup with each.
 pub fn program_limits_here() -> LimitsHere {
     static FOUND: OnceLock<LimitsHere> = OnceLock::new();
     *FOUND.get_or_init(|| {
         let both = ProgramLimits {
+            memory_bytes: Some(RunLimits::DEFAULT_MAX_PROGRAM_MEMORY_BYTES),
             processes: Some(RunLimits::DEFAULT_MAX_PROCESSES),
             milli_cpus: Some(1000),
         };
@@ -124,6 +156,9 @@ pub(crate) struct HeldLimits {
     /// The file that counts the forks refused at the limit
     /// (`pids.events`), when the process limit is held.
     pids_events: Option<PathBuf>,
+    /// The file that counts the programs the kernel killed at the memory
+    /// limit (`memory.events`, or v1's `memory.oom_control`), when held.
+    memory_events: Option<PathBuf>,
     /// Which of the limits asked are held.
     pub(crate) here: LimitsHere,
 }
@@ -133,24 +168,38 @@ impl HeldLimits {
     /// `name`); what cannot be held is said once and left.
     pub(crate) fn hold(run_dir: &Path, name: &str, limits: &ProgramLimits) -> Self {
         let mut held = Self::default();
-        for controller in [Controller::Pids, Controller::Cpu] {
+        for controller in Controller::ALL {
             let Some(limit) = controller.limit(limits) else {
                 continue;
             };
-            let dir = match hold_v2(run_dir, controller, limit) {
-                Ok(()) => Some(run_dir.to_path_buf()),
+            // The file of kills or refusals: v2's and v1's are named alike,
+            // but for memory.
+            let (dir, v1) = match hold_v2(run_dir, controller, limit) {
+                Ok(()) => (Some(run_dir.to_path_buf()), false),
                 Err(v2) => match hold_v1(name, controller, limit) {
                     Ok(dir) => {
-                        held.v1_dirs.push(dir.clone());
-                        Some(dir)
+                        // Controllers mounted together share the cgroup.
+                        if !held.v1_dirs.contains(&dir) {
+                            held.v1_dirs.push(dir.clone());
+                        }
+                        (Some(dir), true)
                     }
                     Err(v1) => {
                         say_unheld(controller, &v2, &v1);
-                        None
+                        (None, false)
                     }
                 },
             };
             match controller {
+                Controller::Memory => {
+                    held.here.memory = dir.is_some();
+                    let events = if v1 {
+                        "memory.oom_control"
+                    } else {
+                        "memory.events"
+                    };
+                    held.memory_events = dir.map(|dir| dir.join(events));
+                }
                 Controller::Pids => {
                     held.here.processes = dir.is_some();
                     held.pids_events = dir.map(|dir| dir.join("pids.events"));
@@ -173,12 +222,23 @@ impl HeldLimits {
     /// How many forks of the run's programs the process limit refused so
     /// far; `None` when it is not held.
     pub(crate) fn refused_forks(&self) -> Option<u64> {
-        let events = std::fs::read_to_string(self.pids_events.as_ref()?).ok()?;
-        events
-            .lines()
-            .find_map(|line| line.strip_prefix("max "))
-            .and_then(|count| count.trim().parse().ok())
+        count_in(self.pids_events.as_ref()?, "max ")
     }
+
+    /// How many of the run's programs the kernel killed at the memory
+    /// limit so far; `None` when it is not held.
+    pub(crate) fn memory_kills(&self) -> Option<u64> {
+        count_in(self.memory_events.as_ref()?, "oom_kill ")
+    }
+}
+
+/// The count on the line of `file` that starts with `key` (`max 3`).
+fn count_in(file: &Path, key: &str) -> Option<u64> {
+    let events = std::fs::read_to_string(file).ok()?;
+    events
+        .lines()
+        .find_map(|line| line.strip_prefix(key))
+        .and_then(|count| count.trim().parse().ok())
 }
 
 /// Hands `controller` to the run's cgroup v2 and sets `limit` there.
@@ -201,7 +261,11 @@ fn hold_v2(run_dir: &Path, controller: Controller, limit: u64) -> io::Result<()>
 fn hold_v1(name: &str, controller: Controller, limit: u64) -> io::Result<PathBuf> {
     let parent = v1_parent(controller).ok_or(io::ErrorKind::NotFound)?;
     let dir = parent.join(name);
-    std::fs::create_dir(&dir)?;
+    match std::fs::create_dir(&dir) {
+        // Made for another controller of the same hierarchy.
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+        other => other?,
+    }
     if let Err(error) = controller.set_v1(&dir, limit) {
         let _ = std::fs::remove_dir(&dir);
         return Err(error);
@@ -212,9 +276,11 @@ fn hold_v1(name: &str, controller: Controller, limit: u64) -> io::Result<PathBuf
 /// moat's own cgroup in the v1 hierarchy of `controller`, found once (and
 /// the cgroups of moats that are gone removed from it).
 fn v1_parent(controller: Controller) -> Option<&'static Path> {
+    static MEMORY: OnceLock<Option<PathBuf>> = OnceLock::new();
     static PIDS: OnceLock<Option<PathBuf>> = OnceLock::new();
     static CPU: OnceLock<Option<PathBuf>> = OnceLock::new();
     let found = match controller {
+        Controller::Memory => &MEMORY,
         Controller::Pids => &PIDS,
         Controller::Cpu => &CPU,
     };
@@ -266,7 +332,7 @@ fn v1_dir(mountinfo: &str, own: &str, controller: &str) -> Option<PathBuf> {
 
 /// Says once per controller that a limit is not held here, and why.
 fn say_unheld(controller: Controller, v2: &io::Error, v1: &io::Error) {
-    static SAID: [OnceLock<()>; 2] = [OnceLock::new(), OnceLock::new()];
+    static SAID: [OnceLock<()>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let at = controller as usize;
     SAID[at].get_or_init(|| {
         tracing::warn!(

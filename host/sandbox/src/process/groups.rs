@@ -16,6 +16,7 @@ use super::cgroup::{ChildCgroup, RunCgroup};
 use super::cgroup_limits::ProgramLimits;
 use super::tree;
 use crate::Containment;
+use moat_engine::ProgramLimitHit;
 
 /// The number of `signal` on this system.
 fn number(signal: Signal) -> libc::c_int {
@@ -75,6 +76,8 @@ struct Groups {
     limits: ProgramLimits,
     /// The forks refused at the process limit, as last reported.
     refused_forks: u64,
+    /// The programs killed at the memory limit, as last reported.
+    memory_kills: u64,
     /// Whether this run counts in [`Started::uncontained_runs`].
     uncontained: bool,
     /// The run's own empty directory (its children's working and temporary
@@ -92,6 +95,7 @@ impl ChildGroups {
             cgroup: None,
             limits: ProgramLimits::default(),
             refused_forks: 0,
+            memory_kills: 0,
             uncontained: false,
             private_dir: None,
         })))
@@ -102,19 +106,26 @@ impl ChildGroups {
         self.lock().limits = limits;
     }
 
-    /// Whether the run's programs were refused forks at its process limit
-    /// since the last call: the limit, when they were.
-    pub(crate) fn process_limit_hit(&self) -> Option<u64> {
+    /// The limits that held the run's programs back since the last call:
+    /// a fork refused at the process limit, a program killed at the
+    /// memory limit.
+    pub(crate) fn limits_hit(&self) -> Vec<ProgramLimitHit> {
         let mut groups = self.lock();
         let Some(Some(cgroup)) = &groups.cgroup else {
-            return None;
+            return Vec::new();
         };
-        let refused = cgroup.refused_forks()?;
-        if refused <= groups.refused_forks {
-            return None;
+        let refused = cgroup.refused_forks().unwrap_or(0);
+        let killed = cgroup.memory_kills().unwrap_or(0);
+        let mut hits = Vec::new();
+        if refused > groups.refused_forks {
+            groups.refused_forks = refused;
+            hits.extend(groups.limits.processes.map(ProgramLimitHit::Processes));
         }
-        groups.refused_forks = refused;
-        groups.limits.processes
+        if killed > groups.memory_kills {
+            groups.memory_kills = killed;
+            hits.extend(groups.limits.memory_bytes.map(ProgramLimitHit::Memory));
+        }
+        hits
     }
 
     /// Where the next child should join before it runs: the run's cgroup,
