@@ -35,6 +35,9 @@
 //!    timed, connect and close), contained — where moat makes every
 //!    `connect` of the run's programs (a seccomp notification answered by
 //!    the host) — beside `--no-contain`, where the kernel alone does.
+//! 5. **A run beside a fork bomb**: the wall time of a contained run of
+//!    50 `spawn true`, alone and while another run's `sh` fork bomb is at
+//!    its process limit (the default 4096, and `--max-processes=200`).
 //!
 //! The table goes to stdout and to `target/moat-bench/egress.md`. Without
 //! `--bench` (as under `cargo test --benches`) it runs once at a tiny size
@@ -48,7 +51,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{bench_dir, load_average, moat};
 use moat_testkit::components::ESCAPE;
@@ -75,6 +78,11 @@ struct Scale {
     /// Connections on the run's loopback per run, and runs per mode.
     connections: usize,
     connection_rounds: usize,
+    /// Runs timed alone and beside each fork bomb.
+    bomb_runs: usize,
+    /// The bombs' process limits (`None`: the default). Under `cargo
+    /// test` a small one only, which the tests beside it do not feel.
+    bomb_limits: &'static [Option<&'static str>],
 }
 
 const FULL: Scale = Scale {
@@ -90,6 +98,8 @@ const FULL: Scale = Scale {
     downloads: 3,
     connections: 1000,
     connection_rounds: 2,
+    bomb_runs: 10,
+    bomb_limits: &[None, Some("--max-processes=200")],
 };
 
 const SMOKE: Scale = Scale {
@@ -105,6 +115,8 @@ const SMOKE: Scale = Scale {
     downloads: 1,
     connections: 5,
     connection_rounds: 1,
+    bomb_runs: 1,
+    bomb_limits: &[Some("--max-processes=50")],
 };
 
 fn main() {
@@ -126,9 +138,11 @@ fn main() {
     let requests = bench.requests(&scale);
     let bodies = bench.bodies(&scale);
     let connections = bench.connections(&scale);
+    let beside_bombs = bench.beside_bombs(&scale);
 
     let mut table = report(&scale, &load, &spawns, &whole, &requests, &bodies);
     table.push_str(&connections_report(&scale, &connections));
+    table.push_str(&bombs_report(&scale, &beside_bombs));
     println!("{table}");
     if full {
         let out = bench_dir();
@@ -366,6 +380,50 @@ impl Bench<'_> {
                 assert_eq!(times.len(), scale.connections, "a time per connection");
                 found[at].extend(times);
             }
+        }
+        found
+    }
+
+    /// Figure 5: the median wall time of a contained run of 50 `spawn
+    /// true`, alone, then beside a fork bomb at each process limit.
+    fn beside_bombs(&self, scale: &Scale) -> Vec<(String, f64)> {
+        let flags = ["--allow-run=true"];
+        let run = "spawn true\n".repeat(50);
+        let timed = || {
+            let times: Vec<f64> = (0..scale.bomb_runs)
+                .map(|_| {
+                    let started = Instant::now();
+                    self.escape(Mode::Contained, &flags, &run);
+                    started.elapsed().as_secs_f64()
+                })
+                .collect();
+            median(&times)
+        };
+        let mut found = vec![("alone".to_owned(), timed())];
+        for &limit in scale.bomb_limits {
+            let mut flags = vec!["--allow-run=sh"];
+            flags.extend(limit);
+            let mut bomb = self
+                .command(
+                    Mode::Contained,
+                    &flags,
+                    "shell timeout -s KILL 120 sh -c 'b() { b | b & }; b' 2>/dev/null",
+                )
+                .spawn()
+                .expect("the bomb's run starts");
+            // Until the bomb is at its limit.
+            std::thread::sleep(Duration::from_secs(3));
+            let beside = timed();
+            // Ended as a user would (Ctrl-C): moat kills the run's cgroup.
+            let _ = Command::new("kill")
+                .args(["-INT", &bomb.id().to_string()])
+                .status();
+            let _ = bomb.wait();
+            let name = match limit {
+                None => "beside a fork bomb at the default limit (4096)".to_owned(),
+                Some(flag) => format!("beside a fork bomb under `{flag}`"),
+            };
+            found.push((name, beside));
         }
         found
     }
@@ -678,6 +736,23 @@ fn connections_report(scale: &Scale, [contained, off]: &[Vec<f64>; 2]) -> String
         table.push_str(&row(name, percentile(contained, p), percentile(off, p)));
     }
     table.push_str(&row("mean", mean(contained), mean(off)));
+    table
+}
+
+/// Figure 5's table.
+fn bombs_report(scale: &Scale, found: &[(String, f64)]) -> String {
+    let alone = found[0].1;
+    let mut table = format!(
+        "\n\nA run beside a fork bomb: a contained run of 50 `spawn true`, median of {} runs each\n\n| the run | wall time | ratio to alone |\n|---|---|---|\n",
+        scale.bomb_runs
+    );
+    for (name, seconds) in found {
+        table.push_str(&format!(
+            "| {name} | {:.0} ms | ×{:.2} |\n",
+            seconds * 1e3,
+            seconds / alone
+        ));
+    }
     table
 }
 

@@ -210,11 +210,16 @@ pub fn narrow(
             &ceiling_bound,
             parent.map(|p| (p.limits.fuel, &p.id)),
         )?,
-        // The adapter's share of a run's memory is at most what an
-        // adapter can have.
+        // A request's memory is the run's: the adapter's share of it is
+        // at most what an adapter can have. Limits asked exactly (a job's,
+        // with its programs' apart) are taken as they are: a forged
+        // adapter memory is refused, not lowered.
         max_memory_bytes: count(
             Setting::MaxMemory,
-            asked.max_memory_bytes.map(|b| b.min(MAX_MEMORY_CEILING)),
+            match asked.max_program_memory_bytes {
+                Some(_) => asked.max_memory_bytes,
+                None => asked.max_memory_bytes.map(|b| b.min(MAX_MEMORY_CEILING)),
+            },
             defaults.max_memory_bytes,
             ceiling.max_memory_bytes,
             |p| p.max_memory_bytes,

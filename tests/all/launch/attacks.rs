@@ -723,6 +723,10 @@ async fn forged_jobs_beyond_a_workers_limits_or_grants_are_refused() {
     one_more_file.limits.max_open_files = WORKER_OPEN_FILES + 1;
     let mut memory = echo_job();
     memory.limits.max_memory_bytes = 64 * 1024 * MIB;
+    let mut program_memory = echo_job();
+    program_memory.limits.max_program_memory_bytes = 2 << 40;
+    let mut processes = echo_job();
+    processes.limits.max_processes = 100_000;
     let mut fuel = echo_job();
     fuel.limits.fuel = Some(WORKER_FUEL + 1);
     let mut forever = echo_job();
@@ -744,6 +748,8 @@ async fn forged_jobs_beyond_a_workers_limits_or_grants_are_refused() {
         (many_files, "--max-open-files=10000000"),
         (one_more_file, "--max-open-files=65"),
         (memory, "--max-memory="),
+        (program_memory, "--max-memory="),
+        (processes, "--max-processes=100000"),
         (fuel, "--fuel=1000000001"),
         (forever, "--timeout=none"),
         (trusted, "--trust=unrestricted"),
