@@ -36,7 +36,7 @@
 //!    `connect` of the run's programs (a seccomp notification answered by
 //!    the host) — beside `--no-contain`, where the kernel alone does.
 //! 5. **A run beside a fork bomb**: the wall time of a contained run of
-//!    50 `spawn true`, alone and while another run's `sh` fork bomb is at
+//!    50 `spawn true`, alone and while another run's bash fork bomb is at
 //!    its process limit (the default 4096, and `--max-processes=200`).
 //!
 //! The table goes to stdout and to `target/moat-bench/egress.md`. Without
@@ -407,7 +407,9 @@ impl Bench<'_> {
                 .command(
                     Mode::Contained,
                     &flags,
-                    "shell timeout -s KILL 120 sh -c 'b() { b | b & }; b' 2>/dev/null",
+                    // bash's, which retries a refused fork: it stays at
+                    // its limit (dash's dies out once forks fail).
+                    "shell timeout -s KILL 120 bash -c ':(){ :|:& };:' 2>/dev/null",
                 )
                 .spawn()
                 .expect("the bomb's run starts");

@@ -128,11 +128,11 @@ fn a_fork_bomb_in_one_run_leaves_another_run_unharmed() {
         eprintln!("skipped: no cgroup moat may limit here");
         return;
     }
-    // The bomb forks until the limit, for ten seconds; the other run
-    // starts while it does.
+    // The bomb forks until the limit and stays there for ten seconds
+    // (bash retries a refused fork); the other run starts while it does.
     let bomb = std::thread::spawn(|| {
         shell(
-            "timeout -s KILL 10 sh -c 'b() { b | b & }; b' 2>/dev/null; echo bomb=over",
+            "timeout -s KILL 10 bash -c ':(){ :|:& };:' 2>/dev/null; echo bomb=over",
             &["--max-processes=200".into()],
             &[],
         )

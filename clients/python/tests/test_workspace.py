@@ -114,6 +114,36 @@ async def test_a_run_on_a_worktree_diff_and_apply_once(spawn: Spawn, tmp_path: P
     assert missing.value.code == "NOT_FOUND"
 
 
+async def test_the_commits_of_a_run_in_a_worktree_land_with_apply_commits(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    repo = git_repo(tmp_path)
+    client, _ = await workspace_server(spawn, tmp_path, repo)
+    run = await client.run(
+        "echo",
+        "hello",
+        options={"cwd": str(repo)},
+        grants={"write": [str(repo)]},
+        workspace={"mode": "worktree"},
+    )
+    await within(client.await_run(run))
+    workspace = Path((await client.get(run))["options"]["cwd"])
+    # What an agent would do there: commit, in the run's own repository.
+    (workspace / "notes.txt").write_text("one\ntwo\n")
+    subprocess.run(
+        ["git", "-c", "user.name=Agent", "-c", "user.email=agent@example.com",
+         "commit", "-q", "-am", "Add two"],
+        cwd=workspace,
+        check=True,
+    )
+    head = ["git", "log", "-1", "--format=%an|%s"]
+    assert subprocess.run(head, cwd=repo, capture_output=True, text=True).stdout != "Agent|Add two\n"
+
+    assert await client.apply(run, commits=True) is True
+    assert subprocess.run(head, cwd=repo, capture_output=True, text=True).stdout == "Agent|Add two\n"
+    assert (repo / "notes.txt").read_text() == "one\ntwo\n"
+
+
 async def test_run_agent_and_run_parallel_pass_workspace(spawn: Spawn, tmp_path: Path) -> None:
     repo = git_repo(tmp_path)
     client, workspaces = await workspace_server(spawn, tmp_path, repo)

@@ -137,9 +137,13 @@ export declare class MoatClient extends EventEmitter implements StreamHost, Perm
      * Applies a run's changes to its project's working tree, all or nothing:
      * `true` once they are in, `false` when it changed nothing. `CONFLICT`
      * when they do not apply to the project as it is now (nothing was
-     * changed); `INVALID_REQUEST` while the run is live.
+     * changed); `INVALID_REQUEST` while the run is live. With `commits`,
+     * the commits the run made in its workspace's repository land on the
+     * project's branch instead (fast-forward or cherry-picked, all or none).
      */
-    apply(runId: string): Promise<boolean>;
+    apply(runId: string, options?: {
+        commits?: boolean;
+    }): Promise<boolean>;
     /**
      * Approves a run's request for approval (its only open one when
      * `request` is absent); the request, answered. `INVALID_REQUEST` when it

@@ -330,10 +330,14 @@ export class MoatClient extends EventEmitter implements StreamHost, PermissionsH
    * Applies a run's changes to its project's working tree, all or nothing:
    * `true` once they are in, `false` when it changed nothing. `CONFLICT`
    * when they do not apply to the project as it is now (nothing was
-   * changed); `INVALID_REQUEST` while the run is live.
+   * changed); `INVALID_REQUEST` while the run is live. With `commits`,
+   * the commits the run made in its workspace's repository land on the
+   * project's branch instead (fast-forward or cherry-picked, all or none).
    */
-  async apply(runId: string): Promise<boolean> {
-    const result = await this.request<{ applied: boolean }>('apply', { run: runId });
+  async apply(runId: string, options: { commits?: boolean } = {}): Promise<boolean> {
+    const params: Record<string, unknown> = { run: runId };
+    if (options.commits) params.commits = true;
+    const result = await this.request<{ applied: boolean }>('apply', params);
     return result.applied;
   }
 

@@ -110,7 +110,7 @@ pub enum Op {
     /// What a run changed in its workspace.
     Diff(DiffParams),
     /// Apply what a run changed in its workspace to its project.
-    Apply(RunParam),
+    Apply(ApplyParams),
     /// Approve a run's request.
     Approve(ApproveParams),
     /// Deny a run's request.
@@ -171,6 +171,18 @@ pub struct RunsParams {
 pub struct RunParam {
     /// A run id, or a prefix naming one run.
     pub run: String,
+}
+
+/// `apply`: one run's changes, or its commits.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyParams {
+    /// A run id, or a prefix naming one run.
+    pub run: String,
+    /// Land the commits the run made in its workspace's repository on
+    /// the project's branch, instead of its changes as a patch.
+    #[serde(default)]
+    pub commits: bool,
 }
 
 /// `list`: which runs.

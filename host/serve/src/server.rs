@@ -286,15 +286,28 @@ impl Server {
         Ok(json!({"diff": String::from_utf8_lossy(&diff)}))
     }
 
-    /// `apply`: run `text`'s changes to its project, all or none; only
-    /// once the run has ended.
-    pub async fn apply(&self, text: &str) -> Result<Value, Failure> {
+    /// `apply`: run `text`'s changes to its project, all or none, or
+    /// (`commits`) the commits it made on the project's branch; only once
+    /// the run has ended.
+    pub async fn apply(&self, text: &str, commits: bool) -> Result<Value, Failure> {
         let (id, workspace) = self.workspace_of(text).await?;
         let record = self.runs.get(&id).await.map_err(runs_failure)?;
         if record.is_some_and(|record| !record.is_terminal()) {
             return Err(Failure::invalid(format!(
                 "run {id} is live: apply its changes once it has ended"
             )));
+        }
+        if commits {
+            let landed = workspace
+                .apply_commits()
+                .await
+                .map_err(|error| self.launch_failure(error))?;
+            let (how, count) = match landed {
+                moat_workspace::Landed::Nothing => ("nothing", 0),
+                moat_workspace::Landed::FastForward { commits } => ("fastForward", commits),
+                moat_workspace::Landed::CherryPicked { commits } => ("cherryPicked", commits),
+            };
+            return Ok(json!({"applied": count > 0, "landed": how, "commits": count}));
         }
         let applied = workspace
             .apply()

@@ -193,9 +193,11 @@ pub struct Workspace {
     /// The worktree's branch (in the run's own repository).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
-    /// The commit the run's own repository started at (a worktree): its
-    /// commits after it are the run's. `None`: a copy, or a worktree an
-    /// older moat made on the project's repository (`git worktree`).
+    /// The commit the run's own repository started at (a worktree's, or a
+    /// copy's of a repository's top, its `.git` copied with it): its
+    /// commits after it are the run's. `None`: a copy of a directory that
+    /// is no repository's top, or a worktree an older moat made on the
+    /// project's repository (`git worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commits_from: Option<String>,
     /// How a copy was made: `reflink` (shares blocks until written) or
@@ -433,6 +435,7 @@ fn copy_of(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Worksp
     let base = String::from_utf8_lossy(&git::run(dir, &["rev-parse", "HEAD"], &env)?)
         .trim()
         .to_owned();
+    let commits_from = own_repo::copied_head(dir, &git_dir)?;
     Ok(Workspace {
         run: run.to_owned(),
         mode: Mode::Copy,
@@ -441,7 +444,7 @@ fn copy_of(request: &Request, run: &str, dir: &Path) -> Result<Workspace, Worksp
         base,
         base_name: "the copy".to_owned(),
         branch: None,
-        commits_from: None,
+        commits_from,
         copied: Some(copied.to_owned()),
         git_dir,
         created_ms: now_ms(),

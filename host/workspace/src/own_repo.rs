@@ -63,6 +63,20 @@ pub(crate) fn make(
     borrow(&view.join("objects"), &[objects, &run_git.join("objects")])
 }
 
+/// The commit a copy's repository (the project's `.git`, copied with it)
+/// is at, when the copy has one at its top, and moat's view (`view`, the
+/// copy's snapshot repository) made to read its objects: the run commits
+/// there, and its commits land like a worktree's. Read before the run
+/// starts; `None` for a copy of a directory that is no repository's top.
+pub(crate) fn copied_head(dir: &Path, view: &Path) -> Result<Option<String>, WorkspaceError> {
+    let objects = dir.join(".git").join("objects");
+    if !std::fs::symlink_metadata(&objects).is_ok_and(|m| m.is_dir()) {
+        return Ok(None);
+    }
+    borrow(&view.join("objects"), &[&objects])?;
+    Ok(RunHead::of(dir, view).ok().map(|head| head.commit))
+}
+
 /// Lets the object store `store` read the objects of `from`.
 fn borrow(store: &Path, from: &[&Path]) -> Result<(), WorkspaceError> {
     let info = store.join("info");
@@ -181,7 +195,7 @@ impl Workspace {
         self.here()?;
         let Some(from) = &self.commits_from else {
             return Err(WorkspaceError::Project(format!(
-                "run {} has no repository of its own (a copy, or a worktree of an older moat): land its changes with moat apply",
+                "run {} has no repository of its own (a copy of a directory that is no repository's top, or a worktree of an older moat): land its changes with moat apply",
                 self.run
             )));
         };

@@ -708,6 +708,18 @@ fn an_agents_git_init_is_reviewed_and_applied_as_files_and_review_says_what_it_f
 /// `moat apply --commits` lands them, author and message as written.
 #[test]
 fn a_run_commits_in_its_worktree_and_apply_commits_lands_them() {
+    commits_land("worktree");
+}
+
+#[test]
+fn a_run_commits_in_its_copy_of_a_repository_and_apply_commits_lands_them() {
+    commits_land("copy");
+}
+
+/// A run in a workspace of `mode` commits (and branches, and leaves a file
+/// uncommitted); the project is unchanged until `moat apply --commits`
+/// lands the commit, with its author and message, and only it.
+fn commits_land(mode: &str) {
     let setup = Setup::new();
     let root = &setup.root;
     let cwd = root.to_string_lossy().into_owned();
@@ -722,7 +734,7 @@ fn a_run_commits_in_its_worktree_and_apply_commits_lands_them() {
     let cli = StandIn::new("claude", "claude", "text", None, commit);
     let ran = setup
         .moat()
-        .args(["run", "claude-code", "commit", "--workspace", "worktree"])
+        .args(["run", "claude-code", "commit", "--workspace", mode])
         .args(["--cwd", &cwd, "--allow-read", &cwd])
         .args(["--extra", &cli.extra(), "--output", "ndjson"])
         .args(cli.grant_flags())

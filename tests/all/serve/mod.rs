@@ -849,6 +849,58 @@ fn a_run_in_a_workspace_is_diffed_and_applied_through_the_protocol() {
 
     let unknown = client.error("diff", json!({"run": "r_0000000000"}));
     assert_eq!(unknown["code"], "NOT_FOUND", "{unknown}");
+
+    // A run that commits in its worktree: its commit lands on the
+    // project's branch with `commits`, author and message as written
+    // (the project clean again first, as a user lands commits).
+    let restored = std::process::Command::new("git")
+        .current_dir(&root)
+        .args(["checkout", "--quiet", "--", "."])
+        .status()
+        .unwrap();
+    assert!(restored.success());
+    let run = start(
+        &mut client,
+        json!({"adapter": "echo", "prompt": "hi", "options": {"cwd": dir},
+               "grants": {"write": [dir]}, "workspace": {"mode": "worktree"}}),
+    );
+    client.ok("await", json!({"runs": [run]}));
+    let record = client.ok("get", json!({"run": run}));
+    let cwd = std::path::PathBuf::from(record["options"]["cwd"].as_str().unwrap());
+    std::fs::write(
+        cwd.join("notes.txt"),
+        "one
+two
+three
+",
+    )
+    .unwrap();
+    let committed = std::process::Command::new("git")
+        .current_dir(&cwd)
+        .args([
+            "-c",
+            "user.name=Agent",
+            "-c",
+            "user.email=agent@example.com",
+        ])
+        .args(["commit", "-q", "-am", "Add three"])
+        .status()
+        .unwrap();
+    assert!(committed.success());
+    // Not the schema's: sent as it is, answered INVALID_REQUEST.
+    client.raw(&json!({"id": "bad", "op": "apply", "run": run, "commits": "yes"}).to_string());
+    let bad = client.response(&json!("bad"));
+    assert_eq!(bad["error"]["code"], "INVALID_REQUEST", "{bad}");
+    let landed = client.ok("apply", json!({"run": run, "commits": true}));
+    assert_eq!(landed["applied"], true, "{landed}");
+    assert_eq!(landed["commits"], 1, "{landed}");
+    assert_eq!(landed["landed"], "fastForward", "{landed}");
+    let log = std::process::Command::new("git")
+        .current_dir(&root)
+        .args(["log", "-1", "--format=%an|%s"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout), "Agent|Add three\n");
 }
 
 /// The peak resident memory of process `pid` so far (`VmHWM`), in bytes.

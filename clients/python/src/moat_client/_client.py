@@ -342,12 +342,18 @@ class MoatClient:
         result = await self._call("diff", fields)
         return cast(str, result["diff"])
 
-    async def apply(self, run: str) -> bool:
+    async def apply(self, run: str, *, commits: bool = False) -> bool:
         """Applies a run's changes to its project's working tree, all or
         nothing: True once they are in, False when it changed nothing.
         `CONFLICT` when they do not apply to the project as it is now
-        (nothing was changed); `INVALID_REQUEST` while the run is live."""
-        result = await self._call("apply", {"run": run})
+        (nothing was changed); `INVALID_REQUEST` while the run is live.
+        With `commits`, the commits the run made in its workspace's
+        repository land on the project's branch instead (fast-forward or
+        cherry-picked, all or none)."""
+        params: dict[str, Any] = {"run": run}
+        if commits:
+            params["commits"] = True
+        result = await self._call("apply", params)
         return cast(bool, result["applied"])
 
     async def approve(
