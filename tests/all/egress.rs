@@ -427,27 +427,43 @@ fn without_containment_every_probe_reaches_its_server() {
     );
 }
 
+/// What `moat` is started through to find no namespace it may make: a
+/// user namespace of its own whose limit of network namespaces is 0.
+pub(crate) const NO_NAMESPACES: [&str; 6] = [
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "sh",
+    "-c",
+    "echo 0 > /proc/sys/user/max_net_namespaces && exec \"$0\" \"$@\"",
+];
+
 /// A kernel that allows no namespace (here: a user namespace whose limit
 /// of network namespaces is 0): Landlock's TCP rules and the seccomp
 /// filter hold the same line, and `moat inspect` says which holds.
 #[test]
 fn without_namespaces_landlock_and_seccomp_hold_the_same_line() {
-    let no_namespaces = [
-        "unshare",
-        "--user",
-        "--map-root-user",
-        "sh",
-        "-c",
-        "echo 0 > /proc/sys/user/max_net_namespaces && exec \"$0\" \"$@\"",
-    ];
-    let sinks = sinks();
-    let flags = vec![format!("--allow-net=127.0.0.1:{}", sinks.granted.port)];
-    let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &no_namespaces);
-    assert_only_the_proxy(&sinks, &output, &events, &printed, Network::Hosts);
-    // On the host's loopback, the proxy serves only its run: a request
-    // without the run's credential (as any other local process would
-    // send) is refused.
-    assert_eq!(word(&printed, "nocred"), "407", "{printed}");
+    let no_namespaces = NO_NAMESPACES;
+    // As this user, and as an unprivileged one (its own user namespace
+    // made by itself, inside which no network namespace may be made).
+    for setting in crate::own_network::settings() {
+        let mut wrapper = setting.wrapper();
+        wrapper.extend(no_namespaces);
+        let sinks = sinks();
+        let flags = vec![format!("--allow-net=127.0.0.1:{}", sinks.granted.port)];
+        let (output, events, printed) = shell(&probes(&aims(&sinks)), &flags, &wrapper);
+        let printed = format!("{}: {printed}", setting.who());
+        assert_only_the_proxy(&sinks, &output, &events, &printed, Network::Hosts);
+        // On the host's loopback, the proxy serves only its run: a request
+        // without the run's credential (as any other local process would
+        // send) is refused.
+        assert_eq!(
+            word(&printed, "nocred"),
+            "407",
+            "{printed}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 
     let inspect = |wrapper: &[&str]| -> serde_json::Value {
         let moat = moat();

@@ -288,6 +288,37 @@ fn another_runs_server_and_sockets_outside_the_grants_are_out_of_reach() {
     }
 }
 
+/// Without a network namespace (Landlock and seccomp hold the line) the
+/// host's loopback is shared: a program may not serve on it, as this
+/// user or an unprivileged one; without containment it may.
+#[test]
+fn without_namespaces_a_program_may_not_serve_on_the_shared_loopback() {
+    let serve = python(
+        "serve",
+        "s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen()",
+    );
+    for setting in settings() {
+        let mut wrapper = setting.wrapper();
+        wrapper.extend(crate::egress::NO_NAMESPACES);
+        let (output, events, printed) = shell(&serve, &setting.flags(&[]), &wrapper);
+        let said = format!(
+            "{}: {printed}\nstderr: {}",
+            setting.who(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(word(&printed, "serve"), "refused:EACCES", "{said}");
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+
+        let (_, _, printed) = shell(&serve, &setting.flags(&["--no-contain"]), &wrapper);
+        assert_eq!(
+            word(&printed, "serve"),
+            "reached",
+            "{}: {printed}",
+            setting.who()
+        );
+    }
+}
+
 /// `--allow-unix-socket` grants one socket outside the grants: that one
 /// is reached, its neighbour is not; and `moat show` records it.
 #[test]

@@ -682,13 +682,21 @@ fn commits_replay_on_a_branch_that_moved_and_a_conflict_lands_none() {
     // A run that made no commit lands nothing.
     let third = make("r_3");
     assert_eq!(third.apply_commits().unwrap(), Landed::Nothing);
-    // A copy has no repository of its own to land commits from.
+    // A copy of the repository's top has the repository copied with it:
+    // no commit made, nothing lands.
     let copy = create(
         &request(project.path(), root.path(), Mode::Copy),
         "r_4",
         &[],
     )
     .unwrap();
+    assert_eq!(copy.apply_commits().unwrap(), Landed::Nothing);
+    // A copy of a directory inside it has no repository of its own to
+    // land commits from.
+    let inner = project.path().join("inner");
+    std::fs::create_dir(&inner).unwrap();
+    std::fs::write(inner.join("file.txt"), "x\n").unwrap();
+    let copy = create(&request(&inner, root.path(), Mode::Copy), "r_5", &[]).unwrap();
     assert!(
         copy.apply_commits()
             .unwrap_err()
