@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use moat_engine::{DoneStatus, EventPayload};
-use moat_testkit::single_done;
+use moat_engine::DoneStatus;
+use moat_testkit::{error_codes, error_message, single_done};
 
 use crate::egress::{python, shell, word};
 
@@ -33,17 +33,57 @@ fn forks(n: usize) -> String {
     )
 }
 
-/// The messages of the run's errors with `code`.
-fn errors(events: &[moat_engine::AgentEvent], code: &str) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|event| match &event.payload {
-            EventPayload::Error(error) if error.code.as_deref() == Some(code) => {
-                Some(error.message.clone())
-            }
-            _ => None,
-        })
-        .collect()
+/// How many `error` events with `code` the run had.
+fn count_of(events: &[moat_engine::AgentEvent], code: &str) -> usize {
+    error_codes(events).iter().filter(|c| *c == code).count()
+}
+
+/// What a limit is tried with: the program, its probe's word held and
+/// free, the flag, the error's code and the words its message names.
+struct Trial<'a> {
+    script: &'a str,
+    probe: &'a str,
+    held: &'a str,
+    free: &'a str,
+    flag: &'a str,
+    code: &'a str,
+    words: &'a str,
+}
+
+/// Runs `trial`'s program contained and not: under its flag it is held
+/// (the probe says `held`, one recoverable `code` error naming the words
+/// and the flag, the run a success); under the default it is not.
+fn held_to(trial: Trial) {
+    let flag_name = trial.flag.split('=').next().unwrap();
+    for contain in [true, false] {
+        let mode: Vec<String> = if contain {
+            Vec::new()
+        } else {
+            vec!["--no-contain".into()]
+        };
+        let limited = [mode.clone(), vec![trial.flag.to_owned()]].concat();
+        let (output, events, printed) = shell(trial.script, &limited, &[]);
+        let said = format!(
+            "contained: {contain}: {printed}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(word(&printed, trial.probe), trial.held, "{said}");
+        assert_eq!(count_of(&events, trial.code), 1, "{said}");
+        let message = error_message(&events, trial.code);
+        assert!(message.contains(trial.words), "{message}");
+        assert!(message.contains(flag_name), "{message}");
+        // Recoverable: the adapter went on and ended the run its way.
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+
+        // The same program under the default limit is not held.
+        let (_, events, printed) = shell(trial.script, &mode, &[]);
+        assert_eq!(
+            word(&printed, trial.probe),
+            trial.free,
+            "contained: {contain}: {printed}"
+        );
+        assert_eq!(count_of(&events, trial.code), 0);
+    }
 }
 
 #[test]
@@ -52,35 +92,15 @@ fn a_fork_past_the_process_limit_is_refused_and_the_run_says_which_limit() {
         eprintln!("skipped: no cgroup moat may limit here");
         return;
     }
-    for contain in [true, false] {
-        let mode: Vec<String> = if contain {
-            Vec::new()
-        } else {
-            vec!["--no-contain".into()]
-        };
-        let limited = [mode.clone(), vec!["--max-processes=40".into()]].concat();
-        let (output, events, printed) = shell(&forks(100), &limited, &[]);
-        let said = format!(
-            "contained: {contain}: {printed}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_eq!(word(&printed, "forks"), "refused:EAGAIN", "{said}");
-        let limit = errors(&events, "PROCESS_LIMIT");
-        assert_eq!(limit.len(), 1, "{said}");
-        assert!(limit[0].contains("40 processes"), "{}", limit[0]);
-        assert!(limit[0].contains("--max-processes"), "{}", limit[0]);
-        // Recoverable: the adapter went on and ended the run its way.
-        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
-
-        // The same program under the default limit forks all it wants.
-        let (_, events, printed) = shell(&forks(100), &mode, &[]);
-        assert_eq!(
-            word(&printed, "forks"),
-            "reached",
-            "contained: {contain}: {printed}"
-        );
-        assert!(errors(&events, "PROCESS_LIMIT").is_empty());
-    }
+    held_to(Trial {
+        script: &forks(100),
+        probe: "forks",
+        held: "refused:EAGAIN",
+        free: "reached",
+        flag: "--max-processes=40",
+        code: "PROCESS_LIMIT",
+        words: "40 processes",
+    });
 }
 
 #[test]
@@ -90,36 +110,16 @@ fn a_program_past_the_memory_limit_is_killed_and_the_run_says_which_limit() {
         return;
     }
     // 300 MB written (so the pages are there); `$?` is 137 when the
-    // kernel killed it.
-    let allocate = "/usr/bin/python3 -c 'b = b\"x\" * (300 * 1024 * 1024)'; echo memory=$?";
-    for contain in [true, false] {
-        let mode: Vec<String> = if contain {
-            Vec::new()
-        } else {
-            vec!["--no-contain".into()]
-        };
-        let limited = [mode.clone(), vec!["--max-memory=128MiB".into()]].concat();
-        let (output, events, printed) = shell(allocate, &limited, &[]);
-        let said = format!(
-            "contained: {contain}: {printed}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_eq!(word(&printed, "memory"), "137", "{said}");
-        let limit = errors(&events, "MEMORY_LIMIT");
-        assert_eq!(limit.len(), 1, "{said}");
-        assert!(limit[0].contains("128 MiB"), "{}", limit[0]);
-        assert!(limit[0].contains("--max-memory"), "{}", limit[0]);
-        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
-
-        // The same program under the default (4 GiB) has its memory.
-        let (_, events, printed) = shell(allocate, &mode, &[]);
-        assert_eq!(
-            word(&printed, "memory"),
-            "0",
-            "contained: {contain}: {printed}"
-        );
-        assert!(errors(&events, "MEMORY_LIMIT").is_empty());
-    }
+    // kernel killed it, 0 under the default (4 GiB).
+    held_to(Trial {
+        script: "/usr/bin/python3 -c 'b = b\"x\" * (300 * 1024 * 1024)'; echo memory=$?",
+        probe: "memory",
+        held: "137",
+        free: "0",
+        flag: "--max-memory=128MiB",
+        code: "MEMORY_LIMIT",
+        words: "128 MiB",
+    });
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn a_fork_bomb_in_one_run_leaves_another_run_unharmed() {
     let (_, events, printed) = bomb.join().unwrap();
     assert_eq!(word(&printed, "bomb"), "over", "{printed}");
     assert!(
-        !errors(&events, "PROCESS_LIMIT").is_empty(),
+        count_of(&events, "PROCESS_LIMIT") >= 1,
         "the bomb met the limit: {printed}"
     );
 }

@@ -190,6 +190,35 @@ fn run_successful(
     (events, requests)
 }
 
+/// [`run_real_with`] of a tool call running `command` at trust level
+/// unrestricted, checking that the run succeeded.
+fn run_tool(
+    cli: &Cli,
+    program: &Path,
+    command: &str,
+    scratch: &Path,
+    configure: impl FnOnce(&mut moat_testkit::Request, &Path),
+) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
+    let stub = StubConfig::new(Scenario::ToolUse).with_tool_command(command);
+    let (events, requests) = run_real_with(
+        cli,
+        program,
+        stub,
+        TrustLevel::Unrestricted,
+        scratch,
+        configure,
+    );
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{}: {}: {:?}",
+        cli.adapter,
+        describe(&events),
+        errors(&events)
+    );
+    (events, requests)
+}
+
 fn run_real(
     cli: &Cli,
     program: &Path,
@@ -535,27 +564,18 @@ fn check_local_server(cli: &Cli, program: &Path, scratch: &Path) {
          curl -s -o /dev/null -w 'served=%{{http_code}}\\n' http://127.0.0.1:{port}/; kill $!"
     );
     for contained in [true, false] {
-        let (events, _) = run_real_with(
-            cli,
-            program,
-            StubConfig::new(Scenario::ToolUse).with_tool_command(&command),
-            TrustLevel::Unrestricted,
-            scratch,
-            |request, _| {
-                if !contained {
-                    request.scope.confinement = moat_sandbox::Confinement::Off;
-                }
-            },
-        );
-        let said = format!(
-            "{} (contained: {contained}): {}: {:?}",
-            cli.adapter,
-            describe(&events),
-            errors(&events)
-        );
-        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+        let (events, _) = run_tool(cli, program, &command, scratch, |request, _| {
+            if !contained {
+                request.scope.confinement = moat_sandbox::Confinement::Off;
+            }
+        });
         let output = text_of(&tool_result(&events).output);
-        assert!(output.contains("served=200"), "{output}: {said}");
+        assert!(
+            output.contains("served=200"),
+            "{} (contained: {contained}): {output}: {}",
+            cli.adapter,
+            describe(&events)
+        );
     }
 }
 
@@ -590,29 +610,14 @@ fn check_secret(cli: &Cli, program: &Path, scratch: &Path) {
          echo D; cat /proc/[0-9]*/environ 2>/dev/null | {check}; \
          echo E; find \"$HOME\" -type f -exec cat {{}} + 2>/dev/null | {check}"
     );
-    let (events, requests) = run_real_with(
-        cli,
-        program,
-        StubConfig::new(Scenario::ToolUse).with_tool_command(&search),
-        TrustLevel::Unrestricted,
-        scratch,
-        |request, _| {
-            let stub = request.scope.grants.net[0].to_string();
-            let grant = moat_grants::SecretGrant::parse(&format!("{key}@http://{stub}")).unwrap();
-            request.scope.grants.secrets = vec![grant.clone()];
-            request.scope.secrets = moat_sandbox::Secrets::new(vec![
-                moat_sandbox::Secret::new(grant, header, REAL_KEY).unwrap(),
-            ]);
-        },
-    );
-    assert_eq!(
-        single_done(&events).status,
-        DoneStatus::Success,
-        "{}: {}: {:?}",
-        cli.adapter,
-        describe(&events),
-        errors(&events)
-    );
+    let (events, requests) = run_tool(cli, program, &search, scratch, |request, _| {
+        let stub = request.scope.grants.net[0].to_string();
+        let grant = moat_grants::SecretGrant::parse(&format!("{key}@http://{stub}")).unwrap();
+        request.scope.grants.secrets = vec![grant.clone()];
+        request.scope.secrets = moat_sandbox::Secrets::new(vec![
+            moat_sandbox::Secret::new(grant, header, REAL_KEY).unwrap(),
+        ]);
+    });
     let model_calls: Vec<_> = requests.iter().filter(|r| r.api == cli.api).collect();
     assert!(!model_calls.is_empty(), "{}: no model call", cli.adapter);
     for call in model_calls {

@@ -411,8 +411,6 @@ pub fn canonical(mut grants: Grants) -> Result<Grants, moat_grants::GrantError> 
     Ok(grants)
 }
 
-/// Refuses MCP servers whose programs the run may not start: a stdio
-/// server is a program like any other, granted like one.
 /// Refuses a limit of the programs asked for explicitly that this machine
 /// cannot hold, rather than run them unlimited; a run that may start no
 /// program has none to hold.
@@ -441,6 +439,8 @@ fn refuse_unheld(asked: &AskedLimits, grants: &Grants) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Refuses MCP servers whose programs the run may not start: a stdio
+/// server is a program like any other, granted like one.
 fn check_mcp_programs(options: &RunOptions, grants: &Grants) -> Result<(), Refusal> {
     let Some(servers) = &options.mcp_servers else {
         return Ok(());
