@@ -452,7 +452,7 @@ impl Bench<'_> {
 fn host_shell(script: &str) -> Vec<String> {
     let mut command = Command::new("sh");
     command.args(["-c", script]);
-    for name in moat_sandbox::PROXY_VARIABLES {
+    for name in moat_contain::PROXY_VARIABLES {
         command.env_remove(name);
     }
     let output = command.output().expect("sh runs");

@@ -36,7 +36,7 @@ async fn a_text_reply_streams_and_ends_with_usage_cost_and_the_session_to_resume
     // The host says how the CLI is contained, whatever the adapter claims.
     assert_eq!(
         init.containment.as_deref(),
-        Some(moat_sandbox::NetworkContainment::detect().name())
+        Some(moat_contain::NetworkContainment::detect().name())
     );
     let deltas: String = events
         .iter()

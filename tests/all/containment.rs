@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use moat_engine::DoneStatus;
+use moat_grants::Confinement;
 use moat_grants::Grants;
-use moat_sandbox::Confinement;
 use moat_testkit::components::ESCAPE;
 use moat_testkit::{run_component, single_done, texts};
 
@@ -91,7 +91,7 @@ fn probes(dirs: &Dirs) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_granted_program_reaches_only_the_runs_grants() {
     assert!(
-        moat_sandbox::landlock_available(),
+        moat_contain::landlock_available(),
         "this kernel has no Landlock: containment cannot be tested here"
     );
     let dirs = dirs();

@@ -272,7 +272,7 @@ fn run_real_with(
     // its programs contained with their state in the CLI's home.
     let profile = moat_builtins::profile(cli.adapter).expect("a built-in");
     let (state_dirs, state_files) = profile.state_paths(&home_dir, |name| std::env::var_os(name));
-    request.scope.confinement = moat_sandbox::Confinement::Contained {
+    request.scope.confinement = moat_grants::Confinement::Contained {
         state_dirs,
         state_files,
     };
@@ -566,7 +566,7 @@ fn check_local_server(cli: &Cli, program: &Path, scratch: &Path) {
     for contained in [true, false] {
         let (events, _) = run_tool(cli, program, &command, scratch, |request, _| {
             if !contained {
-                request.scope.confinement = moat_sandbox::Confinement::Off;
+                request.scope.confinement = moat_grants::Confinement::Off;
             }
         });
         let output = text_of(&tool_result(&events).output);
@@ -603,7 +603,7 @@ fn check_secret(cli: &Cli, program: &Path, scratch: &Path) {
         "tr '\\0' '\\n' | awk -v r={reversed} 'BEGIN {{ for (i = length(r); i > 0; i--) v = v substr(r, i, 1) }} \
          index($0, v) {{ f = 1 }} index($0, \"{placeholder}\") {{ p = 1 }} \
          END {{ print (f ? \"found\" : \"none\"), (p ? \"placeholder\" : \"missing\") }}'",
-        placeholder = moat_sandbox::SECRET_PLACEHOLDER
+        placeholder = moat_contain::SECRET_PLACEHOLDER
     );
     let search = format!(
         "echo A; printenv {key}; echo B; env | {check}; echo C; cat /proc/self/environ | {check}; \
@@ -614,8 +614,8 @@ fn check_secret(cli: &Cli, program: &Path, scratch: &Path) {
         let stub = request.scope.grants.net[0].to_string();
         let grant = moat_grants::SecretGrant::parse(&format!("{key}@http://{stub}")).unwrap();
         request.scope.grants.secrets = vec![grant.clone()];
-        request.scope.secrets = moat_sandbox::Secrets::new(vec![
-            moat_sandbox::Secret::new(grant, header, REAL_KEY).unwrap(),
+        request.scope.secrets = moat_contain::Secrets::new(vec![
+            moat_contain::Secret::new(grant, header, REAL_KEY).unwrap(),
         ]);
     });
     let model_calls: Vec<_> = requests.iter().filter(|r| r.api == cli.api).collect();
@@ -631,7 +631,7 @@ fn check_secret(cli: &Cli, program: &Path, scratch: &Path) {
         found,
         [
             "A",
-            moat_sandbox::SECRET_PLACEHOLDER,
+            moat_contain::SECRET_PLACEHOLDER,
             "B",
             "none",
             "placeholder",

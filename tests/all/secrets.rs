@@ -164,7 +164,7 @@ fn a_components_requests_carry_a_secret_it_never_holds() {
     let texts = texts(&output);
     assert_eq!(
         texts[0],
-        format!("ok: {}", moat_sandbox::SECRET_PLACEHOLDER)
+        format!("ok: {}", moat_contain::SECRET_PLACEHOLDER)
     );
     assert_eq!(keyed.heads().len(), 1);
     assert!(
@@ -222,7 +222,7 @@ fn a_program_reaches_the_secrets_host_on_its_route_holding_only_the_placeholder(
     assert!(
         printed.contains(&format!(
             "out={}|received|0|0|0",
-            moat_sandbox::SECRET_PLACEHOLDER
+            moat_contain::SECRET_PLACEHOLDER
         )),
         "{printed}"
     );
@@ -234,7 +234,7 @@ fn a_program_reaches_the_secrets_host_on_its_route_holding_only_the_placeholder(
     );
     assert_eq!(
         shown[1],
-        format!("ok: {}", moat_sandbox::SECRET_PLACEHOLDER),
+        format!("ok: {}", moat_contain::SECRET_PLACEHOLDER),
         "{shown:?}"
     );
     let heads = api.heads();
@@ -417,7 +417,7 @@ fn a_built_in_uses_its_vendor_key_by_reference_when_it_is_kept() {
 
     set_secret(&secrets, &store, "ANTHROPIC_API_KEY", &[]);
     let (key, base_url) = run();
-    assert_eq!(key.as_deref(), Some(moat_sandbox::SECRET_PLACEHOLDER));
+    assert_eq!(key.as_deref(), Some(moat_contain::SECRET_PLACEHOLDER));
     let base_url = base_url.expect("a base URL");
     assert!(
         base_url.starts_with("http://127.0.0.1:")

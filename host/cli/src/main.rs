@@ -85,7 +85,7 @@ fn main() -> ExitCode {
     init_logging(cli.verbose);
     // What a moat killed with SIGKILL left running ends now, whatever this
     // one is asked to do.
-    moat_sandbox::clean_up_after_gone_moats();
+    moat_contain::clean_up_after_gone_moats();
     let mut telemetry = wiring::telemetry(cli.otel.as_ref().map(Option::as_deref));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

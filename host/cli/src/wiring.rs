@@ -8,9 +8,10 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use moat_cluster::{Cluster, Settings};
+use moat_contain::Containment;
 use moat_launch::{LaunchError, Launcher, ResolveError, Resolver, SecretStore};
 use moat_runs::{RunBook, Runs, RunsError};
-use moat_sandbox::{Containment, MAX_MEMORY_CEILING, Sandbox, SandboxConfig};
+use moat_sandbox::{MAX_MEMORY_CEILING, Sandbox, SandboxConfig};
 use moat_store::{LocalRuns, Store};
 
 use super::args::{COMMAND_SESSIONS, Cli, ClusterFlags, Command};

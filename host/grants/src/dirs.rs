@@ -94,6 +94,22 @@ impl OpenDirs {
         Ok(Self(dirs))
     }
 
+    /// Every directory `grants` names, as a handle: this set's (opened
+    /// when the run was admitted), else opened now the same way.
+    pub fn granted(&self, grants: &crate::Grants) -> Result<Vec<OpenDir>, GrantError> {
+        let mut dirs: Vec<OpenDir> = Vec::new();
+        for path in grants.read.iter().chain(&grants.write) {
+            if dirs.iter().any(|dir| dir.path == *path) {
+                continue;
+            }
+            dirs.push(match self.get(path) {
+                Some(dir) => dir.clone(),
+                None => OpenDir::open(path)?,
+            });
+        }
+        Ok(dirs)
+    }
+
     /// The handle of `path`, when it was opened.
     pub fn get(&self, path: &Path) -> Option<&OpenDir> {
         self.0.iter().find(|dir| dir.path == path)

@@ -18,10 +18,12 @@
 //! - [`needs`]: what an adapter declares it needs.
 //! - [`spawn_env`]: the variables an adapter may never set for a program.
 //! - [`trust`]: trust levels, which preset grants.
+//! - [`Confinement`]: how the programs a run starts are contained.
 //! - [`narrow`]: grants may only narrow: what a request asks beyond a
 //!   ceiling ([`Excess`]), and what two grant sets both allow.
 
 pub mod address;
+mod confinement;
 pub mod dirs;
 mod error;
 pub mod names;
@@ -38,6 +40,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use confinement::Confinement;
 pub use dirs::{OpenDir, OpenDirs, canonical_dir, canonical_socket};
 pub use error::GrantError;
 pub use narrow::Excess;

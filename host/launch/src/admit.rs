@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use moat_engine::{Adapter, McpServers, RunLimits, RunOptions, Setting};
+use moat_grants::Confinement;
 use moat_grants::{GrantSources, Grants, OpenDirs, TrustLevel, canonical_dir, names};
 use moat_runs::{RecordedLimits, RunId, RunRecord};
-use moat_sandbox::Confinement;
 
 use crate::limits::{self, AskedLimits, ParentLimits, narrow};
 use crate::refusal::{Bound, Refusal};
@@ -233,7 +233,7 @@ impl Ceiling {
             confinement: self.confinement(resolved),
             dirs,
             depth,
-            secrets: moat_sandbox::Secrets::default(),
+            secrets: moat_contain::Secrets::default(),
             approvable,
             budget,
             budget_set_aside: !asked_budget.is_unbounded(),
@@ -350,7 +350,7 @@ pub struct Admission {
     /// The values of its secret grants: resolved by the launcher that
     /// executes it, from its own secrets file; empty until then (a run
     /// sent to the cluster carries the names only).
-    pub secrets: moat_sandbox::Secrets,
+    pub secrets: moat_contain::Secrets,
     /// The most an answer to its requests may give it: the ceiling's
     /// allowance and its parent's grants; `None`: anything (see
     /// [`Ceiling::answers_beyond`]).
@@ -418,7 +418,7 @@ fn refuse_unheld(asked: &AskedLimits, grants: &Grants) -> Result<(), Refusal> {
     if grants.run.is_empty() {
         return Ok(());
     }
-    let here = moat_sandbox::program_limits_here();
+    let here = moat_contain::program_limits_here();
     for (wanted, held, setting) in [
         (
             asked.max_memory_bytes.is_some(),

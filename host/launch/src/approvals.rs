@@ -1,5 +1,5 @@
 //! A run's approval desk: where what a run asks for mid-run goes (see
-//! `moat_sandbox::approvals` for how a request is raised).
+//! `moat_contain::approvals` for how a request is raised).
 //!
 //! For each request the desk
 //! 1. answers at once what an earlier `--always` answer covers, and
@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use moat_contain::{Approver, Question, Verdict};
 use moat_engine::{AgentEvent, EventPayload, ExtensionPayload, Grant};
 use moat_engine::{JsonObject, PermissionRequestPayload};
 use moat_grants::{Grants, NetRule};
 use moat_runs::{Answer, Approval, ApprovalRequest, Requested, RunBook, RunId};
-use moat_sandbox::{Approver, Question, Verdict};
 use tokio::sync::mpsc;
 
 /// The name of the event that tells a run's consumers how one of its

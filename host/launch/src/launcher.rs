@@ -11,12 +11,13 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use moat_contain::Secrets;
 use moat_engine::{AgentRun, ParallelTask, Registry, RunRequest, TaskEvent, run_parallel};
 use moat_runs::{
     ComponentRef, Job, JobAsk, NewRun, RecordedLimits, RunBook, RunFilter, RunId, RunStatus, Runs,
     RunsError, Workers,
 };
-use moat_sandbox::{ChildRunner, RunScope, Secrets, WasmAdapter};
+use moat_sandbox::{ChildRunner, RunScope, WasmAdapter};
 use tokio_util::sync::CancellationToken;
 
 use crate::admit::{
@@ -471,7 +472,7 @@ impl Launcher {
             _ => None,
         };
         let scope = RunScope {
-            asking: desk.map(|desk| moat_sandbox::Asking {
+            asking: desk.map(|desk| moat_contain::Asking {
                 approver: Arc::new(desk),
                 tools: spec
                     .ask

@@ -28,8 +28,8 @@
 //! - [`spec`]: what a run is launched with; [`launcher`]: preparing,
 //!   starting and spawning runs; [`events`]:
 //!   their events; recording: their records;
-//! - children: the runs a component starts; [`contained`]: programs
-//!   that are not runs (a workflow's hooks), contained as a run's are;
+//! - children: the runs a component starts (programs that are not runs,
+//!   a workflow's hooks, are contained by `moat-contain` directly);
 //!   [`worker`]: the jobs of a worker (a cluster's); [`workspace`]: a run's
 //!   workspace, here or on a worker;
 //! - [`approvals`]: what a run asks for mid-run (`--ask`), recorded,
@@ -42,7 +42,6 @@ pub mod admit;
 pub mod approvals;
 mod budget;
 mod children;
-pub mod contained;
 mod error;
 pub mod events;
 pub mod invalid;

@@ -4,7 +4,7 @@
 //!
 //! A run's secret grants name secrets; the launcher that executes the run
 //! resolves them here ([`SecretStore::resolve`]) into values the sandbox
-//! holds (`moat_sandbox::Secrets`). A cluster job carries the names only:
+//! holds (`moat_contain::Secrets`). A cluster job carries the names only:
 //! the worker that runs it resolves them from its own store.
 
 use std::collections::BTreeMap;
@@ -12,8 +12,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use moat_contain::{Secret, Secrets};
 use moat_grants::{SecretGrant, names};
-use moat_sandbox::{Secret, Secrets};
 use serde::{Deserialize, Serialize};
 
 /// Why a secret could not be kept or found.

@@ -143,7 +143,7 @@ struct LinkedAs<C: Contract> {
     engine: Engine,
     pre: C::Pre,
     /// [`SandboxConfig::containment`](crate::SandboxConfig::containment).
-    containment: crate::Containment,
+    containment: moat_contain::Containment,
 }
 
 impl<C: Contract> Runner for LinkedAs<C> {
@@ -210,7 +210,7 @@ pub(crate) struct Linking<'a> {
     /// Names the component in logs until it has named itself.
     pub(crate) origin: &'a str,
     /// [`SandboxConfig::containment`](crate::SandboxConfig::containment).
-    pub(crate) containment: crate::Containment,
+    pub(crate) containment: moat_contain::Containment,
     /// [`SandboxConfig::info_max_memory_bytes`](crate::SandboxConfig::info_max_memory_bytes).
     pub(crate) info_max_memory_bytes: u64,
 }
@@ -265,7 +265,7 @@ async fn describe<C: Contract>(
         },
         &RunScope::none(),
         None,
-        crate::Containment::default(),
+        moat_contain::Containment::default(),
     )
     .map_err(|e| LoadError::Info {
         message: format!("{e:#}"),

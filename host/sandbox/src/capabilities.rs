@@ -12,7 +12,7 @@
 //!   net grants (see [`http`](crate::http)); raw sockets and name lookups
 //!   are off whatever is granted.
 //! - Processes: only through the process capability, as granted (see
-//!   [`process`](crate::process)).
+//!   [`process`](moat_contain::process)).
 //! - No arguments, no initial working directory, stdin closed, stdout and
 //!   stderr into the host's logs.
 
@@ -46,10 +46,13 @@ pub(crate) fn granted_env(adapter: &str, grants: &Grants) -> Vec<(String, String
         }
     }
     // A secret's name holds a placeholder, whatever the host's value: the
-    // host adds the value on the way out (`crate::secrets`).
+    // host adds the value on the way out (`moat_contain::secrets`).
     for grant in &grants.secrets {
         env.retain(|(name, _)| *name != grant.name);
-        env.push((grant.name.clone(), crate::secrets::PLACEHOLDER.to_owned()));
+        env.push((
+            grant.name.clone(),
+            moat_contain::SECRET_PLACEHOLDER.to_owned(),
+        ));
     }
     env
 }
@@ -61,21 +64,13 @@ pub(crate) fn granted_dirs(
     grants: &Grants,
     opened: &OpenDirs,
 ) -> Result<Vec<OpenDir>, CapabilityError> {
-    let mut dirs: Vec<OpenDir> = Vec::new();
-    for path in grants.read.iter().chain(&grants.write) {
-        if dirs.iter().any(|dir| dir.path() == path) {
-            continue;
-        }
-        let dir = match opened.get(path) {
-            Some(dir) => dir.clone(),
-            None => OpenDir::open(path).map_err(|e| CapabilityError::Preopen {
-                dir: path.to_string_lossy().into_owned(),
-                reason: e.reason().to_string(),
-            })?,
-        };
-        dirs.push(dir);
-    }
-    Ok(dirs)
+    opened.granted(grants).map_err(|e| match e {
+        moat_grants::GrantError::Dir { path, reason } => CapabilityError::Preopen {
+            dir: path.to_string_lossy().into_owned(),
+            reason,
+        },
+        other => CapabilityError::Invalid(other),
+    })
 }
 
 /// The WASI context of one run with `grants` (its directories opened as

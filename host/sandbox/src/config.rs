@@ -29,7 +29,7 @@ pub struct SandboxConfig {
     /// to notice deadlines.
     pub epoch_tick: Duration,
     /// How the processes a run starts are kept from outliving it.
-    pub containment: Containment,
+    pub containment: moat_contain::Containment,
     /// The memory cap `info()` runs under when a component loads: that of
     /// the runs it will make (`--max-memory`), so a component that needs
     /// more than the default can be loaded once the user raises it.
@@ -65,31 +65,6 @@ impl std::fmt::Debug for CompileWatcher {
     }
 }
 
-/// How the processes a run starts are kept from outliving it (beyond
-/// process groups, which a process can leave).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Containment {
-    /// Each run's programs live in a cgroup of the run's own, where the
-    /// process may make one: nothing they start can leave it.
-    pub cgroups: bool,
-    /// Without a cgroup, the process becomes the subreaper of what runs
-    /// start and kills the orphans it adopts when a run ends (when no
-    /// other run without a cgroup could have started them). Only for a
-    /// process that starts no children of its own besides runs' (the
-    /// `moat` binary): any other child of the process would count as an
-    /// orphan too.
-    pub adopt_orphans: bool,
-}
-
-impl Default for Containment {
-    fn default() -> Self {
-        Self {
-            cgroups: true,
-            adopt_orphans: false,
-        }
-    }
-}
-
 impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
@@ -99,7 +74,7 @@ impl Default for SandboxConfig {
             compile_timeout: Duration::from_secs(60),
             max_function_bytes: crate::precheck::DEFAULT_MAX_FUNCTION_BYTES,
             epoch_tick: Duration::from_millis(1),
-            containment: Containment::default(),
+            containment: moat_contain::Containment::default(),
             info_max_memory_bytes: moat_engine::RunLimits::DEFAULT_MAX_MEMORY_BYTES,
             compile_watcher: None,
         }

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use moat_engine::SessionControl;
 use wasmtime::Engine;
 
-use crate::interrupt::Interrupt;
-use crate::process::{ChildGroups, Signal};
+use moat_contain::interrupt::Interrupt;
+use moat_contain::process::{ChildGroups, Signal};
 
 /// What the engine's [`SessionControl`] reaches in a running run: the
 /// cooperative abort flag, the kill switch and the run's children.
@@ -24,52 +24,21 @@ pub(crate) struct RunControl {
 /// Every live run of the process, to stop them all at once.
 static LIVE: Mutex<Vec<Weak<RunControl>>> = Mutex::new(Vec::new());
 
-/// How many live runs of the process wait for an answer to a request
-/// ([`crate::approvals`]): no guest code of theirs runs until it comes.
-static WAITING: Mutex<usize> = Mutex::new(0);
-
-/// Woken when a run stops waiting for an answer.
-static WAITING_ENDED: std::sync::Condvar = std::sync::Condvar::new();
-
-/// A run waiting for an answer, counted while it is held.
-pub(crate) struct Waiting(());
-
-impl Waiting {
-    pub(crate) fn begin() -> Self {
-        *WAITING.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-        Waiting(())
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        let mut waiting = WAITING.lock().unwrap_or_else(PoisonError::into_inner);
-        *waiting = waiting.saturating_sub(1);
-        WAITING_ENDED.notify_all();
-    }
-}
-
 /// Blocks while every live run of the process waits for an answer (and
 /// at least one does): the epoch ticker then has nothing to interrupt,
 /// and a process whose runs all wait spends no CPU. Returns at once
 /// otherwise; after at most `longest` in any case.
 pub(crate) fn idle_while_all_wait(longest: std::time::Duration) {
-    let waiting = WAITING.lock().unwrap_or_else(PoisonError::into_inner);
-    if *waiting == 0 {
-        return;
-    }
-    let live = LIVE
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .filter(|run| run.strong_count() > 0)
-        .count();
-    if *waiting < live {
-        return;
-    }
-    // Woken when a run stops waiting; a new run starting meanwhile is
-    // noticed within `longest`.
-    let _ = WAITING_ENDED.wait_timeout(waiting, longest);
+    moat_contain::approvals::idle_while_all_wait(
+        || {
+            LIVE.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .filter(|run| run.strong_count() > 0)
+                .count()
+        },
+        longest,
+    );
 }
 
 /// Stops every run of this process now, as [`SessionControl::kill`] does
@@ -91,7 +60,7 @@ pub fn stop_all_runs() {
 impl RunControl {
     /// A run's switches, registered among the process's live runs; its
     /// children are contained as `containment` says.
-    pub(crate) fn new(engine: Engine, containment: crate::Containment) -> Arc<Self> {
+    pub(crate) fn new(engine: Engine, containment: moat_contain::Containment) -> Arc<Self> {
         let control = Arc::new(Self {
             engine,
             interrupt: Interrupt::default(),

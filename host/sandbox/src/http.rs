@@ -23,11 +23,9 @@
 //! a `CAPABILITY_DENIED` event.
 
 mod buffered;
-pub(crate) mod destination;
-
-use std::future::Future;
+pub(crate) use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -41,11 +39,11 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode as HttpErrorCode;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::denials::DenialLog;
+use moat_contain::denials::DenialLog;
 use moat_engine::Denial;
 use moat_grants::{NetRule, Scheme};
 
-use self::destination::{ConnectFailure, Destination, shown};
+use moat_contain::destination::{ConnectFailure, Destination, shown};
 
 /// Largest request body a guest may send, in bytes.
 pub const MAX_REQUEST_BODY_BYTES: u64 = 64 * 1024 * 1024;
@@ -72,7 +70,7 @@ type ResponseFuture = Box<
 pub(crate) struct NetAccess {
     rules: Arc<[NetRule]>,
     /// Added to the requests to their destinations.
-    secrets: crate::Secrets,
+    secrets: moat_contain::Secrets,
     deadline: Option<Instant>,
     denials: DenialLog,
     /// The run's open connections (a request holds one until its response
@@ -80,7 +78,7 @@ pub(crate) struct NetAccess {
     connections: Arc<tokio::sync::Semaphore>,
     max_connections: usize,
     /// Who is asked for a destination no rule grants; `None`: refused.
-    asking: Option<crate::Asking>,
+    asking: Option<moat_contain::Asking>,
 }
 
 impl NetAccess {
@@ -89,12 +87,12 @@ impl NetAccess {
     /// (`connections`, shared with the run's programs).
     pub(crate) fn new(
         rules: &[NetRule],
-        secrets: crate::Secrets,
+        secrets: moat_contain::Secrets,
         deadline: Option<Instant>,
         denials: DenialLog,
         connections: Arc<tokio::sync::Semaphore>,
         max_connections: usize,
-        asking: Option<crate::Asking>,
+        asking: Option<moat_contain::Asking>,
     ) -> Self {
         Self {
             rules: rules.into(),
@@ -164,7 +162,7 @@ impl WasiHttpHooks for NetAccess {
 
 impl NetAccess {
     /// A request to a destination no rule grants: refused at once, or,
-    /// when the run asks ([`crate::approvals`]), sent once approved —
+    /// when the run asks ([`moat_contain::approvals`]), sent once approved —
     /// to that destination by name, as a grant of it would allow.
     fn ask_for(
         &mut self,
@@ -279,8 +277,9 @@ fn destination_of(uri: &http::Uri, rules: &[NetRule]) -> Result<Destination, Ref
     Destination::granted(scheme, host, port, rules).map_err(Refused::NotGranted)
 }
 
-impl From<ConnectFailure> for HttpError {
-    fn from(failure: ConnectFailure) -> Self {
+/// A granted destination that could not be reached, as the guest sees it.
+fn connect_error(failure: ConnectFailure) -> HttpError {
+    {
         match failure {
             ConnectFailure::AddressProhibited => HttpError::DestinationIpProhibited,
             ConnectFailure::Dns(error) => HttpError::DnsError {
@@ -324,7 +323,7 @@ async fn send(
     let connect_timeout = bounded(options.connect_timeout, deadline);
     let stream = match destination.connect(connect_timeout, &denials).await {
         Ok(stream) => stream,
-        Err(failure) => return Err(HttpError::from(failure)),
+        Err(failure) => return Err(connect_error(failure)),
     };
     tracing::debug!(
         host = shown(&destination.host),
@@ -431,46 +430,25 @@ async fn send(
 trait Stream: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
 impl<T> Stream for T where T: AsyncRead + AsyncWrite + Send + Sync + Unpin + 'static {}
 
-/// TLS over the already connected `stream`, verifying the certificate
-/// against `host` (a name, or an IP address literal) with the web's root
-/// certificates.
-pub(crate) async fn tls_handshake(
+/// TLS over the already connected `stream` (see [`moat_contain::tls`]),
+/// its failure as the guest sees it.
+async fn tls_handshake(
     stream: TcpStream,
     host: &str,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, HttpError> {
-    let config = tls_config()?;
-    let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|_| {
-        HttpError::DnsError {
-            rcode: Some("invalid DNS name".into()),
-            info_code: None,
-        }
-    })?;
-    tokio_rustls::TlsConnector::from(config)
-        .connect(name, stream)
+    use moat_contain::tls::TlsFailure;
+    moat_contain::tls::handshake(stream, host)
         .await
-        .map_err(HttpError::Tls)
-}
-
-/// The TLS client configuration, made once per process.
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, HttpError> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-            };
-            // The provider is named, not taken from the process default, so
-            // another crate enabling a second provider cannot make this
-            // ambiguous.
-            rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .map(|builder| Arc::new(builder.with_root_certificates(roots).with_no_client_auth()))
-            .map_err(|e| e.to_string())
+        .map_err(|failure| match failure {
+            TlsFailure::InvalidName => HttpError::DnsError {
+                rcode: Some("invalid DNS name".into()),
+                info_code: None,
+            },
+            TlsFailure::Setup(reason) => {
+                HttpError::InternalError(Some(format!("TLS setup failed: {reason}")))
+            }
+            TlsFailure::Handshake(error) => HttpError::Tls(error),
         })
-        .clone()
-        .map_err(|e| HttpError::InternalError(Some(format!("TLS setup failed: {e}"))))
 }
 
 /// The guest's request body, cut off with an error past

@@ -35,58 +35,44 @@
 //! - [`contract`]: the `moat:adapter` versions this host runs, side by side.
 //! - runtime: the process-wide engine, linker and cache; loading.
 //! - adapter, session, state, control: one component, one run, its store.
-//! - capabilities, http, process: what a run reaches, exactly as granted.
-//! - [`approvals`]: asking, for a run that asks, before refusing what its
-//!   grants do not cover (the launch layer answers).
-//! - limits, failure, output, denials: caps, failures, guest output and
-//!   refusals, turned into what the engine understands.
+//! - capabilities, http: what a component reaches, exactly as granted;
+//!   the programs it starts are contained by `moat-contain` (its
+//!   `ProcessTable`, the `process` import's host side), which also asks
+//!   for what a run's grants do not cover (`moat_contain::approvals`).
+//! - limits, failure, output: caps, failures and guest output, turned
+//!   into what the engine understands.
 
 mod adapter;
-pub mod approvals;
 mod cache;
 mod capabilities;
 pub mod children;
 mod config;
 pub mod contract;
 mod control;
-mod denials;
-mod egress;
 mod error;
 mod failure;
-mod fd_message;
 mod filesystem;
 mod http;
 mod info;
-mod interrupt;
 mod limits;
 mod output;
 mod precheck;
-mod process;
-mod program;
 mod runtime;
 mod scope;
-mod secrets;
 mod session;
 mod state;
 
 pub use adapter::{ComponentDetails, WasmAdapter};
-pub use approvals::{Approver, Asking, Question, Verdict};
 pub use cache::{CacheOutcome, FileIdentity};
 pub use children::{ChildError, ChildRequest, ChildRun, ChildRunner, ChildRuns};
 pub use config::{
-    CompileWatcher, Compiling, Containment, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir,
+    CompileWatcher, Compiling, MAX_MEMORY_CEILING, SandboxConfig, default_cache_dir,
     default_memory_budget,
 };
 pub use contract::{ADAPTER_INTERFACE, CONTRACT_PACKAGE, ContractVersion};
 pub use control::stop_all_runs;
-pub use egress::{NetworkContainment, PROXY_VARIABLES};
 pub use error::{LoadError, SandboxError};
 pub use http::{MAX_REQUEST_BODY_BYTES, MAX_RESPONSE_BODY_BYTES};
-pub use moat_process_model::{ExitStatus, ProcessError};
 pub use precheck::DEFAULT_MAX_FUNCTION_BYTES;
-pub use process::landlock::{Confinement, available as landlock_available};
-pub use process::{LimitsHere, RunningChild, clean_up_after_gone_moats, program_limits_here};
-pub use program::{Ended, Program, run_contained};
 pub use runtime::{CompileReport, Sandbox};
 pub use scope::RunScope;
-pub use secrets::{PLACEHOLDER as SECRET_PLACEHOLDER, Secret, Secrets};

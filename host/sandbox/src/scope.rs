@@ -2,7 +2,7 @@
 
 use moat_grants::{Grants, OpenDirs, TrustLevel};
 
-use crate::process::landlock::Confinement;
+use moat_grants::Confinement;
 
 /// The scope of one sandboxed run, carried by the engine from the
 /// [`RunRequest`](moat_engine::RunRequest) to the component: its grants,
@@ -27,10 +27,10 @@ pub struct RunScope {
     /// The values of its secret grants, resolved by whoever admitted it;
     /// a secret granted without a value here is refused at the run's
     /// start.
-    pub secrets: crate::Secrets,
+    pub secrets: moat_contain::Secrets,
     /// Who is asked for what its grants do not cover (see
-    /// [`crate::approvals`]); `None`: it is refused at once.
-    pub asking: Option<crate::Asking>,
+    /// [`moat_contain::approvals`]); `None`: it is refused at once.
+    pub asking: Option<moat_contain::Asking>,
 }
 
 impl RunScope {

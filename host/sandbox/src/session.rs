@@ -28,7 +28,7 @@ pub(crate) fn new_store(
     limits: &RunLimits,
     scope: &RunScope,
     deadline: Option<tokio::time::Instant>,
-    containment: crate::Containment,
+    containment: moat_contain::Containment,
 ) -> wasmtime::Result<Store<RunState>> {
     let control = RunControl::new(engine.clone(), containment);
     let state = RunState::new(adapter, control, limits, scope, deadline)?;

@@ -10,11 +10,11 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::capabilities::{self, CapabilityError};
 use crate::control::RunControl;
-use crate::denials::DenialLog;
 use crate::http::NetAccess;
 use crate::limits::MemoryCap;
 use crate::output::{GuestOutput, StreamName};
-use crate::process::ProcessTable;
+use moat_contain::denials::DenialLog;
+use moat_contain::process::ProcessTable;
 use moat_engine::RunLimits;
 
 /// Longest guest log message kept; the rest is cut.
@@ -55,13 +55,13 @@ pub(crate) struct RunState {
     pub(crate) children: Option<crate::children::ChildRunner>,
     /// Who answers the guest's requests (`approvals` import); `None`: the
     /// run does not ask.
-    pub(crate) asking: Option<crate::Asking>,
+    pub(crate) asking: Option<moat_contain::Asking>,
 }
 
 impl RunState {
     /// A run with the capabilities `grants` allow and nothing else (see
     /// [`capabilities`](crate::capabilities) and
-    /// [`process`](crate::process)); with no grants: no files, no
+    /// [`process`](moat_contain::process)); with no grants: no files, no
     /// environment, no network, no processes, no arguments, stdin closed,
     /// stdout and stderr into the host's logs. Each HTTP request ends by `deadline`,
     /// the end of the run's time.
@@ -93,11 +93,12 @@ impl RunState {
         ));
         let mut processes = ProcessTable::new(
             adapter.clone(),
-            scope,
+            grants,
+            &scope.confinement,
             &dirs,
             env.clone(),
             control.children.clone(),
-            crate::egress::Policy {
+            moat_contain::egress::Policy {
                 rules: grants.net.as_slice().into(),
                 denials: denials.clone(),
                 deadline,
@@ -116,10 +117,13 @@ impl RunState {
         // And, when it asks, about which tools, and where its CLI asks.
         let mut told = Vec::new();
         if let Some(asking) = scope.asking.as_ref().filter(|a| !a.tools.is_empty()) {
-            told.push((crate::approvals::ASK_TOOLS_VARIABLE, asking.tools.join(",")));
+            told.push((
+                moat_contain::approvals::ASK_TOOLS_VARIABLE,
+                asking.tools.join(","),
+            ));
         }
         if let Some(route) = processes.approval_route() {
-            told.push((crate::approvals::APPROVALS_VARIABLE, route));
+            told.push((moat_contain::approvals::APPROVALS_VARIABLE, route));
         }
         for (name, value) in told {
             env.retain(|(set, _)| set != name);
@@ -134,7 +138,7 @@ impl RunState {
         )?;
         control
             .children
-            .set_limits(crate::process::ProgramLimits::of(limits));
+            .set_limits(moat_contain::process::ProgramLimits::of(limits));
         Ok(Self {
             processes,
             children: scope.children.clone(),

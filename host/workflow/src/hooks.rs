@@ -287,17 +287,17 @@ async fn run_contained(call: &Call<'_>, grants: &moat_grants::Grants) -> Result<
     env.retain(|(name, _)| !vars.iter().any(|(var, _)| var == name));
     grants.env.extend(vars.iter().map(|(name, _)| name.clone()));
     env.extend(vars);
-    let program = moat_launch::contained::Program {
+    let program = moat_contain::Program {
         argv,
         cwd: project.to_string_lossy().into_owned(),
         env,
         stdin: call.stdin.to_vec(),
         timeout,
     };
-    let ended = moat_launch::contained::run_contained(call.label, grants, program)
+    let ended = moat_contain::run_contained(call.label, &grants, program)
         .await
         .map_err(|error| match error {
-            moat_launch::contained::ProcessError::TimedOut => format!(
+            moat_contain::process::ProcessError::TimedOut => format!(
                 "`{command}` took longer than {}; it was stopped",
                 humantime::format_duration(timeout)
             ),
@@ -317,7 +317,7 @@ async fn run_contained(call: &Call<'_>, grants: &moat_grants::Grants) -> Result<
 }
 
 /// An exit status as a user reads it.
-fn describe(status: &moat_launch::contained::ExitStatus) -> String {
+fn describe(status: &moat_contain::process::ExitStatus) -> String {
     match (status.code, status.signal) {
         (Some(code), _) => format!("exit status: {code}"),
         (None, Some(signal)) => format!("signal: {signal}"),

@@ -8,7 +8,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use moat_builtins as builtin;
-use moat_sandbox::NetworkContainment;
+use moat_contain::NetworkContainment;
 
 use crate::config::{self, Config};
 use crate::{Globals, wiring};
@@ -140,7 +140,7 @@ fn check_cache(report: &mut Report, globals: &Globals) {
 }
 
 fn check_containment(report: &mut Report) {
-    if moat_sandbox::landlock_available() {
+    if moat_contain::landlock_available() {
         report.line(
             Verdict::Ok,
             "containment",
@@ -155,7 +155,7 @@ fn check_containment(report: &mut Report) {
     }
     let network = NetworkContainment::detect();
     report.line(Verdict::Ok, "network containment", network.describe());
-    let here = moat_sandbox::program_limits_here();
+    let here = moat_contain::program_limits_here();
     let held: Vec<&str> = [
         (here.processes, "processes (--max-processes)"),
         (here.cpus, "CPUs (--cpus)"),

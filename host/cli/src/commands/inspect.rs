@@ -6,11 +6,13 @@ use std::process::ExitCode;
 use bytesize::ByteSize;
 use serde_json::json;
 
+use moat_contain::NetworkContainment;
 use moat_engine::Adapter;
+use moat_grants::Confinement;
 use moat_grants::programs::GrantedPrograms;
 use moat_grants::{GrantSources, Grants, Provenance};
 use moat_launch::Resolver;
-use moat_sandbox::{CacheOutcome, Confinement, NetworkContainment, Sandbox};
+use moat_sandbox::{CacheOutcome, Sandbox};
 
 use crate::args::InspectArgs;
 use crate::wiring;
@@ -124,7 +126,7 @@ fn containment_shown(confinement: &Confinement) -> String {
                 .chain(state_files)
                 .map(|p| p.display().to_string())
                 .collect();
-            let kernel = if moat_sandbox::landlock_available() {
+            let kernel = if moat_contain::landlock_available() {
                 ""
             } else {
                 " — NOT ENFORCED: this kernel has no Landlock"
@@ -161,7 +163,7 @@ fn containment_json(confinement: &Confinement) -> serde_json::Value {
             state_files,
         } => json!({
             "contained": true,
-            "enforced": moat_sandbox::landlock_available(),
+            "enforced": moat_contain::landlock_available(),
             "network": NetworkContainment::detect().name(),
             "ownLoopback": NetworkContainment::detect().own_loopback(),
             "stateDirs": state_dirs,

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use moat_grants::Confinement;
 use moat_launch::{AdapterRef, LaunchError, LaunchSpec, Prepared, Resolver};
 use moat_runs::{RunId, Runs};
-use moat_sandbox::{Confinement, SandboxConfig};
+use moat_sandbox::SandboxConfig;
 
 use super::drive::render_until_done;
 use super::prompt::TerminalPrompt;
@@ -118,7 +119,7 @@ pub fn warn_uncontained(prepared: &Prepared) {
     let admission = prepared.admission();
     if !admission.grants.run.is_empty()
         && admission.confinement != Confinement::Off
-        && !moat_sandbox::landlock_available()
+        && !moat_contain::landlock_available()
     {
         tracing::warn!(
             "this kernel has no Landlock: the programs the run starts have all of your rights (docs/security.md)"

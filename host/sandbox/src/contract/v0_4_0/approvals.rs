@@ -1,5 +1,5 @@
 //! The `moat:adapter/approvals` import of contract 0.4.0: a component asks
-//! the run's [`Asking`](crate::Asking) whether to make a tool call, and
+//! the run's [`Asking`](moat_contain::Asking) whether to make a tool call, and
 //! waits for the answer.
 //!
 //! The request is the guest's: it is checked as the `permission_request`
@@ -44,7 +44,7 @@ impl Host for RunState {
         };
         let asked = *asked;
         // No guest code of the run runs until the answer comes.
-        let _waiting = crate::control::Waiting::begin();
+        let _waiting = moat_contain::approvals::Waiting::begin();
         let answer = asking.ask_tool(
             asked.tool_name,
             asked.tool_use_id,

@@ -33,7 +33,7 @@ wasmtime::component::bindgen!({
     },
     exports: { default: async },
     with: {
-        "moat:adapter/process.child": crate::process::RunningChild,
+        "moat:adapter/process.child": moat_contain::process::RunningChild,
         "moat:adapter/runs.child-run": crate::children::ChildHandle,
     },
 });

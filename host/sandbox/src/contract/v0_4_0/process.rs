@@ -1,14 +1,14 @@
 //! The `moat:adapter/process` import of contract 0.4.0, and of 0.3.0 and
 //! 0.2.0 (the same interface): the guest's calls, converted and answered by the
-//! version-neutral process capability ([`crate::process`]).
+//! version-neutral process capability ([`moat_contain::process`]).
 
 use wasmtime::component::Resource;
 
 use super::moat::adapter::process::{
     ExitStatus, Host, HostChild, ProcessError, Signal, SpawnRequest, StdinMode,
 };
-use crate::process::{self as neutral, RunningChild};
 use crate::state::RunState;
+use moat_contain::process::{self as neutral, RunningChild};
 
 impl Host for RunState {
     async fn spawn(
@@ -39,7 +39,7 @@ impl Host for RunState {
 
 impl HostChild for RunState {
     async fn id(&mut self, child: Resource<RunningChild>) -> wasmtime::Result<u32> {
-        Ok(self.table.get(&child)?.pid)
+        Ok(self.table.get(&child)?.pid())
     }
 
     async fn read_line(

@@ -8,8 +8,8 @@ use wasmtime::component::Resource;
 
 use super::moat::adapter::runs::{ChildRequest, Host, HostChildRun, RunError};
 use crate::children::{self, ChildError, ChildHandle};
-use crate::interrupt::Cut;
 use crate::state::RunState;
+use moat_contain::interrupt::Cut;
 
 /// Longest JSON the guest may send as options or grants, and the longest
 /// prompt.

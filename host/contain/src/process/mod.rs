@@ -63,23 +63,22 @@ pub fn clean_up_after_gone_moats() {
     cgroup::remove_left_behind();
     groups::remove_stale_private_dirs();
 }
-pub(crate) use cgroup_limits::ProgramLimits;
+pub use cgroup_limits::ProgramLimits;
 pub use cgroup_limits::{LimitsHere, program_limits_here};
-pub(crate) use groups::ChildGroups;
+pub use groups::{ChildGroups, Containment};
 use moat_engine::{Denial, DeniedRequest, Grant};
 use moat_grants::names;
 use moat_grants::programs::{GrantedPrograms, ProgramRefusal};
-pub(crate) use moat_process_model::{ExitStatus, ProcessError, Signal, Stdin};
+pub use moat_process_model::{ExitStatus, ProcessError, Signal, Stdin};
 use moat_process_model::{
     MAX_ARGS_AND_VARS, MAX_ARGS_AND_VARS_BYTES, MAX_LINE_BYTES, MAX_LIVE_CHILDREN,
 };
 
 use self::child::{ChildProcess, LineReader, StderrTail};
 use self::init::{InitSetup, ProgramCall, RunInit};
-use self::isolate::Containment;
+use self::isolate::Containment as Isolation;
 use crate::denials::DenialLog;
 use crate::egress::{NetworkContainment, Policy, RunEgress};
-use crate::scope::RunScope;
 
 /// A child's environment variables, name and value.
 type ChildVars = Vec<(String, String)>;
@@ -89,7 +88,7 @@ type ChildVars = Vec<(String, String)>;
 /// on its loopback. Empty (nothing reached) before the first program,
 /// and where the programs share the host's network.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct OwnNetwork(Arc<std::sync::Mutex<Option<std::sync::Weak<RunInit>>>>);
+pub struct OwnNetwork(Arc<std::sync::Mutex<Option<std::sync::Weak<RunInit>>>>);
 
 impl OwnNetwork {
     fn set(&self, init: &Arc<RunInit>) {
@@ -130,20 +129,22 @@ impl std::fmt::Debug for RunInit {
 
 /// What an adapter asks to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SpawnRequest {
+pub struct SpawnRequest {
     /// A granted program: its granted name or its absolute path.
-    pub(crate) program: String,
-    pub(crate) args: Vec<String>,
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
     /// Variables on top of the run's granted ones.
-    pub(crate) env: Vec<(String, String)>,
+    pub env: Vec<(String, String)>,
     /// Working directory, inside a granted directory; `None`: the run's own
     /// empty one.
-    pub(crate) cwd: Option<String>,
-    pub(crate) stdin: Stdin,
+    pub cwd: Option<String>,
+    /// Whether its stdin is a pipe from the adapter or closed.
+    pub stdin: Stdin,
 }
 
 /// What a run may start, and the groups of what it started.
-pub(crate) struct ProcessTable {
+pub struct ProcessTable {
     adapter: Arc<str>,
     programs: GrantedPrograms,
     /// The children's environment, decided when the run started.
@@ -197,16 +198,16 @@ struct Started {
 impl ProcessTable {
     /// The process capability of a run with `grants`, whose children's
     /// groups are kept in `groups`.
-    pub(crate) fn new(
+    pub fn new(
         adapter: Arc<str>,
-        scope: &RunScope,
+        grants: &moat_grants::Grants,
+        confinement: &moat_grants::Confinement,
         dirs: &[moat_grants::OpenDir],
         env: Vec<(String, String)>,
         groups: ChildGroups,
         policy: Policy,
     ) -> Self {
         let denials = policy.denials.clone();
-        let grants = &scope.grants;
         let path_var = std::env::var_os("PATH");
         // The granted directories are canonical paths, and the programs'
         // rights are given through their handles: a path changed since
@@ -226,7 +227,7 @@ impl ProcessTable {
         let write = grants.write.clone();
         Self {
             rights: self::landlock::ProgramRights::new(
-                &scope.confinement,
+                confinement,
                 handles(&read_only),
                 handles(&write),
             ),
@@ -265,7 +266,7 @@ impl ProcessTable {
     /// run that may start programs; its proxy starts now for that (else at
     /// its first program). Empty when it cannot start: the first program
     /// then reports why.
-    pub(crate) fn secret_routes(&mut self) -> Vec<(String, String)> {
+    pub fn secret_routes(&mut self) -> Vec<(String, String)> {
         let secrets = self.policy.secrets.clone();
         let routed = (secrets.names().iter()).any(|name| moat_grants::vendor_key(name).is_some());
         if self.programs.is_empty() || self.rights.is_none() || !routed {
@@ -283,7 +284,7 @@ impl ProcessTable {
     /// The URL of the run's approvals for the agent CLI it starts: only
     /// when the run asks and its programs are contained (the proxy serves
     /// it); its proxy starts now for that.
-    pub(crate) fn approval_route(&mut self) -> Option<String> {
+    pub fn approval_route(&mut self) -> Option<String> {
         if self.asking.is_none() || self.programs.is_empty() || self.rights.is_none() {
             return None;
         }
@@ -310,7 +311,7 @@ impl ProcessTable {
 
     /// How this run's programs are contained, in a word; `None` when it may
     /// start none.
-    pub(crate) fn containment(&self) -> Option<String> {
+    pub fn containment(&self) -> Option<String> {
         if self.programs.is_empty() {
             return None;
         }
@@ -321,10 +322,7 @@ impl ProcessTable {
     }
 
     /// Starts what `request` asks for, if the run was granted it.
-    pub(crate) async fn spawn(
-        &mut self,
-        request: SpawnRequest,
-    ) -> Result<RunningChild, ProcessError> {
+    pub async fn spawn(&mut self, request: SpawnRequest) -> Result<RunningChild, ProcessError> {
         let program = self.program_asking(&request.program).await?;
         check_sizes(&request)?;
         let env = self
@@ -400,7 +398,7 @@ impl ProcessTable {
         env: ChildVars,
         cwd: &Path,
     ) -> Result<Started, ProcessError> {
-        let containment = Containment {
+        let containment = Isolation {
             cgroup: self.groups.cgroup_for_child(),
         };
         let mut command = tokio::process::Command::new(program);

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use landlock::{ABI, Access, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr};
 
-pub(crate) use self::proxy::Policy;
+pub use self::proxy::Policy;
 use self::proxy::Proxy;
 use crate::process::isolate::Namespaces;
 

@@ -14,7 +14,7 @@ const MAX_PENDING: usize = 64;
 /// A run's refusals waiting for the engine. Cheap to clone; clones share
 /// the queue.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct DenialLog(Arc<Mutex<Pending>>);
+pub struct DenialLog(Arc<Mutex<Pending>>);
 
 #[derive(Debug, Default)]
 struct Pending {
@@ -24,7 +24,7 @@ struct Pending {
 
 impl DenialLog {
     /// Records a refusal.
-    pub(crate) fn record(&self, denial: Denial) {
+    pub fn record(&self, denial: Denial) {
         tracing::info!(
             capability = denial.request.capability(),
             target = %denial.request,
@@ -40,7 +40,7 @@ impl DenialLog {
     }
 
     /// The refusals recorded since the last call, oldest first.
-    pub(crate) fn take(&self) -> Vec<Denial> {
+    pub fn take(&self) -> Vec<Denial> {
         let mut pending = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if pending.dropped > 0 {
             tracing::warn!(

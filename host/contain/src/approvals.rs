@@ -11,7 +11,8 @@
 //! that launched the run.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use moat_engine::Denial;
@@ -86,7 +87,7 @@ impl PartialEq for Asking {
 impl Asking {
     /// Asks for what `denial` refuses: `Ok` when approved, else the
     /// denial to record, its reason the answer's.
-    pub(crate) async fn ask(&self, denial: Denial) -> Result<(), Denial> {
+    pub async fn ask(&self, denial: Denial) -> Result<(), Denial> {
         match self.approver.ask(Question::Grant(denial.clone())).await {
             Verdict::Approved => Ok(()),
             Verdict::Denied(reason) => Err(Denial { reason, ..denial }),
@@ -95,11 +96,11 @@ impl Asking {
 
     /// [`ask`](Self::ask) for the guest's own call (its HTTP request, its
     /// spawn): no guest code of the run runs until the answer comes, so
-    /// the run counts as waiting ([`crate::control::Waiting`]). A program's
+    /// the run counts as waiting ([`Waiting`]). A program's
     /// request (through the proxy) asks with [`ask`](Self::ask): its guest
     /// may be running meanwhile.
-    pub(crate) async fn ask_for_guest(&self, denial: Denial) -> Result<(), Denial> {
-        let _waiting = crate::control::Waiting::begin();
+    pub async fn ask_for_guest(&self, denial: Denial) -> Result<(), Denial> {
+        let _waiting = Waiting::begin();
         self.ask(denial).await
     }
 
@@ -124,4 +125,42 @@ impl Asking {
             Verdict::Denied(reason) => Err(reason),
         }
     }
+}
+
+/// How many runs of the process wait for an answer to a request: no guest
+/// code of theirs runs until it comes.
+static WAITING: Mutex<usize> = Mutex::new(0);
+
+/// Woken when a run stops waiting for an answer.
+static WAITING_ENDED: Condvar = Condvar::new();
+
+/// A run waiting for an answer, counted while it is held.
+pub struct Waiting(());
+
+impl Waiting {
+    /// Counts one more run waiting, until the value is dropped.
+    pub fn begin() -> Self {
+        *WAITING.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        Waiting(())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut waiting = WAITING.lock().unwrap_or_else(PoisonError::into_inner);
+        *waiting = waiting.saturating_sub(1);
+        WAITING_ENDED.notify_all();
+    }
+}
+
+/// Blocks while every one of the process's runs (`live_runs` counts them)
+/// waits for an answer, and at least one does; returns at once otherwise,
+/// and after at most `longest` in any case (a run started meanwhile is
+/// noticed then). The sandbox's epoch ticker idles so.
+pub fn idle_while_all_wait(live_runs: impl FnOnce() -> usize, longest: Duration) {
+    let waiting = WAITING.lock().unwrap_or_else(PoisonError::into_inner);
+    if *waiting == 0 || *waiting < live_runs() {
+        return;
+    }
+    let _ = WAITING_ENDED.wait_timeout(waiting, longest);
 }

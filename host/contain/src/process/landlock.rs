@@ -24,7 +24,7 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
-use moat_grants::OpenDir;
+use moat_grants::{Confinement, OpenDir};
 
 /// The newest Landlock ABI whose rights moat asks for; older kernels get
 /// what they support (best effort), newer ones nothing more.
@@ -42,33 +42,6 @@ const SYSTEM_READ: &[&str] = &["/etc", "/proc", "/sys"];
 
 /// Devices: `/dev/null`, `/dev/tty`, random numbers, pseudo-terminals.
 const DEVICES: &str = "/dev";
-
-/// How a run's programs are contained. Part of a run's
-/// [`RunScope`](crate::RunScope).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confinement {
-    /// Contained to the run's grants (see the module's documentation), plus
-    /// the places the programs keep their own configuration and state,
-    /// readable and writable (for the built-in CLI adapters, e.g.
-    /// `~/.claude`).
-    Contained {
-        /// Directories of their state (absolute), made when missing.
-        state_dirs: Vec<PathBuf>,
-        /// Files of their state (absolute), granted when they exist.
-        state_files: Vec<PathBuf>,
-    },
-    /// The programs run with all of the user's rights (`--no-contain`).
-    Off,
-}
-
-impl Default for Confinement {
-    fn default() -> Self {
-        Self::Contained {
-            state_dirs: Vec::new(),
-            state_files: Vec::new(),
-        }
-    }
-}
 
 /// Whether this kernel enforces Landlock, found once: where it does not,
 /// contained programs run with the user's rights.

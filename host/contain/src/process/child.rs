@@ -111,6 +111,13 @@ pub struct RunningChild {
     pub(crate) groups: ChildGroups,
 }
 
+impl RunningChild {
+    /// Its process id, as moat sees it.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+}
+
 /// How moat follows a child: its own (an uncontained run's), or one its
 /// run's init started.
 pub(crate) enum ChildProcess {

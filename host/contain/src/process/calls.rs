@@ -21,7 +21,7 @@ impl From<Cut> for ProcessError {
 
 impl ProcessTable {
     /// `spawn`: starts what `request` asks for, if the run was granted it.
-    pub(crate) async fn spawn_guarded(
+    pub async fn spawn_guarded(
         &mut self,
         interrupt: &Interrupt,
         request: SpawnRequest,
@@ -32,7 +32,7 @@ impl ProcessTable {
 
 impl RunningChild {
     /// `read-line`: the next stdout line, `None` once stdout is closed.
-    pub(crate) async fn read_line(
+    pub async fn read_line(
         &mut self,
         interrupt: &Interrupt,
         timeout_ms: Option<u32>,
@@ -46,12 +46,12 @@ impl RunningChild {
     }
 
     /// `stderr-tail`: the last bytes of stderr so far.
-    pub(crate) fn stderr_tail(&self) -> String {
+    pub fn stderr_tail(&self) -> String {
         self.stderr.text()
     }
 
     /// `write-stdin`.
-    pub(crate) async fn write_stdin_guarded(
+    pub async fn write_stdin_guarded(
         &mut self,
         interrupt: &Interrupt,
         data: &[u8],
@@ -66,12 +66,12 @@ impl RunningChild {
     }
 
     /// `close-stdin`.
-    pub(crate) fn close_stdin(&mut self) {
+    pub fn close_stdin(&mut self) {
         self.stdin = None;
     }
 
     /// `send-signal`: to the child's process group.
-    pub(crate) fn send_signal(&self, signal: Signal) -> Result<(), ProcessError> {
+    pub fn send_signal(&self, signal: Signal) -> Result<(), ProcessError> {
         self.groups
             .signal(self.pid, signal)
             .map_err(|error| ProcessError::Io(format!("cannot signal the child: {error}")))
@@ -79,7 +79,7 @@ impl RunningChild {
 
     /// `wait`: the exit status, with stderr given [`STDERR_SETTLE`] to
     /// drain so `stderr-tail` after `wait` holds the child's last words.
-    pub(crate) async fn wait(
+    pub async fn wait(
         &mut self,
         interrupt: &Interrupt,
         timeout_ms: Option<u32>,

@@ -1,6 +1,6 @@
 //! A program run outside any run, under the containment of a run's
 //! programs: a workflow's hooks and loop checks, whose scripts an agent
-//! may have written. It gets exactly what its [`RunScope`] grants — the
+//! may have written. It gets exactly what its grants give — the
 //! same admission of programs, working directory and environment, the same
 //! Landlock domain, network (through the run's proxy, refused unless
 //! granted), namespaces and cgroup — and everything it starts is killed
@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use std::os::unix::process::ExitStatusExt;
 
+use moat_grants::{Grants, OpenDirs};
 use moat_process_model::{ExitStatus, Line, ProcessError, STDERR_SETTLE, Stdin};
 
 use crate::denials::DenialLog;
 use crate::process::{ChildGroups, ProcessTable, SpawnRequest};
-use crate::scope::RunScope;
 
 /// The most connections a contained program may have open at once.
 const MAX_CONNECTIONS: usize = 16;
@@ -54,18 +54,20 @@ pub struct Ended {
 /// it is an error; everything it started is killed when it ends.
 pub async fn run_contained(
     name: &str,
-    scope: &RunScope,
+    grants: &Grants,
     program: Program,
 ) -> Result<Ended, ProcessError> {
-    let dirs = crate::capabilities::granted_dirs(&scope.grants, &scope.dirs)
+    // Its directories are opened as it starts, without following a link.
+    let dirs = OpenDirs::default()
+        .granted(grants)
         .map_err(|e| ProcessError::Denied(e.to_string()))?;
     let denials = DenialLog::default();
     let policy = crate::egress::Policy {
-        rules: scope.grants.net.as_slice().into(),
+        rules: grants.net.as_slice().into(),
         denials: denials.clone(),
         deadline: Some(tokio::time::Instant::now() + program.timeout),
         connections: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
-        secrets: scope.secrets.clone(),
+        secrets: crate::Secrets::default(),
         token: None,
         asking: None,
         own_network: Default::default(),
@@ -73,7 +75,8 @@ pub async fn run_contained(
     let groups = ChildGroups::new(crate::Containment::default());
     let mut table = ProcessTable::new(
         Arc::from(name),
-        scope,
+        grants,
+        &moat_grants::Confinement::default(),
         &dirs,
         program.env.clone(),
         groups,

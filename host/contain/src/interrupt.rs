@@ -10,14 +10,14 @@ use tokio::sync::Notify;
 /// Raised once when the run is aborted (ENG-005); host calls waiting on
 /// the outside world return at once then.
 #[derive(Debug, Default)]
-pub(crate) struct Interrupt {
+pub struct Interrupt {
     raised: AtomicBool,
     notify: Notify,
 }
 
 /// Why a guarded call gave up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cut {
+pub enum Cut {
     /// The run was aborted.
     Interrupted,
     /// The call's own timeout passed.
@@ -26,20 +26,20 @@ pub(crate) enum Cut {
 
 impl Interrupt {
     /// Raises the flag and wakes every guarded call.
-    pub(crate) fn raise(&self) {
+    pub fn raise(&self) {
         self.raised.store(true, Ordering::Release);
         self.notify.notify_waiters();
     }
 
     /// Whether the run was aborted.
-    pub(crate) fn is_raised(&self) -> bool {
+    pub fn is_raised(&self) -> bool {
         self.raised.load(Ordering::Acquire)
     }
 
     /// Runs `work` unless the run is interrupted first (then at once
     /// [`Cut::Interrupted`]) or `timeout_ms` passes ([`Cut::TimedOut`]).
     /// `work` must be cancel-safe: it is dropped half way in both cases.
-    pub(crate) async fn guard<T>(
+    pub async fn guard<T>(
         &self,
         timeout_ms: Option<u32>,
         work: impl Future<Output = T>,

@@ -8,7 +8,7 @@
 //! replaces the secret's header on the way out:
 //!
 //! - a component's `wasi:http` request to a granted destination gets it
-//!   ([`crate::http`]);
+//!   (the sandbox's `http`, with [`Secrets::for_destination`]);
 //! - a program reaches the destination through the run's proxy on a route
 //!   of the secret's own (`http://127.0.0.1:PORT/moat-secret/NAME/…`,
 //!   given as the vendor's base-URL variable), which forwards to the real
@@ -63,14 +63,14 @@ impl Secret {
     }
 
     /// The header it is sent in, and its value.
-    pub(crate) fn header(&self) -> (&HeaderName, &HeaderValue) {
+    pub fn header(&self) -> (&HeaderName, &HeaderValue) {
         (&self.header, &self.value)
     }
 
     /// Where a program's requests on its route go: scheme, host (as in a
     /// URL) and port; `None` when its grant names no single host (a
     /// wildcard).
-    pub(crate) fn upstream(&self) -> Option<(Scheme, String, u16)> {
+    pub fn upstream(&self) -> Option<(Scheme, String, u16)> {
         let rule = &self.grant.rule;
         let host = match &rule.host {
             HostPattern::Subdomains(_) => return None,
@@ -108,7 +108,7 @@ impl Secrets {
     }
 
     /// The secrets a request to `scheme://host:port` carries.
-    pub(crate) fn for_destination<'a>(
+    pub fn for_destination<'a>(
         &'a self,
         scheme: Scheme,
         host: &'a str,
@@ -120,12 +120,12 @@ impl Secrets {
     }
 
     /// The secret named `name`, for a program's route.
-    pub(crate) fn named(&self, name: &str) -> Option<&Secret> {
+    pub fn named(&self, name: &str) -> Option<&Secret> {
         self.0.iter().find(|secret| secret.grant.name == name)
     }
 
     /// The names, each once, for placeholders.
-    pub(crate) fn names(&self) -> Vec<String> {
+    pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.0.iter().map(|s| s.grant.name.clone()).collect();
         names.sort_unstable();
         names.dedup();

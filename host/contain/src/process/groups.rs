@@ -15,7 +15,6 @@ use super::Signal;
 use super::cgroup::{ChildCgroup, RunCgroup};
 use super::cgroup_limits::ProgramLimits;
 use super::tree;
-use crate::Containment;
 use moat_engine::ProgramLimitHit;
 
 /// The number of `signal` on this system.
@@ -59,9 +58,34 @@ pub(crate) fn end_helper(pid: libc::pid_t) {
     started().pids.remove(&(pid as u32));
 }
 
+/// How the processes a run starts are kept from outliving it (beyond
+/// process groups, which a process can leave).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Containment {
+    /// Each run's programs live in a cgroup of the run's own, where the
+    /// process may make one: nothing they start can leave it.
+    pub cgroups: bool,
+    /// Without a cgroup, the process becomes the subreaper of what runs
+    /// start and kills the orphans it adopts when a run ends (when no
+    /// other run without a cgroup could have started them). Only for a
+    /// process that starts no children of its own besides runs' (the
+    /// `moat` binary): any other child of the process would count as an
+    /// orphan too.
+    pub adopt_orphans: bool,
+}
+
+impl Default for Containment {
+    fn default() -> Self {
+        Self {
+            cgroups: true,
+            adopt_orphans: false,
+        }
+    }
+}
+
 /// A run's children. Cheap to clone; clones share them.
 #[derive(Debug, Clone)]
-pub(crate) struct ChildGroups(Arc<Mutex<Groups>>);
+pub struct ChildGroups(Arc<Mutex<Groups>>);
 
 #[derive(Debug)]
 struct Groups {
@@ -88,7 +112,7 @@ struct Groups {
 
 impl ChildGroups {
     /// No children yet; they will be contained as `containment` says.
-    pub(crate) fn new(containment: Containment) -> Self {
+    pub fn new(containment: Containment) -> Self {
         Self(Arc::new(Mutex::new(Groups {
             containment,
             leaders: Vec::new(),
@@ -102,14 +126,14 @@ impl ChildGroups {
     }
 
     /// Holds the run's programs to `limits` (before its first child).
-    pub(crate) fn set_limits(&self, limits: ProgramLimits) {
+    pub fn set_limits(&self, limits: ProgramLimits) {
         self.lock().limits = limits;
     }
 
     /// The limits that held the run's programs back since the last call:
     /// a fork refused at the process limit, a program killed at the
     /// memory limit.
-    pub(crate) fn limits_hit(&self) -> Vec<ProgramLimitHit> {
+    pub fn limits_hit(&self) -> Vec<ProgramLimitHit> {
         let mut groups = self.lock();
         let Some(Some(cgroup)) = &groups.cgroup else {
             return Vec::new();
@@ -203,14 +227,14 @@ impl ChildGroups {
     }
 
     /// Sends `signal` to every group.
-    pub(crate) fn signal_all(&self, signal: Signal) {
+    pub fn signal_all(&self, signal: Signal) {
         for &pid in &self.lock().leaders {
             let _ = signal_group(pid, signal);
         }
     }
 
     /// Kills everything the run started, wherever it went.
-    pub(crate) fn kill_all(&self) {
+    pub fn kill_all(&self) {
         let mut groups = self.lock();
         let leaders = std::mem::take(&mut groups.leaders);
         match &groups.cgroup {

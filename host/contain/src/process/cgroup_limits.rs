@@ -25,7 +25,7 @@ const CPU_PERIOD_US: u64 = 100_000;
 
 /// What the programs of one run may take together.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct ProgramLimits {
+pub struct ProgramLimits {
     /// Most memory together, in bytes (`memory.max`, swap off).
     pub(crate) memory_bytes: Option<u64>,
     /// Most processes and threads at once (`pids.max`).
@@ -36,7 +36,7 @@ pub(crate) struct ProgramLimits {
 
 impl ProgramLimits {
     /// A run's limits for its programs.
-    pub(crate) fn of(limits: &RunLimits) -> Self {
+    pub fn of(limits: &RunLimits) -> Self {
         Self {
             memory_bytes: Some(limits.max_program_memory_bytes),
             processes: Some(limits.max_processes),

@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::denials::DenialLog;
-use crate::http::destination::{ConnectFailure, Destination, shown};
+use crate::destination::{ConnectFailure, Destination, shown};
 
 /// How long connecting to a destination may take when the run's time
 /// allows more.
@@ -54,26 +54,28 @@ const HOP_BY_HOP: [&str; 8] = [
 
 /// What the proxy lets through, and where its refusals go.
 #[derive(Debug, Clone)]
-pub(crate) struct Policy {
-    pub(crate) rules: Arc<[NetRule]>,
-    pub(crate) denials: DenialLog,
+pub struct Policy {
+    /// The run's network grants.
+    pub rules: Arc<[NetRule]>,
+    /// Where a refusal is recorded, for the run's events.
+    pub denials: DenialLog,
     /// The end of the run's time: no connection is made after it.
-    pub(crate) deadline: Option<Instant>,
+    pub deadline: Option<Instant>,
     /// The run's open connections (shared with its components' requests).
-    pub(crate) connections: Arc<tokio::sync::Semaphore>,
+    pub connections: Arc<tokio::sync::Semaphore>,
     /// The run's secrets, each on its route ([`SECRET_ROUTE`]).
-    pub(crate) secrets: crate::Secrets,
+    pub secrets: crate::Secrets,
     /// The credential a request must carry, when the proxy listens where
     /// processes outside the run could reach it (the host's loopback,
     /// without namespaces): `Proxy-Authorization: Basic moat:TOKEN`, and
     /// the token as the first segment of a secret's route.
-    pub(crate) token: Option<String>,
+    pub token: Option<String>,
     /// Who is asked for a destination no rule grants ([`crate::approvals`]);
     /// `None`: refused at once.
-    pub(crate) asking: Option<crate::Asking>,
+    pub asking: Option<crate::Asking>,
     /// The run's own network, where a loopback destination is looked for
     /// first: what its programs serve there.
-    pub(crate) own_network: crate::process::OwnNetwork,
+    pub own_network: crate::process::OwnNetwork,
 }
 
 /// The answer when the run has all its connections open.
@@ -391,7 +393,7 @@ async fn secret_route(mut request: Request<Incoming>, served: &Served) -> Respon
     };
     let upstream: Box<dyn Upstream> = match scheme {
         Scheme::Http => Box::new(stream),
-        Scheme::Https => match crate::http::tls_handshake(stream, destination.bare_host()).await {
+        Scheme::Https => match crate::tls::handshake(stream, destination.bare_host()).await {
             Ok(tls) => Box::new(tls),
             Err(error) => {
                 return answer(

@@ -25,18 +25,21 @@ const MAX_HOST_IN_MESSAGE: usize = 255;
 
 /// A granted destination.
 #[derive(Debug, Clone)]
-pub(crate) struct Destination {
-    pub(crate) scheme: Scheme,
+pub struct Destination {
+    /// `http` or `https`.
+    pub scheme: Scheme,
     /// As in the URL: a name, an IPv4 address or a bracketed IPv6 one;
     /// lowercase.
-    pub(crate) host: String,
-    pub(crate) port: u16,
-    pub(crate) grant: HostGrant,
+    pub host: String,
+    /// The port, the scheme's default when the URL names none.
+    pub port: u16,
+    /// Which addresses the grant that matched lets it reach.
+    pub grant: HostGrant,
 }
 
 /// Why a granted destination could not be reached.
 #[derive(Debug)]
-pub(crate) enum ConnectFailure {
+pub enum ConnectFailure {
     /// An address it resolves to is in a range its grant does not reach
     /// (recorded as a denial).
     AddressProhibited,
@@ -52,7 +55,7 @@ pub(crate) enum ConnectFailure {
 
 impl Destination {
     /// `scheme://host:port` if `rules` grant it; else the denial, to record.
-    pub(crate) fn granted(
+    pub fn granted(
         scheme: Scheme,
         host: &str,
         port: u16,
@@ -74,7 +77,7 @@ impl Destination {
 
     /// The `Host` header: the host, and the port unless it is the
     /// scheme's default.
-    pub(crate) fn host_header(&self) -> String {
+    pub fn host_header(&self) -> String {
         let default = match self.scheme {
             Scheme::Http => 80,
             Scheme::Https => 443,
@@ -87,12 +90,12 @@ impl Destination {
     }
 
     /// The host without IPv6 brackets, for resolving and for TLS.
-    pub(crate) fn bare_host(&self) -> &str {
+    pub fn bare_host(&self) -> &str {
         self.host.trim_start_matches('[').trim_end_matches(']')
     }
 
     /// The grant that would allow this destination by name.
-    pub(crate) fn grant(&self) -> Grant {
+    pub fn grant(&self) -> Grant {
         Grant::Net {
             host: shown(&self.host).to_owned(),
             port: self.port,
@@ -100,7 +103,7 @@ impl Destination {
     }
 
     /// A refusal of this destination, for `reason`, that `remedy` lifts.
-    pub(crate) fn denial(&self, reason: String, remedy: Grant) -> Denial {
+    pub fn denial(&self, reason: String, remedy: Grant) -> Denial {
         Denial {
             request: DeniedRequest::Net {
                 scheme: self.scheme.as_str().to_owned(),
@@ -114,7 +117,7 @@ impl Destination {
 
     /// A TCP connection to a checked address of this destination, within
     /// `timeout`; a prohibited address is recorded in `denials`.
-    pub(crate) async fn connect(
+    pub async fn connect(
         &self,
         timeout: Duration,
         denials: &DenialLog,
@@ -177,6 +180,6 @@ impl Destination {
 }
 
 /// `text` cut for a message: it comes from the guest.
-pub(crate) fn shown(text: &str) -> &str {
+pub fn shown(text: &str) -> &str {
     &text[..text.floor_char_boundary(MAX_HOST_IN_MESSAGE)]
 }
