@@ -246,3 +246,104 @@ fn doctor_says_which_limits_of_the_programs_hold_here() {
         }
     }
 }
+
+/// A server's memory budget (`--max-total-memory`) counts the programs'
+/// memory of a run that may start programs and asked for its memory: two
+/// such runs of 2 GiB (1 GiB of it the adapter's) do not fit in 4 GiB
+/// together, where counting the adapters alone they would. A run that
+/// starts no program counts its adapter's share only, and one that did
+/// not ask for its memory its adapter's default (its programs' default
+/// ceiling is not reserved).
+#[test]
+fn a_servers_memory_budget_counts_the_programs_memory_a_run_asked_for() {
+    use moat_testkit::components::ESCAPE;
+    use serde_json::json;
+
+    use crate::serve::client::Server;
+
+    let (_server, mut client) = Server::stdio(&["--max-total-memory", "4GiB", "--allow-run=sh"]);
+    let run = |memory: Option<&str>, programs: bool| {
+        // Asking no grants would be asking the server's (`sh` among them).
+        let grants = if programs {
+            json!({"run": ["sh"]})
+        } else {
+            json!({})
+        };
+        let mut fields = json!({"adapter": ESCAPE, "prompt": "shell sleep 60", "grants": grants});
+        if let Some(memory) = memory {
+            fields["limits"] = json!({"maxMemoryBytes": memory});
+        }
+        fields
+    };
+    // 1 GiB of adapter and 2 GiB of programs: 3 GiB held.
+    let first = client.ok("run", run(Some("2GiB"), true))["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Another 3 GiB does not fit in the 1 GiB left (the adapter's 1 GiB
+    // alone would).
+    let refused = client.error("run", run(Some("2GiB"), true));
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("4.0 GiB they may hold together") && message.contains("3.0 GiB"),
+        "{refused}"
+    );
+    // Without programs, its adapter's share only: 512 MiB of the 1 GiB.
+    let adapter_only = client.ok("run", run(Some("512MiB"), false));
+    // Programs, their memory not asked for: the adapter's 256 MiB.
+    let default = client.ok("run", run(None, true));
+    let runs = [
+        first,
+        adapter_only["run"].as_str().unwrap().to_owned(),
+        default["run"].as_str().unwrap().to_owned(),
+    ];
+    for run in &runs {
+        client.ok("cancel", json!({"run": run}));
+    }
+}
+
+/// `moat parallel` under a total memory counts the programs' memory of
+/// its tasks the same way: two tasks of 2 GiB that may start programs do
+/// not run together within 4 GiB (each waits for room: one's span ends
+/// before the other's begins), and do within 8 GiB.
+#[test]
+fn parallel_tasks_wait_for_room_for_their_programs_memory() {
+    use moat_testkit::components::ESCAPE;
+
+    // The span of a task: when its program started and ended.
+    let span = |label: &str| {
+        format!(
+            "{label}:{ESCAPE}=shell echo {label}s=$(date +%s%N); sleep 1.5; echo {label}e=$(date +%s%N)"
+        )
+    };
+    let (a, b) = (span("a"), span("b"));
+    let overlapping = |total: &str| {
+        let output = crate::cli::common::moat()
+            .args(["parallel", "--task", &a, "--task", &b, "--allow-run=sh"])
+            .args(["--max-memory=2GiB", "--max-total-memory", total])
+            .args(["--output", "ndjson"])
+            .output()
+            .unwrap();
+        let events = crate::cli::common::events(&output);
+        let printed: String = events
+            .iter()
+            .filter_map(|event| match &event.payload {
+                moat_engine::EventPayload::Text(text) => Some(text.content.clone()),
+                _ => None,
+            })
+            .collect();
+        // `out=as=…|ae=…`: the digits after the probe's name.
+        let at = |probe: &str| -> u128 {
+            let (_, after) = printed
+                .split_once(&format!("{probe}="))
+                .unwrap_or_else(|| panic!("no {probe} in {printed}"));
+            let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap()
+        };
+        let said = format!("{printed}\n{}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(output.status.code(), Some(0), "{said}");
+        at("as") < at("be") && at("bs") < at("ae")
+    };
+    assert!(!overlapping("4GiB"), "one at a time within 4 GiB");
+    assert!(overlapping("8GiB"), "together within 8 GiB");
+}

@@ -315,9 +315,9 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub worker_timeout: Duration,
     /// The most memory the runs executing here may hold together: the sum
-    /// of their memory caps, e.g. 4GiB; a job waits for room, a child run
-    /// that does not fit is refused [default: half of this machine's
-    /// memory].
+    /// of their memory caps (a job's programs' too), e.g. 4GiB; a job
+    /// waits for room, a child run that does not fit is refused [default:
+    /// half of this machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = parse_total_memory, help_heading = "Limits")]
     pub max_total_memory: Option<u64>,
     /// The most this worker gives any run — grants, trust, limits: a job
@@ -529,8 +529,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
     /// The most memory the runs live here may hold together: the sum of
-    /// their memory caps, every descendant counted, e.g. 4GiB; a run that
-    /// does not fit is refused [default: half of this machine's memory].
+    /// their memory caps (their programs' too, when asked), every
+    /// descendant counted, e.g. 4GiB; a run that does not fit is refused
+    /// [default: half of this machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = parse_total_memory, help_heading = "Limits")]
     pub max_total_memory: Option<u64>,
     /// The most any run may have — grants, trust, limits: a request can
@@ -754,8 +755,8 @@ pub struct ParallelArgs {
     #[command(flatten)]
     pub run: RequestFlags<RunFields>,
     /// The most memory the running tasks may have together (the sum of
-    /// their --max-memory), e.g. 4GiB; tasks beyond it wait for room
-    /// [default: half of this machine's memory].
+    /// their --max-memory, their programs' counted), e.g. 4GiB; tasks
+    /// beyond it wait for room [default: half of this machine's memory].
     #[arg(long, value_name = "SIZE", value_parser = parse_total_memory, help_heading = "Limits")]
     pub max_total_memory: Option<u64>,
     /// Leave nothing on disk: no record of the tasks in the store.

@@ -62,6 +62,10 @@ pub struct ParallelTask<S = ()> {
     pub request: RunRequest<S>,
     /// Set on every event of the task, to tell it apart in the merged stream.
     pub role: Option<String>,
+    /// What it takes of a memory budget; `None`: its
+    /// `limits.max_memory_bytes` (the launch layer counts a run's programs
+    /// too, which the engine does not know of).
+    pub memory_bytes: Option<u64>,
 }
 
 impl<S> ParallelTask<S> {
@@ -70,6 +74,7 @@ impl<S> ParallelTask<S> {
         Self {
             request,
             role: None,
+            memory_bytes: None,
         }
     }
 
@@ -111,7 +116,12 @@ pub fn run_parallel<S: Send + Sync + 'static>(
                         name: task.request.agent.clone(),
                         known: registry.list(),
                     })?;
-            Ok(Pending::new(adapter, task.request, task.role))
+            Ok(Pending::new(
+                adapter,
+                task.request,
+                task.role,
+                task.memory_bytes,
+            ))
         })
         .collect::<Result<Vec<_>, EngineError>>()?;
     let (sender, receiver) = mpsc::channel(pending.len().max(1) * SLOTS_PER_TASK);
@@ -149,10 +159,11 @@ impl Pending {
         adapter: Arc<dyn Adapter<S>>,
         mut request: RunRequest<S>,
         role: Option<String>,
+        memory_bytes: Option<u64>,
     ) -> Self {
         Self {
             agent: request.agent.clone(),
-            memory_bytes: request.limits.max_memory_bytes,
+            memory_bytes: memory_bytes.unwrap_or(request.limits.max_memory_bytes),
             abort: request.abort.take(),
             role,
             run: Box::new(move |abort| AgentRun::new(adapter, request.with_abort(abort))),
@@ -184,8 +195,8 @@ pub struct ParallelRun {
 const BUDGET_UNIT: u64 = 1024 * 1024;
 
 impl ParallelRun {
-    /// Runs tasks only while the sum of their memory caps
-    /// (`limits.max_memory_bytes`) fits in `bytes`: the others wait, in
+    /// Runs tasks only while the sum of their memory caps (each task's
+    /// `memory_bytes`, else `limits.max_memory_bytes`) fits in `bytes`: the others wait, in
     /// order, for running ones to end (their timeouts start when they do).
     /// A task whose cap alone is over the budget runs alone. Call before
     /// the first pull.

@@ -24,7 +24,7 @@ use crate::admit::{
     Admission, Ceiling, MAX_DEPTH, MAX_LIVE_CHILDREN, ParentScope, declared_secrets,
 };
 use crate::approvals::{Desk, Notices};
-use crate::budget::{MemoryBudget, Share};
+use crate::budget::{MemoryBudget, Share, budgeted_memory};
 use crate::children::{Children, Spawner};
 use crate::error::LaunchError;
 use crate::events::{Followed, Launched};
@@ -49,6 +49,8 @@ enum Kind {
     Here {
         /// Its share of the launcher's memory budget, while it runs.
         share: Option<Share>,
+        /// What it holds of a memory budget ([`budgeted_memory`]).
+        memory: u64,
         adapter: Arc<WasmAdapter>,
         /// Boxed: a request is large beside a followed run.
         request: Box<RunRequest<RunScope>>,
@@ -148,14 +150,18 @@ impl Launcher {
         self
     }
 
-    /// A share of the memory budget for a run admitted as `admission`
-    /// (`root`: it has no parent); `None` without a budget.
-    async fn share(&self, admission: &Admission, root: bool) -> Result<Option<Share>, LaunchError> {
+    /// A share of the memory budget for the run `spec` asks for, admitted
+    /// as `admission` (see [`budgeted_memory`]); `None` without a budget.
+    async fn share(
+        &self,
+        admission: &Admission,
+        spec: &LaunchSpec,
+    ) -> Result<Option<Share>, LaunchError> {
         let Some(budget) = &self.inner.memory else {
             return Ok(None);
         };
-        let cap = admission.limits.max_memory_bytes;
-        Ok(budget.reserve(cap, root).await?)
+        let cap = budgeted_memory(admission, &spec.asked.limits);
+        Ok(budget.reserve(cap, spec.parent.is_none()).await?)
     }
 
     /// `admission` with the values of its secret grants, for a run of
@@ -305,7 +311,7 @@ impl Launcher {
             None => {
                 let mut spec = spec;
                 let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
-                let share = self.share(&admission, spec.parent.is_none()).await?;
+                let share = self.share(&admission, &spec).await?;
                 let id = spec.id.clone().unwrap_or_default();
                 let workspace = given_workspace(&mut spec, &id, &mut admission).await?;
                 let new_run = new_run(&resolved, &spec, &admission);
@@ -361,7 +367,7 @@ impl Launcher {
             )));
         }
         let mut admission = self.unlocked(admission, &resolved, &spec.ceiling)?;
-        let share = self.share(&admission, spec.parent.is_none()).await?;
+        let share = self.share(&admission, &spec).await?;
         // Named by an id of its own, though nothing records it.
         let id = RunId::new();
         given_workspace(&mut spec, &id, &mut admission).await?;
@@ -390,7 +396,7 @@ impl Launcher {
         if let Some((workspace, cwd)) = workspace {
             crate::workspace::unpacked(workspace, cwd, &mut admission, &mut spec.options)?;
         }
-        let share = self.share(&admission, spec.parent.is_none()).await?;
+        let share = self.share(&admission, &spec).await?;
         let children = Children::new(self.spawner(), id.clone(), &spec, &admission);
         let meter = self.meter(&id, &spec, &admission, None);
         // Its requests are kept in its record where it is kept, where any
@@ -471,6 +477,7 @@ impl Launcher {
             Some(profile) if profile.own_budget => admission.budget.usd,
             _ => None,
         };
+        let memory = budgeted_memory(&admission, &spec.asked.limits);
         let scope = RunScope {
             asking: desk.map(|desk| moat_contain::Asking {
                 approver: Arc::new(desk),
@@ -504,6 +511,7 @@ impl Launcher {
             admission,
             kind: Kind::Here {
                 share,
+                memory,
                 adapter: Arc::new(resolved.adapter),
                 request: Box::new(request),
                 role: spec.role,
@@ -670,6 +678,7 @@ impl Launcher {
             match prepared.kind {
                 Kind::Here {
                     share,
+                    memory,
                     adapter,
                     request,
                     role,
@@ -682,7 +691,7 @@ impl Launcher {
                     shares.extend(share);
                     notices.extend(asked.map(|asked| (task, asked)));
                     meters.extend(meter.map(|meter| (task, meter)));
-                    here.push((adapter, *request, role, recording.map(|r| *r)));
+                    here.push((adapter, *request, role, recording.map(|r| *r), memory));
                 }
                 Kind::Elsewhere {
                     runs,
@@ -702,7 +711,8 @@ impl Launcher {
         if !followed.is_empty() {
             return Launched::followed(ids, followed);
         }
-        let roles: Vec<Option<String>> = here.iter().map(|(_, _, role, _)| role.clone()).collect();
+        let roles: Vec<Option<String>> =
+            here.iter().map(|(_, _, role, _, _)| role.clone()).collect();
         let (events, recordings) = engine_start(here, memory_budget);
         let events = if notices.is_empty() {
             events
@@ -848,6 +858,7 @@ type HereRun = (
     RunRequest<RunScope>,
     Option<String>,
     Option<Recording>,
+    u64,
 );
 
 /// The engine's run entry, called from here alone: one run pulled
@@ -858,7 +869,7 @@ fn engine_start(
 ) -> (BoxStream<'static, TaskEvent>, Vec<Option<Recording>>) {
     let mut recordings = Vec::with_capacity(runs.len());
     if runs.len() == 1 {
-        let (adapter, request, role, recording) = runs.into_iter().next().expect("one run");
+        let (adapter, request, role, recording, _) = runs.into_iter().next().expect("one run");
         recordings.push(recording);
         let run = AgentRun::new(adapter, request);
         let events = run.into_stream().map(move |mut event| {
@@ -871,14 +882,18 @@ fn engine_start(
     }
     let mut registry = Registry::scoped();
     let mut tasks = Vec::with_capacity(runs.len());
-    for (adapter, request, role, recording) in runs {
+    for (adapter, request, role, recording, memory) in runs {
         // Each run its own adapter under its own name: the same adapter
         // twice is registered once.
         if registry.get(&request.agent).is_none() {
             let _ = registry.register(adapter);
         }
         recordings.push(recording);
-        tasks.push(ParallelTask { request, role });
+        tasks.push(ParallelTask {
+            request,
+            role,
+            memory_bytes: Some(memory),
+        });
     }
     let run = run_parallel(&registry, tasks, None).expect("every adapter is registered");
     let run = match memory_budget {
