@@ -1,8 +1,9 @@
 //! The arrows of docs/architecture.md, checked on the workspace's real
 //! dependency graph (`cargo metadata`): the launch layer knows neither the
 //! store nor the cluster (it is written against `moat_runs::RunBook`), the
-//! engine knows no wasmtime, HTTP, TLS or command line, and the binary's
-//! crate holds no benchmark.
+//! engine knows no wasmtime, HTTP, TLS or command line, containment knows
+//! no wasmtime (the sandbox reaches it, not the other way), and the
+//! binary's crate holds no benchmark.
 
 use std::collections::{BTreeSet, HashMap};
 use std::process::Command;
@@ -77,6 +78,20 @@ fn the_layers_depend_only_downward() {
     for below in ["wasmtime", "hyper", "rustls", "clap"] {
         assert!(!engine.contains(below), "moat-engine depends on {below}");
     }
+    // Containment holds a run's programs without wasmtime; the sandbox
+    // (wasmtime's embedding) reaches it, and it does not reach the sandbox.
+    let contain = reached(&metadata, "moat-contain");
+    for above in ["wasmtime", "wasmtime-wasi", "moat-sandbox", "moat-launch"] {
+        assert!(!contain.contains(above), "moat-contain depends on {above}");
+    }
+    let sandbox = reached(&metadata, "moat-sandbox");
+    assert!(sandbox.contains("moat-contain") && sandbox.contains("wasmtime"));
+    // The types of a confinement are the grants' data.
+    assert!(
+        !reached(&metadata, "moat-grants")
+            .iter()
+            .any(|p| p.starts_with("moat-"))
+    );
     // The store and the cluster know nothing of wasmtime or each other.
     for backend in ["moat-store", "moat-cluster"] {
         let reach = reached(&metadata, backend);

@@ -144,3 +144,77 @@ async fn without_containment_a_program_has_the_users_rights() {
         assert!(out.contains(expected), "{expected} in {out}");
     }
 }
+
+/// The same line through the real `moat` binary, as this user and as an
+/// unprivileged one (`setpriv` to an unused uid): a contained program is
+/// refused (`EACCES`) what its grants do not name — a file beside the
+/// grants, a write into a read grant, a file next to its directory — and
+/// reaches what they do; with `--no-contain` the same program, as the same
+/// user, reaches all of it.
+#[test]
+fn through_the_binary_as_any_user_a_program_reaches_only_its_grants() {
+    use crate::egress::{python, shell, word};
+    use crate::own_network::settings;
+
+    for setting in settings() {
+        let secret = setting.dir().join("secret");
+        let readable = setting.dir().join("readable");
+        for dir in [&secret, &readable] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        std::fs::write(secret.join("key"), "the-secret").unwrap();
+        std::fs::write(readable.join("note"), "the-note").unwrap();
+        for path in [&secret, &readable, &setting.grant()] {
+            setting.own(path);
+        }
+        let open = |name: &str, path: String, mode: &str| {
+            python(name, &format!("open(\"{path}\", \"{mode}\").close()"))
+        };
+        let script = [
+            open("secret", format!("{}/key", secret.display()), "r"),
+            open("note", format!("{}/note", readable.display()), "r"),
+            open(
+                "write-read-grant",
+                format!("{}/new", readable.display()),
+                "w",
+            ),
+            open(
+                "write-grant",
+                format!("{}/new", setting.grant().display()),
+                "w",
+            ),
+            open("beside", format!("{}/beside", setting.dir().display()), "w"),
+        ]
+        .concat();
+        let read_grant = format!("--allow-read={}", readable.display());
+        for contained in [true, false] {
+            let mut extra = vec![read_grant.as_str()];
+            if !contained {
+                extra.push("--no-contain");
+            }
+            let (output, events, printed) =
+                shell(&script, &setting.flags(&extra), &setting.wrapper());
+            let said = format!(
+                "{}, contained: {contained}: printed: {printed}\nstderr: {}",
+                setting.who(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+            for granted in ["note", "write-grant"] {
+                assert_eq!(word(&printed, granted), "reached", "{granted}: {said}");
+            }
+            let outside = ["secret", "write-read-grant", "beside"];
+            for probe in outside {
+                let expected = if contained {
+                    "refused:EACCES"
+                } else {
+                    "reached"
+                };
+                assert_eq!(word(&printed, probe), expected, "{probe}: {said}");
+            }
+            assert_eq!(setting.dir().join("beside").exists(), !contained, "{said}");
+            let _ = std::fs::remove_file(setting.dir().join("beside"));
+            let _ = std::fs::remove_file(readable.join("new"));
+        }
+    }
+}

@@ -101,25 +101,31 @@ impl UnixSink {
     }
 }
 
+/// The tests' `moat`, started through `wrapper` (e.g. `setpriv … env …`;
+/// empty: directly), with the tests' environment (wrapped, its stdin
+/// is empty).
+pub(crate) fn moat_through(wrapper: &[&str]) -> Command {
+    let moat = moat();
+    if wrapper.is_empty() {
+        return moat;
+    }
+    let mut wrapped = Command::new(wrapper[0]);
+    wrapped.args(&wrapper[1..]).arg(moat.get_program());
+    for (name, value) in moat.get_envs() {
+        match value {
+            Some(value) => wrapped.env(name, value),
+            None => wrapped.env_remove(name),
+        };
+    }
+    wrapped.stdin(std::process::Stdio::null());
+    wrapped
+}
+
 /// `moat run` of `script` in `sh`, started by the escape component with
 /// `--allow-run=sh` and `flags` (`wrapper` before it, to run it in
 /// another setting: the wrapper gets moat's environment).
 pub(crate) fn shell_command(script: &str, flags: &[String], wrapper: &[&str]) -> Command {
-    let moat = moat();
-    let mut command = if wrapper.is_empty() {
-        moat
-    } else {
-        let mut wrapped = Command::new(wrapper[0]);
-        wrapped.args(&wrapper[1..]).arg(moat.get_program());
-        for (name, value) in moat.get_envs() {
-            match value {
-                Some(value) => wrapped.env(name, value),
-                None => wrapped.env_remove(name),
-            };
-        }
-        wrapped.stdin(std::process::Stdio::null());
-        wrapped
-    };
+    let mut command = moat_through(wrapper);
     command
         .args(["run", ESCAPE, "--allow-run=sh", "--output", "ndjson"])
         .args(flags)

@@ -82,8 +82,21 @@ impl Setting {
         self.wrapper.iter().map(String::as_str).collect()
     }
 
+    /// The setting's directory: the grant's parent, readable by others.
+    pub(crate) fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Gives `path` (and what is in it) to the setting's user, when that
+    /// is not this one.
+    pub(crate) fn own(&self, path: &Path) {
+        if !self.wrapper.is_empty() {
+            own_all(path, UNPRIVILEGED_UID);
+        }
+    }
+
     /// The directory the run may write, and runs in.
-    fn grant(&self) -> PathBuf {
+    pub(crate) fn grant(&self) -> PathBuf {
         self.dir.path().join("grant")
     }
 
@@ -107,6 +120,9 @@ impl Setting {
 /// Gives `dir` and what is in it to `uid`.
 fn own_all(dir: &Path, uid: u32) {
     std::os::unix::fs::chown(dir, Some(uid), Some(uid)).unwrap();
+    if !dir.is_dir() {
+        return;
+    }
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -278,11 +294,31 @@ fn another_runs_server_and_sockets_outside_the_grants_are_out_of_reach() {
                 assert_eq!(word(&printed, "outside"), "refused:EACCES", "{said}");
                 assert_eq!(word(&printed, "link"), "refused:EACCES", "{said}");
                 assert_eq!(arrived, 0, "{said}");
+                // Refused visibly: one report each, naming the socket (the
+                // link's, where it leads) and the flag that grants it.
+                let denied: Vec<String> = events
+                    .iter()
+                    .filter_map(|event| match &event.payload {
+                        moat_engine::EventPayload::Error(error)
+                            if error.code.as_deref() == Some("CAPABILITY_DENIED") =>
+                        {
+                            Some(error.message.clone())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let fix = format!("run with --allow-unix-socket={}", outside.display());
+                assert_eq!(denied.len(), 2, "{denied:?}");
+                assert!(denied.iter().all(|m| m.contains(&fix)), "{denied:?}");
             } else {
                 for probe in ["other-run", "outside", "link"] {
                     assert_eq!(word(&printed, probe), "reached", "{probe}: {said}");
                 }
                 assert_eq!(arrived, 2, "{said}");
+                assert!(
+                    !moat_testkit::error_codes(&events).contains(&"CAPABILITY_DENIED".to_owned()),
+                    "{said}"
+                );
             }
         }
     }
@@ -316,6 +352,50 @@ fn without_namespaces_a_program_may_not_serve_on_the_shared_loopback() {
             "{}: {printed}",
             setting.who()
         );
+    }
+}
+
+/// How a run's programs are contained, said where a user looks: the
+/// `init` event's `containment` (`namespaces`, `landlock+seccomp` where no
+/// namespace may be made, `off` with `--no-contain`) and `moat doctor`
+/// (that programs may bind no port where the loopback is shared), as this
+/// user and an unprivileged one.
+#[test]
+fn the_init_event_and_doctor_say_how_the_programs_are_contained() {
+    let containment_of = |wrapper: &[&str], extra: &[&str]| -> String {
+        let output = crate::egress::moat_through(wrapper)
+            .args(["run", "echo", "hi", "--allow-run=sh", "--output", "ndjson"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let events = crate::cli::common::events(&output);
+        let init = events
+            .iter()
+            .find(|event| matches!(event.payload, moat_engine::EventPayload::Init(_)))
+            .unwrap_or_else(|| panic!("no init: {output:?}"));
+        serde_json::to_value(init).unwrap()["metadata"]["containment"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no containment in {init:?}"))
+            .to_owned()
+    };
+    let doctor = |wrapper: &[&str]| -> String {
+        let output = crate::egress::moat_through(wrapper)
+            .arg("doctor")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    for setting in settings() {
+        let own = setting.wrapper();
+        let mut shared = setting.wrapper();
+        shared.extend(crate::egress::NO_NAMESPACES);
+        let who = setting.who();
+        assert_eq!(containment_of(&own, &[]), "namespaces", "{who}");
+        assert_eq!(containment_of(&shared, &[]), "landlock+seccomp", "{who}");
+        assert_eq!(containment_of(&own, &["--no-contain"]), "off", "{who}");
+        let bind = "programs may bind no port (the host's loopback is shared)";
+        assert!(doctor(&shared).contains(bind), "{who}: {}", doctor(&shared));
+        assert!(!doctor(&own).contains(bind), "{who}: {}", doctor(&own));
     }
 }
 

@@ -434,3 +434,81 @@ fn a_built_in_uses_its_vendor_key_by_reference_when_it_is_kept() {
         serde_json::json!(["ANTHROPIC_API_KEY@api.anthropic.com:443"])
     );
 }
+
+/// As this user and as an unprivileged one (`setpriv`): a contained
+/// program reaches the secret's host on its route, the value added by
+/// moat, and is refused the secrets file itself (`EACCES`); the same
+/// program with `--no-contain`, as the same user, reads the file — the
+/// value is there for anything that runs with the user's rights.
+#[test]
+fn as_any_user_a_contained_program_gets_the_route_and_never_the_secrets_file() {
+    use crate::egress::{moat_through, python, shell, word};
+    use crate::own_network::settings;
+
+    for setting in settings() {
+        let secrets = setting.dir().join("secrets.json");
+        let mut wrapper = setting.wrapper();
+        if wrapper.is_empty() {
+            wrapper.push("env");
+        }
+        let keep = format!("MOAT_SECRETS={}", secrets.display());
+        wrapper.push(&keep);
+        let mut set = moat_through(&wrapper)
+            .args([
+                "secret",
+                "set",
+                "ANTHROPIC_API_KEY",
+                "--header",
+                "x-api-key",
+            ])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        set.stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{VALUE}\n").as_bytes())
+            .unwrap();
+        let set = set.wait_with_output().unwrap();
+        assert!(set.status.success(), "{}: {set:?}", setting.who());
+
+        let api = HeadRecorder::start();
+        let script = python(
+            "file",
+            &format!(
+                "assert \"{VALUE}\" in open(\"{}\").read()",
+                secrets.display()
+            ),
+        ) + "curl -s -m5 \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\"; echo; ";
+        for contained in [true, false] {
+            let mut extra = vec![
+                format!("--allow-net=127.0.0.1:{}", api.port),
+                format!("--secret=ANTHROPIC_API_KEY@http://127.0.0.1:{}", api.port),
+            ];
+            if !contained {
+                extra.push("--no-contain".into());
+            }
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let (output, events, printed) = shell(&script, &setting.flags(&extra), &wrapper);
+            let said = format!(
+                "{}, contained: {contained}: printed: {printed}\nstderr: {}",
+                setting.who(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+            if contained {
+                assert_eq!(word(&printed, "file"), "refused:EACCES", "{said}");
+                assert!(printed.contains("received"), "{said}");
+                let heads = api.heads();
+                assert_eq!(heads.len(), 1, "{said}: {heads:?}");
+                assert!(
+                    heads[0].contains(&format!("x-api-key: {}", VALUE.to_ascii_lowercase())),
+                    "{heads:?}"
+                );
+            } else {
+                assert_eq!(word(&printed, "file"), "reached", "{said}");
+            }
+        }
+    }
+}

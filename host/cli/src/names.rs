@@ -55,6 +55,9 @@ impl SettingNames for FlagNames {
                 "run with --allow-run with a program name or an absolute path".to_owned()
             }
             Grant::Env { name } => format!("run with --allow-env={}", flag_value(name)),
+            Grant::UnixSocket { path } => {
+                format!("run with --allow-unix-socket={}", flag_value(path))
+            }
         }
     }
 }

@@ -422,6 +422,11 @@ pub enum DeniedRequest {
         /// The variable's name.
         name: String,
     },
+    /// A named Unix socket a program of the run connected to.
+    UnixSocket {
+        /// The socket's path, symbolic links resolved.
+        path: String,
+    },
     /// A symbolic link the adapter asked to make.
     Symlink {
         /// Where the link was to be, as the adapter named it.
@@ -432,10 +437,12 @@ pub enum DeniedRequest {
 }
 
 impl DeniedRequest {
-    /// The kind of capability asked for: "net", "run", "env" or "write".
+    /// The kind of capability asked for: "net", "socket", "run", "env" or
+    /// "write".
     pub fn capability(&self) -> &'static str {
         match self {
             Self::Net { .. } => "net",
+            Self::UnixSocket { .. } => "socket",
             Self::Program { .. } | Self::ProgramDir { .. } => "run",
             Self::ProgramEnv { .. } => "env",
             Self::Symlink { .. } => "write",
@@ -447,6 +454,7 @@ impl fmt::Display for DeniedRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Net { scheme, host, port } => write!(f, "{scheme}://{host}:{port}"),
+            Self::UnixSocket { path } => write!(f, "the Unix socket {path:?}"),
             Self::Program { program } => write!(f, "{program:?}"),
             Self::ProgramDir { program, dir } => write!(f, "{program:?} in {dir:?}"),
             Self::ProgramEnv { program, name } => write!(f, "{name} for {program:?}"),

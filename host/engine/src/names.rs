@@ -106,6 +106,12 @@ pub enum Grant {
         /// The variable's name.
         name: String,
     },
+    /// A named Unix socket outside the run's write grants, for its
+    /// programs to connect to.
+    UnixSocket {
+        /// The socket's path.
+        path: String,
+    },
 }
 
 /// The caller's words for its settings and grants, used in the messages of
@@ -167,6 +173,7 @@ impl SettingNames for FieldNames {
                 "name the program by a bare name or an absolute path, and grant it".to_owned()
             }
             Grant::Env { name } => format!("grant the variable {name}"),
+            Grant::UnixSocket { path } => format!("grant the Unix socket {path:?}"),
         }
     }
 }

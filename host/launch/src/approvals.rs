@@ -313,8 +313,9 @@ fn requested(remedy: &Grant) -> Option<Requested> {
             program: program.clone(),
         }),
         // A variable's value, or a program named by a relative path: not
-        // something to ask for.
-        Grant::Env { .. } | Grant::RunByNameOrPath => None,
+        // something to ask for. A socket is refused at once: the program's
+        // `connect` cannot wait for an answer.
+        Grant::Env { .. } | Grant::RunByNameOrPath | Grant::UnixSocket { .. } => None,
     }
 }
 

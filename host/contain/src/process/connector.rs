@@ -22,7 +22,9 @@
 //! - every other address is connected as given: the socket is of the
 //!   run's namespace, where only its loopback and the proxy are.
 //!
-//! A refusal is `EACCES`, as the socket filter's. The program's call
+//! A refusal is `EACCES`, as the socket filter's, and is recorded in the
+//! run's [`DenialLog`] (a `CAPABILITY_DENIED` event naming
+//! `--allow-unix-socket`). The program's call
 //! returns what moat's returned; a socket's peer sees moat's process id
 //! (the user's, as the program's).
 
@@ -31,6 +33,10 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use moat_engine::{Denial, DeniedRequest, Grant};
+
+use crate::denials::DenialLog;
 
 /// Where a run's programs may reach named Unix sockets.
 #[derive(Debug, Clone, Default)]
@@ -66,18 +72,23 @@ pub(crate) struct Connector {
 }
 
 impl Connector {
-    /// Answers the notifications of `listener` with `places`.
-    pub(crate) fn start(listener: OwnedFd, places: SocketPlaces) -> io::Result<Self> {
+    /// Answers the notifications of `listener` with `places`, recording
+    /// refusals in `denials`.
+    pub(crate) fn start(
+        listener: OwnedFd,
+        places: SocketPlaces,
+        denials: DenialLog,
+    ) -> io::Result<Self> {
         let (stop_read, stop_write) = pipe()?;
         std::thread::Builder::new()
             .name("moat-connector".into())
-            .spawn(move || serve(&listener, &stop_read, &places))?;
+            .spawn(move || serve(&listener, &stop_read, &places, &denials))?;
         Ok(Self { _stop: stop_write })
     }
 }
 
 /// Reads and answers notifications until told to stop.
-fn serve(listener: &OwnedFd, stop: &OwnedFd, places: &SocketPlaces) {
+fn serve(listener: &OwnedFd, stop: &OwnedFd, places: &SocketPlaces, denials: &DenialLog) {
     loop {
         let mut ready = [
             libc::pollfd {
@@ -122,7 +133,7 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, places: &SocketPlaces) {
                 _ => return,
             }
         }
-        let result = connect_for(listener, &call, places);
+        let result = connect_for(listener, &call, places, denials);
         let mut answer = libc::seccomp_notif_resp {
             id: call.id,
             val: 0,
@@ -150,6 +161,7 @@ fn connect_for(
     listener: &OwnedFd,
     call: &libc::seccomp_notif,
     places: &SocketPlaces,
+    denials: &DenialLog,
 ) -> Result<(), i32> {
     let [fd, address_at, length, ..] = call.data.args;
     // `connect(int, const struct sockaddr *, socklen_t)`.
@@ -185,10 +197,12 @@ fn connect_for(
     let real = std::fs::read_link(format!("/proc/self/fd/{}", found.as_raw_fd()))
         .map_err(|_| libc::EACCES)?;
     if !places.allows(&real) {
-        tracing::info!(
-            socket = %real.display(),
-            "refused a program's connection to a Unix socket outside its run's grants"
-        );
+        let path = real.to_string_lossy().into_owned();
+        denials.record(Denial {
+            request: DeniedRequest::UnixSocket { path: path.clone() },
+            reason: "it lies outside the run's write grants and its private directory".into(),
+            remedy: Some(Grant::UnixSocket { path }),
+        });
         return Err(libc::EACCES);
     }
     let through = format!("/proc/self/fd/{}", found.as_raw_fd());

@@ -455,7 +455,11 @@ impl ProcessTable {
             .await?;
             if let Some(listener) = started.take_connect_listener() {
                 let places = self.socket_places().map_err(std::io::Error::other)?;
-                self.connector = Some(self::connector::Connector::start(listener, places)?);
+                self.connector = Some(self::connector::Connector::start(
+                    listener,
+                    places,
+                    self.denials.clone(),
+                )?);
             }
             let started = Arc::new(started);
             if network == seccomp::Network::Own {
