@@ -195,10 +195,12 @@ fn a_limit_that_cannot_be_held_here_is_refused_up_front_not_ignored() {
             continue;
         }
         // An unprivileged user: no cgroup moat may make here (moat's is
-        // root's), so no limit of its programs can be held.
-        for flag in ["--max-memory=512MiB", "--max-processes=40", "--cpus=0.5"] {
+        // root's), so no limit of its programs can be held by one...
+        let refused = |flag: &str, extra: &[&str]| {
+            let mut flags = vec![flag];
+            flags.extend(extra);
             let (output, events, printed) =
-                shell(&forks(5), &setting.flags(&[flag]), &setting.wrapper());
+                shell(&forks(5), &setting.flags(&flags), &setting.wrapper());
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert_eq!(output.status.code(), Some(2), "{flag}: {printed}\n{stderr}");
             assert!(events.is_empty(), "{flag}: the run never started");
@@ -208,9 +210,25 @@ fn a_limit_that_cannot_be_held_here_is_refused_up_front_not_ignored() {
                     && stderr.contains("systemd-run --user --scope"),
                 "{flag}: {stderr}"
             );
+        };
+        for flag in ["--max-memory=512MiB", "--cpus=0.5"] {
+            refused(flag, &[]);
         }
-        // Without the flags, the run goes on, its programs unlimited.
-        let (_, events, printed) = shell(&forks(5), &setting.flags(&[]), &setting.wrapper());
+        // ...but a contained run's programs have a user namespace of the
+        // run's own, whose process count is the run's: its init holds the
+        // process limit (RLIMIT_NPROC), which an uncontained run's cannot.
+        let (output, events, printed) = shell(
+            &forks(60),
+            &setting.flags(&["--max-processes=40"]),
+            &setting.wrapper(),
+        );
+        let said = format!("{printed}\n{}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(word(&printed, "forks"), "refused:EAGAIN", "{said}");
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
+        refused("--max-processes=40", &["--no-contain"]);
+        // Without the flags, the run goes on, the same program under the
+        // default limits.
+        let (_, events, printed) = shell(&forks(60), &setting.flags(&[]), &setting.wrapper());
         assert_eq!(word(&printed, "forks"), "reached", "{printed}");
         assert_eq!(single_done(&events).status, DoneStatus::Success);
     }
@@ -220,16 +238,10 @@ fn a_limit_that_cannot_be_held_here_is_refused_up_front_not_ignored() {
 fn doctor_says_which_limits_of_the_programs_hold_here() {
     for setting in crate::own_network::settings() {
         let wrapper = setting.wrapper();
-        let moat = crate::cli::common::moat();
-        let mut doctor = match wrapper.split_first() {
-            Some((first, rest)) => {
-                let mut command = std::process::Command::new(first);
-                command.args(rest).arg(moat.get_program());
-                command
-            }
-            None => moat,
-        };
-        let output = doctor.arg("doctor").output().unwrap();
+        let output = crate::egress::moat_through(&wrapper)
+            .arg("doctor")
+            .output()
+            .unwrap();
         let said = String::from_utf8_lossy(&output.stdout);
         let line = said
             .lines()
@@ -237,12 +249,23 @@ fn doctor_says_which_limits_of_the_programs_hold_here() {
             .unwrap_or_else(|| panic!("{said}"));
         if wrapper.is_empty() && limits_held_here() {
             assert!(line.starts_with("ok"), "{line}");
+            for limit in ["--max-memory", "--max-processes", "--cpus"] {
+                assert!(line.contains(limit), "{line}");
+            }
         } else {
             assert!(
                 line.starts_with("missing") && line.contains("systemd-run --user --scope"),
                 "{}: {line}",
                 setting.who()
             );
+            // Where programs have a user namespace of the run's own (an
+            // unprivileged user's, here), the process limit holds there.
+            if !wrapper.is_empty() {
+                assert!(
+                    line.contains("held here: processes (--max-processes: RLIMIT_NPROC"),
+                    "{line}"
+                );
+            }
         }
     }
 }

@@ -32,6 +32,8 @@ pub mod tls;
 pub use approvals::{Approver, Asking, Question, Verdict};
 pub use egress::{NetworkContainment, PROXY_VARIABLES};
 pub use process::landlock::available as landlock_available;
-pub use process::{Containment, LimitsHere, clean_up_after_gone_moats, program_limits_here};
+pub use process::{
+    Containment, LimitsHere, clean_up_after_gone_moats, program_limits_for, program_limits_here,
+};
 pub use program::{Ended, Program, run_contained};
 pub use secrets::{PLACEHOLDER as SECRET_PLACEHOLDER, Secret, Secrets};

@@ -217,7 +217,8 @@ impl Ceiling {
                 adapter: resolved.name().to_owned(),
             });
         }
-        refuse_unheld(&asked.limits, &grants)?;
+        let confinement = self.confinement(resolved);
+        refuse_unheld(&asked.limits, &grants, &confinement)?;
         check_mcp_programs(options, &grants)?;
         let dirs = OpenDirs::open(&grants).map_err(Refusal::Dir)?;
         let approvable = match (self.answers_beyond, parent) {
@@ -230,7 +231,7 @@ impl Ceiling {
             grants,
             trust,
             limits,
-            confinement: self.confinement(resolved),
+            confinement,
             dirs,
             depth,
             secrets: moat_contain::Secrets::default(),
@@ -412,13 +413,17 @@ pub fn canonical(mut grants: Grants) -> Result<Grants, moat_grants::GrantError> 
 }
 
 /// Refuses a limit of the programs asked for explicitly that this machine
-/// cannot hold, rather than run them unlimited; a run that may start no
-/// program has none to hold.
-fn refuse_unheld(asked: &AskedLimits, grants: &Grants) -> Result<(), Refusal> {
+/// cannot hold for programs contained as `confinement`, rather than run
+/// them unlimited; a run that may start no program has none to hold.
+fn refuse_unheld(
+    asked: &AskedLimits,
+    grants: &Grants,
+    confinement: &Confinement,
+) -> Result<(), Refusal> {
     if grants.run.is_empty() {
         return Ok(());
     }
-    let here = moat_contain::program_limits_here();
+    let here = moat_contain::program_limits_for(confinement);
     for (wanted, held, setting) in [
         (
             asked.max_memory_bytes.is_some(),

@@ -155,28 +155,36 @@ fn check_containment(report: &mut Report) {
     }
     let network = NetworkContainment::detect();
     report.line(Verdict::Ok, "network containment", network.describe());
-    let here = moat_contain::program_limits_here();
+    let cgroup = moat_contain::program_limits_here();
+    let here = moat_contain::program_limits_for(&moat_grants::Confinement::default());
+    let processes = if cgroup.processes {
+        "processes (--max-processes)"
+    } else {
+        "processes (--max-processes: RLIMIT_NPROC in each run's own user namespace; a refused fork is not reported)"
+    };
     let held: Vec<&str> = [
-        (here.processes, "processes (--max-processes)"),
+        (here.memory, "memory (--max-memory)"),
+        (here.processes, processes),
         (here.cpus, "CPUs (--cpus)"),
     ]
     .into_iter()
     .filter_map(|(held, what)| held.then_some(what))
     .collect();
-    match held.len() {
-        2 => report.line(
+    if held.len() == 3 && cgroup.processes {
+        report.line(
             Verdict::Ok,
             "program limits",
-            "a cgroup of each run's own holds its programs' processes (--max-processes) and CPUs (--cpus)",
-        ),
-        _ => report.line(
+            "a cgroup of each run's own holds its programs' memory (--max-memory), processes (--max-processes) and CPUs (--cpus)",
+        );
+    } else {
+        report.line(
             Verdict::Missing,
             "program limits",
             format!(
                 "held here: {}; a run that asks for another is refused. For a cgroup moat may limit, run it under `systemd-run --user --scope -p Delegate=yes moat …`",
                 if held.is_empty() { "none".to_owned() } else { held.join(", ") }
             ),
-        ),
+        );
     }
 }
 

@@ -78,6 +78,7 @@ impl NetworkContainment {
         static FOUND: OnceLock<NetworkContainment> = OnceLock::new();
         *FOUND.get_or_init(|| match namespace::create() {
             Ok(made) => {
+                let _ = OWN_USER_NAMESPACE.set(made.user.is_some());
                 // Kept for the first run that needs one: making it twice
                 // would double the cost of a `moat run`.
                 *PROBED.lock().unwrap_or_else(PoisonError::into_inner) = Some(made);
@@ -92,6 +93,14 @@ impl NetworkContainment {
                 }
             }
         })
+    }
+
+    /// Whether each run's programs are in a user namespace of the run's own
+    /// (where moat may not make a network namespace without one: a user
+    /// who is not root): the processes counted against a limit there are
+    /// the run's only.
+    pub fn own_user_namespace(self) -> bool {
+        self == Self::Namespaces && OWN_USER_NAMESPACE.get() == Some(&true)
     }
 
     /// Whether the programs have a loopback of the run's own, to serve on.
@@ -123,6 +132,10 @@ impl NetworkContainment {
         }
     }
 }
+
+/// Whether the namespace [`NetworkContainment::detect`] made needed a user
+/// namespace of its own (as every run's will).
+static OWN_USER_NAMESPACE: OnceLock<bool> = OnceLock::new();
 
 /// The namespace [`NetworkContainment::detect`] made to find out, until a
 /// run takes it.

@@ -148,6 +148,19 @@ pub fn program_limits_here() -> LimitsHere {
     })
 }
 
+/// Which limits of the programs of a run contained as `confinement` this
+/// machine holds: [`program_limits_here`], and the process limit where a
+/// contained run's programs have a user namespace of their own (a user
+/// who is not root), which the run's init holds with `RLIMIT_NPROC`.
+pub fn program_limits_for(confinement: &moat_grants::Confinement) -> LimitsHere {
+    let mut here = program_limits_here();
+    let contained = *confinement != moat_grants::Confinement::Off;
+    if contained && crate::NetworkContainment::detect().own_user_namespace() {
+        here.processes = true;
+    }
+    here
+}
+
 /// Where one run's limits are held, beside its cgroup v2.
 #[derive(Debug, Default)]
 pub(crate) struct HeldLimits {

@@ -177,6 +177,20 @@ impl ChildGroups {
             .cloned()
     }
 
+    /// The run's process limit when its cgroup (made by
+    /// [`cgroup_for_child`](Self::cgroup_for_child)) does not hold it: the
+    /// run's init holds it then with `RLIMIT_NPROC`, where the run's
+    /// programs have a user namespace of their own.
+    pub(crate) fn processes_unheld(&self) -> Option<u64> {
+        let groups = self.lock();
+        let held = groups
+            .cgroup
+            .as_ref()
+            .and_then(Option::as_ref)
+            .is_some_and(|cgroup| cgroup.held().processes);
+        groups.limits.processes.filter(|_| !held)
+    }
+
     /// The run's own empty directory, made now if it has none yet.
     pub(crate) fn private_dir(&self) -> std::io::Result<std::path::PathBuf> {
         let mut groups = self.lock();

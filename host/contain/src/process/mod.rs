@@ -64,7 +64,7 @@ pub fn clean_up_after_gone_moats() {
     groups::remove_stale_private_dirs();
 }
 pub use cgroup_limits::ProgramLimits;
-pub use cgroup_limits::{LimitsHere, program_limits_here};
+pub use cgroup_limits::{LimitsHere, program_limits_for, program_limits_here};
 pub use groups::{ChildGroups, Containment};
 use moat_engine::{Denial, DeniedRequest, Grant};
 use moat_grants::names;
@@ -439,6 +439,12 @@ impl ProcessTable {
                 None => seccomp::Network::Hosts,
             };
             let cgroup = self.groups.cgroup_for_child();
+            // Without a cgroup to hold it, the process limit is the init's
+            // `RLIMIT_NPROC`, counted in the run's own user namespace.
+            let max_processes = namespaces
+                .as_ref()
+                .filter(|namespaces| namespaces.user.is_some())
+                .and_then(|_| self.groups.processes_unheld());
             let seccomp = socket_filter(network).map_err(std::io::Error::other)?;
             let connect_filter =
                 (network == seccomp::Network::Own).then(|| Arc::new(seccomp::connect_filter()));
@@ -446,6 +452,7 @@ impl ProcessTable {
                 socket,
                 namespaces,
                 cgroup,
+                max_processes,
                 seccomp,
                 connect_filter,
                 proc_access: self::landlock::proc_access(),

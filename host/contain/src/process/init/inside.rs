@@ -35,6 +35,10 @@ pub(crate) struct InitSetup {
     pub(crate) namespaces: Option<Namespaces>,
     /// The run's cgroup, which the init starts in.
     pub(crate) cgroup: Option<ChildCgroup>,
+    /// The most processes and threads the run's programs may have, held
+    /// by `RLIMIT_NPROC` in the run's own user namespace (where the run's
+    /// cgroup does not hold it): counted there, they are the run's only.
+    pub(crate) max_processes: Option<u64>,
     /// The socket filter the init and every program hold.
     pub(crate) seccomp: Arc<BpfProgram>,
     /// The filter that hands the programs' connections to moat (in the
@@ -101,6 +105,15 @@ unsafe fn start(setup: &InitSetup) -> io::Result<(RawFd, Option<RawFd>)> {
         }
         if let Some(namespaces) = &setup.namespaces {
             isolate::join_and_unshare(namespaces)?;
+        }
+        if let Some(most) = setup.max_processes {
+            // The stand-in and the init count too.
+            let most = most.saturating_add(2);
+            let limit = libc::rlimit {
+                rlim_cur: most,
+                rlim_max: most,
+            };
+            check(libc::setrlimit(libc::RLIMIT_NPROC, &limit))?;
         }
         let init = isolate::fork_into(setup.cgroup.as_ref())?;
         if init > 0 {

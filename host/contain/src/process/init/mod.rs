@@ -521,6 +521,7 @@ mod tests {
             socket,
             namespaces: None,
             cgroup: None,
+            max_processes: None,
             seccomp,
             connect_filter: None,
             proc_access: 0,
