@@ -370,3 +370,39 @@ fn parallel_tasks_wait_for_room_for_their_programs_memory() {
     assert!(!overlapping("4GiB"), "one at a time within 4 GiB");
     assert!(overlapping("8GiB"), "together within 8 GiB");
 }
+
+/// An operator who keeps runs out of cgroups (`MOAT_RUN_CGROUPS=0`) has
+/// no limit a cgroup holds: a run asking `--max-memory` is refused up
+/// front (as root, where the same run is held without the switch), and
+/// `moat doctor` says none holds.
+#[test]
+fn runs_kept_out_of_cgroups_refuse_the_limits_they_cannot_hold() {
+    if !limits_held_here() {
+        return;
+    }
+    let asked = |switch: &[(&str, &str)]| {
+        let mut command = crate::cli::common::moat();
+        command.envs(switch.iter().copied());
+        command
+            .args(["run", "echo", "hi", "--allow-run=sh", "--max-memory=512MiB"])
+            .args(["--no-store", "--output", "text"])
+            .output()
+            .unwrap()
+    };
+    let held = asked(&[]);
+    assert_eq!(held.status.code(), Some(0), "{held:?}");
+    let refused = asked(&[("MOAT_RUN_CGROUPS", "0")]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--max-memory cannot be held here"),
+        "{stderr}"
+    );
+    let doctor = crate::cli::common::moat()
+        .env("MOAT_RUN_CGROUPS", "0")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("held here: none"), "{said}");
+}

@@ -66,13 +66,7 @@ pub fn sandbox_config(cli: &Cli) -> SandboxConfig {
         Command::Worker(args) => u32::from(args.max_runs).saturating_mul(2),
         _ => COMMAND_SESSIONS as _,
     };
-    // This process starts no children but runs': orphans it adopts are
-    // theirs. An operator's switch (docs/security.md), `MOAT_RUN_CGROUPS=0`,
-    // keeps runs out of cgroups of their own.
-    config.containment = Containment {
-        cgroups: std::env::var_os("MOAT_RUN_CGROUPS").is_none_or(|v| v != "0"),
-        adopt_orphans: true,
-    };
+    config.containment = containment();
     // A person waiting for a command sees a first compile; a server's or
     // a worker's log says it (at info).
     if !matches!(
@@ -236,6 +230,18 @@ pub fn secret_store(globals: &Globals) -> Option<SecretStore> {
         .clone()
         .or_else(SecretStore::default_path)
         .map(SecretStore::at)
+}
+
+/// How this process keeps its runs' programs: in cgroups of their own
+/// unless an operator's switch (docs/security.md), `MOAT_RUN_CGROUPS=0`,
+/// says not; this process starts no children but runs', so orphans it
+/// adopts are theirs.
+pub fn containment() -> Containment {
+    Containment {
+        cgroups: std::env::var_os("MOAT_RUN_CGROUPS").is_none_or(|v| v != "0"),
+        adopt_orphans: true,
+    }
+    .for_this_process()
 }
 
 /// The memory budget `--max-total-memory` gives (else half of this

@@ -71,6 +71,8 @@ impl Sandbox {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         contract::add_to_linker(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        // The process's runs are contained as this sandbox's say.
+        config.containment.for_this_process();
         let cache = ComponentCache::new(&engine, config.cache_dir.clone());
         let ticker = EpochTicker::start(engine.clone(), config.epoch_tick)
             .map_err(|e| SandboxError::Engine(format!("cannot start the epoch thread: {e}")))?;

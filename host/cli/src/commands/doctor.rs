@@ -155,6 +155,7 @@ fn check_containment(report: &mut Report) {
     }
     let network = NetworkContainment::detect();
     report.line(Verdict::Ok, "network containment", network.describe());
+    crate::wiring::containment();
     let cgroup = moat_contain::program_limits_here();
     let here = moat_contain::program_limits_for(&moat_grants::Confinement::default());
     let processes = if cgroup.processes {

@@ -134,8 +134,12 @@ pub struct LimitsHere {
 }
 
 /// Which limits of a run's programs this machine holds, found once by
-/// making (and removing) a run cgroup with each.
+/// making (and removing) a run cgroup with each; none where this process
+/// keeps runs out of cgroups (`Containment::cgroups` off).
 pub fn program_limits_here() -> LimitsHere {
+    if super::Containment::runs_without_cgroups() {
+        return LimitsHere::default();
+    }
     static FOUND: OnceLock<LimitsHere> = OnceLock::new();
     *FOUND.get_or_init(|| {
         let both = ProgramLimits {

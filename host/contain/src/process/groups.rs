@@ -74,6 +74,27 @@ pub struct Containment {
     pub adopt_orphans: bool,
 }
 
+/// Whether this process keeps runs out of cgroups of their own (see
+/// [`Containment::for_this_process`]).
+static NO_RUN_CGROUPS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Containment {
+    /// Makes this the containment of the process's runs, for what asks
+    /// which limits hold here before any run starts
+    /// ([`program_limits_here`](super::program_limits_here)): runs kept out
+    /// of cgroups have no limit a cgroup holds. One per process, like the
+    /// sandbox that calls it.
+    pub fn for_this_process(self) -> Self {
+        NO_RUN_CGROUPS.store(!self.cgroups, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// Whether this process keeps runs out of cgroups of their own.
+    pub(crate) fn runs_without_cgroups() -> bool {
+        NO_RUN_CGROUPS.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 impl Default for Containment {
     fn default() -> Self {
         Self {
