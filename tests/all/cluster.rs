@@ -1022,3 +1022,54 @@ fn logs_follow_streams_a_live_run_to_its_done() {
     );
     assert_eq!(follower.wait().unwrap().code(), Some(1));
 }
+
+/// A worker that cannot hold the limits of its runs' programs (started by
+/// an unprivileged user, without a delegated cgroup) refuses a job whose
+/// submitter's user asked for one (`askedLimits`), saying which, and runs
+/// the same job when nobody asked: a job's limits are given exactly, but
+/// only what was asked must be held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprivileged_worker_refuses_only_the_limits_a_job_asked_for() {
+    if !nats::available() {
+        return;
+    }
+    let Some(setting) = crate::own_network::settings().into_iter().nth(1) else {
+        return;
+    };
+    let server = nats::server(&[]);
+    let url = server.url();
+    let mut command = crate::egress::moat_through(&setting.wrapper());
+    command.args(["worker", "--nats", &url, "--worker-timeout", WORKER_TIMEOUT]);
+    command.arg("--allow-run=sh");
+    let _worker = Worker::spawned(command);
+    let cluster = connect(&url, 1).await;
+    let job = |asked: bool| {
+        let mut job = echo("hi");
+        job.grants.run = vec!["sh".into()];
+        job.asked_limits.memory = asked;
+        job
+    };
+
+    let asked = job(true);
+    let id = asked.id.clone();
+    cluster.submit(asked).await.unwrap();
+    let events = follow(&cluster, &id, Duration::from_secs(60)).await;
+    assert_eq!(single_done(&events), DoneStatus::Error, "{events:?}");
+    let refusal = events
+        .iter()
+        .find_map(|(_, e)| match &e.payload {
+            EventPayload::Error(error) => Some(error.message.clone()),
+            _ => None,
+        })
+        .expect("an error says why");
+    assert!(
+        refusal.contains("cannot be held here") && refusal.contains("memory"),
+        "{refusal}"
+    );
+
+    let unasked = job(false);
+    let id = unasked.id.clone();
+    cluster.submit(unasked).await.unwrap();
+    let events = follow(&cluster, &id, Duration::from_secs(60)).await;
+    assert_eq!(single_done(&events), DoneStatus::Success, "{events:?}");
+}

@@ -424,18 +424,11 @@ fn refuse_unheld(
         return Ok(());
     }
     let here = moat_contain::program_limits_for(confinement);
+    let wanted = asked.programs_asked();
     for (wanted, held, setting) in [
-        (
-            asked.max_memory_bytes.is_some(),
-            here.memory,
-            Setting::MaxMemory,
-        ),
-        (
-            asked.max_processes.is_some(),
-            here.processes,
-            Setting::MaxProcesses,
-        ),
-        (asked.milli_cpus.is_some(), here.cpus, Setting::Cpus),
+        (wanted.memory, here.memory, Setting::MaxMemory),
+        (wanted.processes, here.processes, Setting::MaxProcesses),
+        (wanted.cpus, here.cpus, Setting::Cpus),
     ] {
         if wanted && !held {
             return Err(Refusal::Unheld { setting });

@@ -40,8 +40,8 @@ pub enum Roots {
 /// What a run admitted as `admission`, asking `asked`, holds of a memory
 /// budget: its adapter's memory, and its programs' when it may start
 /// programs and its memory was asked for (`--max-memory`, the protocol's
-/// `limits.maxMemory`, a task's; every job's, whose limits its submitter
-/// decided). The default programs' ceiling stops a runaway but is not
+/// `limits.maxMemoryBytes`, a task's; a job's when its submitter's user
+/// asked). The default programs' ceiling stops a runaway but is not
 /// reserved: reserved, it would let a budget of half a 24 GiB machine hold
 /// two agent runs, where each program usually takes a fraction of it.
 pub(crate) fn budgeted_memory(admission: &crate::Admission, asked: &crate::AskedLimits) -> u64 {
@@ -49,8 +49,7 @@ pub(crate) fn budgeted_memory(admission: &crate::Admission, asked: &crate::Asked
     let adapter = limits
         .max_memory_bytes
         .min(moat_sandbox::MAX_MEMORY_CEILING);
-    let asked_memory = asked.max_memory_bytes.is_some() || asked.max_program_memory_bytes.is_some();
-    if admission.grants.run.is_empty() || !asked_memory {
+    if admission.grants.run.is_empty() || !asked.programs_asked().memory {
         return adapter;
     }
     adapter.saturating_add(limits.max_program_memory_bytes)

@@ -555,6 +555,7 @@ impl Launcher {
             grants: admission.grants.clone(),
             trust: admission.trust,
             limits: recorded_limits(admission),
+            asked_limits: spec.asked.limits.programs_asked(),
             retry_on_worker_loss: spec.retry_on_worker_loss,
             ask: spec.ask.as_ref().map(|ask| JobAsk {
                 timeout_ms: ask

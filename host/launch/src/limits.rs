@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use moat_engine::{RunLimits, Setting};
-use moat_runs::{RecordedLimits, RunId};
+use moat_runs::{AskedProgramLimits, RecordedLimits, RunId};
 use moat_sandbox::MAX_MEMORY_CEILING;
 
 use crate::refusal::{Bound, Refusal};
@@ -91,6 +91,10 @@ pub struct AskedLimits {
     pub max_tokens: Option<u64>,
     /// The most model calls it (with its children) may make.
     pub max_model_calls: Option<u64>,
+    /// Which limits of its programs its user asked for, when the values
+    /// above are given exactly (a job's, decided by its submitter);
+    /// `None`: those set above (see [`programs_asked`](Self::programs_asked)).
+    pub programs_asked: Option<AskedProgramLimits>,
 }
 
 impl AskedLimits {
@@ -111,7 +115,19 @@ impl AskedLimits {
             milli_cpus: limits.milli_cpus,
             max_tokens: None,
             max_model_calls: None,
+            programs_asked: None,
         }
+    }
+
+    /// Which limits of its programs its user asked for: a place that
+    /// cannot hold one refuses the run; its memory counts in a memory
+    /// budget.
+    pub fn programs_asked(&self) -> AskedProgramLimits {
+        self.programs_asked.unwrap_or(AskedProgramLimits {
+            memory: self.max_memory_bytes.is_some() || self.max_program_memory_bytes.is_some(),
+            processes: self.max_processes.is_some(),
+            cpus: self.milli_cpus.is_some(),
+        })
     }
 }
 

@@ -101,6 +101,8 @@ impl JobExecutor {
                 limits: AskedLimits {
                     max_tokens: job.limits.max_tokens,
                     max_model_calls: job.limits.max_model_calls,
+                    // Given exactly, but asked for by its user only these.
+                    programs_asked: Some(job.asked_limits),
                     ..AskedLimits::exactly(&job.limits.to_run_limits())
                 },
             },

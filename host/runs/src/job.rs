@@ -6,8 +6,8 @@ use moat_engine::{RunLimits, RunOptions};
 use moat_grants::{Grants, TrustLevel};
 use serde::{Deserialize, Serialize};
 
-use crate::RecordedLimits;
 use crate::id::RunId;
+use crate::{AskedProgramLimits, RecordedLimits};
 
 /// Why a job is refused: no moat would have submitted it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -104,6 +104,10 @@ pub struct Job {
     pub trust: TrustLevel,
     /// Limits.
     pub limits: RecordedLimits,
+    /// Which limits of its programs its submitter's user asked for: a
+    /// worker that cannot hold one of them refuses the job.
+    #[serde(default, skip_serializing_if = "AskedProgramLimits::is_none")]
+    pub asked_limits: AskedProgramLimits,
     /// Whether a worker lost mid-run may be replaced by another that runs
     /// it again from the start (off by default: a coding agent may have
     /// changed files already).
@@ -156,6 +160,7 @@ impl Job {
             grants: Grants::default(),
             trust: TrustLevel::default(),
             limits: RecordedLimits::of(&RunLimits::default()),
+            asked_limits: AskedProgramLimits::default(),
             retry_on_worker_loss: false,
             workspace: None,
             ask: None,

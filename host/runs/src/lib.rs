@@ -37,7 +37,7 @@ pub use approval::{
 pub use book::{RunBook, RunLog};
 pub use id::{PREFIX as RUN_ID_PREFIX, RunId, SHORT_MIN as SHORT_ID_MIN, short_ids};
 pub use job::{ComponentRef, InvalidJob, Job, JobAsk, JobWorkspace, MAX_JOB_BYTES, is_sha256};
-pub use limits::{RecordedLimits, Spent};
+pub use limits::{AskedProgramLimits, RecordedLimits, Spent};
 pub use record::{NewRun, RunFilter, RunRecord};
 pub use result::{check_from, result};
 pub use runs::{EventStream, LAST, Runs, RunsError, StoredEvent};

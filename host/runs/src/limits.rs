@@ -6,6 +6,30 @@ use std::time::Duration;
 use moat_engine::RunLimits;
 use serde::{Deserialize, Serialize};
 
+/// Which limits of a run's programs its user asked for (rather than
+/// took by default): a place that cannot hold one refuses the run rather
+/// than run it unlimited; one that can hold none of the others runs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AskedProgramLimits {
+    /// Its memory (`--max-memory`).
+    #[serde(default)]
+    pub memory: bool,
+    /// Its processes (`--max-processes`).
+    #[serde(default)]
+    pub processes: bool,
+    /// Its CPUs (`--cpus`).
+    #[serde(default)]
+    pub cpus: bool,
+}
+
+impl AskedProgramLimits {
+    /// None asked.
+    pub fn is_none(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// A run's effective limits, as recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

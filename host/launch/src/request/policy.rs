@@ -256,6 +256,7 @@ fn lower_limits(a: &AskedLimits, b: &AskedLimits) -> AskedLimits {
         milli_cpus: lower(a.milli_cpus, b.milli_cpus, u64::min),
         max_tokens: lower(a.max_tokens, b.max_tokens, u64::min),
         max_model_calls: lower(a.max_model_calls, b.max_model_calls, u64::min),
+        programs_asked: None,
     }
 }
 
