@@ -146,7 +146,8 @@ async fn without_containment_a_program_has_the_users_rights() {
 }
 
 /// The same line through the real `moat` binary, as this user and as an
-/// unprivileged one (`setpriv` to an unused uid): a contained program is
+/// unprivileged one (`setpriv` to an unused uid), with namespaces and
+/// without (Landlock and seccomp): a contained program is
 /// refused (`EACCES`) what its grants do not name — a file beside the
 /// grants, a write into a read grant, a file next to its directory — and
 /// reaches what they do; with `--no-contain` the same program, as the same
@@ -187,15 +188,23 @@ fn through_the_binary_as_any_user_a_program_reaches_only_its_grants() {
         ]
         .concat();
         let read_grant = format!("--allow-read={}", readable.display());
-        for contained in [true, false] {
+        // Under both mechanisms: namespaces, and Landlock and seccomp
+        // where no namespace may be made.
+        let mut shared = setting.wrapper();
+        shared.extend(crate::egress::NO_NAMESPACES);
+        for (contained, wrapper) in [
+            (true, setting.wrapper()),
+            (true, shared.clone()),
+            (false, setting.wrapper()),
+            (false, shared),
+        ] {
             let mut extra = vec![read_grant.as_str()];
             if !contained {
                 extra.push("--no-contain");
             }
-            let (output, events, printed) =
-                shell(&script, &setting.flags(&extra), &setting.wrapper());
+            let (output, events, printed) = shell(&script, &setting.flags(&extra), &wrapper);
             let said = format!(
-                "{}, contained: {contained}: printed: {printed}\nstderr: {}",
+                "{}, contained: {contained}, {wrapper:?}: printed: {printed}\nstderr: {}",
                 setting.who(),
                 String::from_utf8_lossy(&output.stderr)
             );

@@ -435,7 +435,8 @@ fn a_built_in_uses_its_vendor_key_by_reference_when_it_is_kept() {
     );
 }
 
-/// As this user and as an unprivileged one (`setpriv`): a contained
+/// As this user and as an unprivileged one (`setpriv`), with namespaces
+/// and without: a contained
 /// program reaches the secret's host on its route, the value added by
 /// moat, and is refused the secrets file itself (`EACCES`); the same
 /// program with `--no-contain`, as the same user, reads the file — the
@@ -481,7 +482,14 @@ fn as_any_user_a_contained_program_gets_the_route_and_never_the_secrets_file() {
                 secrets.display()
             ),
         ) + "curl -s -m5 \"$ANTHROPIC_BASE_URL/v1/messages\" -H \"x-api-key: $ANTHROPIC_API_KEY\"; echo; ";
-        for contained in [true, false] {
+        let mut shared = wrapper.clone();
+        shared.extend(crate::egress::NO_NAMESPACES);
+        for (contained, wrapper) in [
+            (true, wrapper.clone()),
+            (true, shared.clone()),
+            (false, wrapper.clone()),
+        ] {
+            let before = api.heads().len();
             let mut extra = vec![
                 format!("--allow-net=127.0.0.1:{}", api.port),
                 format!("--secret=ANTHROPIC_API_KEY@http://127.0.0.1:{}", api.port),
@@ -501,9 +509,9 @@ fn as_any_user_a_contained_program_gets_the_route_and_never_the_secrets_file() {
                 assert_eq!(word(&printed, "file"), "refused:EACCES", "{said}");
                 assert!(printed.contains("received"), "{said}");
                 let heads = api.heads();
-                assert_eq!(heads.len(), 1, "{said}: {heads:?}");
+                assert_eq!(heads.len(), before + 1, "{said}: {heads:?}");
                 assert!(
-                    heads[0].contains(&format!("x-api-key: {}", VALUE.to_ascii_lowercase())),
+                    heads[before].contains(&format!("x-api-key: {}", VALUE.to_ascii_lowercase())),
                     "{heads:?}"
                 );
             } else {

@@ -66,7 +66,7 @@ impl StandIn {
         StandIn { dir, program }
     }
 
-    fn root(&self) -> PathBuf {
+    pub(super) fn root(&self) -> PathBuf {
         std::fs::canonicalize(self.dir.path()).unwrap()
     }
 

@@ -708,18 +708,28 @@ fn an_agents_git_init_is_reviewed_and_applied_as_files_and_review_says_what_it_f
 /// `moat apply --commits` lands them, author and message as written.
 #[test]
 fn a_run_commits_in_its_worktree_and_apply_commits_lands_them() {
-    commits_land("worktree");
+    commits_land("worktree", None);
 }
 
 #[test]
 fn a_run_commits_in_its_copy_of_a_repository_and_apply_commits_lands_them() {
-    commits_land("copy");
+    commits_land("copy", None);
+}
+
+/// The same, as an unprivileged user (`setpriv`, when the tests run as
+/// root): its project, store and workspaces its own.
+#[test]
+fn a_run_commits_in_its_worktree_as_an_unprivileged_user_too() {
+    if let Some(setting) = crate::own_network::settings().into_iter().nth(1) {
+        commits_land("worktree", Some(&setting));
+    }
 }
 
 /// A run in a workspace of `mode` commits (and branches, and leaves a file
 /// uncommitted); the project is unchanged until `moat apply --commits`
-/// lands the commit, with its author and message, and only it.
-fn commits_land(mode: &str) {
+/// lands the commit, with its author and message, and only it. With
+/// `setting`, every `moat` runs as its user.
+fn commits_land(mode: &str, setting: Option<&crate::own_network::Setting>) {
     let setup = Setup::new();
     let root = &setup.root;
     let cwd = root.to_string_lossy().into_owned();
@@ -732,8 +742,19 @@ fn commits_land(mode: &str) {
          git branch scratch && git stash list >/dev/null && \
          printf 'later\\n' > later.txt; exit 0";
     let cli = StandIn::new("claude", "claude", "text", None, commit);
-    let ran = setup
-        .moat()
+    let moat = || match setting {
+        None => setup.moat(),
+        Some(setting) => {
+            let mut command = crate::egress::moat_through(&setting.wrapper());
+            command.env("MOAT_WORKSPACE_DIR", setting.dir().join("workspaces"));
+            command
+        }
+    };
+    if let Some(setting) = setting {
+        setting.own(root);
+        setting.own(&cli.root());
+    }
+    let ran = moat()
         .args(["run", "claude-code", "commit", "--workspace", mode])
         .args(["--cwd", &cwd, "--allow-read", &cwd])
         .args(["--extra", &cli.extra(), "--output", "ndjson"])
@@ -752,7 +773,7 @@ fn commits_land(mode: &str) {
     );
 
     // The diff: its commit and what it did not commit.
-    let diff = setup.moat().args(["diff", "@last"]).output().unwrap();
+    let diff = moat().args(["diff", "@last"]).output().unwrap();
     ok(&diff);
     let diff = text(&diff.stdout);
     assert!(
@@ -762,8 +783,7 @@ fn commits_land(mode: &str) {
         text(&ran.stderr)
     );
 
-    let landed = setup
-        .moat()
+    let landed = moat()
         .args(["apply", "@last", "--commits"])
         .output()
         .unwrap();
