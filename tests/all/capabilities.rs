@@ -376,17 +376,7 @@ async fn a_guest_cannot_make_a_link_that_leads_out_of_its_write_grant() {
         );
     }
     // Refused visibly: one CAPABILITY_DENIED per refusal, naming the link.
-    let denied: Vec<_> = events
-        .iter()
-        .filter_map(|event| match &event.payload {
-            moat_engine::EventPayload::Error(error)
-                if error.code.as_deref() == Some("CAPABILITY_DENIED") =>
-            {
-                Some(error.message.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let denied = moat_testkit::error_messages(&events, "CAPABILITY_DENIED");
     assert_eq!(denied.len(), 4, "{denied:?}");
     assert!(denied[0].contains("../outside/secret.txt"), "{denied:?}");
     assert_eq!(single_done(&events).status, DoneStatus::Success);

@@ -296,17 +296,7 @@ fn another_runs_server_and_sockets_outside_the_grants_are_out_of_reach() {
                 assert_eq!(arrived, 0, "{said}");
                 // Refused visibly: one report each, naming the socket (the
                 // link's, where it leads) and the flag that grants it.
-                let denied: Vec<String> = events
-                    .iter()
-                    .filter_map(|event| match &event.payload {
-                        moat_engine::EventPayload::Error(error)
-                            if error.code.as_deref() == Some("CAPABILITY_DENIED") =>
-                        {
-                            Some(error.message.clone())
-                        }
-                        _ => None,
-                    })
-                    .collect();
+                let denied = moat_testkit::error_messages(&events, "CAPABILITY_DENIED");
                 let fix = format!("run with --allow-unix-socket={}", outside.display());
                 assert_eq!(denied.len(), 2, "{denied:?}");
                 assert!(denied.iter().all(|m| m.contains(&fix)), "{denied:?}");

@@ -193,6 +193,14 @@ pub fn error_message<'a>(events: &'a [AgentEvent], code: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {code} error in {}", describe(events)))
 }
 
+/// The messages of every error with `code`, in order.
+pub fn error_messages<'a>(events: &'a [AgentEvent], code: &str) -> Vec<&'a str> {
+    errors(events)
+        .filter(|(c, _)| *c == Some(code))
+        .map(|(_, message)| message)
+        .collect()
+}
+
 fn errors(events: &[AgentEvent]) -> impl Iterator<Item = (Option<&str>, &str)> {
     events.iter().filter_map(|e| match &e.payload {
         EventPayload::Error(error) => Some((error.code.as_deref(), error.message.as_str())),
