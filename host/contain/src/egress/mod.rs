@@ -31,6 +31,7 @@
 
 pub(crate) mod approvals;
 pub(crate) mod namespace;
+mod own_network;
 pub(crate) mod proxy;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -38,9 +39,11 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use landlock::{ABI, Access, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr};
 
+pub(crate) use self::namespace::Namespaces;
+pub use self::own_network::OwnNetwork;
+pub(crate) use self::own_network::SocketSource;
 pub use self::proxy::Policy;
 use self::proxy::Proxy;
-use crate::process::isolate::Namespaces;
 
 /// The variables that point a program at the run's proxy: the common
 /// spellings, upper and lower case (curl reads only `http_proxy` in lower

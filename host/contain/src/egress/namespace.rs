@@ -31,6 +31,14 @@ pub(crate) struct RunNamespace {
     pub(crate) listener: std::net::TcpListener,
 }
 
+/// The namespaces a run's init joins: the run's network namespace (and the
+/// user namespace that owns it, if any).
+#[derive(Debug, Clone)]
+pub(crate) struct Namespaces {
+    pub(crate) net: std::sync::Arc<OwnedFd>,
+    pub(crate) user: Option<std::sync::Arc<OwnedFd>>,
+}
+
 /// The steps of the helper, named in an error.
 const STEPS: [&str; 7] = [
     "make a network namespace",

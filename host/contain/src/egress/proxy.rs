@@ -75,7 +75,7 @@ pub struct Policy {
     pub asking: Option<crate::Asking>,
     /// The run's own network, where a loopback destination is looked for
     /// first: what its programs serve there.
-    pub own_network: crate::process::OwnNetwork,
+    pub own_network: super::OwnNetwork,
 }
 
 /// The answer when the run has all its connections open.

@@ -16,11 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::cgroup_limits::{HeldLimits, ProgramLimits};
+use moat_engine::RunLimits;
 
-/// How a run's cgroup is named: then the id of the moat process that made
-/// it and a sequence number.
-pub(crate) const NAME_PREFIX: &str = "moat-";
+use super::cgroup_limits::{HeldLimits, LimitsHere, NAME_PREFIX, ProgramLimits};
 
 /// How long removing a run's cgroup waits for its killed processes to go.
 const EMPTY_WAIT: Duration = Duration::from_secs(2);
@@ -240,6 +238,37 @@ fn cgroup2_mount() -> Option<PathBuf> {
         }
         fields.split_whitespace().nth(4).map(PathBuf::from)
     })
+}
+
+/// Which limits of a run's programs this machine holds, found once by
+/// making (and removing) a run cgroup with each; none where this process
+/// keeps runs out of cgroups (`Containment::cgroups` off).
+pub fn program_limits_here() -> LimitsHere {
+    if super::Containment::runs_without_cgroups() {
+        return LimitsHere::default();
+    }
+    static FOUND: OnceLock<LimitsHere> = OnceLock::new();
+    *FOUND.get_or_init(|| {
+        let both = ProgramLimits {
+            memory_bytes: Some(RunLimits::DEFAULT_MAX_PROGRAM_MEMORY_BYTES),
+            processes: Some(RunLimits::DEFAULT_MAX_PROCESSES),
+            milli_cpus: Some(1000),
+        };
+        RunCgroup::create(&both).map_or_else(LimitsHere::default, |cgroup| cgroup.held())
+    })
+}
+
+/// Which limits of the programs of a run contained as `confinement` this
+/// machine holds: [`program_limits_here`], and the process limit where a
+/// contained run's programs have a user namespace of their own (a user
+/// who is not root), which the run's init holds with `RLIMIT_NPROC`.
+pub fn program_limits_for(confinement: &moat_grants::Confinement) -> LimitsHere {
+    let mut here = program_limits_here();
+    let contained = *confinement != moat_grants::Confinement::Off;
+    if contained && crate::NetworkContainment::detect().own_user_namespace() {
+        here.processes = true;
+    }
+    here
 }
 
 #[cfg(test)]

@@ -19,6 +19,10 @@ use std::sync::OnceLock;
 
 use moat_engine::RunLimits;
 
+/// How a run's cgroup is named (in the v2 hierarchy and each v1 one):
+/// then the id of the moat process that made it and a sequence number.
+pub(crate) const NAME_PREFIX: &str = "moat-";
+
 /// The period `cpu.max` and `cpu.cfs_quota_us` count in, in µs (the
 /// kernel's default).
 const CPU_PERIOD_US: u64 = 100_000;
@@ -131,38 +135,6 @@ pub struct LimitsHere {
     pub processes: bool,
     /// `--cpus`.
     pub cpus: bool,
-}
-
-/// Which limits of a run's programs this machine holds, found once by
-/// making (and removing) a run cgroup with each; none where this process
-/// keeps runs out of cgroups (`Containment::cgroups` off).
-pub fn program_limits_here() -> LimitsHere {
-    if super::Containment::runs_without_cgroups() {
-        return LimitsHere::default();
-    }
-    static FOUND: OnceLock<LimitsHere> = OnceLock::new();
-    *FOUND.get_or_init(|| {
-        let both = ProgramLimits {
-            memory_bytes: Some(RunLimits::DEFAULT_MAX_PROGRAM_MEMORY_BYTES),
-            processes: Some(RunLimits::DEFAULT_MAX_PROCESSES),
-            milli_cpus: Some(1000),
-        };
-        super::cgroup::RunCgroup::create(&both)
-            .map_or_else(LimitsHere::default, |cgroup| cgroup.held())
-    })
-}
-
-/// Which limits of the programs of a run contained as `confinement` this
-/// machine holds: [`program_limits_here`], and the process limit where a
-/// contained run's programs have a user namespace of their own (a user
-/// who is not root), which the run's init holds with `RLIMIT_NPROC`.
-pub fn program_limits_for(confinement: &moat_grants::Confinement) -> LimitsHere {
-    let mut here = program_limits_here();
-    let contained = *confinement != moat_grants::Confinement::Off;
-    if contained && crate::NetworkContainment::detect().own_user_namespace() {
-        here.processes = true;
-    }
-    here
 }
 
 /// Where one run's limits are held, beside its cgroup v2.
@@ -309,7 +281,7 @@ fn v1_parent(controller: Controller) -> Option<&'static Path> {
             if !dir.join("cgroup.procs").is_file() {
                 return None;
             }
-            for stale in super::tree::left_by_gone_moats(&dir, super::cgroup::NAME_PREFIX) {
+            for stale in super::tree::left_by_gone_moats(&dir, NAME_PREFIX) {
                 let _ = std::fs::remove_dir(stale);
             }
             Some(dir)

@@ -6,18 +6,10 @@
 //! handles); these functions only make system calls, allocating nothing.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
+use std::os::fd::{AsRawFd, RawFd};
 
 use super::cgroup::ChildCgroup;
-
-/// The namespaces a run's init joins: the run's network namespace (and the
-/// user namespace that owns it, if any).
-#[derive(Debug, Clone)]
-pub(crate) struct Namespaces {
-    pub(crate) net: Arc<OwnedFd>,
-    pub(crate) user: Option<Arc<OwnedFd>>,
-}
+use crate::egress::Namespaces;
 
 /// How a child of an uncontained run is held: only in the run's cgroup,
 /// so that nothing it starts outlives the run.

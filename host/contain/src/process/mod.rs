@@ -63,8 +63,8 @@ pub fn clean_up_after_gone_moats() {
     cgroup::remove_left_behind();
     groups::remove_stale_private_dirs();
 }
-pub use cgroup_limits::ProgramLimits;
-pub use cgroup_limits::{LimitsHere, program_limits_for, program_limits_here};
+pub use cgroup::{program_limits_for, program_limits_here};
+pub use cgroup_limits::{LimitsHere, ProgramLimits};
 pub use groups::{ChildGroups, Containment};
 use moat_engine::{Denial, DeniedRequest, Grant};
 use moat_grants::names;
@@ -83,41 +83,11 @@ use crate::egress::{NetworkContainment, Policy, RunEgress};
 /// A child's environment variables, name and value.
 type ChildVars = Vec<(String, String)>;
 
-/// The network of a run whose programs have one of their own, once its
-/// init is up: the run's proxy connects there to what the programs serve
-/// on its loopback. Empty (nothing reached) before the first program,
-/// and where the programs share the host's network.
-#[derive(Debug, Clone, Default)]
-pub struct OwnNetwork(Arc<std::sync::Mutex<Option<std::sync::Weak<RunInit>>>>);
-
-impl OwnNetwork {
-    fn set(&self, init: &Arc<RunInit>) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::downgrade(init));
-    }
-
-    /// A connection to `address` in the run's network, when something
-    /// listens there.
-    pub(crate) async fn connect(
-        &self,
-        address: std::net::SocketAddr,
-    ) -> Option<tokio::net::TcpStream> {
-        let init = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .and_then(std::sync::Weak::upgrade)?;
-        let family = match address {
-            std::net::SocketAddr::V4(_) => libc::AF_INET,
-            std::net::SocketAddr::V6(_) => libc::AF_INET6,
-        };
-        let socket = init.socket(family).await.ok()?;
-        drop(init);
-        let socket = tokio::net::TcpSocket::from_std_stream(std::net::TcpStream::from(socket));
-        socket.connect(address).await.ok()
+/// The run's init makes the sockets of the run's own network, for the
+/// proxy to connect there.
+impl crate::egress::SocketSource for RunInit {
+    fn socket(&self, family: i32) -> futures::future::BoxFuture<'_, std::io::Result<OwnedFd>> {
+        Box::pin(RunInit::socket(self, family))
     }
 }
 
@@ -470,7 +440,7 @@ impl ProcessTable {
             }
             let started = Arc::new(started);
             if network == seccomp::Network::Own {
-                self.policy.own_network.set(&started);
+                self.policy.own_network.set(started.clone());
             }
             self.init = Some(started);
         }

@@ -19,8 +19,9 @@ use std::sync::Arc;
 use seccompiler::BpfProgram;
 
 use super::wire::{self, MAX_FDS, report, request};
+use crate::egress::Namespaces;
 use crate::process::cgroup::ChildCgroup;
-use crate::process::isolate::{self, Namespaces, StartupText};
+use crate::process::isolate::{self, StartupText};
 
 /// How many programs of a run the init follows at once (the run's limit
 /// on live children is lower).
