@@ -231,6 +231,14 @@ fn a_limit_that_cannot_be_held_here_is_refused_up_front_not_ignored() {
         let (_, events, printed) = shell(&forks(60), &setting.flags(&[]), &setting.wrapper());
         assert_eq!(word(&printed, "forks"), "reached", "{printed}");
         assert_eq!(single_done(&events).status, DoneStatus::Success);
+        // A user whose own hard limit is below the default: its programs
+        // start, held to the user's limit.
+        let mut capped = vec!["prlimit", "--nproc=3000:3000"];
+        capped.extend(setting.wrapper());
+        let (output, events, printed) = shell(&forks(5), &setting.flags(&[]), &capped);
+        let said = format!("{printed}\n{}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(word(&printed, "forks"), "reached", "{said}");
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{said}");
     }
 }
 

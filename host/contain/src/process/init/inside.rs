@@ -108,9 +108,15 @@ unsafe fn start(setup: &InitSetup) -> io::Result<(RawFd, Option<RawFd>)> {
             isolate::join_and_unshare(namespaces)?;
         }
         if let Some(most) = setup.max_processes {
-            // The stand-in and the init count too.
-            let most = most.saturating_add(2);
-            let limit = libc::rlimit {
+            // The stand-in and the init count too; never above the user's
+            // own hard limit, which an unprivileged process cannot raise.
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            check(libc::getrlimit(libc::RLIMIT_NPROC, &mut limit))?;
+            let most = most.saturating_add(2).min(limit.rlim_max);
+            limit = libc::rlimit {
                 rlim_cur: most,
                 rlim_max: most,
             };
