@@ -806,3 +806,126 @@ fn commits_land(mode: &str, setting: Option<&crate::own_network::Setting>) {
         "uncommitted changes stay in the workspace"
     );
 }
+
+/// A run plants, in its workspace, everything git might run on its own:
+/// a `.git` directory of its own with `core.fsmonitor`, a hook and
+/// drivers, a nested repository with the same, and a `.gitattributes`
+/// naming those drivers. moat's own git — `moat diff`, `moat apply`,
+/// `moat workspace rm` — runs none of it, in a worktree and in a copy; a
+/// plain `git status` in the same workspace does run it (the check can
+/// fail).
+#[test]
+fn moats_git_runs_nothing_a_run_planted_in_its_workspace() {
+    for mode in ["worktree", "copy"] {
+        let setup = Setup::new();
+        let root = &setup.root;
+        let cwd = root.to_string_lossy().into_owned();
+        let marks = tempfile::tempdir().unwrap();
+        let mark = |what: &str| marks.path().join(what);
+        // A repository whose config runs `touch MARK-…` every way git
+        // could: fsmonitor, hooks, a filter, a diff driver, textconv.
+        let plant = |dir: &str, name: &str| {
+            let touch = format!("touch {}", mark(name).display());
+            let set = |key: &str, value: String| format!("git -C {dir} config {key} '{value}' && ");
+            format!(
+                "rm -rf {dir}/.git; mkdir -p {dir} && git init -q {dir} && {}{}{}{}{}{}\
+                 for h in pre-commit post-checkout post-index-change; do \
+                 printf '#!/bin/sh\\n{touch}-hook\\n' > {dir}/.git/hooks/$h; chmod +x {dir}/.git/hooks/$h; done; ",
+                set("core.fsmonitor", format!("{touch}-fsmonitor; false")),
+                set("core.hooksPath", ".git/hooks".into()),
+                set("filter.evil.clean", format!("{touch}-clean; cat")),
+                set("filter.evil.smudge", format!("{touch}-smudge; cat")),
+                set("diff.evil.command", format!("{touch}-diff; true")),
+                set("diff.evil.textconv", format!("{touch}-textconv; cat")),
+            )
+        };
+        let script = format!(
+            "{}{}printf '* filter=evil diff=evil\\n' > .gitattributes; printf 'two\\n' >> notes.txt; \
+             printf 'x\\n' > nested/file.txt; exit 0",
+            plant(".", "top"),
+            plant("nested", "nested"),
+        );
+        let cli = StandIn::new("claude", "claude", "text", None, &script);
+        let ran = setup
+            .moat()
+            .args(["run", "claude-code", "plant", "--workspace", mode])
+            .args(["--cwd", &cwd, "--allow-read", &cwd])
+            .args(["--extra", &cli.extra(), "--output", "ndjson"])
+            .args(cli.grant_flags())
+            .output()
+            .unwrap();
+        ok(&ran);
+        // What the run did ran inside it (its `git init` may have touched
+        // nothing); from here on nothing may.
+        let before: Vec<_> = std::fs::read_dir(marks.path()).unwrap().flatten().collect();
+        assert!(
+            before.is_empty(),
+            "{mode}: marks before moat's git: {before:?}"
+        );
+
+        let diff = setup.moat().args(["diff", "@last"]).output().unwrap();
+        ok(&diff);
+        let shown = text(&diff.stdout);
+        assert!(
+            shown.contains("+two") && shown.contains(".gitattributes"),
+            "{shown}"
+        );
+        let stat = setup
+            .moat()
+            .args(["diff", "@last", "--stat"])
+            .output()
+            .unwrap();
+        ok(&stat);
+        // Apply refuses nothing here; the project gets the files as text.
+        let _ = setup.moat().args(["apply", "@last"]).output().unwrap();
+        let ran_so_far: Vec<_> = std::fs::read_dir(marks.path()).unwrap().flatten().collect();
+        assert!(
+            ran_so_far.is_empty(),
+            "{mode}: moat's git ran it: {ran_so_far:?}"
+        );
+        // The check can fail: the planted repository, used by a plain
+        // `git status` in the workspace, runs its fsmonitor.
+        let workspace = planted_in(&setup.workspaces).expect("the workspace");
+        git(&workspace, &["status", "--short"]);
+        assert!(
+            mark("top-fsmonitor").exists(),
+            "{mode}: a plain git status in {} runs the planted fsmonitor",
+            workspace.display()
+        );
+        std::fs::remove_file(mark("top-fsmonitor")).unwrap();
+        let removed = setup
+            .moat()
+            .args(["workspace", "rm", "--ended"])
+            .output()
+            .unwrap();
+        ok(&removed);
+        let after: Vec<_> = std::fs::read_dir(marks.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(
+            after.is_empty(),
+            "{mode}: moat's git ran what the run planted: {after:?}"
+        );
+    }
+}
+
+/// The directory under `root` (two levels at most) where a run planted a
+/// `.gitattributes`: its workspace.
+fn planted_in(root: &std::path::Path) -> Option<std::path::PathBuf> {
+    let mut dirs = vec![(root.to_path_buf(), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        if dir.join(".gitattributes").is_file() {
+            return Some(dir);
+        }
+        if depth < 2 {
+            for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+                if entry.path().is_dir() {
+                    dirs.push((entry.path(), depth + 1));
+                }
+            }
+        }
+    }
+    None
+}
