@@ -188,3 +188,32 @@ async def test_run_agent_and_run_parallel_pass_workspace(spawn: Spawn, tmp_path:
         cwds.add(options["cwd"])
         assert await client.diff(run) == ""
     assert len(cwds) == 2, "a workspace per task"
+
+
+async def test_a_link_out_of_the_project_is_applied_only_when_included(
+    spawn: Spawn, tmp_path: Path
+) -> None:
+    repo = git_repo(tmp_path)
+    client, _ = await workspace_server(spawn, tmp_path, repo)
+    run = await client.run(
+        "echo",
+        "hello",
+        options={"cwd": str(repo)},
+        grants={"write": [str(repo)]},
+        workspace={"mode": "worktree"},
+    )
+    assert (await within(client.await_run(run)))["status"] == "success"
+    workspace = Path((await client.get(run))["options"]["cwd"])
+    # What a planted link would be: the next tool writing there writes /etc.
+    (workspace / "out").symlink_to("/etc")
+    (workspace / "notes.txt").write_text("one\ntwo\n")
+
+    with pytest.raises(MoatError) as refused:
+        await client.apply(run)
+    assert refused.value.code == "BOUNDARY_VIOLATION"
+    assert "out (a link to /etc, outside the project)" in refused.value.message
+    assert not (repo / "out").is_symlink()
+    assert (repo / "notes.txt").read_text() == "one\n"
+
+    assert await client.apply(run, include_protected=True) is True
+    assert (repo / "out").readlink() == Path("/etc")

@@ -140,9 +140,12 @@ export declare class MoatClient extends EventEmitter implements StreamHost, Perm
      * changed); `INVALID_REQUEST` while the run is live. With `commits`,
      * the commits the run made in its workspace's repository land on the
      * project's branch instead (fast-forward or cherry-picked, all or none).
+     * Links the run made that point outside the project are refused
+     * (`BOUNDARY_VIOLATION`, nothing changed) unless `includeProtected`.
      */
     apply(runId: string, options?: {
         commits?: boolean;
+        includeProtected?: boolean;
     }): Promise<boolean>;
     /**
      * Approves a run's request for approval (its only open one when

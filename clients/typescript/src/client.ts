@@ -333,10 +333,16 @@ export class MoatClient extends EventEmitter implements StreamHost, PermissionsH
    * changed); `INVALID_REQUEST` while the run is live. With `commits`,
    * the commits the run made in its workspace's repository land on the
    * project's branch instead (fast-forward or cherry-picked, all or none).
+   * Links the run made that point outside the project are refused
+   * (`BOUNDARY_VIOLATION`, nothing changed) unless `includeProtected`.
    */
-  async apply(runId: string, options: { commits?: boolean } = {}): Promise<boolean> {
+  async apply(
+    runId: string,
+    options: { commits?: boolean; includeProtected?: boolean } = {},
+  ): Promise<boolean> {
     const params: Record<string, unknown> = { run: runId };
     if (options.commits) params.commits = true;
+    if (options.includeProtected) params.includeProtected = true;
     const result = await this.request<{ applied: boolean }>('apply', params);
     return result.applied;
   }

@@ -64,6 +64,7 @@ export async function consumer(): Promise<void> {
   (await client.diff(inWorkspace, stat)) satisfies string;
   try {
     (await client.apply(inWorkspace)) satisfies boolean;
+    (await client.apply(inWorkspace, { includeProtected: true })) satisfies boolean;
   } catch (error) {
     // Its changes do not apply to the project as it is now; nothing was changed.
     if (isMoatError(error, 'CONFLICT')) error.message satisfies string;

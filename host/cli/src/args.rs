@@ -237,6 +237,10 @@ pub struct ApplyArgs {
     /// patch on the working tree.
     #[arg(long)]
     pub commits: bool,
+    /// Land what moat does not land unasked too: links the run made that
+    /// point outside the project (`moat diff` lists them).
+    #[arg(long)]
+    pub include_protected: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -428,7 +432,18 @@ pub enum WorkflowCommand {
     Validate(WorkflowFileArg),
     /// Apply what the workflow's tasks changed in their workspaces to the
     /// project, in dependency order: all of it, or nothing.
-    Apply(WorkflowFileArg),
+    Apply(WorkflowApplyArgs),
+}
+
+/// `moat workflow apply`.
+#[derive(Debug, Args)]
+pub struct WorkflowApplyArgs {
+    /// The workflow file (TOML, or JSON when it ends in .json).
+    pub file: PathBuf,
+    /// Land what moat does not land unasked too: links the tasks made
+    /// that point outside the project.
+    #[arg(long)]
+    pub include_protected: bool,
 }
 
 /// The workflow file.

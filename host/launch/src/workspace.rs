@@ -254,20 +254,32 @@ impl RunWorkspace {
     }
 
     /// Applies its changes to the project, all or none: how many bytes of
-    /// patch (0: nothing had changed).
-    pub async fn apply(&self) -> Result<usize, LaunchError> {
+    /// patch (0: nothing had changed). What is not landed unasked
+    /// ([`moat_workspace::Protected`]) is refused unless
+    /// `include_protected`.
+    pub async fn apply(&self, include_protected: bool) -> Result<usize, LaunchError> {
         let workspace = self.workspace.clone();
         match self.sent_back().await? {
-            Some(patch) => blocking(move || workspace.apply_changes(&patch)).await,
-            None => blocking(move || workspace.apply()).await,
+            Some(patch) => {
+                blocking(move || workspace.apply_changes(&patch, include_protected)).await
+            }
+            None => blocking(move || workspace.apply(include_protected)).await,
         }
+    }
+
+    /// What its changes hold that is not landed unasked.
+    pub async fn protected(&self) -> Result<Vec<moat_workspace::Protected>, LaunchError> {
+        Ok(moat_workspace::Protected::in_patch(&self.changes().await?))
     }
 
     /// Lands the commits its run made in its worktree on the project's
     /// branch, all or none ([`Workspace::apply_commits`]).
-    pub async fn apply_commits(&self) -> Result<moat_workspace::Landed, LaunchError> {
+    pub async fn apply_commits(
+        &self,
+        include_protected: bool,
+    ) -> Result<moat_workspace::Landed, LaunchError> {
         let workspace = self.workspace.clone();
-        blocking(move || workspace.apply_commits()).await
+        blocking(move || workspace.apply_commits(include_protected)).await
     }
 
     /// The changes its worker sent back, for a run on a cluster; `None`

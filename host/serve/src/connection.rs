@@ -163,7 +163,11 @@ async fn handle(
         Op::Adapters => server.adapters().await,
         Op::Inspect(params) => server.inspect(&params.adapter).await,
         Op::Diff(params) => server.diff(&params.run, params.stat).await,
-        Op::Apply(params) => server.apply(&params.run, params.commits).await,
+        Op::Apply(params) => {
+            server
+                .apply(&params.run, params.commits, params.include_protected)
+                .await
+        }
         Op::Approve(params) => {
             let answer = moat_runs::Answer::approve(server.answerer(), params.always);
             server.answer(&params.run, params.request, answer).await

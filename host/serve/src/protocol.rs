@@ -183,6 +183,9 @@ pub struct ApplyParams {
     /// the project's branch, instead of its changes as a patch.
     #[serde(default)]
     pub commits: bool,
+    /// Land what is not landed unasked too (links out of the project).
+    #[serde(default, rename = "includeProtected")]
+    pub include_protected: bool,
 }
 
 /// `list`: which runs.

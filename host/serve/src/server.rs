@@ -105,6 +105,7 @@ fn workspace_failure(error: moat_workspace::WorkspaceError) -> Failure {
     let code = match &error {
         E::NotFound(_) => Code::NotFound,
         E::Conflict { .. } | E::AlreadyApplied { .. } => Code::Conflict,
+        E::Protected { .. } => Code::BoundaryViolation,
         E::Dirty { .. } | E::Project(_) => Code::InvalidRequest,
         E::Git { .. } | E::Io { .. } => Code::RunFailed,
     };
@@ -283,13 +284,25 @@ impl Server {
             .diff(stat, false)
             .await
             .map_err(|error| self.launch_failure(error))?;
-        Ok(json!({"diff": String::from_utf8_lossy(&diff)}))
+        let protected: Vec<Value> = workspace
+            .protected()
+            .await
+            .map_err(|error| self.launch_failure(error))?
+            .into_iter()
+            .map(|found| json!({"path": found.path, "why": found.why}))
+            .collect();
+        Ok(json!({"diff": String::from_utf8_lossy(&diff), "protected": protected}))
     }
 
     /// `apply`: run `text`'s changes to its project, all or none, or
     /// (`commits`) the commits it made on the project's branch; only once
     /// the run has ended.
-    pub async fn apply(&self, text: &str, commits: bool) -> Result<Value, Failure> {
+    pub async fn apply(
+        &self,
+        text: &str,
+        commits: bool,
+        include_protected: bool,
+    ) -> Result<Value, Failure> {
         let (id, workspace) = self.workspace_of(text).await?;
         let record = self.runs.get(&id).await.map_err(runs_failure)?;
         if record.is_some_and(|record| !record.is_terminal()) {
@@ -299,7 +312,7 @@ impl Server {
         }
         if commits {
             let landed = workspace
-                .apply_commits()
+                .apply_commits(include_protected)
                 .await
                 .map_err(|error| self.launch_failure(error))?;
             let (how, count) = match landed {
@@ -310,7 +323,7 @@ impl Server {
             return Ok(json!({"applied": count > 0, "landed": how, "commits": count}));
         }
         let applied = workspace
-            .apply()
+            .apply(include_protected)
             .await
             .map_err(|error| self.launch_failure(error))?;
         Ok(json!({"applied": applied > 0}))

@@ -22,6 +22,7 @@
 mod copy;
 mod git;
 mod own_repo;
+mod protected;
 mod stage;
 mod travel;
 
@@ -31,6 +32,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 pub use own_repo::Landed;
+pub use protected::Protected;
 pub use travel::{Packed, pack, unpack};
 
 /// How a run gets its workspace.
@@ -145,6 +147,17 @@ pub enum WorkspaceError {
         run: String,
         /// The project.
         project: PathBuf,
+    },
+    /// Its changes hold what is not landed without the user's word
+    /// ([`Protected`]): nothing was changed.
+    #[error(
+        "the changes of run {run} hold what moat does not land unasked: {found}; nothing was changed (pass --include-protected to land them too)"
+    )]
+    Protected {
+        /// The run.
+        run: String,
+        /// What, and why, one after the other.
+        found: String,
     },
     /// No workspace has this run.
     #[error("run {0} has no workspace here")]
@@ -574,13 +587,38 @@ impl Workspace {
     /// when one does not apply, none (git apply checks the whole patch
     /// first). Returns how many bytes of patch were applied (0: nothing
     /// had changed).
-    pub fn apply(&self) -> Result<usize, WorkspaceError> {
+    ///
+    /// What it holds that is not landed unasked (`include_protected`)
+    /// is refused: [`WorkspaceError::Protected`].
+    pub fn apply(&self, include_protected: bool) -> Result<usize, WorkspaceError> {
         self.here()?;
         let patch = self.diff(false, false)?;
         if !patch.is_empty() {
+            self.refuse_protected(&patch, include_protected)?;
             self.patch_project(&patch, false)?;
         }
         Ok(patch.len())
+    }
+
+    /// Refuses `patch` when it holds what is not landed unasked, unless
+    /// `included`.
+    pub(crate) fn refuse_protected(
+        &self,
+        patch: &[u8],
+        included: bool,
+    ) -> Result<(), WorkspaceError> {
+        let found = protected::in_patch(patch);
+        if included || found.is_empty() {
+            return Ok(());
+        }
+        Err(WorkspaceError::Protected {
+            run: self.run.clone(),
+            found: found
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
     }
 
     /// Applies `patch` (or takes it back, `reverse`) to the project's
@@ -664,7 +702,13 @@ impl Workspace {
 /// may build on the ones before: a workflow's tasks in dependency order),
 /// to their project — all of them, or none: when one does not apply, those
 /// applied before it are taken back. Returns how many had changes.
-pub fn apply_all(changes: &[(Workspace, Vec<u8>)]) -> Result<usize, WorkspaceError> {
+pub fn apply_all(
+    changes: &[(Workspace, Vec<u8>)],
+    include_protected: bool,
+) -> Result<usize, WorkspaceError> {
+    for (workspace, patch) in changes {
+        workspace.refuse_protected(patch, include_protected)?;
+    }
     let mut applied: Vec<(&Workspace, &[u8])> = Vec::new();
     for (workspace, patch) in changes {
         if patch.is_empty() {

@@ -191,8 +191,10 @@ impl Workspace {
     /// at the run's base, else each commit replayed on it — all of them,
     /// or none (a conflict leaves the project as it was). Changes the run
     /// did not commit stay in the workspace (`moat apply` takes them).
-    pub fn apply_commits(&self) -> Result<Landed, WorkspaceError> {
+    pub fn apply_commits(&self, include_protected: bool) -> Result<Landed, WorkspaceError> {
         self.here()?;
+        // Its commits are among its changes against the base.
+        self.refuse_protected(&self.diff(false, false)?, include_protected)?;
         let Some(from) = &self.commits_from else {
             return Err(WorkspaceError::Project(format!(
                 "run {} has no repository of its own (a copy of a directory that is no repository's top, or a worktree of an older moat): land its changes with moat apply",

@@ -76,13 +76,13 @@ fn two_worktrees_change_one_file_the_first_applies_and_the_second_conflicts_chan
         "one\n"
     );
 
-    assert!(first.apply().unwrap() > 0);
+    assert!(first.apply(false).unwrap() > 0);
     assert_eq!(
         std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
         "one\nfirst\n"
     );
     assert!(project.path().join("new.txt").is_file());
-    let conflict = second.apply().unwrap_err();
+    let conflict = second.apply(false).unwrap_err();
     assert!(
         matches!(conflict, WorkspaceError::Conflict { .. }),
         "{conflict}"
@@ -164,7 +164,7 @@ fn a_copy_of_a_directory_without_git_is_diffed_and_applied_too() {
     std::fs::write(workspace.dir.join("a.txt"), "a\nb\n").unwrap();
     let diff = String::from_utf8(workspace.diff(false, false).unwrap()).unwrap();
     assert!(diff.contains("+b"), "{diff}");
-    workspace.apply().unwrap();
+    workspace.apply(false).unwrap();
     assert_eq!(
         std::fs::read_to_string(project.path().join("a.txt")).unwrap(),
         "a\nb\n"
@@ -228,14 +228,14 @@ fn a_workspace_seeded_with_upstream_runs_diffs_its_own_changes_and_all_apply_tog
             .map(|w| (Workspace::clone(w), w.diff(false, false).unwrap()))
             .collect()
     };
-    assert_eq!(apply_all(&changes(&[&a, &b, &c])).unwrap(), 3);
+    assert_eq!(apply_all(&changes(&[&a, &b, &c]), false).unwrap(), 3);
     for file in ["a.txt", "b.txt", "c.txt"] {
         assert!(project.path().join(file).is_file(), "{file}");
     }
     // Again: A's change is in the project already, so nothing moves (C's,
     // applied first, is taken back) and the error says it is A's.
     std::fs::remove_file(project.path().join("c.txt")).unwrap();
-    let error = apply_all(&changes(&[&c, &a])).unwrap_err();
+    let error = apply_all(&changes(&[&c, &a]), false).unwrap_err();
     assert!(
         matches!(&error, WorkspaceError::AlreadyApplied { run, .. } if run == "r_a"),
         "{error}"
@@ -243,7 +243,7 @@ fn a_workspace_seeded_with_upstream_runs_diffs_its_own_changes_and_all_apply_tog
     assert!(!project.path().join("c.txt").exists(), "taken back");
     // A change that is neither there nor applicable is a conflict.
     std::fs::write(project.path().join("a.txt"), "edited by hand\n").unwrap();
-    let error = apply_all(&changes(&[&a])).unwrap_err();
+    let error = apply_all(&changes(&[&a]), false).unwrap_err();
     assert!(matches!(error, WorkspaceError::Conflict { .. }), "{error}");
 }
 
@@ -256,7 +256,7 @@ fn a_copy_of_a_directory_inside_a_repository_applies_to_that_directory() {
     let root = tempfile::tempdir().unwrap();
     let workspace = create(&request(&sub, root.path(), Mode::Copy), "r_1", &[]).unwrap();
     std::fs::write(workspace.dir.join("s.txt"), "s\nmore\n").unwrap();
-    workspace.apply().unwrap();
+    workspace.apply(false).unwrap();
     assert_eq!(
         std::fs::read_to_string(sub.join("s.txt")).unwrap(),
         "s\nmore\n"
@@ -360,12 +360,12 @@ fn a_packed_worktree_travels_without_history_and_its_changes_come_back_shown_and
 
     // Changes that are not of this base are refused, changing nothing.
     let foreign = b"--- a/other.txt\n+++ b/other.txt\n@@ -1 +1 @@\n-x\n+y\n";
-    let error = workspace.apply_changes(foreign).unwrap_err();
+    let error = workspace.apply_changes(foreign, false).unwrap_err();
     assert!(
         error.to_string().contains("do not apply to its base"),
         "{error}"
     );
-    assert!(workspace.apply_changes(&changes).unwrap() > 0);
+    assert!(workspace.apply_changes(&changes, false).unwrap() > 0);
     assert_eq!(
         std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
         "one\nuncommitted\nremote\n"
@@ -496,7 +496,7 @@ fn repositories_an_agent_made_in_its_workspace_are_shown_and_applied_as_their_fi
         }
         assert!(!stat.contains("built.bin"), "{mode:?}: ignored: {stat}");
         assert!(!stat.contains(".git/"), "{mode:?}: {stat}");
-        workspace.apply().unwrap();
+        workspace.apply(false).unwrap();
         assert_eq!(
             std::fs::read_to_string(project.path().join("tool/deep/inner.txt")).unwrap(),
             "inner\n"
@@ -506,7 +506,7 @@ fn repositories_an_agent_made_in_its_workspace_are_shown_and_applied_as_their_fi
         assert!(!project.path().join("tool/.git").exists(), "{mode:?}");
         assert!(!project.path().join("fresh/.git").exists(), "{mode:?}");
         // Applying again changes nothing, and says why.
-        let again = workspace.apply().unwrap_err();
+        let again = workspace.apply(false).unwrap_err();
         assert!(
             matches!(again, WorkspaceError::AlreadyApplied { .. }),
             "{mode:?}: {again}"
@@ -612,7 +612,7 @@ fn a_run_commits_in_its_worktree_and_the_project_has_none_of_it_until_its_commit
     // Its commits land as a fast-forward, author and message as written;
     // what it did not commit stays in the workspace.
     assert_eq!(
-        workspace.apply_commits().unwrap(),
+        workspace.apply_commits(false).unwrap(),
         Landed::FastForward { commits: 2 }
     );
     let log = git(project.path(), &["log", "--format=%an <%ae>|%s", "-2"]);
@@ -652,7 +652,7 @@ fn commits_replay_on_a_branch_that_moved_and_a_conflict_lands_none() {
         &["commit", "--quiet", "-am", "User's change"],
     );
     assert_eq!(
-        first.apply_commits().unwrap(),
+        first.apply_commits(false).unwrap(),
         Landed::CherryPicked { commits: 1 }
     );
     let log = git(project.path(), &["log", "--format=%an|%s", "-2"]);
@@ -672,7 +672,7 @@ fn commits_replay_on_a_branch_that_moved_and_a_conflict_lands_none() {
     std::fs::write(second.dir.join("notes.txt"), "one\nagent\n").unwrap();
     agent_git(&second.dir, &["commit", "--quiet", "-am", "Conflicting"]);
     let head = git(project.path(), &["rev-parse", "HEAD"]);
-    let conflict = second.apply_commits().unwrap_err();
+    let conflict = second.apply_commits(false).unwrap_err();
     assert!(
         matches!(conflict, WorkspaceError::Conflict { .. }),
         "{conflict}"
@@ -681,7 +681,7 @@ fn commits_replay_on_a_branch_that_moved_and_a_conflict_lands_none() {
     assert_eq!(git(project.path(), &["status", "--porcelain"]), "");
     // A run that made no commit lands nothing.
     let third = make("r_3");
-    assert_eq!(third.apply_commits().unwrap(), Landed::Nothing);
+    assert_eq!(third.apply_commits(false).unwrap(), Landed::Nothing);
     // A copy of the repository's top has the repository copied with it:
     // no commit made, nothing lands.
     let copy = create(
@@ -690,7 +690,7 @@ fn commits_replay_on_a_branch_that_moved_and_a_conflict_lands_none() {
         &[],
     )
     .unwrap();
-    assert_eq!(copy.apply_commits().unwrap(), Landed::Nothing);
+    assert_eq!(copy.apply_commits(false).unwrap(), Landed::Nothing);
     // A copy of a directory inside it has no repository of its own to
     // land commits from.
     let inner = project.path().join("inner");
@@ -698,7 +698,7 @@ fn commits_replay_on_a_branch_that_moved_and_a_conflict_lands_none() {
     std::fs::write(inner.join("file.txt"), "x\n").unwrap();
     let copy = create(&request(&inner, root.path(), Mode::Copy), "r_5", &[]).unwrap();
     assert!(
-        copy.apply_commits()
+        copy.apply_commits(false)
             .unwrap_err()
             .to_string()
             .contains("moat apply")
@@ -733,7 +733,7 @@ fn the_runs_repository_config_and_hooks_never_run_when_moat_diffs_or_lands_commi
     workspace.diff(false, false).unwrap();
     workspace.diff(true, false).unwrap();
     assert_eq!(
-        workspace.apply_commits().unwrap(),
+        workspace.apply_commits(false).unwrap(),
         Landed::FastForward { commits: 1 }
     );
     assert!(!marker.exists(), "the run's config ran");
@@ -744,4 +744,36 @@ fn the_runs_repository_config_and_hooks_never_run_when_moat_diffs_or_lands_commi
         .output()
         .unwrap();
     assert!(marker.exists(), "the planted fsmonitor is real");
+}
+
+#[test]
+fn a_link_out_of_the_project_is_not_landed_unless_included() {
+    for mode in [Mode::Worktree, Mode::Copy] {
+        let project = repository();
+        let root = tempfile::tempdir().unwrap();
+        let workspace = create(&request(project.path(), root.path(), mode), "r_1", &[]).unwrap();
+        std::os::unix::fs::symlink("/etc", workspace.dir.join("out")).unwrap();
+        std::os::unix::fs::symlink("notes.txt", workspace.dir.join("inside")).unwrap();
+        std::fs::write(workspace.dir.join("notes.txt"), "one\ntwo\n").unwrap();
+
+        let refused = workspace.apply(false).unwrap_err();
+        assert!(
+            matches!(&refused, WorkspaceError::Protected { found, .. }
+                if found.contains("out (a link to /etc, outside the project)")
+                    && !found.contains("inside")),
+            "{mode:?}: {refused}"
+        );
+        // Nothing was changed.
+        assert!(std::fs::symlink_metadata(project.path().join("out")).is_err());
+        assert_eq!(
+            std::fs::read_to_string(project.path().join("notes.txt")).unwrap(),
+            "one\n"
+        );
+
+        assert!(workspace.apply(true).unwrap() > 0, "{mode:?}");
+        assert_eq!(
+            std::fs::read_link(project.path().join("out")).unwrap(),
+            Path::new("/etc")
+        );
+    }
 }

@@ -288,10 +288,15 @@ impl Workspace {
     /// Applies `patch`, the run's changes as its worker sent them back, to
     /// the project's working tree: all of them or, checked against the
     /// base and then the project first, none.
-    pub fn apply_changes(&self, patch: &[u8]) -> Result<usize, WorkspaceError> {
+    pub fn apply_changes(
+        &self,
+        patch: &[u8],
+        include_protected: bool,
+    ) -> Result<usize, WorkspaceError> {
         if patch.is_empty() {
             return Ok(0);
         }
+        self.refuse_protected(patch, include_protected)?;
         self.changed_tree(patch)?;
         self.patch_project(patch, false)?;
         Ok(patch.len())

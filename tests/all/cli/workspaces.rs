@@ -929,3 +929,68 @@ fn planted_in(root: &std::path::Path) -> Option<std::path::PathBuf> {
     }
     None
 }
+
+/// A link the run made that points outside the project is listed apart
+/// by `moat diff` and not landed by `moat apply` (nothing is), until the
+/// user passes `--include-protected`; a link inside the project is not
+/// held back.
+#[test]
+fn a_link_out_of_the_project_lands_only_with_include_protected() {
+    let setup = Setup::new();
+    let root = &setup.root;
+    let cwd = root.to_string_lossy().into_owned();
+    let cli = StandIn::new(
+        "claude",
+        "claude",
+        "text",
+        None,
+        "ln -s /etc out; ln -s notes.txt inside; printf 'one\\ntwo\\n' > notes.txt; exit 0",
+    );
+    let ran = setup
+        .moat()
+        .args(["run", "claude-code", "link", "--workspace", "worktree"])
+        .args(["--cwd", &cwd, "--allow-read", &cwd])
+        .args(["--extra", &cli.extra(), "--output", "ndjson"])
+        .args(cli.grant_flags())
+        .output()
+        .unwrap();
+    ok(&ran);
+
+    let diff = setup.moat().args(["diff", "@last"]).output().unwrap();
+    ok(&diff);
+    let listed = text(&diff.stderr);
+    assert!(
+        listed.contains("not landed by moat apply without --include-protected: out (a link to /etc, outside the project)")
+            && !listed.contains("inside"),
+        "{listed}"
+    );
+
+    let refused = setup.moat().args(["apply", "@last"]).output().unwrap();
+    assert!(!refused.status.success());
+    let said = text(&refused.stderr);
+    assert!(
+        said.contains("out (a link to /etc, outside the project)")
+            && said.contains("--include-protected"),
+        "{said}"
+    );
+    assert!(std::fs::symlink_metadata(root.join("out")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "one\n"
+    );
+
+    let landed = setup
+        .moat()
+        .args(["apply", "@last", "--include-protected"])
+        .output()
+        .unwrap();
+    ok(&landed);
+    assert_eq!(
+        std::fs::read_link(root.join("out")).unwrap(),
+        std::path::Path::new("/etc")
+    );
+    assert_eq!(
+        std::fs::read_link(root.join("inside")).unwrap(),
+        std::path::Path::new("notes.txt")
+    );
+}

@@ -342,17 +342,23 @@ class MoatClient:
         result = await self._call("diff", fields)
         return cast(str, result["diff"])
 
-    async def apply(self, run: str, *, commits: bool = False) -> bool:
+    async def apply(
+        self, run: str, *, commits: bool = False, include_protected: bool = False
+    ) -> bool:
         """Applies a run's changes to its project's working tree, all or
         nothing: True once they are in, False when it changed nothing.
         `CONFLICT` when they do not apply to the project as it is now
         (nothing was changed); `INVALID_REQUEST` while the run is live.
         With `commits`, the commits the run made in its workspace's
         repository land on the project's branch instead (fast-forward or
-        cherry-picked, all or none)."""
+        cherry-picked, all or none). Links the run made that point outside
+        the project are refused (`BOUNDARY_VIOLATION`, nothing changed)
+        unless `include_protected`."""
         params: dict[str, Any] = {"run": run}
         if commits:
             params["commits"] = True
+        if include_protected:
+            params["includeProtected"] = True
         result = await self._call("apply", params)
         return cast(bool, result["applied"])
 

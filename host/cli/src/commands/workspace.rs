@@ -33,6 +33,11 @@ pub async fn diff(globals: &Globals, args: &DiffArgs) -> anyhow::Result<ExitCode
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(&diff)?;
     stdout.flush()?;
+    // Listed apart, on stderr: a diff piped to a file stays a patch.
+    let protected = workspace.protected().await.map_err(wiring::launch_error)?;
+    for found in &protected {
+        eprintln!("moat: not landed by moat apply without --include-protected: {found}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -52,7 +57,10 @@ pub async fn apply(globals: &Globals, args: &ApplyArgs) -> anyhow::Result<ExitCo
         .into());
     }
     if args.commits {
-        let landed = found.apply_commits().await.map_err(wiring::launch_error)?;
+        let landed = found
+            .apply_commits(args.include_protected)
+            .await
+            .map_err(wiring::launch_error)?;
         let project = workspace.project.display();
         match landed {
             moat_workspace::Landed::Nothing => {
@@ -76,7 +84,7 @@ pub async fn apply(globals: &Globals, args: &ApplyArgs) -> anyhow::Result<ExitCo
         }
         return Ok(ExitCode::SUCCESS);
     }
-    match found.apply().await {
+    match found.apply(args.include_protected).await {
         Ok(0) => println!("{}: nothing changed", workspace.run),
         Ok(_) => println!(
             "{}: applied to {}",

@@ -32,7 +32,9 @@ pub async fn without_sandbox(
 ) -> Option<anyhow::Result<ExitCode>> {
     match command {
         WorkflowCommand::Validate(args) => Some(validate(&args.file)),
-        WorkflowCommand::Apply(args) => Some(apply(&args.file, globals).await),
+        WorkflowCommand::Apply(args) => {
+            Some(apply(&args.file, args.include_protected, globals).await)
+        }
         WorkflowCommand::Graph(args) => Some(graph(&args.file, args.format)),
         WorkflowCommand::Status(args) => Some(status(args)),
         WorkflowCommand::Run(_) | WorkflowCommand::Resume(_) => None,
@@ -133,7 +135,11 @@ fn unsandboxed_warnings(workflow: &moat_workflow::Workflow, write: &[PathBuf]) -
 /// in a workspace, its last run's, in dependency order (each task's
 /// workspace started from its upstream tasks' changes, so its own diff
 /// builds on theirs), landed together or not at all.
-async fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
+async fn apply(
+    file: &Path,
+    include_protected: bool,
+    globals: &Globals,
+) -> anyhow::Result<ExitCode> {
     let workflow = load(file)?;
     let path = moat_workflow::state::directory(&workflow).join("state.json");
     let state = moat_workflow::state::read(&path)?.ok_or_else(|| {
@@ -175,7 +181,8 @@ async fn apply(file: &Path, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}: no task changed anything in a workspace", workflow.name);
         return Ok(ExitCode::SUCCESS);
     }
-    let applied = moat_workspace::apply_all(&changes).map_err(super::workspace_error)?;
+    let applied =
+        moat_workspace::apply_all(&changes, include_protected).map_err(super::workspace_error)?;
     println!(
         "{}: the changes of {applied} tasks applied to {}",
         workflow.name,
