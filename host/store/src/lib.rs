@@ -424,33 +424,43 @@ impl Store {
         let mut values: Vec<(&str, &dyn rusqlite::ToSql)> = Vec::new();
         if !filter.statuses.is_empty() {
             // The statuses' own names: nothing a caller typed. A waiting
-            // run is `running` in its row: the row's status narrows first
-            // (by its index), the open requests then tell the two apart.
+            // run is `pending` or `running` in its row: the row's status
+            // narrows first (by its index), the open requests then tell
+            // them apart.
             let stored = |status: RunStatus| match status {
-                RunStatus::Waiting => RunStatus::Running,
-                other => other,
+                RunStatus::Waiting => vec![RunStatus::Pending, RunStatus::Running],
+                other => vec![other],
             };
-            let quoted = |statuses: &mut dyn Iterator<Item = RunStatus>| {
-                let mut names: Vec<String> =
-                    statuses.map(|s| format!("'{}'", s.as_str())).collect();
-                names.sort();
-                names.dedup();
-                names.join(", ")
-            };
-            conditions.push(format!(
-                "status IN ({})",
-                quoted(&mut filter.statuses.iter().map(|s| stored(*s)))
-            ));
-            let running = filter.statuses.contains(&RunStatus::Running);
+            let mut names: Vec<String> = filter
+                .statuses
+                .iter()
+                .flat_map(|s| stored(*s))
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            names.sort();
+            names.dedup();
+            conditions.push(format!("status IN ({})", names.join(", ")));
+            let open =
+                "EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = runs.id AND a.answer IS NULL)";
+            let waits = format!("(status IN ('pending', 'running') AND {open})");
             let waiting = filter.statuses.contains(&RunStatus::Waiting);
-            if running != waiting {
-                let open = "EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = runs.id AND a.answer IS NULL)";
-                conditions.push(if waiting {
-                    format!("(status <> 'running' OR {open})")
+            // A row that waits is listed as waiting only; one that does
+            // not, as its own status only.
+            conditions.push(if waiting {
+                let others: Vec<String> = filter
+                    .statuses
+                    .iter()
+                    .filter(|s| **s != RunStatus::Waiting)
+                    .map(|s| format!("'{}'", s.as_str()))
+                    .collect();
+                if others.is_empty() {
+                    waits
                 } else {
-                    format!("(status <> 'running' OR NOT {open})")
-                });
-            }
+                    format!("({waits} OR status IN ({}))", others.join(", "))
+                }
+            } else {
+                format!("NOT {waits}")
+            });
         }
         if let Some(adapter) = &filter.adapter {
             conditions.push("adapter = :adapter".to_owned());
@@ -702,7 +712,10 @@ fn query_row<T>(
 /// The columns [`record`] reads, in its order.
 const COLUMNS: &str = concat!(
     "id, parent_id, adapter, component_sha256, prompt, options, grants, limits, trust, ",
-    "CASE WHEN status = 'running' AND EXISTS (SELECT 1 FROM approvals a ",
+    // A live run with an open request waits: its row may still say
+    // `pending` when the request was recorded before the writer committed
+    // its start (`mark_running_unwaited`).
+    "CASE WHEN status IN ('pending', 'running') AND EXISTS (SELECT 1 FROM approvals a ",
     "WHERE a.run_id = runs.id AND a.answer IS NULL) THEN 'waiting' ELSE status END, ",
     "reason, done, owner_pid, created_ms, started_ms, ended_ms, spent, role"
 );

@@ -662,6 +662,16 @@ fn a_run_with_an_open_request_reads_as_waiting_and_any_process_answers_it_once()
         std::slice::from_ref(&idle)
     );
     assert_eq!(listed(RunStatus::LIVE.to_vec()).len(), 2);
+    // A run whose request was recorded before its start was committed
+    // (the writer's `running` comes after) waits all the same.
+    let early = owner.create_run(&new_run(None)).unwrap();
+    owner.ask(&early, &request).unwrap();
+    assert_eq!(
+        other.get(&early).unwrap().unwrap().status,
+        RunStatus::Waiting
+    );
+    assert!(listed(vec![RunStatus::Waiting]).contains(&early));
+    assert!(!listed(vec![RunStatus::Pending]).contains(&early));
     assert_eq!(owner.answer_of(&id, 1).unwrap(), None);
 
     let answer = Answer::approve("a test", true);
