@@ -4,6 +4,7 @@
 //! `moat apply` lands it or refuses a conflict changing nothing, and
 //! `moat workspace rm --ended` leaves no worktree or branch behind.
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 use moat_testkit::git::{git, repository as project};
@@ -732,7 +733,6 @@ fn a_run_commits_in_its_worktree_as_an_unprivileged_user_too() {
 fn commits_land(mode: &str, setting: Option<&crate::own_network::Setting>) {
     let setup = Setup::new();
     let root = &setup.root;
-    let cwd = root.to_string_lossy().into_owned();
     let objects_before = git(root, &["count-objects"]);
     let head_before = git(root, &["rev-parse", "HEAD"]);
     // The stand-in CLI works where it is started: the worktree.
@@ -754,14 +754,7 @@ fn commits_land(mode: &str, setting: Option<&crate::own_network::Setting>) {
         setting.own(root);
         setting.own(&cli.root());
     }
-    let ran = moat()
-        .args(["run", "claude-code", "commit", "--workspace", mode])
-        .args(["--cwd", &cwd, "--allow-read", &cwd])
-        .args(["--extra", &cli.extra(), "--output", "ndjson"])
-        .args(cli.grant_flags())
-        .output()
-        .unwrap();
-    ok(&ran);
+    let ran = run_stand_in(moat(), &cli, "commit", mode, root);
 
     // The project: as it was.
     assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
@@ -819,7 +812,6 @@ fn moats_git_runs_nothing_a_run_planted_in_its_workspace() {
     for mode in ["worktree", "copy"] {
         let setup = Setup::new();
         let root = &setup.root;
-        let cwd = root.to_string_lossy().into_owned();
         let marks = tempfile::tempdir().unwrap();
         let mark = |what: &str| marks.path().join(what);
         // A repository whose config runs `touch MARK-…` every way git
@@ -846,15 +838,7 @@ fn moats_git_runs_nothing_a_run_planted_in_its_workspace() {
             plant("nested", "nested"),
         );
         let cli = StandIn::new("claude", "claude", "text", None, &script);
-        let ran = setup
-            .moat()
-            .args(["run", "claude-code", "plant", "--workspace", mode])
-            .args(["--cwd", &cwd, "--allow-read", &cwd])
-            .args(["--extra", &cli.extra(), "--output", "ndjson"])
-            .args(cli.grant_flags())
-            .output()
-            .unwrap();
-        ok(&ran);
+        run_stand_in(setup.moat(), &cli, "plant", mode, root);
         // What the run did ran inside it (its `git init` may have touched
         // nothing); from here on nothing may.
         let before: Vec<_> = std::fs::read_dir(marks.path()).unwrap().flatten().collect();
@@ -938,7 +922,6 @@ fn planted_in(root: &std::path::Path) -> Option<std::path::PathBuf> {
 fn a_link_out_of_the_project_lands_only_with_include_protected() {
     let setup = Setup::new();
     let root = &setup.root;
-    let cwd = root.to_string_lossy().into_owned();
     let cli = StandIn::new(
         "claude",
         "claude",
@@ -946,15 +929,7 @@ fn a_link_out_of_the_project_lands_only_with_include_protected() {
         None,
         "ln -s /etc out; ln -s notes.txt inside; printf 'one\\ntwo\\n' > notes.txt; exit 0",
     );
-    let ran = setup
-        .moat()
-        .args(["run", "claude-code", "link", "--workspace", "worktree"])
-        .args(["--cwd", &cwd, "--allow-read", &cwd])
-        .args(["--extra", &cli.extra(), "--output", "ndjson"])
-        .args(cli.grant_flags())
-        .output()
-        .unwrap();
-    ok(&ran);
+    run_stand_in(setup.moat(), &cli, "link", "worktree", root);
 
     let diff = setup.moat().args(["diff", "@last"]).output().unwrap();
     ok(&diff);
@@ -993,4 +968,20 @@ fn a_link_out_of_the_project_lands_only_with_include_protected() {
         std::fs::read_link(root.join("inside")).unwrap(),
         std::path::Path::new("notes.txt")
     );
+}
+
+/// `moat run claude-code PROMPT` with the stand-in `cli`, in a workspace
+/// of `mode` of the project at `root` (readable), through `moat`; it must
+/// succeed.
+fn run_stand_in(mut moat: Command, cli: &StandIn, prompt: &str, mode: &str, root: &Path) -> Output {
+    let cwd = root.to_string_lossy().into_owned();
+    let ran = moat
+        .args(["run", "claude-code", prompt, "--workspace", mode])
+        .args(["--cwd", &cwd, "--allow-read", &cwd])
+        .args(["--extra", &cli.extra(), "--output", "ndjson"])
+        .args(cli.grant_flags())
+        .output()
+        .unwrap();
+    ok(&ran);
+    ran
 }
