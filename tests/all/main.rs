@@ -31,6 +31,7 @@ mod own_network;
 mod parallel_runs;
 mod processes;
 mod program_limits;
+mod protected;
 mod real_clis;
 mod results;
 mod resume;

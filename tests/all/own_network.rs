@@ -36,7 +36,7 @@ pub(crate) struct Setting {
 
 impl Setting {
     /// The tests' own user.
-    fn this_user() -> Self {
+    pub(crate) fn this_user() -> Self {
         Self::made(Vec::new())
     }
 

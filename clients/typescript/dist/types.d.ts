@@ -229,6 +229,8 @@ export interface Grants {
     secrets?: string[];
     /** absolute paths of Unix sockets outside the write grants the run's programs may connect to */
     unixSocket?: string[];
+    /** absolute paths of files that run code later (docs/security.md) the run may change inside its write grants all the same */
+    writeProtected?: string[];
 }
 /** Options for one run, as the adapter receives them (camelCase). */
 export interface RunOptions {

@@ -158,7 +158,8 @@ fn arg_of(field: Field) -> Arg {
         | Field::PriceTable
         | Field::Agents
         | Field::McpServers
-        | Field::UnixSocket => arg.value_hint(clap::ValueHint::FilePath),
+        | Field::UnixSocket
+        | Field::WriteProtected => arg.value_hint(clap::ValueHint::FilePath),
         _ => arg,
     }
 }

@@ -29,6 +29,7 @@ impl SettingNames for FlagNames {
             Setting::AllowRun => "--allow-run",
             Setting::Secret => "--secret",
             Setting::AllowUnixSocket => "--allow-unix-socket",
+            Setting::AllowWriteProtected => "--allow-write-protected",
             Setting::MaxBudget => "--max-budget-usd",
             Setting::MaxTokens => "--max-tokens",
             Setting::Model => "--model",

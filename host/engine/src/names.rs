@@ -66,6 +66,8 @@ pub enum Setting {
     /// The Unix sockets outside its write grants the run's programs may
     /// reach.
     AllowUnixSocket,
+    /// The files that run code later the run may change all the same.
+    AllowWriteProtected,
     /// The most the run (and its children) may spend, in US dollars.
     MaxBudget,
     /// The most tokens the run (and its children) may use.
@@ -156,6 +158,7 @@ impl SettingNames for FieldNames {
             Setting::AllowRun => "`grants.run`",
             Setting::Secret => "`grants.secrets`",
             Setting::AllowUnixSocket => "`grants.unix_sockets`",
+            Setting::AllowWriteProtected => "`grants.write_protected`",
             Setting::MaxBudget => "`options.max_budget_usd`",
             Setting::MaxTokens => "`limits.max_tokens`",
             Setting::Model => "`options.model`",

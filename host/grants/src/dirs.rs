@@ -161,6 +161,34 @@ pub fn canonical_dir(path: &Path, base: Option<&Path>) -> Result<PathBuf, GrantE
 /// exist yet (a server that starts after the run); its directory must.
 /// A run reaches exactly the socket at this path.
 pub fn canonical_socket(path: &Path, base: Option<&Path>) -> Result<PathBuf, GrantError> {
+    let (resolved, existing) = resolve(path, base, "a Unix socket")?;
+    if let Some(kind) = existing {
+        use std::os::unix::fs::FileTypeExt;
+        if !kind.is_socket() {
+            return Err(GrantError::Dir {
+                path: path.to_path_buf(),
+                reason: "not a Unix socket".into(),
+            });
+        }
+    }
+    Ok(resolved)
+}
+
+/// Resolves a file or directory that may not exist yet (relative to
+/// `base`, when given): absolute, its directory canonical, the path
+/// itself followed through links when it exists. Its directory must
+/// exist.
+pub fn canonical_path(path: &Path, base: Option<&Path>) -> Result<PathBuf, GrantError> {
+    resolve(path, base, "a file or directory").map(|(resolved, _)| resolved)
+}
+
+/// `path` resolved as [`canonical_path`] says, with the type of what is
+/// there when something is.
+fn resolve(
+    path: &Path,
+    base: Option<&Path>,
+    what: &str,
+) -> Result<(PathBuf, Option<std::fs::FileType>), GrantError> {
     let refuse = |reason: &str| GrantError::Dir {
         path: path.to_path_buf(),
         reason: reason.into(),
@@ -169,35 +197,32 @@ pub fn canonical_socket(path: &Path, base: Option<&Path>) -> Result<PathBuf, Gra
         Some(base) if path.is_relative() => base.join(path),
         _ => path.to_path_buf(),
     };
-    let resolved = match std::fs::canonicalize(&joined) {
+    let (resolved, kind) = match std::fs::canonicalize(&joined) {
         Ok(resolved) => {
-            use std::os::unix::fs::FileTypeExt;
             let kind = std::fs::metadata(&resolved).map_err(|e| refuse(&e.to_string()))?;
-            if !kind.file_type().is_socket() {
-                return Err(refuse("not a Unix socket"));
-            }
-            resolved
+            (resolved, Some(kind.file_type()))
         }
         Err(_) => {
+            let not_one = format!("not a path to {what}");
             let (Some(dir), Some(name)) = (joined.parent(), joined.file_name()) else {
-                return Err(refuse("not a path to a Unix socket"));
+                return Err(refuse(&not_one));
             };
             if name == ".." || name == "." {
-                return Err(refuse("not a path to a Unix socket"));
+                return Err(refuse(&not_one));
             }
             let dir = std::fs::canonicalize(if dir.as_os_str().is_empty() {
                 Path::new(".")
             } else {
                 dir
             })
-            .map_err(|_| refuse("no such directory for the socket"))?;
-            dir.join(name)
+            .map_err(|_| refuse(&format!("no such directory for {what}")))?;
+            (dir.join(name), None)
         }
     };
     if resolved.to_str().is_none() {
         return Err(refuse("the path is not valid UTF-8"));
     }
-    Ok(resolved)
+    Ok((resolved, kind))
 }
 
 #[cfg(test)]

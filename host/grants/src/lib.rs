@@ -31,6 +31,7 @@ pub mod narrow;
 pub mod needs;
 pub mod net;
 pub mod programs;
+pub mod protected;
 pub mod secret;
 pub mod sources;
 pub mod spawn_env;
@@ -41,11 +42,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use confinement::Confinement;
-pub use dirs::{OpenDir, OpenDirs, canonical_dir, canonical_socket};
+pub use dirs::{OpenDir, OpenDirs, canonical_dir, canonical_path, canonical_socket};
 pub use error::GrantError;
 pub use narrow::Excess;
 pub use needs::Needs;
 pub use net::{HostPattern, NetRule, Scheme};
+pub use protected::{ProtectedPath, ProtectedPaths};
 pub use secret::{SecretGrant, VENDOR_KEYS, VendorKey, vendor_key};
 pub use sources::{GrantSources, Provenance};
 pub use trust::TrustLevel;
@@ -83,6 +85,10 @@ pub struct Grants {
     /// protocol's request spells it.
     #[serde(rename = "unixSocket")]
     pub unix_sockets: Vec<PathBuf>,
+    /// Paths of the list of files that run code later ([`protected`])
+    /// the run may change all the same: absolute ([`canonical_path`]).
+    #[serde(rename = "writeProtected")]
+    pub write_protected: Vec<PathBuf>,
 }
 
 /// One directory as the sandbox preopens it.
@@ -112,6 +118,7 @@ impl Grants {
             && self.run.is_empty()
             && self.secrets.is_empty()
             && self.unix_sockets.is_empty()
+            && self.write_protected.is_empty()
     }
 
     /// Adds everything `other` grants (a union; order kept, duplicates
@@ -131,6 +138,7 @@ impl Grants {
         union(&mut self.run, &other.run);
         union(&mut self.secrets, &other.secrets);
         union(&mut self.unix_sockets, &other.unix_sockets);
+        union(&mut self.write_protected, &other.write_protected);
     }
 
     /// Exactly what an adapter declares it needs: its hosts, environment
@@ -181,8 +189,8 @@ impl Grants {
         for dir in self.read.iter().chain(&self.write) {
             check_absolute(dir)?;
         }
-        for socket in &self.unix_sockets {
-            check_absolute(socket)?;
+        for path in self.unix_sockets.iter().chain(&self.write_protected) {
+            check_absolute(path)?;
         }
         for name in &self.env {
             names::env_name(name)?;

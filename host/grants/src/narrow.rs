@@ -38,6 +38,8 @@ pub enum Excess {
     Secret(crate::SecretGrant),
     /// A Unix socket the ceiling does not name.
     UnixSocket(PathBuf),
+    /// A protected path the ceiling does not let be written.
+    WriteProtected(PathBuf),
 }
 
 impl fmt::Display for Excess {
@@ -50,6 +52,9 @@ impl fmt::Display for Excess {
             Excess::Run(program) => write!(f, "--allow-run={program}"),
             Excess::Secret(grant) => write!(f, "--secret={grant}"),
             Excess::UnixSocket(path) => write!(f, "--allow-unix-socket={}", path.display()),
+            Excess::WriteProtected(path) => {
+                write!(f, "--allow-write-protected={}", path.display())
+            }
         }
     }
 }
@@ -121,6 +126,11 @@ impl Grants {
         for socket in &self.unix_sockets {
             if !ceiling.unix_sockets.contains(socket) {
                 push(Excess::UnixSocket(socket.clone()));
+            }
+        }
+        for path in &self.write_protected {
+            if !ceiling.write_protected.iter().any(|c| path.starts_with(c)) {
+                push(Excess::WriteProtected(path.clone()));
             }
         }
         excess
@@ -195,6 +205,7 @@ impl Grants {
             run: common(&self.run, &other.run),
             secrets,
             unix_sockets: common(&self.unix_sockets, &other.unix_sockets),
+            write_protected: inner_paths(&self.write_protected, &other.write_protected),
         }
     }
 }
@@ -319,6 +330,20 @@ fn minimal_dirs(dirs: Vec<PathBuf>) -> Vec<PathBuf> {
 /// Whether `dir` is strictly inside `other`.
 fn inside(dir: &Path, other: &Path) -> bool {
     dir != other && dir.starts_with(other)
+}
+
+/// The paths both allow: each of `a` inside one of `b`, and each of `b`
+/// inside one of `a`, each once.
+fn inner_paths(a: &[PathBuf], b: &[PathBuf]) -> Vec<PathBuf> {
+    let within = |x: &[PathBuf], y: &[PathBuf]| -> Vec<PathBuf> {
+        x.iter()
+            .filter(|path| y.iter().any(|outer| path.starts_with(outer)))
+            .cloned()
+            .collect()
+    };
+    let mut both = within(a, b);
+    both.extend(within(b, a));
+    dedup(both)
 }
 
 /// The entries of `a` that `b` also has, each once, in the order of `a`.
@@ -598,6 +623,7 @@ mod tests {
             run: vec!["git".into()],
             secrets: vec![crate::SecretGrant::parse("KEY@api.example.com:443").unwrap()],
             unix_sockets: paths(&["/run/db.sock"]),
+            write_protected: paths(&["/p/.envrc"]),
         }
     }
 
@@ -614,7 +640,22 @@ mod tests {
                 Excess::Run("git".into()),
                 Excess::Secret(crate::SecretGrant::parse("KEY@api.example.com:443").unwrap()),
                 Excess::UnixSocket("/run/db.sock".into()),
+                Excess::WriteProtected("/p/.envrc".into()),
             ]
+        );
+        // A protected directory opted in covers the paths inside it.
+        let ceiling = Grants {
+            write_protected: paths(&["/p"]),
+            ..Grants::none()
+        };
+        let asked = Grants {
+            write_protected: paths(&["/p/.envrc"]),
+            ..Grants::none()
+        };
+        assert!(asked.excess_over(&ceiling).is_empty());
+        assert_eq!(
+            ceiling.intersect(&asked).write_protected,
+            paths(&["/p/.envrc"])
         );
         assert_eq!(
             Excess::UnixSocket("/run/db.sock".into()).to_string(),
@@ -793,6 +834,7 @@ mod tests {
                 run: run.into_iter().map(String::from).collect(),
                 secrets: Vec::new(),
                 unix_sockets: Vec::new(),
+                write_protected: Vec::new(),
             })
     }
 

@@ -62,6 +62,8 @@ enum Kind {
         /// What it spends is counted here, when it has a budget or its
         /// parent does.
         meter: Option<Meter>,
+        /// Its protected paths as they were, put back before its `done`.
+        guard: Option<crate::protected::Guard>,
         /// Its spans, when traces are exported.
         tracer: Option<moat_telemetry::RunTracer>,
     },
@@ -437,7 +439,7 @@ impl Launcher {
             return Err(LaunchError::Stopping);
         }
         let resolved = match &spec.adapter {
-            AdapterRef::Resolved(resolved) => resolved.clone(),
+            AdapterRef::Resolved(resolved) => (**resolved).clone(),
             AdapterRef::Named(name) => self.inner.resolver.resolve(name).await?,
         };
         crate::check_complete(&resolved, &spec.options)?;
@@ -478,6 +480,7 @@ impl Launcher {
             _ => None,
         };
         let memory = budgeted_memory(&admission, &spec.asked.limits);
+        let guard = crate::protected::Guard::keep(&admission, spec.names.clone());
         let scope = RunScope {
             asking: desk.map(|desk| moat_contain::Asking {
                 approver: Arc::new(desk),
@@ -518,6 +521,7 @@ impl Launcher {
                 recording: recording.map(Box::new),
                 notices,
                 meter,
+                guard,
                 tracer,
             },
         }
@@ -674,6 +678,7 @@ impl Launcher {
         let mut shares = Vec::new();
         let mut notices = Vec::new();
         let mut meters = Vec::new();
+        let mut guards = Vec::new();
         let mut tracers = Vec::new();
         for (task, prepared) in prepared.into_iter().enumerate() {
             match prepared.kind {
@@ -686,8 +691,10 @@ impl Launcher {
                     recording,
                     notices: asked,
                     meter,
+                    guard,
                     tracer,
                 } => {
+                    guards.extend(guard.map(|guard| (task, guard)));
                     tracers.extend(tracer.map(|tracer| (task, tracer)));
                     shares.extend(share);
                     notices.extend(asked.map(|asked| (task, asked)));
@@ -715,6 +722,11 @@ impl Launcher {
         let roles: Vec<Option<String>> =
             here.iter().map(|(_, _, role, _, _)| role.clone()).collect();
         let (events, recordings) = engine_start(here, memory_budget);
+        let events = if guards.is_empty() {
+            events
+        } else {
+            crate::protected::guarded(events, guards)
+        };
         let events = if notices.is_empty() {
             events
         } else {

@@ -35,6 +35,8 @@
 //! - [`approvals`]: what a run asks for mid-run (`--ask`), recorded,
 //!   answered from anywhere, never past the ceiling; [`spending`] and
 //!   metering: budgets, counted as runs spend and narrowed like grants;
+//! - [`protected`]: files that run code later, put back before a run's
+//!   `done` whatever its grants let it write;
 //! - traces: each run's OpenTelemetry spans ([`moat_telemetry`]), made
 //!   from its events as they pass, wherever it was started from.
 
@@ -48,6 +50,7 @@ pub mod invalid;
 pub mod launcher;
 pub mod limits;
 mod metering;
+pub mod protected;
 mod recording;
 pub mod refusal;
 pub mod request;

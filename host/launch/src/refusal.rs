@@ -160,6 +160,9 @@ fn excess_words(excess: &Excess, names: &dyn SettingNames) -> String {
         Excess::UnixSocket(path) => {
             names.assignment(Setting::AllowUnixSocket, &path.to_string_lossy())
         }
+        Excess::WriteProtected(path) => {
+            names.assignment(Setting::AllowWriteProtected, &path.to_string_lossy())
+        }
     }
 }
 

@@ -17,8 +17,9 @@ pub enum AdapterRef {
     /// A built-in's name, an installed adapter's name, or a component's
     /// path: resolved when the run is launched.
     Named(String),
-    /// Resolved already (a command that starts several runs of it).
-    Resolved(Resolved),
+    /// Resolved already (a command that starts several runs of it); boxed,
+    /// as it is much larger than a name.
+    Resolved(Box<Resolved>),
 }
 
 /// Everything a run is launched with.

@@ -114,7 +114,7 @@ impl JobExecutor {
             }),
             names: self.names.clone(),
             ..LaunchSpec::new(
-                AdapterRef::Resolved(resolved),
+                AdapterRef::Resolved(Box::new(resolved)),
                 job.prompt.clone(),
                 self.ceiling.clone(),
             )

@@ -171,7 +171,7 @@ impl LaunchRunner {
             ask: self.ask.get().cloned(),
             traceparent: self.traceparent.get().cloned(),
             ..request.launch_spec(
-                AdapterRef::Resolved(resolved),
+                AdapterRef::Resolved(Box::new(resolved)),
                 self.ceiling.clone(),
                 request.asked(),
                 self.names.clone(),
@@ -196,7 +196,7 @@ impl TaskRunner for LaunchRunner {
         let spec = self.spec(task, resolved, String::new());
         // Admitted exactly as its attempts will be, nothing recorded.
         let resolved = match &spec.adapter {
-            AdapterRef::Resolved(resolved) => resolved,
+            AdapterRef::Resolved(resolved) => &**resolved,
             AdapterRef::Named(_) => unreachable!("resolved above"),
         };
         moat_launch::check_complete(resolved, &spec.options)

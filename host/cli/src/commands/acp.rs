@@ -155,7 +155,7 @@ impl TurnSpecs for FlagTurns {
         Ok(LaunchSpec {
             abort: turn.abort,
             ..request.launch_spec(
-                AdapterRef::Resolved(self.resolved.clone()),
+                AdapterRef::Resolved(Box::new(self.resolved.clone())),
                 ceiling,
                 asked,
                 Arc::new(FlagNames),

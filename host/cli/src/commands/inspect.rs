@@ -190,6 +190,7 @@ fn print_grants(grants: &Grants, origins: &[String]) {
         shown(grants.secrets.iter().map(ToString::to_string).collect())
     );
     println!("unix sockets {}", dirs(&grants.unix_sockets));
+    println!("protected    {}", dirs(&grants.write_protected));
     println!("refused      {REFUSED_NOTE}");
 }
 

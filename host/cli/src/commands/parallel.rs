@@ -87,7 +87,7 @@ pub async fn parallel(
             // Each task a workspace of its own.
             workspace: wiring::workspace(globals, request)?,
             ..request.launch_spec(
-                AdapterRef::Resolved(resolved.clone()),
+                AdapterRef::Resolved(Box::new(resolved.clone())),
                 ceiling,
                 asked,
                 Arc::new(FlagNames),

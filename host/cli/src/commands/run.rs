@@ -70,7 +70,7 @@ pub async fn run(
         abort: abort.clone(),
         workspace: wiring::workspace(globals, &request)?,
         ..request.launch_spec(
-            AdapterRef::Resolved(resolved),
+            AdapterRef::Resolved(Box::new(resolved)),
             ceiling,
             asked,
             Arc::new(FlagNames),

@@ -545,6 +545,14 @@ fn grants_shown(grants: &moat_grants::Grants) -> String {
             .map(|s| s.display().to_string())
             .collect(),
     );
+    part(
+        "protected, writable",
+        grants
+            .write_protected
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect(),
+    );
     safe::text(&parts.join("; ")).into_owned()
 }
 

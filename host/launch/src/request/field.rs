@@ -71,6 +71,8 @@ pub enum Field {
     Secrets,
     /// Unix sockets outside its write grants its programs may reach.
     UnixSocket,
+    /// Files that run code later it may change all the same.
+    WriteProtected,
     /// Its wall-clock limit.
     Timeout,
     /// Its CPU budget.
@@ -504,6 +506,15 @@ pub(crate) const FIELDS: &[Spec] = &[
         List,
         "PATHS",
         "Unix sockets outside its write grants the adapter's programs may connect to (a database's, a Docker daemon's); those inside its write grants and private directory they may always reach.",
+    ),
+    spec(
+        Field::WriteProtected,
+        Group::Grants,
+        "write_protected",
+        ALL,
+        List,
+        "PATHS",
+        "Files that run code later (git hooks and config, shell start-up files, the agent CLIs' hooks and MCP servers: see docs/security.md) the adapter may change inside its write grants all the same; every other one it changes is put back before its `done` and reported.",
     ),
     spec(
         Field::Timeout,

@@ -97,6 +97,8 @@ pub struct GrantsAsked {
     pub secrets: Option<Vec<SecretGrant>>,
     /// Unix sockets.
     pub unix_sockets: Option<Vec<PathBuf>>,
+    /// Protected paths it may write.
+    pub write_protected: Option<Vec<PathBuf>>,
     /// Whether grants were named as a group, maybe none of them (an
     /// empty `grants` object asks for no grant).
     pub named: bool,
@@ -113,6 +115,7 @@ impl GrantsAsked {
             || self.run.is_some()
             || self.secrets.is_some()
             || self.unix_sockets.is_some()
+            || self.write_protected.is_some()
     }
 
     /// The grants it names (a kind it names none of: none of that kind).
@@ -125,6 +128,7 @@ impl GrantsAsked {
             run: self.run.clone().unwrap_or_default(),
             secrets: self.secrets.clone().unwrap_or_default(),
             unix_sockets: self.unix_sockets.clone().unwrap_or_default(),
+            write_protected: self.write_protected.clone().unwrap_or_default(),
         }
     }
 
@@ -204,6 +208,7 @@ impl RunRequest {
             Field::Run => grants.run = Some(value.programs()?),
             Field::Secrets => grants.secrets = Some(value.secrets()?),
             Field::UnixSocket => grants.unix_sockets = Some(value.sockets()?),
+            Field::WriteProtected => grants.write_protected = Some(value.paths()?),
             Field::Timeout => limits.timeout = Some(value.timeout()?),
             Field::Fuel => limits.fuel = Some(value.fuel()?),
             Field::MaxMemory => limits.max_memory_bytes = Some(value.memory()?),

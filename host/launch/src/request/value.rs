@@ -121,6 +121,19 @@ impl Reader<'_> {
         })
     }
 
+    /// The value as files or directories that may not exist yet, each
+    /// relative to where it was written as directories are.
+    pub(crate) fn paths(&self) -> Result<Vec<PathBuf>, RequestError> {
+        self.each(|text| {
+            let path = Path::new(text);
+            if !self.given.dialect.takes_relative_paths() && !path.is_absolute() {
+                return Err("not an absolute path; name paths absolutely".into());
+            }
+            moat_grants::canonical_path(path, self.given.base.as_deref())
+                .map_err(|e| e.reason().to_owned())
+        })
+    }
+
     /// `text` as a directory: relative to where it was written, except in
     /// a dialect that has no place (a client's request: the server's own
     /// working directory is no business of the client's).

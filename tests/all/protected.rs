@@ -1,0 +1,314 @@
+//! Nothing a run plants runs after it (docs/security.md, "Files that run
+//! code later"): through the real `moat` binary, a contained program and
+//! a component write git hooks and configuration, a project's tool
+//! settings, shell start-up files and an agent CLI's hooks and MCP
+//! servers inside their write grants; before the run's `done` moat removes
+//! what they made and puts back what they changed, reported as a
+//! `PROTECTED_WRITE` error, and the user's next `git status`, `git
+//! checkout`, fresh shell or direnv runs nothing of it. The same attack
+//! without containment (`--no-contain`) plants everything, and the same
+//! git commands run it: the protection is what stops it.
+//!
+//! As this user and, when root, as an unprivileged one.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use moat_engine::{AgentEvent, DoneStatus};
+use moat_testkit::components::ESCAPE;
+use moat_testkit::git::git;
+use moat_testkit::{error_messages, single_done};
+
+use crate::cli::common::events;
+use crate::egress::{moat_through, shell};
+use crate::own_network::{Setting, settings};
+
+/// A script that plants, in `project` (a repository), a hook, an
+/// fsmonitor, direnv's file, VS Code's tasks, Claude Code's project hooks
+/// and an MCP server, each touching `mark/NAME` when run; and writes one
+/// ordinary file, the run's real work.
+fn planting(project: &Path, mark: &Path) -> String {
+    let (p, m) = (project.display(), mark.display());
+    format!(
+        "cd {p}; \
+         printf '#!/bin/sh\\ntouch {m}/hook\\n' > .git/hooks/post-checkout; chmod +x .git/hooks/post-checkout; \
+         printf '[core]\\n\\tfsmonitor = \"touch {m}/fsmonitor; false\"\\n' >> .git/config; \
+         echo 'touch {m}/envrc' > .envrc; \
+         mkdir -p .vscode .claude; \
+         echo '{{\"tasks\":[{{\"command\":\"touch {m}/vscode\",\"runOptions\":{{\"runOn\":\"folderOpen\"}}}}]}}' > .vscode/tasks.json; \
+         echo '{{\"hooks\":{{\"SessionStart\":[{{\"hooks\":[{{\"type\":\"command\",\"command\":\"touch {m}/claude\"}}]}}]}}}}' > .claude/settings.json; \
+         echo '{{\"mcpServers\":{{\"x\":{{\"command\":\"touch\",\"args\":[\"{m}/mcp\"]}}}}}}' > .mcp.json; \
+         echo work > work.txt; echo planted=done"
+    )
+}
+
+/// A repository with one commit in `setting`'s grant, and a place for
+/// the marks what runs leaves (writable by anyone: the user's commands
+/// run as the tests' user).
+fn project(setting: &Setting) -> (PathBuf, PathBuf) {
+    let project = setting.grant();
+    git(&project, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(project.join("notes.txt"), "one\n").unwrap();
+    git(&project, &["add", "."]);
+    git(&project, &["commit", "--quiet", "-m", "first"]);
+    setting.own(&project);
+    let mark = setting.dir().join("mark");
+    std::fs::create_dir(&mark).unwrap();
+    std::fs::set_permissions(&mark, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    (project, mark)
+}
+
+/// What the user does next in `project`: `git status` (fsmonitor),
+/// `git checkout` (hooks), direnv's file as direnv would run it;
+/// the marks made.
+fn the_user_works_in(project: &Path, mark: &Path) -> Vec<String> {
+    git(project, &["status", "--short"]);
+    git(project, &["checkout", "--quiet", "-b", "next"]);
+    if project.join(".envrc").exists() {
+        Command::new("sh")
+            .arg(".envrc")
+            .current_dir(project)
+            .status()
+            .unwrap();
+    }
+    marks(mark)
+}
+
+fn marks(mark: &Path) -> Vec<String> {
+    let mut made: Vec<String> = std::fs::read_dir(mark)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    made.sort();
+    made
+}
+
+fn protected_errors(events: &[AgentEvent]) -> String {
+    error_messages(events, "PROTECTED_WRITE").join("\n")
+}
+
+#[test]
+fn a_contained_program_plants_nothing_the_users_next_git_or_direnv_runs() {
+    for setting in settings() {
+        let who = setting.who();
+        let (project, mark) = project(&setting);
+        let config = std::fs::read(project.join(".git/config")).unwrap();
+        let (output, events, printed) = shell(
+            &planting(&project, &mark),
+            &setting.flags(&[]),
+            &setting.wrapper(),
+        );
+        assert!(
+            printed.contains("planted=done"),
+            "{who}: {printed}: {output:?}"
+        );
+        assert_eq!(single_done(&events).status, DoneStatus::Success, "{who}");
+        let reported = protected_errors(&events);
+        for planted in [
+            ".git/hooks/post-checkout",
+            ".git/config",
+            ".envrc",
+            ".vscode",
+            ".claude/settings.json",
+            ".mcp.json",
+        ] {
+            assert!(
+                reported.contains(&format!("{}/{planted}", project.display())),
+                "{who}: {planted} not reported: {reported}"
+            );
+        }
+        assert!(reported.contains("--allow-write-protected"), "{reported}");
+        // The work stays; what was planted is gone or as it was.
+        assert_eq!(
+            std::fs::read_to_string(project.join("work.txt")).unwrap(),
+            "work\n"
+        );
+        assert!(!project.join(".git/hooks/post-checkout").exists(), "{who}");
+        assert_eq!(
+            std::fs::read(project.join(".git/config")).unwrap(),
+            config,
+            "{who}"
+        );
+        for gone in [
+            ".envrc",
+            ".vscode/tasks.json",
+            ".claude/settings.json",
+            ".mcp.json",
+        ] {
+            assert!(!project.join(gone).exists(), "{who}: {gone} stayed");
+        }
+        assert!(
+            the_user_works_in(&project, &mark).is_empty(),
+            "{who}: the user's next commands ran what the run planted"
+        );
+    }
+}
+
+#[test]
+fn without_containment_the_same_run_plants_what_the_users_next_git_runs() {
+    let setting = Setting::this_user();
+    let (project, mark) = project(&setting);
+    let (_, events, printed) = shell(
+        &planting(&project, &mark),
+        &setting.flags(&["--no-contain"]),
+        &[],
+    );
+    assert!(printed.contains("planted=done"), "{printed}");
+    assert!(protected_errors(&events).is_empty());
+    assert_eq!(
+        the_user_works_in(&project, &mark),
+        ["envrc", "fsmonitor", "hook"],
+        "the planted hook, fsmonitor and .envrc run"
+    );
+}
+
+#[test]
+fn a_protected_path_opted_in_is_the_runs_to_change_and_no_other() {
+    let setting = Setting::this_user();
+    let (project, mark) = project(&setting);
+    let envrc = project.join(".envrc");
+    let allow = format!("--allow-write-protected={}", envrc.display());
+    let (output, events, printed) =
+        shell(&planting(&project, &mark), &setting.flags(&[&allow]), &[]);
+    assert!(printed.contains("planted=done"), "{printed}");
+    assert!(envrc.exists(), "the opted-in .envrc stays");
+    let reported = protected_errors(&events);
+    assert!(
+        !reported.contains(&envrc.display().to_string()),
+        "{reported}"
+    );
+    assert!(reported.contains(".git/hooks/post-checkout"), "{reported}");
+    assert!(!project.join(".git/hooks/post-checkout").exists());
+    // Recorded and shown.
+    let run = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| {
+            let event: serde_json::Value = serde_json::from_str(line).ok()?;
+            event["metadata"]["runId"].as_str().map(str::to_owned)
+        })
+        .expect("a recorded run");
+    let shown = moat_through(&[]).args(["show", &run]).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(&format!("protected, writable {}", envrc.display())),
+        "{shown}: {output:?}"
+    );
+}
+
+#[test]
+fn a_component_plants_nothing_either() {
+    let setting = Setting::this_user();
+    let (project, _) = project(&setting);
+    let probes = |p: &Path| {
+        format!(
+            "write {0}/.git/hooks/pre-commit\nwrite {0}/.envrc\nwrite {0}/.mcp.json\nwrite {0}/work.txt",
+            p.display()
+        )
+    };
+    for (contain, kept) in [(true, false), (false, true)] {
+        let mut command = moat_through(&[]);
+        command
+            .args(["run", ESCAPE, "--output", "ndjson"])
+            .args(setting.flags(&[]))
+            .args((!contain).then_some("--no-contain"))
+            .arg(probes(&project));
+        let output = command.output().unwrap();
+        let events = events(&output);
+        let reported = protected_errors(&events);
+        assert!(project.join("work.txt").exists());
+        for planted in [".git/hooks/pre-commit", ".envrc", ".mcp.json"] {
+            assert_eq!(
+                project.join(planted).exists(),
+                kept,
+                "contained: {contain}: {planted}: {reported}"
+            );
+            assert_eq!(reported.contains(planted), !kept, "{reported}");
+        }
+        for planted in [".git/hooks/pre-commit", ".envrc", ".mcp.json"] {
+            let _ = std::fs::remove_file(project.join(planted));
+        }
+    }
+}
+
+#[test]
+fn a_fresh_shell_and_the_plain_cli_run_nothing_a_run_wrote_in_the_home_it_was_granted() {
+    for setting in settings() {
+        let who = setting.who();
+        let home = setting.dir().join("home");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        let mark = setting.dir().join("mark");
+        std::fs::create_dir_all(&mark).unwrap();
+        std::fs::set_permissions(&mark, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        std::fs::write(home.join(".bashrc"), "# the user's\n").unwrap();
+        std::fs::write(
+            home.join(".claude.json"),
+            r#"{"numStartups": 1, "mcpServers": {}}"#,
+        )
+        .unwrap();
+        setting.own(&home);
+        let m = mark.display();
+        let script = format!(
+            "cd {h}; echo 'touch {m}/bashrc' >> .bashrc; \
+             echo '{{\"hooks\":{{\"SessionStart\":[{{\"hooks\":[{{\"type\":\"command\",\"command\":\"touch {m}/claude\"}}]}}]}}}}' > .claude/settings.json; \
+             echo session > .claude/history.jsonl; \
+             echo '{{\"numStartups\": 2, \"mcpServers\": {{\"x\": {{\"command\": \"touch\", \"args\": [\"{m}/mcp\"]}}}}}}' > .claude.json; \
+             echo planted=done",
+            h = home.display()
+        );
+        let write_home = format!("--allow-write={}", home.display());
+        let mut command = crate::egress::shell_command(
+            &script,
+            std::slice::from_ref(&write_home),
+            &setting.wrapper(),
+        );
+        if setting.wrapper().is_empty() {
+            command.env("HOME", &home);
+        }
+        let output = command.output().unwrap();
+        let reported = protected_errors(&events(&output));
+        assert!(
+            reported.contains(".bashrc"),
+            "{who}: {reported}: {output:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+            "# the user's\n",
+            "{who}"
+        );
+        assert!(!home.join(".claude/settings.json").exists(), "{who}");
+        // The CLI's state stays; its MCP servers are put back.
+        assert_eq!(
+            std::fs::read_to_string(home.join(".claude/history.jsonl")).unwrap(),
+            "session\n"
+        );
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(home.join(".claude.json")).unwrap()).unwrap();
+        assert_eq!(state["numStartups"], 2, "{who}: {state}");
+        assert_eq!(state["mcpServers"], serde_json::json!({}), "{who}: {state}");
+        // A fresh interactive bash of the user's runs nothing of the run's.
+        Command::new("bash")
+            .args(["-i", "-c", "true"])
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        assert!(marks(&mark).is_empty(), "{who}: {:?}", marks(&mark));
+        // Without containment the same run's .bashrc runs in that shell.
+        if setting.wrapper().is_empty() {
+            let mut command = crate::egress::shell_command(
+                &script,
+                &[write_home.clone(), "--no-contain".into()],
+                &[],
+            );
+            command.env("HOME", &home);
+            let uncontained = events(&command.output().unwrap());
+            assert!(protected_errors(&uncontained).is_empty());
+            Command::new("bash")
+                .args(["-i", "-c", "true"])
+                .env("HOME", &home)
+                .output()
+                .unwrap();
+            assert_eq!(marks(&mark), ["bashrc"]);
+        }
+    }
+}
