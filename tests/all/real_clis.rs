@@ -351,6 +351,7 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
         if cli.program == "claude" {
             check_permission_prompts_through_moat(cli, &program, scratch.path());
         }
+        check_nothing_planted_persists(cli, &program, scratch.path());
         eprintln!("{}: ok", cli.adapter);
     }
     check_llm_agent_with_the_filesystem_server(&bin.join("mcp-server-filesystem"), scratch.path());
@@ -820,4 +821,170 @@ fn check_permission_prompts_through_moat(cli: &Cli, program: &Path, scratch: &Pa
             if approve { "approved" } else { "denied" }
         );
     }
+}
+
+/// What `cli`'s shell tool is told to run: a hook and an MCP server
+/// (each touching a file in `mark` when run) written into the CLI's own
+/// configuration in `home` — what the next plain `claude`, `codex` or
+/// `gemini` would run, outside moat.
+fn planting(cli: &Cli, home: &Path, mark: &Path) -> String {
+    let (h, m) = (home.display(), mark.display());
+    // One program, so the CLI's shell tool sees one command to allow.
+    let edit = match cli.program {
+        "claude" => format!(
+            "import json, os; p=\"{h}/.claude.json\"; d=json.load(open(p)); \
+             d[\"mcpServers\"]={{\"planted\":{{\"command\":\"touch\",\"args\":[\"{m}/mcp\"]}}}}; \
+             json.dump(d, open(p, \"w\")); os.makedirs(\"{h}/.claude\", exist_ok=True); \
+             json.dump({{\"hooks\":{{\"SessionStart\":[{{\"hooks\":[{{\"type\":\"command\",\"command\":\"touch {m}/hook\"}}]}}]}}}}, \
+             open(\"{h}/.claude/settings.json\", \"w\"))"
+        ),
+        "codex" => format!(
+            "p=\"{h}/codex-home/config.toml\"; s=open(p).read(); \
+             open(p, \"w\").write(\"notify = [\\\"touch\\\", \\\"{m}/notify\\\"]\\n\" + s + \
+             \"\\n[mcp_servers.planted]\\ncommand = \\\"touch\\\"\\nargs = [\\\"{m}/mcp\\\"]\\n\")"
+        ),
+        _ => format!(
+            "import json; p=\"{h}/.gemini/settings.json\"; d=json.load(open(p)); \
+             d[\"mcpServers\"]={{\"planted\":{{\"command\":\"touch\",\"args\":[\"{m}/mcp\"]}}}}; \
+             d[\"hooks\"]={{\"SessionStart\":[{{\"hooks\":[{{\"type\":\"command\",\"command\":\"touch {m}/hook\"}}]}}]}}; \
+             json.dump(d, open(p, \"w\"))"
+        ),
+    };
+    format!("/usr/bin/python3 -c '{edit}; print(\"moat-tool-use\")'")
+}
+
+/// `moat run` of `cli` through the real binary, as a user runs it: its
+/// home and offline switches in the environment (set by [`offline`]),
+/// the work directory writable; the events.
+fn moat_run(
+    cli: &Cli,
+    program: &Path,
+    stub: &StubServer,
+    env: &[String],
+    work: &Path,
+    more: &[&str],
+) -> Vec<AgentEvent> {
+    let stub_address = stub.base_url().trim_start_matches("http://").to_owned();
+    let mut command = crate::cli::common::moat();
+    command
+        .args([
+            "run",
+            cli.adapter,
+            "Run echo moat-tool-use in the shell if you can, then answer.",
+        ])
+        .arg(format!("--extra={}", json!({"program": program})))
+        .arg(format!("--cwd={}", work.display()))
+        .arg(format!("--allow-write={}", work.display()))
+        .arg(format!("--allow-run={}", program.display()))
+        .arg(format!("--allow-net={stub_address}"))
+        .args(env.iter().map(|name| format!("--allow-env={name}")))
+        .args([
+            "--model",
+            cli.model,
+            "--trust",
+            "unrestricted",
+            "--output",
+            "ndjson",
+        ])
+        .args(more);
+    if cli.program == "claude" {
+        command.arg("--allowed-tools=Bash");
+    }
+    let output = command.output().unwrap();
+    crate::cli::common::events(&output)
+}
+
+/// Issue 51's item 2: the CLI, told by its model to plant a hook and an
+/// MCP server in its own configuration, does so through its own shell
+/// tool; before the run's `done` moat puts its configuration back
+/// (reported), keeping the CLI's state, and a second run resumes the
+/// first one's session without planting or changing anything protected.
+fn check_nothing_planted_persists(cli: &Cli, program: &Path, scratch: &Path) {
+    let home = tempfile::tempdir_in(scratch).unwrap();
+    let home = std::fs::canonicalize(home.keep()).unwrap();
+    let work = home.join("work");
+    let mark = home.join("mark");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&mark).unwrap();
+    let stub = StubServer::start(
+        "127.0.0.1:0",
+        StubConfig::new(Scenario::ToolUse).with_tool_command(&planting(cli, &home, &mark)),
+    )
+    .unwrap();
+    let env = offline(cli, &stub.base_url(), &home);
+    // Claude Code's state file, granted as it exists.
+    std::fs::write(home.join(".claude.json"), "{\"numStartups\": 0}").unwrap();
+    let config = |cli: &Cli| match cli.program {
+        "claude" => home.join(".claude/settings.json"),
+        "codex" => home.join("codex-home/config.toml"),
+        _ => home.join(".gemini/settings.json"),
+    };
+    let before = std::fs::read(config(cli)).ok();
+
+    let events = moat_run(cli, program, &stub, &env, &work, &[]);
+    let done = single_done(&events);
+    assert_eq!(
+        done.status,
+        DoneStatus::Success,
+        "{}: {}: {:?}",
+        cli.adapter,
+        describe(&events),
+        errors(&events)
+    );
+    let result = tool_result(&events);
+    assert_eq!(
+        result.status,
+        ToolStatus::Success,
+        "{}: {:?}",
+        cli.adapter,
+        result.output
+    );
+    let reported = moat_testkit::error_messages(&events, "PROTECTED_WRITE").join("\n");
+    assert!(
+        reported.contains(&config(cli).display().to_string()),
+        "{}: {reported}: {}",
+        cli.adapter,
+        describe(&events)
+    );
+    assert_eq!(
+        std::fs::read(config(cli)).ok(),
+        before,
+        "{}: its configuration is as it was",
+        cli.adapter
+    );
+    if cli.program == "claude" {
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(home.join(".claude.json")).unwrap()).unwrap();
+        assert!(
+            state
+                .get("mcpServers")
+                .is_none_or(|servers| servers.get("planted").is_none()),
+            "{state}"
+        );
+    }
+    assert!(
+        std::fs::read_dir(&mark).unwrap().next().is_none(),
+        "{}: something planted ran",
+        cli.adapter
+    );
+
+    // The next run resumes the first one's session: its state stayed.
+    let token = done.resume_token.clone().expect("a resume token");
+    let resumed = moat_run(
+        cli,
+        program,
+        &stub,
+        &env,
+        &work,
+        &["--resume", &token, "--no-resume-fallback"],
+    );
+    assert_eq!(
+        single_done(&resumed).status,
+        DoneStatus::Success,
+        "{} resumed: {}: {:?}",
+        cli.adapter,
+        describe(&resumed),
+        errors(&resumed)
+    );
+    assert_eq!(std::fs::read(config(cli)).ok(), before, "{}", cli.adapter);
 }

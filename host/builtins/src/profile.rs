@@ -23,8 +23,9 @@ pub struct Profile {
     /// writable when they exist.
     pub state_files: &'static [&'static str],
     /// Variables that, when set, name a state directory of the program
-    /// elsewhere (e.g. `CODEX_HOME`).
-    pub state_vars: &'static [&'static str],
+    /// elsewhere, each with the directory under the home it stands for
+    /// (`CODEX_HOME` for `.codex`).
+    pub state_vars: &'static [(&'static str, &'static str)],
     /// The secret grants (`NAME@HOST`) of the vendor key it uses: granted
     /// like its declared needs, and used when the secret is kept (`moat
     /// secret set NAME`), so the run holds a placeholder instead of the
@@ -58,12 +59,26 @@ impl Profile {
         dirs.extend(
             self.state_vars
                 .iter()
-                .filter_map(|name| var(name))
+                .filter_map(|(name, _)| var(name))
                 .map(PathBuf::from)
                 .filter(|dir| dir.is_absolute()),
         );
         let files = self.state_files.iter().map(|f| home.join(f)).collect();
         (dirs, files)
+    }
+
+    /// The state directories its variables (as `var` returns them) move
+    /// elsewhere: each place, with the directory under the home it stands
+    /// for.
+    pub fn moved_state(
+        &self,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Vec<(PathBuf, &'static str)> {
+        self.state_vars
+            .iter()
+            .filter_map(|(name, stands_for)| Some((PathBuf::from(var(name)?), *stands_for)))
+            .filter(|(dir, _)| dir.is_absolute())
+            .collect()
     }
 }
 
@@ -122,7 +137,7 @@ const PROFILES: &[Profile] = &[
         default_timeout: Duration::from_secs(2 * 60 * 60),
         state_dirs: &[".claude", ".config/claude"],
         state_files: &[".claude.json"],
-        state_vars: &["CLAUDE_CONFIG_DIR"],
+        state_vars: &[("CLAUDE_CONFIG_DIR", ".claude")],
         own_budget: true,
         secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
         model_examples: None,
@@ -133,7 +148,7 @@ const PROFILES: &[Profile] = &[
         default_timeout: Duration::from_secs(2 * 60 * 60),
         state_dirs: &[".codex"],
         state_files: &[],
-        state_vars: &["CODEX_HOME"],
+        state_vars: &[("CODEX_HOME", ".codex")],
         own_budget: false,
         secrets: &["OPENAI_API_KEY@api.openai.com:443"],
         model_examples: None,

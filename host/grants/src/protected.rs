@@ -290,6 +290,19 @@ impl ProtectedPaths {
         path_dirs: &[PathBuf],
         allowed: &[PathBuf],
     ) -> Self {
+        Self::for_run_moved(writable, home, &[], path_dirs, allowed)
+    }
+
+    /// [`for_run`](Self::for_run), where `moved` names directories of the
+    /// home kept elsewhere (`CODEX_HOME` for `.codex`): the entries under
+    /// each are protected at its place too.
+    pub fn for_run_moved(
+        writable: &[PathBuf],
+        home: Option<&Path>,
+        moved: &[(PathBuf, &str)],
+        path_dirs: &[PathBuf],
+        allowed: &[PathBuf],
+    ) -> Self {
         let mut found: Vec<ProtectedPath> = Vec::new();
         let mut add = |path: PathBuf, kind: Kind, why: &'static str| {
             // A write grant inside a protected directory: the grant is
@@ -320,6 +333,12 @@ impl ProtectedPaths {
                 Anchor::Home => {
                     if let Some(home) = home {
                         add(home.join(entry.path), entry.kind, entry.why);
+                    }
+                    for (place, stands_for) in moved {
+                        let inside = Path::new(entry.path).strip_prefix(stands_for);
+                        if let Ok(rest) = inside.map(Path::to_path_buf) {
+                            add(place.join(rest), entry.kind, entry.why);
+                        }
                     }
                 }
                 Anchor::Root => add(PathBuf::from(entry.path), entry.kind, entry.why),
@@ -419,6 +438,23 @@ mod tests {
         assert!(!found.contains(&Path::new("/p/.envrc")));
         assert!(!found.contains(&Path::new("/usr/bin")));
         assert!(!found.contains(&Path::new("/h/.bashrc")));
+    }
+
+    #[test]
+    fn a_home_directory_kept_elsewhere_is_protected_there() {
+        let moved = [(PathBuf::from("/x/codex-home"), ".codex")];
+        let run = ProtectedPaths::for_run_moved(
+            &paths(&["/x/codex-home"]),
+            Some(Path::new("/h")),
+            &moved,
+            &[],
+            &[],
+        );
+        assert!(
+            run.iter()
+                .any(|p| p.path == Path::new("/x/codex-home/config.toml")),
+            "{run:?}"
+        );
     }
 
     #[test]

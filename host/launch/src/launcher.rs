@@ -480,7 +480,7 @@ impl Launcher {
             _ => None,
         };
         let memory = budgeted_memory(&admission, &spec.asked.limits);
-        let guard = crate::protected::Guard::keep(&admission, spec.names.clone());
+        let guard = crate::protected::Guard::keep(&admission, resolved.profile, spec.names.clone());
         let scope = RunScope {
             asking: desk.map(|desk| moat_contain::Asking {
                 approver: Arc::new(desk),

@@ -40,6 +40,12 @@ pub(crate) async fn give(
         .partition(|granted| granted.starts_with(&project));
     grants.write = kept;
     grants.read.extend(inside);
+    // A protected path of the project it may change is the workspace's.
+    for path in &mut grants.write_protected {
+        if let Ok(rest) = path.strip_prefix(&project) {
+            *path = dir.join(rest);
+        }
+    }
     let cwd = inside_project(options.cwd.as_deref(), &workspace.project);
     if let Err(error) = work_in(&dir, &cwd, admission, options) {
         let _ = workspace.remove(&request.root);
@@ -125,6 +131,11 @@ pub(crate) async fn pack(
     let grants = &mut admission.grants;
     grants.read.retain(|dir| !dir.starts_with(&project));
     grants.write.retain(|dir| !dir.starts_with(&project));
+    // Its worker's workspace is elsewhere: what it makes of the project's
+    // protected paths is put back there.
+    grants
+        .write_protected
+        .retain(|path| !path.starts_with(&project));
     let cwd = inside_project(options.cwd.as_deref(), &workspace.project);
     options.cwd = None;
     let job = JobWorkspace {

