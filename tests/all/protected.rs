@@ -312,3 +312,199 @@ fn a_fresh_shell_and_the_plain_cli_run_nothing_a_run_wrote_in_the_home_it_was_gr
         }
     }
 }
+
+/// Probes for the escape component: a file that runs code later and one
+/// of the run's work, both in `grant`, named by `tag`.
+fn component_plants(grant: &Path, tag: &str) -> String {
+    format!(
+        "write {0}/.envrc\nwrite {0}/.mcp.json\nwrite {0}/work-{tag}.txt",
+        grant.display()
+    )
+}
+
+/// What a run of [`component_plants`] left in `grant`: its work kept,
+/// nothing that runs code later.
+fn assert_only_the_work(grant: &Path, tag: &str) {
+    assert!(
+        grant.join(format!("work-{tag}.txt")).exists(),
+        "{tag}: its work"
+    );
+    for planted in [".envrc", ".mcp.json"] {
+        assert!(!grant.join(planted).exists(), "{tag}: {planted} stayed");
+    }
+}
+
+/// Every path that starts a run keeps the list: `moat parallel`'s tasks,
+/// `moat serve`'s runs (and `grants.writeProtected` there lets one be
+/// written), a workflow's task and its contained hook.
+#[test]
+fn parallel_serve_and_workflows_keep_them_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let grant = std::fs::canonicalize(dir.path()).unwrap();
+    let write = format!("--allow-write={}", grant.display());
+
+    // moat parallel: two tasks, each planting.
+    let output = moat_through(&[])
+        .args(["parallel", &write, "--output", "ndjson"])
+        .arg(format!("--task={ESCAPE}={}", component_plants(&grant, "a")))
+        .arg(format!("--task={ESCAPE}={}", component_plants(&grant, "b")))
+        .output()
+        .unwrap();
+    let reported = protected_errors(&events(&output));
+    assert!(reported.contains(".envrc"), "{reported}: {output:?}");
+    assert_only_the_work(&grant, "a");
+    assert_only_the_work(&grant, "b");
+
+    // moat serve: a client's run; one let write `.envrc`, which a server
+    // not let itself refuses (a grant, narrowed by the server's).
+    let envrc = grant.join(".envrc").display().to_string();
+    let (_server, mut client) = crate::serve::client::Server::stdio(&[&write]);
+    let refused = client.error(
+        "run",
+        serde_json::json!({"adapter": ESCAPE, "prompt": "list /", "grants": {"writeProtected": [envrc]}}),
+    );
+    assert_eq!(refused["code"], "BOUNDARY_VIOLATION", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-write-protected="),
+        "{refused}"
+    );
+    let let_envrc = format!("--allow-write-protected={envrc}");
+    let (_server, mut client) = crate::serve::client::Server::stdio(&[&write, &let_envrc]);
+    for (tag, grants) in [
+        ("serve", serde_json::json!({"write": [grant]})),
+        (
+            "let",
+            serde_json::json!({"write": [grant], "writeProtected": [envrc]}),
+        ),
+    ] {
+        let run = crate::serve::start(
+            &mut client,
+            serde_json::json!({"adapter": ESCAPE, "prompt": component_plants(&grant, tag), "grants": grants}),
+        );
+        let results = client.ok("await", serde_json::json!({"runs": [run]}));
+        assert_eq!(results["results"][&run]["status"], "success", "{results}");
+        if tag == "serve" {
+            assert_only_the_work(&grant, tag);
+        } else {
+            assert!(grant.join(".envrc").exists(), "let write .envrc");
+            assert!(!grant.join(".mcp.json").exists());
+            std::fs::remove_file(grant.join(".envrc")).unwrap();
+        }
+    }
+
+    // A workflow: its task plants; its contained hook plants and fails
+    // saying what it changed.
+    let flow = grant.join("flow.toml");
+    std::fs::copy(ESCAPE, grant.join("agent.wasm")).unwrap();
+    let probes = component_plants(&grant, "task").replace('\n', "\", \"");
+    std::fs::write(
+        &flow,
+        format!(
+            "name = \"plant\"\n\n[[task]]\nid = \"agent\"\nadapter = \"agent.wasm\"\nprompt = \"go\"\n\
+             options = {{ extra = {{ probes = [\"{probes}\"] }} }}\n\n\
+             [[hook]]\non = \"post-task\"\ncommand = \"sh -c 'echo touch x > .envrc'\"\ngrants = {{ write = [\".\"] }}\n"
+        ),
+    )
+    .unwrap();
+    let ran = moat_through(&[])
+        .current_dir(&grant)
+        .args([
+            "workflow",
+            "run",
+            "flow.toml",
+            "--output",
+            "ndjson",
+            &write,
+            "--allow-run=sh",
+        ])
+        .output()
+        .unwrap();
+    assert_only_the_work(&grant, "task");
+    let state = std::fs::read_to_string(grant.join(".moat/workflows/plant/state.json")).unwrap();
+    assert!(
+        state.contains("changed files that run code later") && state.contains(".envrc"),
+        "{state}: {}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+}
+
+/// A cluster worker's run keeps them too: the job planted on the worker,
+/// whose files are the ones kept.
+#[test]
+fn a_workers_run_keeps_them_too() {
+    if !moat_testkit::nats::available() {
+        return;
+    }
+    let server = moat_testkit::nats::server(&[]);
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let grant = std::fs::canonicalize(dir.path()).unwrap();
+    let write = format!("--allow-write={}", grant.display());
+    let _worker = crate::cluster::Worker::start(&url, &[&write]);
+    let output = moat_through(&[])
+        .args(["run", "--nats", &url, ESCAPE, &write, "--output", "ndjson"])
+        .arg(component_plants(&grant, "worker"))
+        .output()
+        .unwrap();
+    let events = events(&output);
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::Success,
+        "{output:?}"
+    );
+    let reported = protected_errors(&events);
+    assert!(reported.contains(".envrc"), "{reported}");
+    assert_only_the_work(&grant, "worker");
+}
+
+/// `moat acp`: an editor's prompt is a run like any, and keeps them too.
+#[test]
+fn an_editors_prompt_through_moat_acp_keeps_them_too() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let grant = std::fs::canonicalize(dir.path()).unwrap();
+    let write = format!("--allow-write={}", grant.display());
+    let mut acp = moat_through(&[])
+        .args(["acp", ESCAPE, &write])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = acp.stdin.take().unwrap();
+    let mut output = BufReader::new(acp.stdout.take().unwrap());
+    let mut ask = |id: u64, method: &str, params: serde_json::Value| -> serde_json::Value {
+        let request =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(input, "{request}").unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(output.read_line(&mut line).unwrap() > 0, "moat acp ended");
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
+    };
+    ask(1, "initialize", serde_json::json!({"protocolVersion": 1}));
+    let session = ask(
+        2,
+        "session/new",
+        serde_json::json!({"cwd": grant, "mcpServers": []}),
+    );
+    let session = session["result"]["sessionId"]
+        .as_str()
+        .expect("a session")
+        .to_owned();
+    let answered = ask(
+        3,
+        "session/prompt",
+        serde_json::json!({"sessionId": session, "prompt": [{"type": "text", "text": component_plants(&grant, "acp")}]}),
+    );
+    assert!(answered.get("result").is_some(), "{answered}");
+    let _ = acp.kill();
+    let _ = acp.wait();
+    assert_only_the_work(&grant, "acp");
+}

@@ -290,13 +290,16 @@ impl ProtectedPaths {
         path_dirs: &[PathBuf],
         allowed: &[PathBuf],
     ) -> Self {
-        Self::for_run_moved(writable, home, &[], path_dirs, allowed)
+        Self::for_run_moved(writable, writable, home, &[], path_dirs, allowed)
     }
 
-    /// [`for_run`](Self::for_run), where `moved` names directories of the
-    /// home kept elsewhere (`CODEX_HOME` for `.codex`): the entries under
-    /// each are protected at its place too.
+    /// [`for_run`](Self::for_run), where the entries anchored at a
+    /// project are anchored at `projects` only (the run's write grants,
+    /// not its CLI's state directories), and `moved` names directories of
+    /// the home kept elsewhere (`CODEX_HOME` for `.codex`): the entries
+    /// under each are protected at its place too.
     pub fn for_run_moved(
+        projects: &[PathBuf],
         writable: &[PathBuf],
         home: Option<&Path>,
         moved: &[(PathBuf, &str)],
@@ -326,7 +329,7 @@ impl ProtectedPaths {
         for entry in LIST {
             match entry.anchor {
                 Anchor::Project => {
-                    for project in writable {
+                    for project in projects {
                         add(project.join(entry.path), entry.kind, entry.why);
                     }
                 }
@@ -396,6 +399,22 @@ mod tests {
     }
 
     #[test]
+    fn docs_security_names_every_entry() {
+        let docs = include_str!("../../../docs/security.md");
+        for entry in LIST {
+            let shown = match entry.anchor {
+                Anchor::Home => format!("~/{}", entry.path),
+                _ => entry.path.to_owned(),
+            };
+            assert!(
+                docs.contains(&format!("| `{shown}` |")) && docs.contains(entry.why),
+                "docs/security.md does not name {shown} ({})",
+                entry.why
+            );
+        }
+    }
+
+    #[test]
     fn a_project_grant_protects_its_hooks_and_tools_and_not_its_sources() {
         let run = ProtectedPaths::for_run(&paths(&["/p"]), Some(Path::new("/h")), &[], &[]);
         let found: Vec<&Path> = run.iter().map(|p| p.path.as_path()).collect();
@@ -444,6 +463,7 @@ mod tests {
     fn a_home_directory_kept_elsewhere_is_protected_there() {
         let moved = [(PathBuf::from("/x/codex-home"), ".codex")];
         let run = ProtectedPaths::for_run_moved(
+            &[],
             &paths(&["/x/codex-home"]),
             Some(Path::new("/h")),
             &moved,

@@ -294,15 +294,24 @@ async fn run_contained(call: &Call<'_>, grants: &moat_grants::Grants) -> Result<
         stdin: call.stdin.to_vec(),
         timeout,
     };
-    let ended = moat_contain::run_contained(call.label, &grants, program)
-        .await
-        .map_err(|error| match error {
-            moat_contain::process::ProcessError::TimedOut => format!(
-                "`{command}` took longer than {}; it was stopped",
-                humantime::format_duration(timeout)
-            ),
-            other => format!("`{command}`: {other}"),
-        })?;
+    // What it may write of the files that run code later is put back
+    // after it, and a hook that changed any fails saying so.
+    let guard =
+        moat_launch::protected::Guard::keep_for_program(&grants, Arc::new(moat_engine::FieldNames));
+    let ended = moat_contain::run_contained(call.label, &grants, program).await;
+    if let Some(said) = guard
+        .as_ref()
+        .and_then(moat_launch::protected::Guard::put_back)
+    {
+        return Err(shortened(format!("`{command}`: {said}")));
+    }
+    let ended = ended.map_err(|error| match error {
+        moat_contain::process::ProcessError::TimedOut => format!(
+            "`{command}` took longer than {}; it was stopped",
+            humantime::format_duration(timeout)
+        ),
+        other => format!("`{command}`: {other}"),
+    })?;
     if ended.status.success() {
         return Ok(());
     }

@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 use moat_engine::{EventPayload, Setting, SettingNames, TaskEvent};
-use moat_grants::{Confinement, ProtectedPaths};
+use moat_grants::{Confinement, Grants, ProtectedPaths};
 
 use crate::admit::Admission;
 use snapshot::{Change, Kept};
@@ -29,8 +29,9 @@ use snapshot::{Change, Kept};
 /// code later, and that they were put back.
 pub const PROTECTED_WRITE: &str = "PROTECTED_WRITE";
 
-/// One run's protected paths, as they were when it started.
-pub(crate) struct Guard {
+/// One run's protected paths (or a program's that is not a run: a
+/// workflow's hook), as they were when it started.
+pub struct Guard {
     kept: Vec<Kept>,
     names: Arc<dyn SettingNames>,
 }
@@ -60,26 +61,50 @@ impl Guard {
             .chain(state_files)
             .cloned()
             .collect();
+        let moved = profile
+            .map(|profile| profile.moved_state(|name| std::env::var_os(name)))
+            .unwrap_or_default();
+        Self::of(
+            &admission.grants.write,
+            &writable,
+            &moved,
+            &admission.grants.write_protected,
+            names,
+        )
+    }
+
+    /// Keeps the protected paths a contained program that is not a run
+    /// (a workflow's hook) may write under `grants`.
+    pub fn keep_for_program(grants: &Grants, names: Arc<dyn SettingNames>) -> Option<Self> {
+        Self::of(
+            &grants.write,
+            &grants.write,
+            &[],
+            &grants.write_protected,
+            names,
+        )
+    }
+
+    /// Keeps the protected paths that `writable` covers (the entries of a
+    /// project's at `projects`), but `allowed`.
+    fn of(
+        projects: &[PathBuf],
+        writable: &[PathBuf],
+        moved: &[(PathBuf, &str)],
+        allowed: &[PathBuf],
+        names: Arc<dyn SettingNames>,
+    ) -> Option<Self> {
         if writable.is_empty() {
             return None;
         }
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        let path_dirs: Vec<PathBuf> = std::env::var_os("PATH")
-            .map(|path| {
-                std::env::split_paths(&path)
-                    .filter_map(|dir| std::fs::canonicalize(dir).ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let moved = profile
-            .map(|profile| profile.moved_state(|name| std::env::var_os(name)))
-            .unwrap_or_default();
         let paths = ProtectedPaths::for_run_moved(
-            &writable,
+            projects,
+            writable,
             home.as_deref(),
-            &moved,
-            &path_dirs,
-            &admission.grants.write_protected,
+            moved,
+            path_dirs(),
+            allowed,
         );
         if paths.is_empty() {
             return None;
@@ -87,16 +112,16 @@ impl Guard {
         let kept = paths
             .iter()
             .map(|protected| {
-                let root = covering(&writable, &protected.path);
+                let root = covering(writable, &protected.path);
                 Kept::take(protected.path.clone(), protected.kind, protected.why, root)
             })
             .collect();
         Some(Self { kept, names })
     }
 
-    /// Puts back what the run changed; the event that says so, if it
-    /// changed anything.
-    fn put_back(&self) -> Option<String> {
+    /// Puts back what the run changed: what to tell its user ("changed
+    /// files that …"), if it changed anything.
+    pub fn put_back(&self) -> Option<String> {
         let mut changes = Vec::new();
         for kept in &self.kept {
             kept.put_back(&mut changes);
@@ -125,13 +150,28 @@ impl Guard {
             .collect();
         let first = &changes[0].path;
         format!(
-            "the run changed files that run code later, which its grants keep as they were: {}; \
+            "changed files that run code later, which its grants keep as they were: {}; \
              to let a run change one, give {}",
             listed.join("; "),
             self.names
                 .assignment(Setting::AllowWriteProtected, &first.to_string_lossy())
         )
     }
+}
+
+/// The directories on this process's `PATH`, resolved: once, as a run's
+/// start should not pay for it and the variable does not change.
+fn path_dirs() -> &'static [PathBuf] {
+    static DIRS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    DIRS.get_or_init(|| {
+        std::env::var_os("PATH")
+            .map(|path| {
+                std::env::split_paths(&path)
+                    .filter_map(|dir| std::fs::canonicalize(dir).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    })
 }
 
 /// The write grant that covers `path` most closely (`path` itself when
@@ -195,7 +235,7 @@ impl Stream for Guarded {
             return Poll::Ready(Some(passed));
         };
         let error = moat_engine::AgentEvent {
-            payload: EventPayload::error(PROTECTED_WRITE, message, true),
+            payload: EventPayload::error(PROTECTED_WRITE, format!("the run {message}"), true),
             ..passed.event.clone()
         };
         let task = passed.task;

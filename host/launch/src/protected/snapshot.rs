@@ -54,8 +54,9 @@ pub(crate) struct Change {
 }
 
 /// `path` now; directories with their entries when `deep` (up to `left`
-/// entries in all).
-pub(crate) fn take(path: &Path, deep: bool, left: &mut usize) -> Node {
+/// entries in all), files with their bytes when `bytes` (else by their
+/// stamp alone, as what is there now is compared).
+pub(crate) fn take(path: &Path, deep: bool, bytes: bool, left: &mut usize) -> Node {
     let Ok(meta) = fs::symlink_metadata(path) else {
         return Node::Missing;
     };
@@ -66,8 +67,8 @@ pub(crate) fn take(path: &Path, deep: bool, left: &mut usize) -> Node {
     }
     if kind.is_file() {
         let stamp = (meta.len(), meta.ctime(), meta.ctime_nsec(), meta.ino());
-        let bytes = (meta.len() <= MOST_KEPT_FILE)
-            .then(|| fs::read(path).ok())
+        let bytes = (bytes && meta.len() <= MOST_KEPT_FILE)
+            .then(|| read(path, meta.len()))
             .flatten();
         return Node::File { mode, bytes, stamp };
     }
@@ -78,6 +79,20 @@ pub(crate) fn take(path: &Path, deep: bool, left: &mut usize) -> Node {
     Node::Other
 }
 
+/// The bytes of the file at `path`, of `len` bytes when it was looked
+/// at (read to its end whatever it holds now).
+fn read(path: &Path, len: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len).ok()?.saturating_add(1));
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 fn entries(dir: &Path, left: &mut usize) -> Option<BTreeMap<OsString, Node>> {
     let mut kept = BTreeMap::new();
     for entry in fs::read_dir(dir).ok()? {
@@ -86,7 +101,7 @@ fn entries(dir: &Path, left: &mut usize) -> Option<BTreeMap<OsString, Node>> {
             return None;
         }
         *left -= 1;
-        kept.insert(entry.file_name(), take(&entry.path(), true, left));
+        kept.insert(entry.file_name(), take(&entry.path(), true, true, left));
     }
     Some(kept)
 }
@@ -115,7 +130,7 @@ impl Kept {
             .collect();
         let links = between.iter().filter(|dir| is_link(dir)).cloned().collect();
         let mut left = MOST_ENTRIES;
-        let node = take(&path, kind == Kind::Dir, &mut left);
+        let node = take(&path, kind == Kind::Dir, true, &mut left);
         Self {
             path,
             kind,
@@ -158,7 +173,7 @@ impl Kept {
                 ..
             }
         ) || (self.kind == Kind::Dir && *was == Node::Missing);
-        let now = take(path, false, &mut left);
+        let now = take(path, false, false, &mut left);
         match (was, &now) {
             (Node::Missing, Node::Missing) => {}
             // A directory where a protected file was missing: `git init`
@@ -200,10 +215,12 @@ impl Kept {
                     ..
                 },
             ) => {
-                let same = match bytes {
-                    Some(bytes) => fs::read(path).is_ok_and(|now| now == *bytes),
-                    None => stamp == now_stamp,
-                };
+                // Its inode's change time moves with every write: the
+                // same stamp is the same file, without reading it again.
+                let same = stamp == now_stamp
+                    || bytes
+                        .as_ref()
+                        .is_some_and(|bytes| fs::read(path).is_ok_and(|now| now == *bytes));
                 if same && mode == now_mode {
                     return;
                 }
@@ -239,7 +256,7 @@ impl Kept {
     /// Puts back the members of a JSON file that name programs; the rest,
     /// the program's state, stays as the run left it.
     fn merge_back(&self, members: &[&str], changes: &mut Vec<Change>) {
-        let now = take(&self.path, false, &mut 0);
+        let now = take(&self.path, false, true, &mut 0);
         let (
             Node::File {
                 bytes: Some(was), ..
