@@ -508,3 +508,135 @@ fn an_editors_prompt_through_moat_acp_keeps_them_too() {
     let _ = acp.wait();
     assert_only_the_work(&grant, "acp");
 }
+
+/// Where an entry of the list lies for a run granted `project` and
+/// `home`: `None` for those no test may write (the system's crontabs)
+/// and `.git`, a directory here (a worktree's link is tested with the
+/// workspaces).
+fn place_of(entry: &moat_grants::protected::Entry, project: &Path, home: &Path) -> Option<PathBuf> {
+    use moat_grants::protected::Anchor;
+    match entry.anchor {
+        Anchor::Project if entry.path == ".git" => None,
+        Anchor::Project => Some(project.join(entry.path)),
+        Anchor::Home => Some(home.join(entry.path)),
+        Anchor::Root => None,
+    }
+}
+
+/// What planting `entry` at `place` writes: the file itself, or a file in
+/// the directory.
+fn planted_at(entry: &moat_grants::protected::Entry, place: &Path) -> PathBuf {
+    match entry.kind {
+        moat_grants::protected::Kind::Dir => place.join("planted"),
+        _ => place.to_path_buf(),
+    }
+}
+
+/// Every entry of the list (but the system's crontabs), and a directory
+/// on moat's `PATH`, written under write grants that cover it — by a
+/// contained program (as this user and unprivileged) and by a component:
+/// each is reported and put back, each existing file as it was.
+#[test]
+fn every_entry_of_the_list_is_kept_from_a_program_and_a_component() {
+    for (setting, by_program) in settings()
+        .into_iter()
+        .map(|s| (s, true))
+        .chain([(Setting::this_user(), false)])
+    {
+        let who = format!(
+            "{} ({})",
+            setting.who(),
+            if by_program {
+                "a program"
+            } else {
+                "a component"
+            }
+        );
+        let project = setting.grant();
+        git(&project, &["init", "--quiet", "-b", "main"]);
+        let home = setting.dir().join("home");
+        let on_path = project.join("bin");
+        std::fs::create_dir_all(&on_path).unwrap();
+        let mut planted = vec![on_path.join("planted")];
+        let mut kept = Vec::new();
+        for entry in moat_grants::protected::LIST {
+            let Some(place) = place_of(entry, &project, &home) else {
+                continue;
+            };
+            // Made before the run: each directory (so a component, which
+            // makes none, can write into it), each file's parent, and a
+            // file of the user's where it was one.
+            match entry.kind {
+                moat_grants::protected::Kind::Dir => std::fs::create_dir_all(&place).unwrap(),
+                _ => {
+                    std::fs::create_dir_all(place.parent().unwrap()).unwrap();
+                    if !place.exists() {
+                        std::fs::write(&place, "{\"the user's\": true}\n").unwrap();
+                    }
+                    kept.push((place.clone(), std::fs::read(&place).unwrap()));
+                }
+            }
+            planted.push(planted_at(entry, &place));
+        }
+        setting.own(&project);
+        setting.own(&home);
+        let grants = [
+            format!("--allow-write={}", project.display()),
+            format!("--allow-write={}", home.display()),
+            format!("--cwd={}", project.display()),
+        ];
+        let mut command = if by_program {
+            let script: String = planted
+                .iter()
+                .map(|path| format!("echo planted > '{}'; ", path.display()))
+                .collect();
+            crate::egress::shell_command(
+                &format!("{script}echo planted=done"),
+                &grants,
+                &setting.wrapper(),
+            )
+        } else {
+            let probes: Vec<String> = planted
+                .iter()
+                .map(|p| format!("write {}", p.display()))
+                .collect();
+            let mut command = moat_through(&[]);
+            command
+                .args(["run", ESCAPE, "--output", "ndjson"])
+                .args(&grants)
+                .arg(probes.join("\n"));
+            command
+        };
+        if setting.wrapper().is_empty() {
+            command.env("HOME", &home);
+        }
+        let path = format!("{}:{}", std::env::var("PATH").unwrap(), on_path.display());
+        command.env("PATH", &path);
+        let output = command.output().unwrap();
+        let events = events(&output);
+        assert_eq!(
+            single_done(&events).status,
+            DoneStatus::Success,
+            "{who}: {output:?}"
+        );
+        let reported = protected_errors(&events);
+        for path in &planted {
+            let shown = path.display().to_string();
+            assert!(
+                reported.contains(&shown),
+                "{who}: {shown} not reported: {reported}"
+            );
+            if !kept.iter().any(|(kept, _)| kept == path) {
+                assert!(!path.exists(), "{who}: {shown} stayed");
+            }
+        }
+        for (path, was) in &kept {
+            assert_eq!(
+                &std::fs::read(path).unwrap(),
+                was,
+                "{who}: {}",
+                path.display()
+            );
+        }
+    }
+}
