@@ -96,13 +96,39 @@ fn main() {
         put_back.push(started.elapsed().as_secs_f64());
     }
     let (keep, put_back) = (median(&mut keep), median(&mut put_back));
+    // The whole moat process of a contained run whose program starts
+    // (its init makes the read-only mounts), alternating.
+    let store = root.join("store.db");
+    let shell = |protections: bool| {
+        let mut command = common::moat(&store);
+        command
+            .args([
+                "run",
+                moat_testkit::components::ESCAPE,
+                "--allow-run=sh",
+                "--no-store",
+            ])
+            .arg(format!("--allow-write={}", project.display()))
+            .args((!protections).then(|| format!("--allow-write-protected={}", project.display())))
+            .args(["--output", "ndjson", "shell true"])
+            .stdout(std::process::Stdio::null());
+        command
+    };
+    let processes = if full { 40 } else { 1 };
+    let (mut program_on, mut program_off) = (Vec::new(), Vec::new());
+    for _ in 0..processes {
+        program_on.push(common::median_process_seconds(1, || shell(true)));
+        program_off.push(common::median_process_seconds(1, || shell(false)));
+    }
+    let (program_on, program_off) = (median(&mut program_on), median(&mut program_off));
     let table = format!(
         "## Files that run code later (load {load})\n\n\
          An echo run through the launch layer, a git repository and Claude Code's state directory \
          writable; median of {samples} each, alternating.\n\n\
          | what | protections on | every path let be written | difference | ratio |\n|---|---|---|---|---|\n\
          | run start: prepare → first event | {:.0} µs | {:.0} µs | {:+.0} µs | {:.2}× |\n\
-         | whole run: prepare → done | {:.0} µs | {:.0} µs | {:+.0} µs | {:.2}× |\n\n\
+         | whole run: prepare → done | {:.0} µs | {:.0} µs | {:+.0} µs | {:.2}× |\n\
+         | `moat run` of a contained `sh -c true` (the repository's hooks and config mounted read-only; median of {processes} processes) | {:.1} ms | {:.1} ms | {:+.1} ms | {:.2}× |\n\n\
          The guard alone: keeping the paths {:.0} µs (at the start), comparing them {:.0} µs (at the `done`).\n",
         start_with * 1e6,
         start_without * 1e6,
@@ -112,6 +138,10 @@ fn main() {
         without * 1e6,
         (with - without) * 1e6,
         with / without,
+        program_on * 1e3,
+        program_off * 1e3,
+        (program_on - program_off) * 1e3,
+        program_on / program_off,
         keep * 1e6,
         put_back * 1e6,
     );

@@ -126,6 +126,7 @@ async fn a_programs_own_state_is_writable_when_its_profile_says_so() {
         Confinement::Contained {
             state_dirs: vec![state.clone()],
             state_files: Vec::new(),
+            read_only: Vec::new(),
         },
     )
     .await;

@@ -20,19 +20,30 @@ use moat_testkit::git::git;
 use moat_testkit::{error_messages, single_done};
 
 use crate::cli::common::events;
-use crate::egress::{moat_through, shell};
+use crate::egress::{NO_NAMESPACES, moat_through, python, shell, word};
 use crate::own_network::{Setting, settings};
 
 /// A script that plants, in `project` (a repository), a hook, an
-/// fsmonitor, direnv's file, VS Code's tasks, Claude Code's project hooks
-/// and an MCP server, each touching `mark/NAME` when run; and writes one
-/// ordinary file, the run's real work.
+/// fsmonitor (each a probe saying whether it was written: `hook=…`,
+/// `config=…`), direnv's file, VS Code's tasks, Claude Code's project
+/// hooks and an MCP server, each touching `mark/NAME` when run; and writes
+/// one ordinary file, the run's real work.
 fn planting(project: &Path, mark: &Path) -> String {
     let (p, m) = (project.display(), mark.display());
+    let hook = python(
+        "hook",
+        &format!(
+            "p=\".git/hooks/post-checkout\"; open(p, \"w\").write(\"#!/bin/sh\\ntouch {m}/hook\\n\"); os.chmod(p, 0o755)"
+        ),
+    );
+    let config = python(
+        "config",
+        &format!(
+            "open(\".git/config\", \"a\").write(\"[core]\\n\\tfsmonitor = \\\"touch {m}/fsmonitor; false\\\"\\n\")"
+        ),
+    );
     format!(
-        "cd {p}; \
-         printf '#!/bin/sh\\ntouch {m}/hook\\n' > .git/hooks/post-checkout; chmod +x .git/hooks/post-checkout; \
-         printf '[core]\\n\\tfsmonitor = \"touch {m}/fsmonitor; false\"\\n' >> .git/config; \
+        "cd {p}; {hook}{config}\
          echo 'touch {m}/envrc' > .envrc; \
          mkdir -p .vscode .claude; \
          echo '{{\"tasks\":[{{\"command\":\"touch {m}/vscode\",\"runOptions\":{{\"runOn\":\"folderOpen\"}}}}]}}' > .vscode/tasks.json; \
@@ -87,31 +98,50 @@ fn protected_errors(events: &[AgentEvent]) -> String {
     error_messages(events, "PROTECTED_WRITE").join("\n")
 }
 
+/// Under namespaces, the repository's hooks and config (there when the
+/// run starts) are read-only to its programs: the writes are refused
+/// (`EROFS`). Without namespaces (Landlock alone) they are written, and
+/// put back before the `done`. Either way what did not exist (`.envrc`,
+/// `.vscode`, …) is removed, and everything is reported.
 #[test]
 fn a_contained_program_plants_nothing_the_users_next_git_or_direnv_runs() {
-    for setting in settings() {
-        let who = setting.who();
+    let mut cases: Vec<(Setting, Vec<&str>, &str)> = settings()
+        .into_iter()
+        .map(|setting| (setting, Vec::new(), "refused:EROFS"))
+        .collect();
+    cases.push((Setting::this_user(), NO_NAMESPACES.to_vec(), "reached"));
+    for (setting, no_namespaces, written) in cases {
+        let wrapper: Vec<&str> = if no_namespaces.is_empty() {
+            setting.wrapper()
+        } else {
+            no_namespaces
+        };
+        let who = format!(
+            "{}{}",
+            setting.who(),
+            if wrapper.first() == Some(&"unshare") {
+                ", no namespaces"
+            } else {
+                ""
+            }
+        );
         let (project, mark) = project(&setting);
         let config = std::fs::read(project.join(".git/config")).unwrap();
-        let (output, events, printed) = shell(
-            &planting(&project, &mark),
-            &setting.flags(&[]),
-            &setting.wrapper(),
-        );
+        let (output, events, printed) =
+            shell(&planting(&project, &mark), &setting.flags(&[]), &wrapper);
         assert!(
             printed.contains("planted=done"),
             "{who}: {printed}: {output:?}"
         );
         assert_eq!(single_done(&events).status, DoneStatus::Success, "{who}");
+        assert_eq!(word(&printed, "hook"), written, "{who}: {printed}");
+        assert_eq!(word(&printed, "config"), written, "{who}: {printed}");
         let reported = protected_errors(&events);
-        for planted in [
-            ".git/hooks/post-checkout",
-            ".git/config",
-            ".envrc",
-            ".vscode",
-            ".claude/settings.json",
-            ".mcp.json",
-        ] {
+        let mut planted = vec![".envrc", ".vscode", ".claude/settings.json", ".mcp.json"];
+        if written == "reached" {
+            planted.extend([".git/hooks/post-checkout", ".git/config"]);
+        }
+        for planted in planted {
             assert!(
                 reported.contains(&format!("{}/{planted}", project.display())),
                 "{who}: {planted} not reported: {reported}"
@@ -167,18 +197,26 @@ fn a_protected_path_opted_in_is_the_runs_to_change_and_no_other() {
     let setting = Setting::this_user();
     let (project, mark) = project(&setting);
     let envrc = project.join(".envrc");
+    let hooks = project.join(".git/hooks");
     let allow = format!("--allow-write-protected={}", envrc.display());
-    let (output, events, printed) =
-        shell(&planting(&project, &mark), &setting.flags(&[&allow]), &[]);
+    let allow_hooks = format!("--allow-write-protected={}", hooks.display());
+    let (output, events, printed) = shell(
+        &planting(&project, &mark),
+        &setting.flags(&[&allow, &allow_hooks]),
+        &[],
+    );
     assert!(printed.contains("planted=done"), "{printed}");
     assert!(envrc.exists(), "the opted-in .envrc stays");
+    // The opted-in hooks are the run's to write; the config still not.
+    assert_eq!(word(&printed, "hook"), "reached", "{printed}");
+    assert_eq!(word(&printed, "config"), "refused:EROFS", "{printed}");
+    assert!(hooks.join("post-checkout").exists());
     let reported = protected_errors(&events);
     assert!(
-        !reported.contains(&envrc.display().to_string()),
+        !reported.contains(&envrc.display().to_string()) && !reported.contains("post-checkout"),
         "{reported}"
     );
-    assert!(reported.contains(".git/hooks/post-checkout"), "{reported}");
-    assert!(!project.join(".git/hooks/post-checkout").exists());
+    assert!(reported.contains(".mcp.json"), "{reported}");
     // Recorded and shown.
     let run = String::from_utf8_lossy(&output.stdout)
         .lines()
@@ -249,12 +287,16 @@ fn a_fresh_shell_and_the_plain_cli_run_nothing_a_run_wrote_in_the_home_it_was_gr
         setting.own(&home);
         let m = mark.display();
         let script = format!(
-            "cd {h}; echo 'touch {m}/bashrc' >> .bashrc; \
+            "cd {h}; {bashrc}\
              echo '{{\"hooks\":{{\"SessionStart\":[{{\"hooks\":[{{\"type\":\"command\",\"command\":\"touch {m}/claude\"}}]}}]}}}}' > .claude/settings.json; \
              echo session > .claude/history.jsonl; \
              echo '{{\"numStartups\": 2, \"mcpServers\": {{\"x\": {{\"command\": \"touch\", \"args\": [\"{m}/mcp\"]}}}}}}' > .claude.json; \
              echo planted=done",
-            h = home.display()
+            h = home.display(),
+            bashrc = python(
+                "bashrc",
+                &format!("open(\".bashrc\", \"a\").write(\"touch {m}/bashrc\\n\")")
+            ),
         );
         let write_home = format!("--allow-write={}", home.display());
         let mut command = crate::egress::shell_command(
@@ -266,9 +308,24 @@ fn a_fresh_shell_and_the_plain_cli_run_nothing_a_run_wrote_in_the_home_it_was_gr
             command.env("HOME", &home);
         }
         let output = command.output().unwrap();
-        let reported = protected_errors(&events(&output));
+        let ran = events(&output);
+        let reported = protected_errors(&ran);
+        let printed: String = ran
+            .iter()
+            .filter_map(|event| match &event.payload {
+                moat_engine::EventPayload::Text(text) => Some(text.content.clone()),
+                _ => None,
+            })
+            .collect();
+        // The user's .bashrc, there when the run starts, is read-only to
+        // its programs; what it made is removed and reported.
+        assert_eq!(
+            word(&printed, "bashrc"),
+            "refused:EROFS",
+            "{who}: {printed}"
+        );
         assert!(
-            reported.contains(".bashrc"),
+            reported.contains(".claude/settings.json"),
             "{who}: {reported}: {output:?}"
         );
         assert_eq!(
@@ -534,8 +591,10 @@ fn planted_at(entry: &moat_grants::protected::Entry, place: &Path) -> PathBuf {
 
 /// Every entry of the list (but the system's crontabs), and a directory
 /// on moat's `PATH`, written under write grants that cover it — by a
-/// contained program (as this user and unprivileged) and by a component:
-/// each is reported and put back, each existing file as it was.
+/// contained program (as this user and unprivileged: under namespaces,
+/// each there when the run starts is read-only, `EROFS`) and by a
+/// component (each written, then reported and put back): each existing
+/// file as it was, nothing planted left.
 #[test]
 fn every_entry_of_the_list_is_kept_from_a_program_and_a_component() {
     for (setting, by_program) in settings()
@@ -557,7 +616,9 @@ fn every_entry_of_the_list_is_kept_from_a_program_and_a_component() {
         let home = setting.dir().join("home");
         let on_path = project.join("bin");
         std::fs::create_dir_all(&on_path).unwrap();
-        let mut planted = vec![on_path.join("planted")];
+        // Each path planted, and whether it is read-only to a program
+        // (there when the run starts; not a file holding a CLI's state).
+        let mut planted = vec![(on_path.join("planted"), true)];
         let mut kept = Vec::new();
         for entry in moat_grants::protected::LIST {
             let Some(place) = place_of(entry, &project, &home) else {
@@ -576,7 +637,8 @@ fn every_entry_of_the_list_is_kept_from_a_program_and_a_component() {
                     kept.push((place.clone(), std::fs::read(&place).unwrap()));
                 }
             }
-            planted.push(planted_at(entry, &place));
+            let read_only = !matches!(entry.kind, moat_grants::protected::Kind::JsonCommands(_));
+            planted.push((planted_at(entry, &place), read_only));
         }
         setting.own(&project);
         setting.own(&home);
@@ -588,7 +650,13 @@ fn every_entry_of_the_list_is_kept_from_a_program_and_a_component() {
         let mut command = if by_program {
             let script: String = planted
                 .iter()
-                .map(|path| format!("echo planted > '{}'; ", path.display()))
+                .enumerate()
+                .map(|(n, (path, _))| {
+                    python(
+                        &format!("p{n}"),
+                        &format!("open(\"{}\", \"w\").write(\"planted\")", path.display()),
+                    )
+                })
                 .collect();
             crate::egress::shell_command(
                 &format!("{script}echo planted=done"),
@@ -598,7 +666,7 @@ fn every_entry_of_the_list_is_kept_from_a_program_and_a_component() {
         } else {
             let probes: Vec<String> = planted
                 .iter()
-                .map(|p| format!("write {}", p.display()))
+                .map(|(p, _)| format!("write {}", p.display()))
                 .collect();
             let mut command = moat_through(&[]);
             command
@@ -620,12 +688,30 @@ fn every_entry_of_the_list_is_kept_from_a_program_and_a_component() {
             "{who}: {output:?}"
         );
         let reported = protected_errors(&events);
-        for path in &planted {
+        let printed: String = events
+            .iter()
+            .filter_map(|event| match &event.payload {
+                moat_engine::EventPayload::Text(text) => Some(text.content.clone()),
+                _ => None,
+            })
+            .collect();
+        for (n, (path, read_only)) in planted.iter().enumerate() {
             let shown = path.display().to_string();
-            assert!(
-                reported.contains(&shown),
-                "{who}: {shown} not reported: {reported}"
-            );
+            // Under namespaces a program finds what was there read-only;
+            // what it could write is reported and put back.
+            if by_program && *read_only {
+                assert_eq!(
+                    word(&printed, &format!("p{n}")),
+                    "refused:EROFS",
+                    "{who}: {shown}"
+                );
+                assert!(!reported.contains(&shown), "{who}: {shown}: {reported}");
+            } else {
+                assert!(
+                    reported.contains(&shown),
+                    "{who}: {shown} not reported: {reported}"
+                );
+            }
             if !kept.iter().any(|(kept, _)| kept == path) {
                 assert!(!path.exists(), "{who}: {shown} stayed");
             }

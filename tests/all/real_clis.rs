@@ -275,6 +275,7 @@ fn run_real_with(
     request.scope.confinement = moat_grants::Confinement::Contained {
         state_dirs,
         state_files,
+        read_only: Vec::new(),
     };
     configure(&mut request, &home_dir);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -895,10 +896,12 @@ fn moat_run(
 }
 
 /// Issue 51's item 2: the CLI, told by its model to plant a hook and an
-/// MCP server in its own configuration, does so through its own shell
-/// tool; before the run's `done` moat puts its configuration back
-/// (reported), keeping the CLI's state, and a second run resumes the
-/// first one's session without planting or changing anything protected.
+/// MCP server in its own configuration, tries through its own shell tool:
+/// a configuration there when the run starts (Codex's, Gemini CLI's) is
+/// read-only to it (`EROFS`); one it makes (Claude Code's settings) and
+/// the MCP servers in `~/.claude.json` are put back before the run's
+/// `done` (reported), the CLI's state kept; and a second run resumes the
+/// first one's session.
 fn check_nothing_planted_persists(cli: &Cli, program: &Path, scratch: &Path) {
     let home = tempfile::tempdir_in(scratch).unwrap();
     let home = std::fs::canonicalize(home.keep()).unwrap();
@@ -932,20 +935,35 @@ fn check_nothing_planted_persists(cli: &Cli, program: &Path, scratch: &Path) {
         errors(&events)
     );
     let result = tool_result(&events);
-    assert_eq!(
-        result.status,
-        ToolStatus::Success,
-        "{}: {:?}",
-        cli.adapter,
-        result.output
-    );
     let reported = moat_testkit::error_messages(&events, "PROTECTED_WRITE").join("\n");
-    assert!(
-        reported.contains(&config(cli).display().to_string()),
-        "{}: {reported}: {}",
-        cli.adapter,
-        describe(&events)
-    );
+    if before.is_some() {
+        // There when the run started: read-only to the CLI's tool (whose
+        // status is its own: Gemini CLI's shell tool says success).
+        assert!(
+            result
+                .output
+                .to_string()
+                .contains("[Errno 30] Read-only file system"),
+            "{}: {:?}",
+            cli.adapter,
+            result.output
+        );
+    } else {
+        // Made by the run: removed before its done, and reported.
+        assert_eq!(
+            result.status,
+            ToolStatus::Success,
+            "{}: {:?}",
+            cli.adapter,
+            result.output
+        );
+        assert!(
+            reported.contains(&config(cli).display().to_string()),
+            "{}: {reported}: {}",
+            cli.adapter,
+            describe(&events)
+        );
+    }
     assert_eq!(
         std::fs::read(config(cli)).ok(),
         before,

@@ -15,6 +15,11 @@ pub enum Confinement {
         state_dirs: Vec<PathBuf>,
         /// Files of their state (absolute), granted when they exist.
         state_files: Vec<PathBuf>,
+        /// Files that run code later ([`crate::protected`]) there when
+        /// the run starts, under its write grants: read-only to its
+        /// programs where they run in a mount namespace of their own
+        /// (whatever holds them, the launch layer puts them back).
+        read_only: Vec<PathBuf>,
     },
     /// The programs run with all of the user's rights (`--no-contain`).
     Off,
@@ -25,6 +30,7 @@ impl Default for Confinement {
         Self::Contained {
             state_dirs: Vec::new(),
             state_files: Vec::new(),
+            read_only: Vec::new(),
         }
     }
 }

@@ -326,7 +326,12 @@ impl ProtectedPaths {
                 }
             }
         };
-        for entry in LIST {
+        // The home's and the system's first: a path both name (a home
+        // granted as a project) is said with their reason.
+        let (projects_last, others): (Vec<&Entry>, Vec<&Entry>) = LIST
+            .iter()
+            .partition(|entry| entry.anchor == Anchor::Project);
+        for entry in others.into_iter().chain(projects_last) {
             match entry.anchor {
                 Anchor::Project => {
                     for project in projects {

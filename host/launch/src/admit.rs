@@ -142,6 +142,7 @@ impl Ceiling {
                 Confinement::Contained {
                     state_dirs,
                     state_files,
+                    read_only: Vec::new(),
                 }
             }
             _ => Confinement::default(),

@@ -492,7 +492,7 @@ impl Launcher {
             }),
             grants: admission.grants.clone(),
             trust: admission.trust,
-            confinement: admission.confinement.clone(),
+            confinement: with_read_only(admission.confinement.clone(), guard.as_ref()),
             children: children.map(|children| ChildRunner(Arc::new(children))),
             dirs: admission.dirs.clone(),
             secrets: admission.secrets.clone(),
@@ -873,6 +873,20 @@ type HereRun = (
     Option<Recording>,
     u64,
 );
+
+/// `confinement`, with the protected paths `guard` keeps that may be made
+/// read-only to the run's programs.
+fn with_read_only(
+    mut confinement: moat_grants::Confinement,
+    guard: Option<&crate::protected::Guard>,
+) -> moat_grants::Confinement {
+    if let (moat_grants::Confinement::Contained { read_only, .. }, Some(guard)) =
+        (&mut confinement, guard)
+    {
+        *read_only = guard.read_only();
+    }
+    confinement
+}
 
 /// The engine's run entry, called from here alone: one run pulled
 /// directly, several merged by the engine's parallel run.

@@ -814,30 +814,13 @@ fn moats_git_runs_nothing_a_run_planted_in_its_workspace() {
         let root = &setup.root;
         let marks = tempfile::tempdir().unwrap();
         let mark = |what: &str| marks.path().join(what);
-        // A repository whose config runs `touch MARK-…` every way git
-        // could: fsmonitor, hooks, a filter, a diff driver, textconv.
-        let plant = |dir: &str, name: &str| {
-            let touch = format!("touch {}", mark(name).display());
-            let set = |key: &str, value: String| format!("git -C {dir} config {key} '{value}' && ");
-            format!(
-                "rm -rf {dir}/.git; mkdir -p {dir} && git init -q {dir} && {}{}{}{}{}{}\
-                 for h in pre-commit post-checkout post-index-change; do \
-                 printf '#!/bin/sh\\n{touch}-hook\\n' > {dir}/.git/hooks/$h; chmod +x {dir}/.git/hooks/$h; done; ",
-                set("core.fsmonitor", format!("{touch}-fsmonitor; false")),
-                set("core.hooksPath", ".git/hooks".into()),
-                set("filter.evil.clean", format!("{touch}-clean; cat")),
-                set("filter.evil.smudge", format!("{touch}-smudge; cat")),
-                set("diff.evil.command", format!("{touch}-diff; true")),
-                set("diff.evil.textconv", format!("{touch}-textconv; cat")),
-            )
-        };
-        let script = format!(
-            "{}{}printf '* filter=evil diff=evil\\n' > .gitattributes; printf 'two\\n' >> notes.txt; \
-             printf 'x\\n' > nested/file.txt; exit 0",
-            plant(".", "top"),
-            plant("nested", "nested"),
+        let cli = StandIn::new(
+            "claude",
+            "claude",
+            "text",
+            None,
+            &planting_git(marks.path()),
         );
-        let cli = StandIn::new("claude", "claude", "text", None, &script);
         // Let change what runs code later (the project's, so its
         // workspace's): moat's own git is what is tested here.
         let allow = format!("--allow-write-protected={}", root.display());
@@ -896,6 +879,113 @@ fn moats_git_runs_nothing_a_run_planted_in_its_workspace() {
             "{mode}: moat's git ran what the run planted: {after:?}"
         );
     }
+}
+
+/// What the run plants in the tests of moat's own git: a repository whose
+/// config runs `touch MARKS/…` every way git could (fsmonitor, hooks, a
+/// filter, a diff driver, textconv) at its top and nested, a
+/// `.gitattributes` naming the drivers, and a change to `notes.txt`.
+fn planting_git(marks: &Path) -> String {
+    let plant = |dir: &str, name: &str| {
+        let touch = format!("touch {}", marks.join(name).display());
+        let set = |key: &str, value: String| format!("git -C {dir} config {key} '{value}' && ");
+        format!(
+            "rm -rf {dir}/.git; mkdir -p {dir} && git init -q {dir} && {}{}{}{}{}{}\
+             for h in pre-commit post-checkout post-index-change; do \
+             printf '#!/bin/sh\\n{touch}-hook\\n' > {dir}/.git/hooks/$h; chmod +x {dir}/.git/hooks/$h; done; ",
+            set("core.fsmonitor", format!("{touch}-fsmonitor; false")),
+            set("core.hooksPath", ".git/hooks".into()),
+            set("filter.evil.clean", format!("{touch}-clean; cat")),
+            set("filter.evil.smudge", format!("{touch}-smudge; cat")),
+            set("diff.evil.command", format!("{touch}-diff; true")),
+            set("diff.evil.textconv", format!("{touch}-textconv; cat")),
+        )
+    };
+    format!(
+        "{}{}printf '* filter=evil diff=evil\\n' > .gitattributes; printf 'two\\n' >> notes.txt; \
+         printf 'x\\n' > nested/file.txt; exit 0",
+        plant(".", "top"),
+        plant("nested", "nested"),
+    )
+}
+
+/// On a cluster, the worker's git — making the workspace from the
+/// project's bundle, and the diff it sends back — and the submitter's
+/// (`moat diff`, `apply`) run nothing the run planted in its workspace on
+/// the worker: a nested repository with fsmonitor, hooks and drivers, and
+/// a `.gitattributes` naming them (the workspace's own `.git`, protected,
+/// stays the worker's).
+#[test]
+fn moats_git_on_a_worker_runs_nothing_a_run_planted_in_its_workspace() {
+    use moat_testkit::nats;
+    if !nats::available() {
+        return;
+    }
+    let setup = Setup::new();
+    let root = &setup.root;
+    let cwd = root.to_string_lossy().into_owned();
+    let marks = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        marks.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let cli = StandIn::new(
+        "claude",
+        "claude",
+        "text",
+        None,
+        &planting_git(marks.path()),
+    );
+    let server = nats::server(&[]);
+    let url = server.url();
+    let worker_workspaces = tempfile::tempdir().unwrap();
+    let _worker = worker_running(&url, &cli, worker_workspaces.path());
+    let mut run = setup.moat();
+    run.args([
+        "run",
+        "claude-code",
+        "plant",
+        "--workspace",
+        "worktree",
+        "--nats",
+        &url,
+    ])
+    .args([
+        "--cwd",
+        &cwd,
+        &format!("--allow-write={cwd}"),
+        "--trust",
+        "unrestricted",
+    ])
+    .args(["--extra", &cli.extra(), "--output", "ndjson"])
+    .args(cli.grant_flags());
+    ok(&run.output().unwrap());
+    let diff = setup
+        .moat()
+        .args(["diff", "@last", "--nats", &url])
+        .output()
+        .unwrap();
+    ok(&diff);
+    assert!(
+        text(&diff.stdout).contains("+two"),
+        "{}",
+        text(&diff.stdout)
+    );
+    let _ = setup
+        .moat()
+        .args(["apply", "@last", "--nats", &url])
+        .output()
+        .unwrap();
+    let ran: Vec<_> = std::fs::read_dir(marks.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        ran.is_empty(),
+        "moat's git ran what the run planted: {ran:?}"
+    );
 }
 
 /// The directory under `root` (two levels at most) where a run planted a

@@ -120,6 +120,7 @@ fn containment_shown(confinement: &Confinement) -> String {
         Confinement::Contained {
             state_dirs,
             state_files,
+            ..
         } => {
             let state: Vec<String> = state_dirs
                 .iter()
@@ -161,6 +162,7 @@ fn containment_json(confinement: &Confinement) -> serde_json::Value {
         Confinement::Contained {
             state_dirs,
             state_files,
+            ..
         } => json!({
             "contained": true,
             "enforced": moat_contain::landlock_available(),

@@ -92,6 +92,76 @@ pub(crate) fn mount_private_proc() -> io::Result<()> {
     Ok(())
 }
 
+/// One path made read-only in the run's mount namespace: a bind mount of
+/// it over itself, remounted read-only with the flags of the mount it is
+/// on (a user namespace may add flags to a mount, never take its locked
+/// ones away).
+#[derive(Debug)]
+pub(crate) struct ReadOnlyMount {
+    path: std::ffi::CString,
+    flags: libc::c_ulong,
+}
+
+impl ReadOnlyMount {
+    /// The mounts of `paths`, prepared on the host: those that exist and
+    /// whose mount's flags can be read.
+    pub(crate) fn prepare(paths: &[std::path::PathBuf]) -> Vec<Self> {
+        use std::os::unix::ffi::OsStrExt;
+        paths
+            .iter()
+            .filter_map(|path| {
+                let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+                // SAFETY: statvfs fills the zeroed struct; the path is a
+                // valid C string.
+                let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+                if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } == -1 {
+                    return None;
+                }
+                let kept = [
+                    (libc::ST_NOSUID, libc::MS_NOSUID),
+                    (libc::ST_NODEV, libc::MS_NODEV),
+                    (libc::ST_NOEXEC, libc::MS_NOEXEC),
+                    (libc::ST_NOATIME, libc::MS_NOATIME),
+                    (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+                    (libc::ST_RELATIME, libc::MS_RELATIME),
+                ];
+                let flags = kept
+                    .iter()
+                    .filter(|(st, _)| stat.f_flag & *st != 0)
+                    .fold(0, |flags, (_, ms)| flags | ms);
+                Some(Self { path, flags })
+            })
+            .collect()
+    }
+}
+
+/// Makes each of `mounts` read-only in the calling process's mount
+/// namespace. One that cannot be made (gone since) is left: the launch
+/// layer puts back whatever the run changes there anyway.
+pub(crate) fn mount_read_only(mounts: &[ReadOnlyMount]) {
+    for mount in mounts {
+        // SAFETY: mount with prepared C strings.
+        unsafe {
+            let bound = libc::mount(
+                mount.path.as_ptr(),
+                mount.path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            );
+            if bound == 0 {
+                libc::mount(
+                    std::ptr::null(),
+                    mount.path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | mount.flags,
+                    std::ptr::null(),
+                );
+            }
+        }
+    }
+}
+
 /// The addresses of moat's command line and environment strings (from
 /// `/proc/self/stat`), read once on the host: the child may not allocate.
 #[derive(Debug, Clone, Copy)]

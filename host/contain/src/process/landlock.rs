@@ -83,6 +83,7 @@ impl ProgramRights {
         let Confinement::Contained {
             state_dirs,
             state_files,
+            ..
         } = confinement
         else {
             return None;

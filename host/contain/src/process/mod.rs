@@ -123,6 +123,9 @@ pub struct ProcessTable {
     dirs: Vec<PathBuf>,
     /// Unix sockets granted outside the write grants, canonical.
     unix_sockets: Vec<PathBuf>,
+    /// Files that run code later, read-only to the programs in the run's
+    /// mount namespace.
+    read_only: Vec<PathBuf>,
     groups: ChildGroups,
     denials: DenialLog,
     /// What the children may reach of the filesystem; `None`: not contained.
@@ -212,6 +215,10 @@ impl ProcessTable {
             },
             dirs: grants.preopens().into_iter().map(|p| p.host).collect(),
             unix_sockets: grants.unix_sockets.clone(),
+            read_only: match confinement {
+                moat_grants::Confinement::Contained { read_only, .. } => read_only.clone(),
+                moat_grants::Confinement::Off => Vec::new(),
+            },
             groups,
             denials,
             asking: policy.asking.clone(),
@@ -427,6 +434,7 @@ impl ProcessTable {
                 connect_filter,
                 proc_access: self::landlock::proc_access(),
                 startup_text: self::isolate::StartupText::of_moat(),
+                read_only: self::isolate::ReadOnlyMount::prepare(&self.read_only),
                 host_pid: std::process::id(),
             })
             .await?;

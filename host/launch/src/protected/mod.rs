@@ -49,6 +49,7 @@ impl Guard {
         let Confinement::Contained {
             state_dirs,
             state_files,
+            ..
         } = &admission.confinement
         else {
             return None;
@@ -119,6 +120,16 @@ impl Guard {
         Some(Self { kept, names })
     }
 
+    /// The paths there now that may be made read-only to the run's
+    /// programs (see [`Confinement::Contained`]'s `read_only`).
+    pub(crate) fn read_only(&self) -> Vec<PathBuf> {
+        self.kept
+            .iter()
+            .filter(|kept| kept.read_only())
+            .map(|kept| kept.path.clone())
+            .collect()
+    }
+
     /// Puts back what the run changed: what to tell its user ("changed
     /// files that …"), if it changed anything.
     pub fn put_back(&self) -> Option<String> {
@@ -129,7 +140,7 @@ impl Guard {
         if changes.is_empty() {
             return None;
         }
-        tracing::warn!(
+        tracing::info!(
             changes = changes.len(),
             "a run changed files that run code later; put back"
         );

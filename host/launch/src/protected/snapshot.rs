@@ -141,6 +141,17 @@ impl Kept {
         }
     }
 
+    /// Whether it may be made read-only where it is (a mount over it): a
+    /// file or directory of its kind that is there. Not a file holding a
+    /// program's state beside its commands (the program writes it), nor
+    /// `.git` kept as a worktree's link that is a repository here.
+    pub(crate) fn read_only(&self) -> bool {
+        matches!(
+            (self.kind, &self.node),
+            (Kind::File, Node::File { .. }) | (Kind::Dir, Node::Dir { .. })
+        )
+    }
+
     /// Puts the path back as it was, as far as the run changed it: what
     /// it made is removed, what it changed or removed is written back.
     pub(crate) fn put_back(&self, changes: &mut Vec<Change>) {

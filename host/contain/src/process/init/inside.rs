@@ -49,6 +49,9 @@ pub(crate) struct InitSetup {
     pub(crate) proc_access: u64,
     /// moat's command line and environment, which the init blanks.
     pub(crate) startup_text: Option<StartupText>,
+    /// Files that run code later, made read-only in the run's mount
+    /// namespace (prepared by the host; with namespaces only).
+    pub(crate) read_only: Vec<isolate::ReadOnlyMount>,
     /// The host's process id, to know it did not die before the
     /// parent-death signal was set.
     pub(crate) host_pid: u32,
@@ -138,6 +141,7 @@ unsafe fn start(setup: &InitSetup) -> io::Result<(RawFd, Option<RawFd>)> {
         // went before (moat, which adopts them where it has no cgroup).
         if setup.namespaces.is_some() {
             isolate::mount_private_proc()?;
+            isolate::mount_read_only(&setup.read_only);
         }
         // The programs start from the defaults, not moat's.
         for signal in 1..32 {

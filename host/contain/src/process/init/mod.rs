@@ -526,6 +526,7 @@ mod tests {
             connect_filter: None,
             proc_access: 0,
             startup_text: None,
+            read_only: Vec::new(),
             host_pid: std::process::id(),
         })
         .await
