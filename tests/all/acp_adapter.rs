@@ -273,6 +273,48 @@ fn file_requests_are_served_within_the_runs_grants_and_terminals_are_refused() {
     assert_eq!(single_done(&events).status, DoneStatus::Success);
 }
 
+/// The agent's file writes, served by the `acp` adapter within the run's
+/// write grant, plant nothing that runs code later: direnv's file it
+/// makes is removed, Claude Code's project settings it changes are put
+/// back, both reported; its ordinary file stays.
+#[test]
+fn an_agents_file_writes_plant_nothing_that_runs_later() {
+    if !sdk_agent_available() {
+        return;
+    }
+    let scratch = Scratch::new();
+    let (envrc, settings, work) = (
+        scratch.work.join(".envrc"),
+        scratch.work.join(".claude/settings.json"),
+        scratch.work.join("work.txt"),
+    );
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "{}\n").unwrap();
+    let prompt = format!(
+        "write:{} write:{} write:{}",
+        envrc.display(),
+        settings.display(),
+        work.display()
+    );
+    let (events, code) = scratch.finish(&prompt, &[]);
+    assert_eq!(code, Some(0), "{}", describe(&events));
+    let text = streamed(&events);
+    assert!(
+        text.contains(&format!("write ok: {}", envrc.display())),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&work).unwrap(),
+        "written by the SDK agent\n"
+    );
+    assert!(!envrc.exists(), "the agent's .envrc stayed");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{}\n");
+    let reported = moat_testkit::error_messages(&events, "PROTECTED_WRITE").join("\n");
+    for path in [&envrc, &settings] {
+        assert!(reported.contains(&path.display().to_string()), "{reported}");
+    }
+}
+
 #[test]
 fn a_permission_request_is_asked_of_the_runs_user_or_decided_by_the_tool_policy() {
     if !sdk_agent_available() {

@@ -393,7 +393,8 @@ fn assert_only_the_work(grant: &Path, tag: &str) {
 
 /// Every path that starts a run keeps the list: `moat parallel`'s tasks,
 /// `moat serve`'s runs (and `grants.writeProtected` there lets one be
-/// written), a workflow's task and its contained hook.
+/// written) and their children, a workflow's task and its contained
+/// hook.
 #[test]
 fn parallel_serve_and_workflows_keep_them_too() {
     let dir = tempfile::tempdir().unwrap();
@@ -452,10 +453,24 @@ fn parallel_serve_and_workflows_keep_them_too() {
         }
     }
 
+    // A component's child, started through the server: the same (its
+    // component in the run's grant, as a child's must be).
+    let agent = grant.join("agent.wasm");
+    std::fs::copy(ESCAPE, &agent).unwrap();
+    let run = crate::serve::start(
+        &mut client,
+        crate::serve::fanout(
+            serde_json::json!([{"adapter": agent, "prompt": component_plants(&grant, "child")}]),
+            serde_json::json!({"write": [grant]}),
+        ),
+    );
+    let results = client.ok("await", serde_json::json!({"runs": [run]}));
+    assert_eq!(results["results"][&run]["status"], "success", "{results}");
+    assert_only_the_work(&grant, "child");
+
     // A workflow: its task plants; its contained hook plants and fails
     // saying what it changed.
     let flow = grant.join("flow.toml");
-    std::fs::copy(ESCAPE, grant.join("agent.wasm")).unwrap();
     let probes = component_plants(&grant, "task").replace('\n', "\", \"");
     std::fs::write(
         &flow,
