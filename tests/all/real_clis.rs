@@ -168,8 +168,19 @@ fn errors(events: &[AgentEvent]) -> Vec<String> {
         .collect()
 }
 
-/// Runs `cli` on `scenario` against a fresh stub at `trust`; the events
-/// and the stub's request log.
+/// Checks that `cli`'s run (`what`, said on failure) ended in success,
+/// saying its events and errors otherwise.
+fn succeeded(cli: &Cli, events: &[AgentEvent], what: &str) {
+    assert_eq!(
+        single_done(events).status,
+        DoneStatus::Success,
+        "{}{what}: {}: {:?}",
+        cli.adapter,
+        describe(events),
+        errors(events)
+    );
+}
+
 /// [`run_real`] of `scenario` at trust level unrestricted, checking that
 /// the run succeeded.
 fn run_successful(
@@ -179,14 +190,7 @@ fn run_successful(
     scratch: &Path,
 ) -> (Vec<AgentEvent>, Vec<moat_backend_stub::LoggedRequest>) {
     let (events, requests) = run_real(cli, program, scenario, TrustLevel::Unrestricted, scratch);
-    assert_eq!(
-        single_done(&events).status,
-        DoneStatus::Success,
-        "{}: {}: {:?}",
-        cli.adapter,
-        describe(&events),
-        errors(&events)
-    );
+    succeeded(cli, &events, "");
     (events, requests)
 }
 
@@ -208,14 +212,7 @@ fn run_tool(
         scratch,
         configure,
     );
-    assert_eq!(
-        single_done(&events).status,
-        DoneStatus::Success,
-        "{}: {}: {:?}",
-        cli.adapter,
-        describe(&events),
-        errors(&events)
-    );
+    succeeded(cli, &events, "");
     (events, requests)
 }
 
@@ -463,14 +460,7 @@ fn check_directories_and_resume_fallback(cli: &Cli, program: &Path, scratch: &Pa
             request.scope.grants.write.push(extra);
         },
     );
-    assert_eq!(
-        single_done(&events).status,
-        DoneStatus::Success,
-        "{} with a directory: {}: {:?}",
-        cli.adapter,
-        describe(&events),
-        errors(&events)
-    );
+    succeeded(cli, &events, " with a directory");
     let (events, _) = run_real_with(
         cli,
         program,
@@ -484,14 +474,7 @@ fn check_directories_and_resume_fallback(cli: &Cli, program: &Path, scratch: &Pa
             if x.name == moat_engine::RESUME_FALLBACK_EVENT)
     });
     assert!(fell_back, "{}: {}", cli.adapter, describe(&events));
-    assert_eq!(
-        single_done(&events).status,
-        DoneStatus::Success,
-        "{} after the fallback: {}: {:?}",
-        cli.adapter,
-        describe(&events),
-        errors(&events)
-    );
+    succeeded(cli, &events, " after the fallback");
 }
 
 /// The official MCP filesystem server, handed to the real CLI in its own
@@ -523,14 +506,7 @@ fn check_mcp_servers(cli: &Cli, program: &Path, server: &Path, scratch: &Path) {
         );
         return;
     }
-    assert_eq!(
-        single_done(&events).status,
-        DoneStatus::Success,
-        "{} with an MCP server: {}: {:?}",
-        cli.adapter,
-        describe(&events),
-        errors(&events)
-    );
+    succeeded(cli, &events, " with an MCP server");
     let offered: Vec<&String> = requests
         .iter()
         .filter(|r| r.api == cli.api)
@@ -925,15 +901,8 @@ fn check_nothing_planted_persists(cli: &Cli, program: &Path, scratch: &Path) {
     let before = std::fs::read(config(cli)).ok();
 
     let events = moat_run(cli, program, &stub, &env, &work, &[]);
+    succeeded(cli, &events, " planting");
     let done = single_done(&events);
-    assert_eq!(
-        done.status,
-        DoneStatus::Success,
-        "{}: {}: {:?}",
-        cli.adapter,
-        describe(&events),
-        errors(&events)
-    );
     let result = tool_result(&events);
     let reported = moat_testkit::error_messages(&events, "PROTECTED_WRITE").join("\n");
     if before.is_some() {
@@ -996,13 +965,6 @@ fn check_nothing_planted_persists(cli: &Cli, program: &Path, scratch: &Path) {
         &work,
         &["--resume", &token, "--no-resume-fallback"],
     );
-    assert_eq!(
-        single_done(&resumed).status,
-        DoneStatus::Success,
-        "{} resumed: {}: {:?}",
-        cli.adapter,
-        describe(&resumed),
-        errors(&resumed)
-    );
+    succeeded(cli, &resumed, " resumed");
     assert_eq!(std::fs::read(config(cli)).ok(), before, "{}", cli.adapter);
 }

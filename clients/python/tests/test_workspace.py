@@ -60,9 +60,9 @@ async def workspace_server(spawn: Spawn, tmp_path: Path, repo: Path) -> tuple[Mo
     return client, workspaces
 
 
-async def test_a_run_on_a_worktree_diff_and_apply_once(spawn: Spawn, tmp_path: Path) -> None:
-    repo = git_repo(tmp_path)
-    client, workspaces = await workspace_server(spawn, tmp_path, repo)
+async def ended_echo_in_a_worktree(client: MoatClient, repo: Path) -> tuple[str, Path]:
+    """An echo run granted `repo`, in a worktree of it, ended well: its id
+    and its workspace (where the test then does what an agent would)."""
     run = await client.run(
         "echo",
         "hello",
@@ -71,10 +71,16 @@ async def test_a_run_on_a_worktree_diff_and_apply_once(spawn: Spawn, tmp_path: P
         workspace={"mode": "worktree"},
     )
     assert (await within(client.await_run(run)))["status"] == "success"
+    return run, Path((await client.get(run))["options"]["cwd"])
+
+
+async def test_a_run_on_a_worktree_diff_and_apply_once(spawn: Spawn, tmp_path: Path) -> None:
+    repo = git_repo(tmp_path)
+    client, workspaces = await workspace_server(spawn, tmp_path, repo)
+    run, workspace = await ended_echo_in_a_worktree(client, repo)
 
     # The run worked in its workspace, and may write only it.
     record = await client.get(run)
-    workspace = Path(record["options"]["cwd"])
     assert workspace != repo
     assert workspace.is_relative_to(workspaces), workspace
     assert record["grants"]["write"] == [str(workspace)]
@@ -119,15 +125,7 @@ async def test_the_commits_of_a_run_in_a_worktree_land_with_apply_commits(
 ) -> None:
     repo = git_repo(tmp_path)
     client, _ = await workspace_server(spawn, tmp_path, repo)
-    run = await client.run(
-        "echo",
-        "hello",
-        options={"cwd": str(repo)},
-        grants={"write": [str(repo)]},
-        workspace={"mode": "worktree"},
-    )
-    await within(client.await_run(run))
-    workspace = Path((await client.get(run))["options"]["cwd"])
+    run, workspace = await ended_echo_in_a_worktree(client, repo)
     # What an agent would do there: commit, in the run's own repository.
     (workspace / "notes.txt").write_text("one\ntwo\n")
     subprocess.run(
@@ -195,15 +193,7 @@ async def test_a_link_out_of_the_project_is_applied_only_when_included(
 ) -> None:
     repo = git_repo(tmp_path)
     client, _ = await workspace_server(spawn, tmp_path, repo)
-    run = await client.run(
-        "echo",
-        "hello",
-        options={"cwd": str(repo)},
-        grants={"write": [str(repo)]},
-        workspace={"mode": "worktree"},
-    )
-    assert (await within(client.await_run(run)))["status"] == "success"
-    workspace = Path((await client.get(run))["options"]["cwd"])
+    run, workspace = await ended_echo_in_a_worktree(client, repo)
     # What a planted link would be: the next tool writing there writes /etc.
     (workspace / "out").symlink_to("/etc")
     (workspace / "notes.txt").write_text("one\ntwo\n")
