@@ -144,14 +144,19 @@ pub(crate) fn shell(
         .output()
         .expect("moat runs");
     let events = events(&output);
-    let printed = events
+    let printed = printed(&events);
+    (output, events, printed)
+}
+
+/// What the escape component's probes printed: the run's texts, joined.
+pub(crate) fn printed(events: &[AgentEvent]) -> String {
+    events
         .iter()
         .filter_map(|event| match &event.payload {
             EventPayload::Text(text) => Some(text.content.clone()),
             _ => None,
         })
-        .collect::<String>();
-    (output, events, printed)
+        .collect()
 }
 
 /// The words a probe printed, `NAME=WORD` each on its own line (the escape

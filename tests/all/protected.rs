@@ -20,7 +20,7 @@ use moat_testkit::git::git;
 use moat_testkit::{error_messages, single_done};
 
 use crate::cli::common::events;
-use crate::egress::{NO_NAMESPACES, moat_through, python, shell, word};
+use crate::egress::{NO_NAMESPACES, moat_through, printed, python, shell, word};
 use crate::own_network::{Setting, settings};
 
 /// A script that plants, in `project` (a repository), a hook, an
@@ -310,13 +310,7 @@ fn a_fresh_shell_and_the_plain_cli_run_nothing_a_run_wrote_in_the_home_it_was_gr
         let output = command.output().unwrap();
         let ran = events(&output);
         let reported = protected_errors(&ran);
-        let printed: String = ran
-            .iter()
-            .filter_map(|event| match &event.payload {
-                moat_engine::EventPayload::Text(text) => Some(text.content.clone()),
-                _ => None,
-            })
-            .collect();
+        let printed = printed(&ran);
         // The user's .bashrc, there when the run starts, is read-only to
         // its programs; what it made is removed and reported.
         assert_eq!(
@@ -703,13 +697,7 @@ fn every_entry_of_the_list_is_kept_from_a_program_and_a_component() {
             "{who}: {output:?}"
         );
         let reported = protected_errors(&events);
-        let printed: String = events
-            .iter()
-            .filter_map(|event| match &event.payload {
-                moat_engine::EventPayload::Text(text) => Some(text.content.clone()),
-                _ => None,
-            })
-            .collect();
+        let printed = printed(&events);
         for (n, (path, read_only)) in planted.iter().enumerate() {
             let shown = path.display().to_string();
             // Under namespaces a program finds what was there read-only;
