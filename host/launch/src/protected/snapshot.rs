@@ -119,8 +119,29 @@ pub(crate) struct Kept {
     pub(crate) node: Node,
 }
 
+/// A protected path kept by runs live in this process, as the first of
+/// them found it.
+struct Held {
+    node: Node,
+    links: Vec<PathBuf>,
+    holders: usize,
+}
+
+/// The protected paths runs of this process keep. A run started while
+/// another holds a path takes the path as that one found it, not as it is
+/// now: what a run planted is not taken for the user's by a run beside it
+/// (which would put it back after the first removed it).
+fn held() -> std::sync::MutexGuard<'static, std::collections::HashMap<PathBuf, Held>> {
+    static HELD: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<PathBuf, Held>>> =
+        std::sync::OnceLock::new();
+    HELD.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Kept {
-    /// `path` (of `kind`) as it is now, under the write grant `root`.
+    /// `path` (of `kind`) as it is now, under the write grant `root` — or
+    /// as another run live in this process found it.
     pub(crate) fn take(path: PathBuf, kind: Kind, why: &'static str, root: &Path) -> Self {
         let between: Vec<PathBuf> = path
             .ancestors()
@@ -128,9 +149,29 @@ impl Kept {
             .take_while(|dir| dir.starts_with(root) && *dir != root)
             .map(Path::to_path_buf)
             .collect();
-        let links = between.iter().filter(|dir| is_link(dir)).cloned().collect();
-        let mut left = MOST_ENTRIES;
-        let node = take(&path, kind == Kind::Dir, true, &mut left);
+        let mut all = held();
+        let (node, links) = match all.get_mut(&path) {
+            Some(held) => {
+                held.holders += 1;
+                (held.node.clone(), held.links.clone())
+            }
+            None => {
+                let links: Vec<PathBuf> =
+                    between.iter().filter(|dir| is_link(dir)).cloned().collect();
+                let mut left = MOST_ENTRIES;
+                let node = take(&path, kind == Kind::Dir, true, &mut left);
+                all.insert(
+                    path.clone(),
+                    Held {
+                        node: node.clone(),
+                        links: links.clone(),
+                        holders: 1,
+                    },
+                );
+                (node, links)
+            }
+        };
+        drop(all);
         Self {
             path,
             kind,
@@ -321,6 +362,19 @@ impl Kept {
     }
 }
 
+impl Drop for Kept {
+    /// The run no longer keeps the path: the last to keep it lets it go.
+    fn drop(&mut self) {
+        let mut all = held();
+        if let Some(held) = all.get_mut(&self.path) {
+            held.holders = held.holders.saturating_sub(1);
+            if held.holders == 0 {
+                all.remove(&self.path);
+            }
+        }
+    }
+}
+
 /// Makes `member` (a path of names, `*` for every member of an object)
 /// of `now` what it was in `was`; whether anything changed.
 fn restore_member(was: &Value, now: &mut Value, member: &[&str]) -> bool {
@@ -462,6 +516,24 @@ mod tests {
         assert!(!hooks.join("made").exists());
         assert_eq!(fs::metadata(hooks.join("kept")).unwrap().ino(), inode);
         assert!(put_back(&before).is_empty(), "nothing left to put back");
+    }
+
+    #[test]
+    fn a_run_beside_another_takes_what_the_first_found_not_what_it_planted() {
+        let dir = tempfile::tempdir().unwrap();
+        let envrc = dir.path().join(".envrc");
+        let first = kept(&envrc, Kind::File, dir.path());
+        fs::write(&envrc, "planted").unwrap();
+        let beside = kept(&envrc, Kind::File, dir.path());
+        assert_eq!(put_back(&first), [".envrc made; removed"]);
+        drop(first);
+        assert!(put_back(&beside).is_empty(), "nothing to put back");
+        assert!(!envrc.exists(), "the planted file is not put back");
+        drop(beside);
+        // Let go by both: a later run takes the path as it is.
+        fs::write(&envrc, "the user's").unwrap();
+        let later = kept(&envrc, Kind::File, dir.path());
+        assert!(later.read_only());
     }
 
     #[test]
