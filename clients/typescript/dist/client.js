@@ -224,8 +224,9 @@ export class MoatClient extends EventEmitter {
      * changed); `INVALID_REQUEST` while the run is live. With `commits`,
      * the commits the run made in its workspace's repository land on the
      * project's branch instead (fast-forward or cherry-picked, all or none).
-     * Links the run made that point outside the project are refused
-     * (`BOUNDARY_VIOLATION`, nothing changed) unless `includeProtected`.
+     * Links the run made that point outside the project and changes to
+     * files that run code later are refused (`BOUNDARY_VIOLATION`, nothing
+     * changed) unless `includeProtected`.
      */
     async apply(runId, options = {}) {
         const params = { run: runId };

@@ -56,13 +56,7 @@ impl Profile {
         var: impl Fn(&str) -> Option<OsString>,
     ) -> (Vec<PathBuf>, Vec<PathBuf>) {
         let mut dirs: Vec<PathBuf> = self.state_dirs.iter().map(|d| home.join(d)).collect();
-        dirs.extend(
-            self.state_vars
-                .iter()
-                .filter_map(|(name, _)| var(name))
-                .map(PathBuf::from)
-                .filter(|dir| dir.is_absolute()),
-        );
+        dirs.extend(self.moved_state(var).into_iter().map(|(dir, _)| dir));
         let files = self.state_files.iter().map(|f| home.join(f)).collect();
         (dirs, files)
     }

@@ -238,7 +238,8 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub commits: bool,
     /// Land what moat does not land unasked too: links the run made that
-    /// point outside the project (`moat diff` lists them).
+    /// point outside the project, and its changes to files that run code
+    /// later (`moat diff` lists them).
     #[arg(long)]
     pub include_protected: bool,
 }
@@ -441,7 +442,8 @@ pub struct WorkflowApplyArgs {
     /// The workflow file (TOML, or JSON when it ends in .json).
     pub file: PathBuf,
     /// Land what moat does not land unasked too: links the tasks made
-    /// that point outside the project.
+    /// that point outside the project, and their changes to files that
+    /// run code later.
     #[arg(long)]
     pub include_protected: bool,
 }

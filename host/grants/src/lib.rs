@@ -47,7 +47,7 @@ pub use error::GrantError;
 pub use narrow::Excess;
 pub use needs::Needs;
 pub use net::{HostPattern, NetRule, Scheme};
-pub use protected::{ProtectedPath, ProtectedPaths};
+pub use protected::{ProtectedPath, ProtectedPaths, Writable};
 pub use secret::{SecretGrant, VENDOR_KEYS, VendorKey, vendor_key};
 pub use sources::{GrantSources, Provenance};
 pub use trust::TrustLevel;

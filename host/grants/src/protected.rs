@@ -276,36 +276,41 @@ pub struct ProtectedPath {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProtectedPaths(pub Vec<ProtectedPath>);
 
-impl ProtectedPaths {
-    /// The paths of the list that `writable` (the directories a run or its
-    /// programs may write) cover, for a user whose home is `home` and
-    /// whose `PATH` holds `path_dirs` (each such directory inside a write
-    /// grant is protected whole: a program put there runs by name). Those
-    /// equal to or inside an entry of `allowed` (`--allow-write-protected`)
-    /// are left out; a write grant inside a protected directory protects
-    /// the grant itself.
-    pub fn for_run(
-        writable: &[PathBuf],
-        home: Option<&Path>,
-        path_dirs: &[PathBuf],
-        allowed: &[PathBuf],
-    ) -> Self {
-        Self::for_run_moved(writable, writable, home, &[], path_dirs, allowed)
-    }
+/// What one run may write, as [`ProtectedPaths::for_run`] reads it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Writable<'a> {
+    /// The run's write grants: the entries of a project's are anchored at
+    /// each.
+    pub projects: &'a [PathBuf],
+    /// Everything the run or its programs may write: its write grants,
+    /// and its CLI's state directories and files.
+    pub paths: &'a [PathBuf],
+    /// The user's home.
+    pub home: Option<&'a Path>,
+    /// Directories of the home kept elsewhere (`CODEX_HOME` for
+    /// `.codex`): the home's entries under each are protected at its
+    /// place too.
+    pub moved: &'a [(PathBuf, &'a str)],
+    /// The directories on the user's `PATH`: each one written is
+    /// protected whole (a program put there runs by name).
+    pub path_dirs: &'a [PathBuf],
+    /// What the run may change all the same (`--allow-write-protected`):
+    /// the paths equal to or inside one are left out.
+    pub allowed: &'a [PathBuf],
+}
 
-    /// [`for_run`](Self::for_run), where the entries anchored at a
-    /// project are anchored at `projects` only (the run's write grants,
-    /// not its CLI's state directories), and `moved` names directories of
-    /// the home kept elsewhere (`CODEX_HOME` for `.codex`): the entries
-    /// under each are protected at its place too.
-    pub fn for_run_moved(
-        projects: &[PathBuf],
-        writable: &[PathBuf],
-        home: Option<&Path>,
-        moved: &[(PathBuf, &str)],
-        path_dirs: &[PathBuf],
-        allowed: &[PathBuf],
-    ) -> Self {
+impl ProtectedPaths {
+    /// The paths of the list that `writable.paths` cover. A write grant
+    /// inside a protected directory protects the grant itself.
+    pub fn for_run(writable: &Writable<'_>) -> Self {
+        let Writable {
+            projects,
+            paths: writable,
+            home,
+            moved,
+            path_dirs,
+            allowed,
+        } = *writable;
         let mut found: Vec<ProtectedPath> = Vec::new();
         let mut add = |path: PathBuf, kind: Kind, why: &'static str| {
             // A write grant inside a protected directory: the grant is
@@ -378,7 +383,7 @@ pub fn in_project(path: &str) -> Option<&'static Entry> {
         .filter(|e| e.anchor == Anchor::Project)
         .find(|e| {
             path == e.path
-                || (e.kind == Kind::Dir || e.path == ".git")
+                || e.kind == Kind::Dir
                     && path
                         .strip_prefix(e.path)
                         .is_some_and(|rest| rest.starts_with('/'))
@@ -421,7 +426,13 @@ mod tests {
 
     #[test]
     fn a_project_grant_protects_its_hooks_and_tools_and_not_its_sources() {
-        let run = ProtectedPaths::for_run(&paths(&["/p"]), Some(Path::new("/h")), &[], &[]);
+        let grants = paths(&["/p"]);
+        let run = ProtectedPaths::for_run(&Writable {
+            projects: &grants,
+            paths: &grants,
+            home: Some(Path::new("/h")),
+            ..Writable::default()
+        });
         let found: Vec<&Path> = run.iter().map(|p| p.path.as_path()).collect();
         for path in [
             "/p/.git/hooks",
@@ -444,12 +455,15 @@ mod tests {
     #[test]
     fn home_state_grants_protect_the_clis_commands_and_opted_in_paths_are_left() {
         let home = Path::new("/h");
-        let run = ProtectedPaths::for_run(
-            &paths(&["/h/.claude", "/h/.codex", "/p"]),
-            Some(home),
-            &paths(&["/p/bin", "/usr/bin"]),
-            &paths(&["/p/.envrc"]),
-        );
+        let grants = paths(&["/h/.claude", "/h/.codex", "/p"]);
+        let run = ProtectedPaths::for_run(&Writable {
+            projects: &grants,
+            paths: &grants,
+            home: Some(home),
+            path_dirs: &paths(&["/p/bin", "/usr/bin"]),
+            allowed: &paths(&["/p/.envrc"]),
+            ..Writable::default()
+        });
         let found: Vec<&Path> = run.iter().map(|p| p.path.as_path()).collect();
         for path in [
             "/h/.claude/settings.json",
@@ -467,14 +481,12 @@ mod tests {
     #[test]
     fn a_home_directory_kept_elsewhere_is_protected_there() {
         let moved = [(PathBuf::from("/x/codex-home"), ".codex")];
-        let run = ProtectedPaths::for_run_moved(
-            &[],
-            &paths(&["/x/codex-home"]),
-            Some(Path::new("/h")),
-            &moved,
-            &[],
-            &[],
-        );
+        let run = ProtectedPaths::for_run(&Writable {
+            paths: &paths(&["/x/codex-home"]),
+            home: Some(Path::new("/h")),
+            moved: &moved,
+            ..Writable::default()
+        });
         assert!(
             run.iter()
                 .any(|p| p.path == Path::new("/x/codex-home/config.toml")),
@@ -484,18 +496,22 @@ mod tests {
 
     #[test]
     fn a_grant_inside_a_protected_directory_is_protected_itself() {
-        let run =
-            ProtectedPaths::for_run(&paths(&["/h/.ssh/keys"]), Some(Path::new("/h")), &[], &[]);
+        let grants = paths(&["/h/.ssh/keys"]);
+        let writable = Writable {
+            projects: &grants,
+            paths: &grants,
+            home: Some(Path::new("/h")),
+            ..Writable::default()
+        };
+        let run = ProtectedPaths::for_run(&writable);
         assert!(
             run.iter().any(|p| p.path == Path::new("/h/.ssh/keys")),
             "{run:?}"
         );
-        let allowed = ProtectedPaths::for_run(
-            &paths(&["/h/.ssh/keys"]),
-            Some(Path::new("/h")),
-            &[],
-            &paths(&["/h/.ssh"]),
-        );
+        let allowed = ProtectedPaths::for_run(&Writable {
+            allowed: &paths(&["/h/.ssh"]),
+            ..writable
+        });
         assert!(
             !allowed.iter().any(|p| p.path.starts_with("/h/.ssh")),
             "{allowed:?}"

@@ -183,7 +183,8 @@ pub struct ApplyParams {
     /// the project's branch, instead of its changes as a patch.
     #[serde(default)]
     pub commits: bool,
-    /// Land what is not landed unasked too (links out of the project).
+    /// Land what is not landed unasked too (links out of the project,
+    /// files that run code later).
     #[serde(default, rename = "includeProtected")]
     pub include_protected: bool,
 }

@@ -376,12 +376,7 @@ fn three_tasks_in_workspaces(on_cluster: bool) {
     git(&root, &["commit", "--quiet", "-m", "the workflow"]);
 
     // A cluster of its own, whose worker may run the stand-in.
-    let cluster = on_cluster.then(|| {
-        let server = moat_testkit::nats::server(&[]);
-        let worker_root = tempfile::tempdir().unwrap();
-        let worker = worker_running(&server.url(), &cli, worker_root.path());
-        (server, worker, worker_root)
-    });
+    let cluster = on_cluster.then(|| StandInCluster::start(&cli));
     let scratch = Scratch::new();
     let workspaces = scratch.dir().join("workspaces");
     let moat = || {
@@ -389,8 +384,8 @@ fn three_tasks_in_workspaces(on_cluster: bool) {
         command
             .env("MOAT_WORKSPACE_DIR", &workspaces)
             .current_dir(&root);
-        if let Some((server, _, _)) = &cluster {
-            command.args(["--nats", &server.url()]);
+        if let Some(cluster) = &cluster {
+            command.args(["--nats", &cluster.url]);
         }
         command
     };
@@ -421,12 +416,17 @@ fn three_tasks_in_workspaces(on_cluster: bool) {
         .unwrap();
     assert_eq!(again.status.code(), Some(2), "{}", text(&again.stdout));
     assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
-    if let Some((_, _, worker_root)) = &cluster {
+    if let Some(cluster) = &cluster {
         // The tasks ran on the worker, which kept none of their
         // workspaces.
         let runs = text(&moat().args(["ps", "-q", "--all"]).output().unwrap().stdout);
         assert_eq!(runs.lines().count(), 3, "{runs}");
-        assert_eq!(std::fs::read_dir(worker_root.path()).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(cluster.workspaces.path())
+                .unwrap()
+                .count(),
+            0
+        );
     }
 }
 
@@ -499,17 +499,38 @@ fn a_full_disk_while_copying_is_one_clear_line_and_leaves_nothing_half_made() {
     assert_eq!(listed, "", "no run was recorded: {listed}");
 }
 
-/// A worker on `url` that may run `cli` and makes workspaces in `root`.
-fn worker_running(url: &str, cli: &StandIn, root: &std::path::Path) -> crate::cluster::Worker {
-    let mut ceiling = vec![
-        "--workspace-dir".to_owned(),
-        root.to_string_lossy().into_owned(),
-        "--trust".into(),
-        "unrestricted".into(),
-    ];
-    ceiling.extend(cli.grant_flags());
-    let ceiling: Vec<&str> = ceiling.iter().map(String::as_str).collect();
-    crate::cluster::Worker::start(url, &ceiling)
+/// A cluster of a test's own: a NATS server and one worker on it that may
+/// run the stand-in CLI and makes its workspaces in a directory of its
+/// own.
+struct StandInCluster {
+    _server: moat_testkit::nats::NatsServer,
+    url: String,
+    /// Where the worker makes workspaces.
+    workspaces: tempfile::TempDir,
+    _worker: crate::cluster::Worker,
+}
+
+impl StandInCluster {
+    fn start(cli: &StandIn) -> Self {
+        let server = moat_testkit::nats::server(&[]);
+        let url = server.url();
+        let workspaces = tempfile::tempdir().unwrap();
+        let mut ceiling = vec![
+            "--workspace-dir".to_owned(),
+            workspaces.path().to_string_lossy().into_owned(),
+            "--trust".into(),
+            "unrestricted".into(),
+        ];
+        ceiling.extend(cli.grant_flags());
+        let ceiling: Vec<&str> = ceiling.iter().map(String::as_str).collect();
+        let worker = crate::cluster::Worker::start(&url, &ceiling);
+        Self {
+            _server: server,
+            url,
+            workspaces,
+            _worker: worker,
+        }
+    }
 }
 
 #[test]
@@ -529,16 +550,14 @@ fn a_run_on_a_cluster_works_in_a_workspace_its_worker_makes_and_its_changes_come
          pwd > where.txt; exit 0"
     );
     let cli = StandIn::new("claude", "claude", "text", None, &edit);
-    let server = nats::server(&[]);
-    let url = server.url();
-    let worker_workspaces = tempfile::tempdir().unwrap();
-    let worker_root = worker_workspaces.path().to_string_lossy().into_owned();
-    let _worker = worker_running(&url, &cli, worker_workspaces.path());
+    let cluster = StandInCluster::start(&cli);
+    let url = &cluster.url;
+    let worker_root = cluster.workspaces.path().to_string_lossy().into_owned();
     let on_cluster = |args: &[&str]| -> Output {
         setup
             .moat()
             .args(args)
-            .args(["--nats", &url])
+            .args(["--nats", url])
             .output()
             .unwrap()
     };
@@ -570,7 +589,7 @@ fn a_run_on_a_cluster_works_in_a_workspace_its_worker_makes_and_its_changes_come
     );
     assert_eq!(git(root, &["status", "--porcelain"]), "");
     // The worker kept nothing once the changes were sent back.
-    let left: Vec<_> = std::fs::read_dir(worker_workspaces.path())
+    let left: Vec<_> = std::fs::read_dir(cluster.workspaces.path())
         .unwrap()
         .collect();
     assert!(left.is_empty(), "the worker's workspaces: {left:?}");
@@ -937,10 +956,8 @@ fn moats_git_on_a_worker_runs_nothing_a_run_planted_in_its_workspace() {
         None,
         &planting_git(marks.path()),
     );
-    let server = nats::server(&[]);
-    let url = server.url();
-    let worker_workspaces = tempfile::tempdir().unwrap();
-    let _worker = worker_running(&url, &cli, worker_workspaces.path());
+    let cluster = StandInCluster::start(&cli);
+    let url = &cluster.url;
     let mut run = setup.moat();
     run.args([
         "run",
@@ -949,7 +966,7 @@ fn moats_git_on_a_worker_runs_nothing_a_run_planted_in_its_workspace() {
         "--workspace",
         "worktree",
         "--nats",
-        &url,
+        url,
     ])
     .args([
         "--cwd",
@@ -963,7 +980,7 @@ fn moats_git_on_a_worker_runs_nothing_a_run_planted_in_its_workspace() {
     ok(&run.output().unwrap());
     let diff = setup
         .moat()
-        .args(["diff", "@last", "--nats", &url])
+        .args(["diff", "@last", "--nats", url])
         .output()
         .unwrap();
     ok(&diff);
@@ -974,7 +991,7 @@ fn moats_git_on_a_worker_runs_nothing_a_run_planted_in_its_workspace() {
     );
     let _ = setup
         .moat()
-        .args(["apply", "@last", "--nats", &url])
+        .args(["apply", "@last", "--nats", url])
         .output()
         .unwrap();
     let ran: Vec<_> = std::fs::read_dir(marks.path())

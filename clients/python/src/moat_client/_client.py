@@ -352,8 +352,8 @@ class MoatClient:
         With `commits`, the commits the run made in its workspace's
         repository land on the project's branch instead (fast-forward or
         cherry-picked, all or none). Links the run made that point outside
-        the project are refused (`BOUNDARY_VIOLATION`, nothing changed)
-        unless `include_protected`."""
+        the project and changes to files that run code later are refused
+        (`BOUNDARY_VIOLATION`, nothing changed) unless `include_protected`."""
         params: dict[str, Any] = {"run": run}
         if commits:
             params["commits"] = True

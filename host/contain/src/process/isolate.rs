@@ -136,8 +136,10 @@ impl ReadOnlyMount {
 }
 
 /// Makes each of `mounts` read-only in the calling process's mount
-/// namespace. One that cannot be made (gone since) is left: the launch
-/// layer puts back whatever the run changes there anyway.
+/// namespace. One that cannot be made (gone since) is left as it was —
+/// a bind mount that could not be made read-only is taken off again, so a
+/// rename over the path still works — and the launch layer puts back
+/// whatever the run changes there anyway.
 pub(crate) fn mount_read_only(mounts: &[ReadOnlyMount]) {
     for mount in mounts {
         // SAFETY: mount with prepared C strings.
@@ -149,14 +151,16 @@ pub(crate) fn mount_read_only(mounts: &[ReadOnlyMount]) {
                 libc::MS_BIND | libc::MS_REC,
                 std::ptr::null(),
             );
-            if bound == 0 {
-                libc::mount(
+            if bound == 0
+                && libc::mount(
                     std::ptr::null(),
                     mount.path.as_ptr(),
                     std::ptr::null(),
                     libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | mount.flags,
                     std::ptr::null(),
-                );
+                ) == -1
+            {
+                libc::umount2(mount.path.as_ptr(), libc::MNT_DETACH);
             }
         }
     }

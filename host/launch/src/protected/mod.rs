@@ -6,9 +6,12 @@
 //! (`PROTECTED_WRITE`, recoverable: the run's work stands) naming each
 //! path and how to let a run change it.
 //!
-//! One mechanism for a component's files and every program's, whatever
-//! contains them: a component writes through WASI, and Landlock cannot
-//! take a path back out of a directory it grants.
+//! This is what holds for a component's files and every program's,
+//! whatever contains them (a component writes through WASI, and Landlock
+//! cannot take a path back out of a directory it grants). Where the run's
+//! programs have a mount namespace, those of the paths that exist are
+//! also read-only to them ([`Guard::read_only`], mounted by
+//! `moat-contain`), so their writes fail at once.
 
 mod snapshot;
 
@@ -20,7 +23,7 @@ use std::task::{Context, Poll};
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 use moat_engine::{EventPayload, Setting, SettingNames, TaskEvent};
-use moat_grants::{Confinement, Grants, ProtectedPaths};
+use moat_grants::{Confinement, Grants, ProtectedPaths, Writable};
 
 use crate::admit::Admission;
 use snapshot::{Change, Kept};
@@ -99,14 +102,14 @@ impl Guard {
             return None;
         }
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        let paths = ProtectedPaths::for_run_moved(
+        let paths = ProtectedPaths::for_run(&Writable {
             projects,
-            writable,
-            home.as_deref(),
+            paths: writable,
+            home: home.as_deref(),
             moved,
-            path_dirs(),
+            path_dirs: path_dirs(),
             allowed,
-        );
+        });
         if paths.is_empty() {
             return None;
         }
@@ -225,16 +228,11 @@ impl Stream for Guarded {
         }
         let passed = match self.engine.poll_next_unpin(cx) {
             Poll::Ready(Some(passed)) => passed,
-            other => {
-                // Ended without a `done` (dropped): what it changed is
-                // still put back.
-                if matches!(other, Poll::Ready(None)) {
-                    for (_, guard) in self.guards.drain() {
-                        guard.put_back();
-                    }
-                }
-                return other;
+            Poll::Ready(None) => {
+                self.put_all_back();
+                return Poll::Ready(None);
             }
+            Poll::Pending => return Poll::Pending,
         };
         if !matches!(passed.event.payload, EventPayload::Done(_)) {
             return Poll::Ready(Some(passed));
@@ -255,12 +253,19 @@ impl Stream for Guarded {
     }
 }
 
+impl Guarded {
+    /// Puts back what the runs that ended without a `done` changed.
+    fn put_all_back(&mut self) {
+        for (_, guard) in self.guards.drain() {
+            guard.put_back();
+        }
+    }
+}
+
 impl Drop for Guarded {
     /// A run whose events nobody reads to the end still has its files put
     /// back.
     fn drop(&mut self) {
-        for (_, guard) in self.guards.drain() {
-            guard.put_back();
-        }
+        self.put_all_back();
     }
 }

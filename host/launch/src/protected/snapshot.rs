@@ -21,6 +21,11 @@ const MOST_KEPT_FILE: u64 = 1 << 20;
 /// The most entries of one protected directory kept.
 const MOST_ENTRIES: usize = 10_000;
 
+/// The most levels of directories kept below a protected directory: a
+/// tree deeper than this (anyone could have made one there) is kept as
+/// being a directory, not entry by entry, and the walk stays shallow.
+const MOST_DEPTH: usize = 32;
+
 /// What was at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
@@ -53,10 +58,17 @@ pub(crate) struct Change {
     pub(crate) why: &'static str,
 }
 
-/// `path` now; directories with their entries when `deep` (up to `left`
-/// entries in all), files with their bytes when `bytes` (else by their
-/// stamp alone, as what is there now is compared).
-pub(crate) fn take(path: &Path, deep: bool, bytes: bool, left: &mut usize) -> Node {
+/// What is at `path` now, to compare with what was: directories without
+/// their entries, files with their bytes when `bytes` (else by their
+/// stamp alone).
+fn now(path: &Path, bytes: bool) -> Node {
+    take(path, None, bytes, &mut 0)
+}
+
+/// `path` as it is; directories with their entries `depth` levels down
+/// when `Some` (up to `left` entries in all), files with their bytes when
+/// `bytes`.
+fn take(path: &Path, depth: Option<usize>, bytes: bool, left: &mut usize) -> Node {
     let Ok(meta) = fs::symlink_metadata(path) else {
         return Node::Missing;
     };
@@ -73,27 +85,34 @@ pub(crate) fn take(path: &Path, deep: bool, bytes: bool, left: &mut usize) -> No
         return Node::File { mode, bytes, stamp };
     }
     if kind.is_dir() {
-        let entries = deep.then(|| entries(path, left)).flatten();
+        let entries = depth
+            .filter(|depth| *depth > 0)
+            .and_then(|depth| entries(path, depth - 1, left));
         return Node::Dir { mode, entries };
     }
     Node::Other
 }
 
 /// The bytes of the file at `path`, of `len` bytes when it was looked
-/// at (read to its end whatever it holds now).
+/// at (read to its end whatever it holds now). Opened without following a
+/// link or waiting: a pipe put there since opens at once.
 fn read(path: &Path, len: u64) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut file = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut bytes = Vec::with_capacity(usize::try_from(len).ok()?.saturating_add(1));
     file.read_to_end(&mut bytes).ok()?;
     Some(bytes)
 }
 
-fn entries(dir: &Path, left: &mut usize) -> Option<BTreeMap<OsString, Node>> {
+/// The entries of `dir`, each kept `depth` levels further down.
+fn entries(dir: &Path, depth: usize, left: &mut usize) -> Option<BTreeMap<OsString, Node>> {
     let mut kept = BTreeMap::new();
     for entry in fs::read_dir(dir).ok()? {
         let entry = entry.ok()?;
@@ -101,7 +120,10 @@ fn entries(dir: &Path, left: &mut usize) -> Option<BTreeMap<OsString, Node>> {
             return None;
         }
         *left -= 1;
-        kept.insert(entry.file_name(), take(&entry.path(), true, true, left));
+        kept.insert(
+            entry.file_name(),
+            take(&entry.path(), Some(depth), true, left),
+        );
     }
     Some(kept)
 }
@@ -158,8 +180,9 @@ impl Kept {
             None => {
                 let links: Vec<PathBuf> =
                     between.iter().filter(|dir| is_link(dir)).cloned().collect();
+                let depth = (kind == Kind::Dir).then_some(MOST_DEPTH);
                 let mut left = MOST_ENTRIES;
-                let node = take(&path, kind == Kind::Dir, true, &mut left);
+                let node = take(&path, depth, true, &mut left);
                 all.insert(
                     path.clone(),
                     Held {
@@ -217,7 +240,6 @@ impl Kept {
 
     /// `path` against `was`, changes undone.
     fn compare(&self, path: &Path, was: &Node, changes: &mut Vec<Change>) {
-        let mut left = MOST_ENTRIES;
         let deep = matches!(
             was,
             Node::Dir {
@@ -225,7 +247,7 @@ impl Kept {
                 ..
             }
         ) || (self.kind == Kind::Dir && *was == Node::Missing);
-        let now = take(path, false, false, &mut left);
+        let now = now(path, false);
         match (was, &now) {
             (Node::Missing, Node::Missing) => {}
             // A directory where a protected file was missing: `git init`
@@ -270,9 +292,9 @@ impl Kept {
                 // Its inode's change time moves with every write: the
                 // same stamp is the same file, without reading it again.
                 let same = stamp == now_stamp
-                    || bytes
-                        .as_ref()
-                        .is_some_and(|bytes| fs::read(path).is_ok_and(|now| now == *bytes));
+                    || bytes.as_ref().is_some_and(|bytes| {
+                        read(path, now_stamp.0).is_some_and(|now| now == *bytes)
+                    });
                 if same && mode == now_mode {
                     return;
                 }
@@ -308,7 +330,7 @@ impl Kept {
     /// Puts back the members of a JSON file that name programs; the rest,
     /// the program's state, stays as the run left it.
     fn merge_back(&self, members: &[&str], changes: &mut Vec<Change>) {
-        let now = take(&self.path, false, true, &mut 0);
+        let now = now(&self.path, true);
         let (
             Node::File {
                 bytes: Some(was), ..
@@ -534,6 +556,42 @@ mod tests {
         fs::write(&envrc, "the user's").unwrap();
         let later = kept(&envrc, Kind::File, dir.path());
         assert!(later.read_only());
+    }
+
+    #[test]
+    fn a_pipe_in_a_files_place_is_removed_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = dir.path().join("post-checkout");
+        fs::write(&hook, "the user's").unwrap();
+        let before = kept(&hook, Kind::File, dir.path());
+        fs::remove_file(&hook).unwrap();
+        let path = std::ffi::CString::new(hook.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+        assert!(read(&hook, 0).is_none(), "a pipe is not read");
+        assert_eq!(put_back(&before), ["post-checkout changed; put back"]);
+        assert_eq!(fs::read_to_string(&hook).unwrap(), "the user's");
+    }
+
+    #[test]
+    fn a_deep_tree_is_kept_to_a_depth_and_the_walk_stays_shallow() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join(".vscode");
+        let mut deepest = top.clone();
+        for _ in 0..MOST_DEPTH * 4 {
+            deepest.push("d");
+        }
+        fs::create_dir_all(&deepest).unwrap();
+        let before = kept(&top, Kind::Dir, dir.path());
+        let shallow = top.join("d/d/tasks.json");
+        fs::write(&shallow, "planted").unwrap();
+        fs::write(deepest.join("tasks.json"), "below what is kept").unwrap();
+        assert_eq!(put_back(&before), ["tasks.json made; removed"]);
+        assert!(!shallow.exists());
+        assert!(
+            deepest.join("tasks.json").exists(),
+            "kept as being a directory"
+        );
     }
 
     #[test]
