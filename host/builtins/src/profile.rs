@@ -41,10 +41,6 @@ pub struct Profile {
     /// suggesting these. The adapter refuses such a run too (its
     /// vendor's `model_examples`), for a host that does not ask first.
     pub model_examples: Option<&'static str>,
-    /// Whether its adapter reports each model call as it is made (a
-    /// `moat:usage` event per call), so a run can be held to a number of
-    /// them (`max_model_calls`).
-    pub reports_calls: bool,
 }
 
 impl Profile {
@@ -89,7 +85,6 @@ const PROFILES: &[Profile] = &[
         own_budget: false,
         secrets: &[],
         model_examples: None,
-        reports_calls: false,
     },
     // Waits for its sub-agents, which may be coding agents at work.
     Profile {
@@ -101,7 +96,6 @@ const PROFILES: &[Profile] = &[
         own_budget: false,
         secrets: &[],
         model_examples: None,
-        reports_calls: false,
     },
     Profile {
         name: "openai",
@@ -112,7 +106,6 @@ const PROFILES: &[Profile] = &[
         own_budget: false,
         secrets: &["OPENAI_API_KEY@api.openai.com:443"],
         model_examples: Some("gpt-4o-mini, or llama3.2 for Ollama"),
-        reports_calls: true,
     },
     Profile {
         name: "anthropic",
@@ -123,7 +116,6 @@ const PROFILES: &[Profile] = &[
         own_budget: false,
         secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
         model_examples: Some("claude-sonnet-4-5"),
-        reports_calls: true,
     },
     // The agent CLIs work on whole tasks: edits, builds, tests.
     Profile {
@@ -135,7 +127,6 @@ const PROFILES: &[Profile] = &[
         own_budget: true,
         secrets: &["ANTHROPIC_API_KEY@api.anthropic.com:443"],
         model_examples: None,
-        reports_calls: false,
     },
     Profile {
         name: "codex",
@@ -146,7 +137,6 @@ const PROFILES: &[Profile] = &[
         own_budget: false,
         secrets: &["OPENAI_API_KEY@api.openai.com:443"],
         model_examples: None,
-        reports_calls: false,
     },
     Profile {
         name: "gemini",
@@ -157,7 +147,6 @@ const PROFILES: &[Profile] = &[
         own_budget: false,
         secrets: &["GEMINI_API_KEY@generativelanguage.googleapis.com:443"],
         model_examples: None,
-        reports_calls: false,
     },
     // Any ACP agent, so no state directory of its own: which agent runs
     // is the user's choice, and so is granting its state (`--allow-write`).
@@ -170,7 +159,6 @@ const PROFILES: &[Profile] = &[
         own_budget: false,
         secrets: &[],
         model_examples: None,
-        reports_calls: false,
     },
 ];
 

@@ -601,6 +601,11 @@ pub struct ShowArgs {
     /// As JSON.
     #[arg(long)]
     pub json: bool,
+    /// Its traffic: every request and connection it made through moat,
+    /// allowed or refused, with its model calls' usage (never a body or a
+    /// header's value).
+    #[arg(long)]
+    pub net: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -634,6 +639,10 @@ pub struct LogsArgs {
     /// Output format [default: pretty on a terminal, ndjson otherwise].
     #[arg(long, short, value_enum)]
     pub output: Option<OutputFormat>,
+    /// Only its traffic: each request and connection it made through moat
+    /// (`moat:traffic` events), one line each.
+    #[arg(long)]
+    pub net: bool,
 }
 
 /// A `--since`: an age before now, or a time (RFC 3339).

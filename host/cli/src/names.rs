@@ -30,6 +30,8 @@ impl SettingNames for FlagNames {
             Setting::Secret => "--secret",
             Setting::AllowUnixSocket => "--allow-unix-socket",
             Setting::AllowWriteProtected => "--allow-write-protected",
+            Setting::AllowUnmetered => "--allow-unmetered",
+            Setting::Meter => "--meter",
             Setting::MaxBudget => "--max-budget-usd",
             Setting::MaxTokens => "--max-tokens",
             Setting::Model => "--model",
@@ -59,6 +61,7 @@ impl SettingNames for FlagNames {
             Grant::UnixSocket { path } => {
                 format!("run with --allow-unix-socket={}", flag_value(path))
             }
+            Grant::Unmetered => "run with --allow-unmetered".to_owned(),
         }
     }
 }

@@ -11,7 +11,8 @@
 //! grants with the checks of a component's requests ([`destination`]) and
 //! adds the run's secrets on the way out ([`secrets`]). What a request's
 //! grants do not cover is refused ([`denials`]) or, for a run that asks,
-//! put to whoever answers ([`approvals`]).
+//! put to whoever answers ([`approvals`]). What passes, allowed or
+//! refused, is recorded with the usage of its model calls ([`traffic`]).
 //!
 //! The sandbox (`moat-sandbox`) gives a component's `process` import this
 //! crate's [`process::ProcessTable`]; a program that is not a run is
@@ -28,6 +29,7 @@ pub mod process;
 mod program;
 pub mod secrets;
 pub mod tls;
+pub mod traffic;
 
 pub use approvals::{Approver, Asking, Question, Verdict};
 pub use egress::{NetworkContainment, PROXY_VARIABLES};

@@ -71,6 +71,8 @@ pub async fn run_contained(
         token: None,
         asking: None,
         own_network: Default::default(),
+        // Not a run's: nobody collects it (bounded all the same).
+        traffic: Default::default(),
     };
     let groups = ChildGroups::new(crate::Containment::default());
     let mut table = ProcessTable::new(

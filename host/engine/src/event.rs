@@ -56,6 +56,22 @@ impl DoneStatus {
 /// The run's `done` still reports the whole run's.
 pub const USAGE_EVENT: &str = "moat:usage";
 
+/// A `moat:usage` event's `source` when moat read the call's usage from
+/// the answer it carried; the adapter's own are marked
+/// [`REPORTED_SOURCE`] (whatever they claimed).
+pub const METERED_SOURCE: &str = "metered";
+
+/// A `moat:usage` event's `source` when the adapter reported it.
+pub const REPORTED_SOURCE: &str = "reported";
+
+/// The extension event moat records one request or connection of a run
+/// with (never an adapter's: one it sends is dropped): who made it,
+/// where, the rule that allowed it or why it was refused, its status,
+/// bytes and time, and for a model call its usage as read. The last
+/// before the `done` may instead count, per destination, what the run did
+/// past the rows kept (`{"overflow": {...}}`).
+pub const TRAFFIC_EVENT: &str = "moat:traffic";
+
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -68,6 +68,10 @@ pub enum Setting {
     AllowUnixSocket,
     /// The files that run code later the run may change all the same.
     AllowWriteProtected,
+    /// Model calls moat cannot read, under a budget.
+    AllowUnmetered,
+    /// Destinations read as a model API.
+    Meter,
     /// The most the run (and its children) may spend, in US dollars.
     MaxBudget,
     /// The most tokens the run (and its children) may use.
@@ -114,6 +118,9 @@ pub enum Grant {
         /// The socket's path.
         path: String,
     },
+    /// Model calls moat cannot read the usage of, under a budget in
+    /// tokens or dollars.
+    Unmetered,
 }
 
 /// The caller's words for its settings and grants, used in the messages of
@@ -159,6 +166,8 @@ impl SettingNames for FieldNames {
             Setting::Secret => "`grants.secrets`",
             Setting::AllowUnixSocket => "`grants.unix_sockets`",
             Setting::AllowWriteProtected => "`grants.write_protected`",
+            Setting::AllowUnmetered => "`grants.unmetered`",
+            Setting::Meter => "`grants.meter`",
             Setting::MaxBudget => "`options.max_budget_usd`",
             Setting::MaxTokens => "`limits.max_tokens`",
             Setting::Model => "`options.model`",
@@ -177,6 +186,7 @@ impl SettingNames for FieldNames {
             }
             Grant::Env { name } => format!("grant the variable {name}"),
             Grant::UnixSocket { path } => format!("grant the Unix socket {path:?}"),
+            Grant::Unmetered => "grant `grants.unmetered`".to_owned(),
         }
     }
 }

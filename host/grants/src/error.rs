@@ -47,6 +47,14 @@ pub enum GrantError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A meter rule that does not parse.
+    #[error("`{rule}`: {reason}")]
+    Meter {
+        /// The rule as given.
+        rule: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A program that cannot be granted (a relative path, say).
     #[error("`{name}`: {reason}")]
     Program {
@@ -65,6 +73,7 @@ impl GrantError {
             | GrantError::NetRule { reason, .. }
             | GrantError::EnvName { reason, .. }
             | GrantError::Secret { reason, .. }
+            | GrantError::Meter { reason, .. }
             | GrantError::Tool { reason, .. }
             | GrantError::Program { reason, .. } => reason,
         }

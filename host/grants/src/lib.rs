@@ -26,6 +26,7 @@ pub mod address;
 mod confinement;
 pub mod dirs;
 mod error;
+pub mod meter;
 pub mod names;
 pub mod narrow;
 pub mod needs;
@@ -44,6 +45,7 @@ use serde::{Deserialize, Serialize};
 pub use confinement::Confinement;
 pub use dirs::{OpenDir, OpenDirs, canonical_dir, canonical_path, canonical_socket};
 pub use error::GrantError;
+pub use meter::{MeterRule, Meters};
 pub use narrow::Excess;
 pub use needs::Needs;
 pub use net::{HostPattern, NetRule, Scheme};
@@ -89,6 +91,12 @@ pub struct Grants {
     /// the run may change all the same: absolute ([`canonical_path`]).
     #[serde(rename = "writeProtected")]
     pub write_protected: Vec<PathBuf>,
+    /// Destinations whose answers are read as a model API's
+    /// ([`meter`]): they only add reading, never a destination.
+    pub meter: Vec<MeterRule>,
+    /// Under a budget in tokens or dollars, it may still make model calls
+    /// moat cannot read (a tunnel to a model API's host, TLS end to end).
+    pub unmetered: bool,
 }
 
 /// One directory as the sandbox preopens it.
@@ -109,7 +117,7 @@ impl Grants {
         Self::default()
     }
 
-    /// Whether nothing is granted.
+    /// Whether nothing is granted (a meter rule grants nothing).
     pub fn is_empty(&self) -> bool {
         self.net.is_empty()
             && self.read.is_empty()
@@ -119,6 +127,7 @@ impl Grants {
             && self.secrets.is_empty()
             && self.unix_sockets.is_empty()
             && self.write_protected.is_empty()
+            && !self.unmetered
     }
 
     /// Adds everything `other` grants (a union; order kept, duplicates
@@ -139,6 +148,8 @@ impl Grants {
         union(&mut self.secrets, &other.secrets);
         union(&mut self.unix_sockets, &other.unix_sockets);
         union(&mut self.write_protected, &other.write_protected);
+        union(&mut self.meter, &other.meter);
+        self.unmetered |= other.unmetered;
     }
 
     /// Exactly what an adapter declares it needs: its hosts, environment

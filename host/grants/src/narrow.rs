@@ -40,6 +40,9 @@ pub enum Excess {
     UnixSocket(PathBuf),
     /// A protected path the ceiling does not let be written.
     WriteProtected(PathBuf),
+    /// Unmetered model calls under a budget, which the ceiling does not
+    /// allow.
+    Unmetered,
 }
 
 impl fmt::Display for Excess {
@@ -55,6 +58,7 @@ impl fmt::Display for Excess {
             Excess::WriteProtected(path) => {
                 write!(f, "--allow-write-protected={}", path.display())
             }
+            Excess::Unmetered => write!(f, "--allow-unmetered"),
         }
     }
 }
@@ -133,6 +137,9 @@ impl Grants {
                 push(Excess::WriteProtected(path.clone()));
             }
         }
+        if self.unmetered && !ceiling.unmetered {
+            push(Excess::Unmetered);
+        }
         excess
     }
 
@@ -206,6 +213,9 @@ impl Grants {
             secrets,
             unix_sockets: common(&self.unix_sockets, &other.unix_sockets),
             write_protected: inner_paths(&self.write_protected, &other.write_protected),
+            // Reading more is never allowing more: every side's meters.
+            meter: dedup(self.meter.iter().chain(&other.meter).cloned().collect()),
+            unmetered: self.unmetered && other.unmetered,
         }
     }
 }
@@ -624,6 +634,8 @@ mod tests {
             secrets: vec![crate::SecretGrant::parse("KEY@api.example.com:443").unwrap()],
             unix_sockets: paths(&["/run/db.sock"]),
             write_protected: paths(&["/p/.envrc"]),
+            meter: vec![crate::MeterRule::parse("127.0.0.1:11434=openai").unwrap()],
+            unmetered: true,
         }
     }
 
@@ -641,6 +653,7 @@ mod tests {
                 Excess::Secret(crate::SecretGrant::parse("KEY@api.example.com:443").unwrap()),
                 Excess::UnixSocket("/run/db.sock".into()),
                 Excess::WriteProtected("/p/.envrc".into()),
+                Excess::Unmetered,
             ]
         );
         // A protected directory opted in covers the paths inside it.
@@ -835,6 +848,8 @@ mod tests {
                 secrets: Vec::new(),
                 unix_sockets: Vec::new(),
                 write_protected: Vec::new(),
+                meter: Vec::new(),
+                unmetered: false,
             })
     }
 

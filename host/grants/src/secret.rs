@@ -19,6 +19,9 @@ use crate::{GrantError, NetRule, names};
 pub struct VendorKey {
     /// The key's variable, the secret's name (`ANTHROPIC_API_KEY`).
     pub name: &'static str,
+    /// Whose API its destinations speak: their answers' usage is read
+    /// ([`crate::meter`]).
+    pub vendor: moat_meter::Vendor,
     /// The header the API takes it in (lowercase).
     pub header: &'static str,
     /// The base-URL variable the SDKs and CLIs read.
@@ -34,18 +37,21 @@ pub struct VendorKey {
 pub const VENDOR_KEYS: [VendorKey; 3] = [
     VendorKey {
         name: "ANTHROPIC_API_KEY",
+        vendor: moat_meter::Vendor::Anthropic,
         header: "x-api-key",
         base_url: "ANTHROPIC_BASE_URL",
         base_url_suffix: "",
     },
     VendorKey {
         name: "OPENAI_API_KEY",
+        vendor: moat_meter::Vendor::OpenAi,
         header: "authorization",
         base_url: "OPENAI_BASE_URL",
         base_url_suffix: "/v1",
     },
     VendorKey {
         name: "GEMINI_API_KEY",
+        vendor: moat_meter::Vendor::Gemini,
         header: "x-goog-api-key",
         base_url: "GOOGLE_GEMINI_BASE_URL",
         base_url_suffix: "",

@@ -211,13 +211,6 @@ impl Ceiling {
             &self.holder,
             parent.map(|parent| (&parent.id, parent.budget_left)),
         )?;
-        // Model calls are counted as the backend reports each one: a run
-        // whose backend does not cannot be held to a number of them.
-        if budget.calls.is_some() && !resolved.profile.is_some_and(|p| p.reports_calls) {
-            return Err(Refusal::Uncounted {
-                adapter: resolved.name().to_owned(),
-            });
-        }
         let confinement = self.confinement(resolved);
         refuse_unheld(&asked.limits, &grants, &confinement)?;
         check_mcp_programs(options, &grants)?;

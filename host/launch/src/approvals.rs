@@ -315,7 +315,10 @@ fn requested(remedy: &Grant) -> Option<Requested> {
         // A variable's value, or a program named by a relative path: not
         // something to ask for. A socket is refused at once: the program's
         // `connect` cannot wait for an answer.
-        Grant::Env { .. } | Grant::RunByNameOrPath | Grant::UnixSocket { .. } => None,
+        Grant::Env { .. }
+        | Grant::RunByNameOrPath
+        | Grant::UnixSocket { .. }
+        | Grant::Unmetered => None,
     }
 }
 

@@ -496,6 +496,7 @@ impl Launcher {
             children: children.map(|children| ChildRunner(Arc::new(children))),
             dirs: admission.dirs.clone(),
             secrets: admission.secrets.clone(),
+            traffic: traffic_of(&admission),
         };
         let request = RunRequest {
             options,
@@ -679,6 +680,7 @@ impl Launcher {
         let mut notices = Vec::new();
         let mut meters = Vec::new();
         let mut guards = Vec::new();
+        let mut traffics = Vec::new();
         let mut tracers = Vec::new();
         for (task, prepared) in prepared.into_iter().enumerate() {
             match prepared.kind {
@@ -695,6 +697,7 @@ impl Launcher {
                     tracer,
                 } => {
                     guards.extend(guard.map(|guard| (task, guard)));
+                    traffics.push((task, request.scope.traffic.clone()));
                     tracers.extend(tracer.map(|tracer| (task, tracer)));
                     shares.extend(share);
                     notices.extend(asked.map(|asked| (task, asked)));
@@ -732,6 +735,7 @@ impl Launcher {
         } else {
             crate::events::with_notices(events, notices, roles)
         };
+        let events = crate::traffic::recorded(events, traffics);
         let events = if meters.is_empty() {
             events
         } else {
@@ -824,6 +828,18 @@ fn start_tracer(
         model: spec.options.model.as_deref(),
         submitted,
     })
+}
+
+/// Where the traffic of a run admitted as `admission` is recorded: its
+/// model APIs those its grants name, and a call moat cannot read refused
+/// under a budget in tokens or dollars unless it may make them.
+fn traffic_of(admission: &Admission) -> moat_contain::traffic::Traffic {
+    let budget = &admission.budget;
+    let counted = budget.tokens.is_some() || budget.usd.is_some();
+    moat_contain::traffic::Traffic::new(
+        moat_grants::Meters::of(&admission.grants),
+        counted && !admission.grants.unmetered,
+    )
 }
 
 /// The record of a run of `resolved` that `spec` asks for, as admitted.

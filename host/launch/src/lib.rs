@@ -59,6 +59,7 @@ pub mod secrets;
 pub mod spec;
 pub mod spending;
 mod traces;
+mod traffic;
 pub mod worker;
 pub mod workspace;
 

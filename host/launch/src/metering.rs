@@ -5,6 +5,16 @@
 //! whose own budget was crossed ends with an `error` saying so and its
 //! `done` with status `max_budget`.
 //!
+//! Two sources report a run's calls: moat's meter, which read them from
+//! the answers it carried (`source: "metered"`, [`crate::traffic`]), and
+//! the adapter (`"reported"`, with its `done`'s totals). Once the meter
+//! has read one call of a run, its figures count — tokens and calls, and
+//! dollars where the price table prices its calls; the adapter's are kept
+//! beside them (`moat show`: reported vs metered), so an adapter that
+//! reports less than it used is charged what it used. Until then the
+//! adapter's count. What is charged never goes down: a report that came
+//! first is not charged twice when the meter's follows.
+//!
 //! A run's `done` reports its own usage, not its children's: theirs is
 //! charged by their own meters, to their accounts and up to its.
 
@@ -15,8 +25,8 @@ use std::task::{Context, Poll};
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 use moat_engine::{
-    DoneStatus, EventPayload, InputTokens, OutputTokens, PriceTable, TaskEvent, TokenCoverage,
-    TokenReport,
+    DoneStatus, EventPayload, InputTokens, METERED_SOURCE, OutputTokens, PriceTable, TaskEvent,
+    TokenCoverage, TokenReport,
 };
 use moat_runs::{RunBook, RunId, Spent};
 
@@ -41,11 +51,44 @@ pub(crate) struct Meter {
     pub(crate) model: Option<String>,
 }
 
+/// What one source says a run used.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    tokens: u64,
+    calls: u64,
+    /// Dollars, when every call with tokens had a price (reported or
+    /// priced); `None` otherwise.
+    usd: Option<f64>,
+    /// Calls with tokens but no price.
+    unpriced: u64,
+}
+
+impl Totals {
+    fn add(&mut self, usd: Option<f64>, tokens: u64, calls: u64) {
+        self.tokens = self.tokens.saturating_add(tokens);
+        self.calls = self.calls.saturating_add(calls);
+        match usd {
+            Some(usd) => self.usd = Some(self.usd.unwrap_or(0.0) + usd),
+            None if tokens > 0 => self.unpriced += 1,
+            None => {}
+        }
+    }
+
+    /// Its dollars, when all it counted had a price.
+    fn priced_usd(&self) -> Option<f64> {
+        self.usd.filter(|_| self.unpriced == 0)
+    }
+}
+
 /// Its own usage counted so far.
 struct Counting {
     meter: Meter,
-    usd: f64,
-    tokens: u64,
+    reported: Totals,
+    metered: Totals,
+    /// The meter read at least one of its calls.
+    metered_seen: bool,
+    /// What was charged to its account: tokens, calls, dollars.
+    charged: (u64, u64, f64),
     /// It used tokens without a price under a budget in dollars: it was
     /// stopped (a budget nobody can keep is not kept silently).
     unpriced: bool,
@@ -65,8 +108,10 @@ pub(crate) fn metered(
                     task,
                     Counting {
                         meter,
-                        usd: 0.0,
-                        tokens: 0,
+                        reported: Totals::default(),
+                        metered: Totals::default(),
+                        metered_seen: false,
+                        charged: (0, 0, 0.0),
                         unpriced: false,
                     },
                 )
@@ -106,14 +151,26 @@ impl Stream for Metered {
                 }
             }
             EventPayload::Extension(extension) if extension.name == USAGE_EVENT => {
-                let input = extension.payload["inputTokens"].as_u64().unwrap_or(0);
-                let output = extension.payload["outputTokens"].as_u64().unwrap_or(0);
-                let cost = extension.payload["costUsd"]
+                let payload = &extension.payload;
+                let input = payload["inputTokens"].as_u64().unwrap_or(0);
+                let output = payload["outputTokens"].as_u64().unwrap_or(0);
+                let metered = payload["source"] == METERED_SOURCE;
+                // The meter's model is the call's own; an adapter's cost
+                // is its word, never the meter's.
+                let model = payload["model"].as_str().filter(|_| metered);
+                let cost = payload["costUsd"]
                     .as_f64()
-                    .filter(|usd| usd.is_finite() && *usd >= 0.0);
-                let usd = cost.or_else(|| run.price(input, output));
+                    .filter(|usd| !metered && usd.is_finite() && *usd >= 0.0);
+                let usd = cost.or_else(|| run.price(model, input, output));
+                let tokens = input.saturating_add(output);
                 // One event, one model call.
-                run.charge(usd, input.saturating_add(output), 1);
+                if metered {
+                    run.metered_seen = true;
+                    run.metered.add(usd, tokens, 1);
+                } else {
+                    run.reported.add(usd, tokens, 1);
+                }
+                run.settle();
             }
             EventPayload::Done(done) => {
                 let tokens = done
@@ -123,11 +180,18 @@ impl Stream for Metered {
                     .unwrap_or(0);
                 let usd = done.usage.cost.map(|cost| cost.usd);
                 // What no per-call event reported.
-                let more_tokens = tokens.saturating_sub(run.tokens);
-                let more_usd = usd.map(|usd| (usd - run.usd).max(0.0));
+                let more_tokens = tokens.saturating_sub(run.reported.tokens);
+                let more_usd = usd.map(|usd| (usd - run.reported.usd.unwrap_or(0.0)).max(0.0));
                 if more_tokens > 0 || more_usd.is_some_and(|usd| usd > 0.0) {
-                    run.charge(more_usd, more_tokens, 0);
+                    run.reported.add(more_usd, more_tokens, 0);
                 }
+                if usd.is_some() && run.reported.unpriced > 0 {
+                    // The backend's whole cost covers what it did not
+                    // price call by call.
+                    run.reported.unpriced = 0;
+                    run.reported.usd = usd;
+                }
+                run.settle();
                 let task = passed.task;
                 let Some(run) = self.runs.remove(&task) else {
                     return Poll::Ready(Some(passed));
@@ -169,10 +233,11 @@ impl Stream for Metered {
 }
 
 impl Counting {
-    /// What `input` and `output` tokens cost, by the price table.
-    fn price(&self, input: u64, output: u64) -> Option<f64> {
+    /// What `input` and `output` tokens of `model` (else the run's) cost,
+    /// by the price table.
+    fn price(&self, model: Option<&str>, input: u64, output: u64) -> Option<f64> {
         let table = self.meter.price_table.as_ref()?;
-        let model = self.meter.model.as_deref()?;
+        let model = model.or(self.meter.model.as_deref())?;
         let report = TokenReport {
             coverage: TokenCoverage::Complete,
             input: InputTokens {
@@ -188,17 +253,47 @@ impl Counting {
         table.cost(model, &report).map(|cost| cost.usd)
     }
 
-    /// Charges one call's usage to the run's account and those above it,
-    /// recording what each has spent now.
-    fn charge(&mut self, usd: Option<f64>, tokens: u64, calls: u64) {
-        if usd.is_none() && tokens > 0 && self.meter.account.budget().usd.is_some() {
+    /// Charges the run what it used and was not charged yet: the
+    /// meter's figures once it read a call, else the adapter's; dollars
+    /// the meter's where its calls were all priced, else the adapter's.
+    fn settle(&mut self) {
+        let counted = if self.metered_seen {
+            self.metered
+        } else {
+            self.reported
+        };
+        let usd = self
+            .metered_seen
+            .then(|| self.metered.priced_usd())
+            .flatten()
+            .or(self.reported.priced_usd());
+        let (charged_tokens, charged_calls, charged_usd) = self.charged;
+        let tokens = counted.tokens.saturating_sub(charged_tokens);
+        let calls = counted.calls.saturating_sub(charged_calls);
+        let more_usd = usd.map(|usd| (usd - charged_usd).max(0.0));
+        // Tokens nobody priced under a budget in dollars: the adapter's
+        // report with neither cost nor price at once (as before the
+        // meter), the meter's once two of its calls went unpriced and the
+        // adapter reported no cost for them either.
+        let unpriced = if self.metered_seen {
+            self.metered.unpriced >= 2 && usd.is_none()
+        } else {
+            self.reported.unpriced > 0
+        };
+        if unpriced && !self.unpriced && self.meter.account.budget().usd.is_some() {
             tracing::info!(run = %self.meter.account.id(), "tokens without a price under a budget in dollars; stopping the run");
             self.unpriced = true;
             self.meter.account.stop();
         }
-        self.usd += usd.unwrap_or(0.0);
-        self.tokens = self.tokens.saturating_add(tokens);
-        let charged = self.meter.account.charge(usd, tokens, calls);
+        if tokens == 0 && calls == 0 && more_usd.is_none_or(|usd| usd <= 0.0) {
+            return;
+        }
+        self.charged = (
+            charged_tokens.saturating_add(tokens),
+            charged_calls.saturating_add(calls),
+            charged_usd + more_usd.unwrap_or(0.0),
+        );
+        let charged = self.meter.account.charge(more_usd, tokens, calls);
         if let Some(book) = &self.meter.book {
             record(book.as_ref(), &charged);
         }

@@ -71,12 +71,6 @@ pub enum Refusal {
         /// Which limit.
         setting: Setting,
     },
-    /// The run (or its parent) has a limit of model calls, and its
-    /// adapter does not report its calls, so they cannot be counted.
-    Uncounted {
-        /// The adapter.
-        adapter: String,
-    },
 }
 
 impl Refusal {
@@ -130,12 +124,6 @@ impl Refusal {
                 "{} cannot be held here: moat may make no cgroup that limits the run's programs (run moat in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes moat …`), or leave it out",
                 names.setting(*setting)
             ),
-            Refusal::Uncounted { adapter } => format!(
-                "the {adapter} adapter does not report its model calls, so {} cannot be kept for its run: leave it out, or bound it by {} or {}",
-                names.setting(Setting::MaxModelCalls),
-                names.setting(Setting::MaxTokens),
-                names.setting(Setting::MaxBudget)
-            ),
         }
     }
 }
@@ -163,6 +151,7 @@ fn excess_words(excess: &Excess, names: &dyn SettingNames) -> String {
         Excess::WriteProtected(path) => {
             names.assignment(Setting::AllowWriteProtected, &path.to_string_lossy())
         }
+        Excess::Unmetered => names.setting(Setting::AllowUnmetered),
     }
 }
 

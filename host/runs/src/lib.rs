@@ -17,6 +17,7 @@
 //!   answering, ending;
 //! - [`workers`] and [`job`]: runs handed to workers elsewhere;
 //! - [`result`]: a run's result and other questions asked of any [`Runs`];
+//! - [`traffic`]: a run's traffic and its usage, metered and reported;
 //! - [`state`]: where moat keeps its files.
 
 pub mod approval;
@@ -29,6 +30,7 @@ pub mod result;
 pub mod runs;
 pub mod state;
 pub mod status;
+pub mod traffic;
 pub mod workers;
 
 pub use approval::{
@@ -42,4 +44,5 @@ pub use record::{NewRun, RunFilter, RunRecord};
 pub use result::{check_from, result};
 pub use runs::{EventStream, LAST, Runs, RunsError, StoredEvent};
 pub use status::{FailReason, Outcome, RunStatus};
+pub use traffic::{RunTraffic, UsageCount, traffic};
 pub use workers::{Executor, JobRefusal, Workers};

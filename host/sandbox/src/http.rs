@@ -17,6 +17,10 @@
 //!    between bytes) and its bodies by [`MAX_REQUEST_BODY_BYTES`] and
 //!    [`MAX_RESPONSE_BODY_BYTES`].
 //!
+//! Each request, allowed or refused, is recorded in the run's traffic; a
+//! model call's answer is read as it passes for its usage
+//! ([`moat_contain::traffic`]).
+//!
 //! A refusal answers the guest with an HTTP error code
 //! (`HTTP-request-denied`, or `destination-IP-prohibited` for an address)
 //! and is recorded in the run's [`DenialLog`], which the engine turns into
@@ -44,6 +48,7 @@ use moat_engine::Denial;
 use moat_grants::{NetRule, Scheme};
 
 use moat_contain::destination::{ConnectFailure, Destination, shown};
+use moat_contain::traffic::{Exchange, Kind, Recording, Traffic, Who};
 
 /// Largest request body a guest may send, in bytes.
 pub const MAX_REQUEST_BODY_BYTES: u64 = 64 * 1024 * 1024;
@@ -66,44 +71,22 @@ type ResponseFuture = Box<
 >;
 
 /// The network access of one run: its rules, its deadline and where its
-/// refusals go.
+/// refusals and traffic go.
 pub(crate) struct NetAccess {
-    rules: Arc<[NetRule]>,
+    pub(crate) rules: Arc<[NetRule]>,
     /// Added to the requests to their destinations.
-    secrets: moat_contain::Secrets,
-    deadline: Option<Instant>,
-    denials: DenialLog,
+    pub(crate) secrets: moat_contain::Secrets,
+    /// The end of the run's time: each request ends by it.
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) denials: DenialLog,
     /// The run's open connections (a request holds one until its response
-    /// body is read or dropped).
-    connections: Arc<tokio::sync::Semaphore>,
-    max_connections: usize,
+    /// body is read or dropped), shared with the run's programs.
+    pub(crate) connections: Arc<tokio::sync::Semaphore>,
+    pub(crate) max_connections: usize,
     /// Who is asked for a destination no rule grants; `None`: refused.
-    asking: Option<moat_contain::Asking>,
-}
-
-impl NetAccess {
-    /// Access as `rules` grant it, each request bounded by `deadline` (the
-    /// end of the run's time), at most `max_connections` open at once
-    /// (`connections`, shared with the run's programs).
-    pub(crate) fn new(
-        rules: &[NetRule],
-        secrets: moat_contain::Secrets,
-        deadline: Option<Instant>,
-        denials: DenialLog,
-        connections: Arc<tokio::sync::Semaphore>,
-        max_connections: usize,
-        asking: Option<moat_contain::Asking>,
-    ) -> Self {
-        Self {
-            rules: rules.into(),
-            secrets,
-            deadline,
-            denials,
-            connections,
-            max_connections,
-            asking,
-        }
-    }
+    pub(crate) asking: Option<moat_contain::Asking>,
+    /// Where each request is recorded.
+    pub(crate) traffic: Traffic,
 }
 
 impl WasiHttpHooks for NetAccess {
@@ -118,7 +101,12 @@ impl WasiHttpHooks for NetAccess {
             Err(Refused::Invalid(error)) => return Box::new(async move { Err(error) }),
             Err(Refused::NotGranted(denial)) => return self.ask_for(denial, request, options),
         };
-        match self.sending(destination, request) {
+        let allowed_by = self
+            .rules
+            .iter()
+            .find(|rule| rule.matches(destination.scheme, &destination.host, destination.port))
+            .map(ToString::to_string);
+        match self.sending(destination, request, allowed_by) {
             Ok(sending) => Box::new(send(sending, options)),
             Err(error) => Box::new(async { Err(error) }),
         }
@@ -170,30 +158,53 @@ impl NetAccess {
         request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
     ) -> ResponseFuture {
-        let Some(asking) = self.asking.clone() else {
-            self.denials.record(denial);
-            return Box::new(async { Err(HttpError::HttpRequestDenied) });
-        };
-        let Some(moat_engine::Grant::Net { host, port }) = denial.remedy.clone() else {
-            self.denials.record(denial);
-            return Box::new(async { Err(HttpError::HttpRequestDenied) });
-        };
         let scheme = match request.uri().scheme_str() {
             Some("https") => Scheme::Https,
             _ => Scheme::Http,
         };
+        let (Some(asking), Some(moat_engine::Grant::Net { host, port })) =
+            (self.asking.clone(), denial.remedy.clone())
+        else {
+            self.refused(denial, scheme, &request);
+            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+        };
         let access = self.for_one_request();
         Box::new(async move {
             if let Err(denial) = asking.ask_for_guest(denial).await {
-                access.denials.record(denial);
+                access.refused(denial, scheme, &request);
                 return Err(HttpError::HttpRequestDenied);
             }
             let approved = NetRule::parse(&format!("{host}:{port}"))
                 .map_err(|_| HttpError::HttpRequestDenied)?;
             let destination = Destination::granted(scheme, &host, port, &[approved])
                 .map_err(|_| HttpError::HttpRequestDenied)?;
-            send(access.sending(destination, request)?, options).await
+            send(
+                access.sending(destination, request, Some("approved".into()))?,
+                options,
+            )
+            .await
         })
+    }
+
+    /// Records the refusal of `request`: in the run's refusals and its
+    /// traffic.
+    fn refused(&self, denial: Denial, scheme: Scheme, request: &http::Request<WasiBody>) {
+        let uri = request.uri();
+        let host = uri.host().unwrap_or_default();
+        let port = uri.port_u16().unwrap_or(match scheme {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        });
+        let mut row = Exchange::new(Who::Component, Kind::Request, scheme, host, port).request(
+            request.method().as_str(),
+            uri.path_and_query().map_or("/", |p| p.as_str()),
+        );
+        row.refused = Some(denial.reason.clone());
+        if let Some(moat_engine::Grant::Net { host, port }) = &denial.remedy {
+            row.would_allow = Some(format!("{host}:{port}"));
+        }
+        self.traffic.record(row, None);
+        self.denials.record(denial);
     }
 
     /// What sending one request needs of this access, to take along into
@@ -207,17 +218,42 @@ impl NetAccess {
             connections: self.connections.clone(),
             max_connections: self.max_connections,
             asking: None,
+            traffic: self.traffic.clone(),
         }
     }
 
-    /// `request` to the granted `destination`, with the run's secrets for
-    /// it, holding one of the run's connections; refused when all are
-    /// open.
+    /// `request` to the granted `destination` (`allowed_by` that rule),
+    /// with the run's secrets for it, holding one of the run's
+    /// connections; refused when all are open.
     fn sending(
         &self,
         destination: Destination,
         mut request: http::Request<WasiBody>,
+        allowed_by: Option<String>,
     ) -> Result<Sending, HttpError> {
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let vendor = self
+            .traffic
+            .vendor(destination.scheme, &destination.host, destination.port)
+            .filter(|vendor| vendor.is_model_call(request.method().as_str(), &path));
+        let mut row = Exchange::new(
+            Who::Component,
+            Kind::Request,
+            destination.scheme,
+            &destination.host,
+            destination.port,
+        )
+        .request(request.method().as_str(), &path);
+        row.allowed_by = allowed_by;
+        let mut recording = Recording::start(&self.traffic, row, vendor);
+        // A model call's answer is read as it passes: uncompressed.
+        if recording.is_model_call() {
+            request.headers_mut().remove(http::header::ACCEPT_ENCODING);
+        }
         // The run's secrets for this destination replace whatever the guest
         // put in their headers (the placeholder, typically).
         for secret in
@@ -232,6 +268,7 @@ impl NetAccess {
                 "a request over the run's {} open connections was refused",
                 self.max_connections
             );
+            recording.failed("the run has as many connections open as it may");
             return Err(HttpError::ConnectionLimitReached);
         };
         Ok(Sending {
@@ -240,6 +277,7 @@ impl NetAccess {
             deadline: self.deadline,
             denials: self.denials.clone(),
             connection,
+            recording: Some(recording),
         })
     }
 }
@@ -251,6 +289,8 @@ struct Sending {
     deadline: Option<Instant>,
     denials: DenialLog,
     connection: tokio::sync::OwnedSemaphorePermit,
+    /// Its row in the run's traffic, recorded when its answer ends.
+    recording: Option<Recording>,
 }
 
 enum Refused {
@@ -302,22 +342,43 @@ fn bounded(requested: Option<Duration>, deadline: Option<Instant>) -> Duration {
     }
 }
 
-async fn send(
-    sending: Sending,
-    options: Option<RequestOptions>,
-) -> Result<
+type Sent = Result<
     (
         http::Response<WasiBody>,
         Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ),
     HttpError,
-> {
+>;
+
+/// Sends `sending`; a failure is recorded in its row.
+async fn send(mut sending: Sending, options: Option<RequestOptions>) -> Sent {
+    let mut recording = sending.recording.take();
+    let sent = send_recorded(sending, options, &mut recording).await;
+    if let (Err(error), Some(recording)) = (&sent, recording.as_mut()) {
+        match error {
+            HttpError::DestinationIpProhibited => {
+                recording.row().refused =
+                    Some("it resolves to an address its grant does not reach".into());
+            }
+            error => recording.failed(format!("{error:?}")),
+        }
+    }
+    sent
+}
+
+/// Sends `sending`, its answer's body read into `recording` (taken).
+async fn send_recorded(
+    sending: Sending,
+    options: Option<RequestOptions>,
+    recording: &mut Option<Recording>,
+) -> Sent {
     let Sending {
         destination,
         mut request,
         deadline,
         denials,
         connection: connection_slot,
+        recording: _,
     } = sending;
     let options = options.unwrap_or_default();
     let connect_timeout = bounded(options.connect_timeout, deadline);
@@ -365,7 +426,10 @@ async fn send(
     let host = http::HeaderValue::from_str(&host).map_err(|_| HttpError::HttpRequestUriInvalid)?;
     request.headers_mut().insert(http::header::HOST, host);
     let request = request.map(|body| LimitedRequestBody {
-        inner: body,
+        inner: match recording {
+            Some(recording) => recording.counted(body).boxed_unsync(),
+            None => body,
+        },
         sent: 0,
     });
 
@@ -375,13 +439,7 @@ async fn send(
         let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
             .await
             .map_err(|_| HttpError::ConnectionReadTimeout)??;
-        let between = bounded(between_bytes, deadline).max(Duration::from_nanos(1));
-        Ok::<_, HttpError>(response.map(|incoming| CheckedResponseBody {
-            incoming,
-            between,
-            timer: Box::pin(tokio::time::sleep(between)),
-            received: 0,
-        }))
+        Ok::<_, HttpError>(response)
     };
 
     // The connection does the I/O: drive it while waiting for the response
@@ -403,6 +461,18 @@ async fn send(
         }
     })
     .await?;
+    if let Some(recording) = recording {
+        recording.answered(response.status().as_u16(), response.headers());
+    }
+    let between = bounded(between_bytes, deadline).max(Duration::from_nanos(1));
+    let recording = recording.take();
+    let response = response.map(|incoming| CheckedResponseBody {
+        incoming,
+        between,
+        timer: Box::pin(tokio::time::sleep(between)),
+        received: 0,
+        recording,
+    });
     // The body is read ahead by the connection's task (see `buffered`).
     let (head, checked) = response.into_parts();
     let (body, read_ahead) = buffered::buffered(checked);
@@ -489,12 +559,14 @@ impl Body for LimitedRequestBody {
 }
 
 /// The response body, with the between-bytes timeout and cut off with an
-/// error past [`MAX_RESPONSE_BODY_BYTES`].
+/// error past [`MAX_RESPONSE_BODY_BYTES`], read into the run's traffic as
+/// it comes (recorded when it ends, fails or is dropped).
 struct CheckedResponseBody {
     incoming: hyper::body::Incoming,
     between: Duration,
     timer: Pin<Box<tokio::time::Sleep>>,
     received: u64,
+    recording: Option<Recording>,
 }
 
 impl buffered::Upstream for CheckedResponseBody {
@@ -513,14 +585,30 @@ impl Body for CheckedResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
         let this = self.get_mut();
         match Pin::new(&mut this.incoming).poll_frame(cx) {
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Ready(Some(Err(error))) => Poll::Ready(Some(Err(if error.is_timeout() {
-                HttpError::HttpResponseTimeout
-            } else {
-                HttpError::from(error)
-            }))),
+            Poll::Ready(None) => {
+                // Recorded as soon as it ends: the call is charged before
+                // the guest can act on its answer.
+                drop(this.recording.take());
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(error))) => {
+                if let Some(recording) = &mut this.recording {
+                    recording.failed(&error);
+                }
+                Poll::Ready(Some(Err(if error.is_timeout() {
+                    HttpError::HttpResponseTimeout
+                } else {
+                    HttpError::from(error)
+                })))
+            }
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
+                    if let Some(recording) = &mut this.recording {
+                        recording.received(data);
+                    }
+                    if this.incoming.is_end_stream() {
+                        drop(this.recording.take());
+                    }
                     this.received = this.received.saturating_add(data.len() as u64);
                     if this.received > MAX_RESPONSE_BODY_BYTES {
                         return Poll::Ready(Some(Err(HttpError::HttpResponseBodySize(Some(

@@ -31,6 +31,9 @@ pub struct RunScope {
     /// Who is asked for what its grants do not cover (see
     /// [`moat_contain::approvals`]); `None`: it is refused at once.
     pub asking: Option<moat_contain::Asking>,
+    /// Where its traffic is recorded, and which destinations are model
+    /// APIs whose answers are read ([`moat_contain::traffic`]).
+    pub traffic: moat_contain::traffic::Traffic,
 }
 
 impl RunScope {

@@ -107,6 +107,7 @@ impl RunState {
                 token: None,
                 asking: scope.asking.clone(),
                 own_network: Default::default(),
+                traffic: scope.traffic.clone(),
             },
         );
         // The adapter learns its secrets' routes, which its programs get.
@@ -149,15 +150,16 @@ impl RunState {
             open_files: 0,
             max_open_files: limits.max_open_files,
             stderr,
-            net: NetAccess::new(
-                &grants.net,
-                scope.secrets.clone(),
+            net: NetAccess {
+                rules: grants.net.as_slice().into(),
+                secrets: scope.secrets.clone(),
                 deadline,
-                denials.clone(),
+                denials: denials.clone(),
                 connections,
-                limits.max_connections,
-                scope.asking.clone(),
-            ),
+                max_connections: limits.max_connections,
+                asking: scope.asking.clone(),
+                traffic: scope.traffic.clone(),
+            },
             denials,
             wasi,
             http,

@@ -4,7 +4,10 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use moat_engine::{AgentEvent, DoneStatus, EventPayload, ToolStatus, UNKNOWN_MODEL, USAGE_EVENT};
+use moat_engine::{
+    AgentEvent, DoneStatus, EventPayload, METERED_SOURCE, TRAFFIC_EVENT, ToolStatus, UNKNOWN_MODEL,
+    USAGE_EVENT,
+};
 use opentelemetry::trace::{
     Span as _, SpanContext, SpanKind, Status, TraceContextExt, Tracer as _,
 };
@@ -49,6 +52,9 @@ pub struct RunTracer {
     step: SystemTime,
     /// The last error's message: a failed run's status message.
     last_error: Option<String>,
+    /// moat's meter read one of its model calls: its calls' spans are the
+    /// meter's, not the adapter's reports (one span per call).
+    metered: bool,
     ended: bool,
 }
 
@@ -109,6 +115,7 @@ impl RunTracer {
             tools: HashMap::new(),
             step: SystemTime::now(),
             last_error: None,
+            metered: false,
             ended: false,
         }
     }
@@ -170,7 +177,15 @@ impl RunTracer {
                 self.step = SystemTime::now();
             }
             EventPayload::Extension(extension) if extension.name == USAGE_EVENT => {
-                self.model_call(&extension.payload);
+                let metered = extension.payload["source"] == METERED_SOURCE;
+                self.metered |= metered;
+                if metered || !self.metered {
+                    self.model_call(&extension.payload);
+                }
+            }
+            EventPayload::Extension(extension) if extension.name == TRAFFIC_EVENT => {
+                self.span
+                    .add_event("moat.traffic", traffic_attributes(&extension.payload));
             }
             EventPayload::Error(error) => {
                 let mut attributes = vec![
@@ -251,11 +266,18 @@ impl RunTracer {
     /// the run's previous step to now.
     fn model_call(&mut self, usage: &serde_json::Value) {
         let telemetry = installed().expect("a run tracer exists once installed");
-        let model = self.model.as_deref().unwrap_or(UNKNOWN_MODEL);
+        let model = usage["model"]
+            .as_str()
+            .or(self.model.as_deref())
+            .unwrap_or(UNKNOWN_MODEL)
+            .to_owned();
         let mut attributes = vec![
             KeyValue::new("gen_ai.operation.name", "chat"),
-            KeyValue::new("gen_ai.request.model", model.to_owned()),
+            KeyValue::new("gen_ai.request.model", model.clone()),
         ];
+        if let Some(source) = usage["source"].as_str() {
+            attributes.push(KeyValue::new("moat.usage.source", source.to_owned()));
+        }
         if let Some(input) = usage["inputTokens"].as_u64() {
             attributes.push(KeyValue::new("gen_ai.usage.input_tokens", as_i64(input)));
         }
@@ -321,4 +343,38 @@ fn summary(output: &serde_json::Value) -> Cow<'_, str> {
 
 fn as_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A `moat:traffic` row as a span event's attributes: its strings and
+/// numbers as they are, its usage as the GenAI conventions name it.
+fn traffic_attributes(row: &serde_json::Value) -> Vec<KeyValue> {
+    let mut attributes = Vec::new();
+    let Some(fields) = row.as_object() else {
+        return attributes;
+    };
+    for (name, value) in fields {
+        let key = format!("moat.traffic.{name}");
+        match value {
+            serde_json::Value::String(text) => attributes.push(KeyValue::new(key, text.clone())),
+            serde_json::Value::Number(n) => {
+                if let Some(n) = n.as_u64() {
+                    attributes.push(KeyValue::new(key, as_i64(n)));
+                }
+            }
+            serde_json::Value::Bool(b) => attributes.push(KeyValue::new(key, *b)),
+            serde_json::Value::Object(_) if name == "usage" => {
+                for (field, attribute) in [
+                    ("inputTokens", "gen_ai.usage.input_tokens"),
+                    ("outputTokens", "gen_ai.usage.output_tokens"),
+                ] {
+                    if let Some(n) = value[field].as_u64() {
+                        attributes.push(KeyValue::new(attribute, as_i64(n)));
+                    }
+                }
+            }
+            // The overflow's counts per destination, as one string.
+            other => attributes.push(KeyValue::new(key, other.to_string())),
+        }
+    }
+    attributes
 }

@@ -198,8 +198,9 @@ pub enum CommandSandbox {
     /// Contained as a task's programs are: the project readable (not
     /// writable), no network, its own program and `MOAT_*` variables,
     /// and what these grants add (directories to read or write, hosts,
-    /// variables, more programs).
-    Contained(Grants),
+    /// variables, more programs). Boxed: grants are large beside the
+    /// other variant.
+    Contained(Box<Grants>),
     /// With the user's full rights (`unsandboxed = true` in the file).
     Unsandboxed,
 }

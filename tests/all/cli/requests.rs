@@ -299,18 +299,3 @@ fn a_limit_of_model_calls_stops_a_tool_loop_at_its_last_call_in_every_dialect() 
     let record = client.ok("get", json!({"run": id}));
     assert_eq!(record["limits"]["maxModelCalls"], 2, "{record}");
 }
-
-#[test]
-fn a_limit_of_model_calls_is_refused_for_an_adapter_whose_calls_are_not_counted() {
-    let dir = tempfile::tempdir().unwrap();
-    let output = moat_in(dir.path())
-        .args(["run", "claude-code", "hi", "--max-model-calls", "5"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let err = stderr(&output);
-    assert!(
-        err.contains("the claude-code adapter does not report its model calls, so --max-model-calls cannot be kept"),
-        "{err}"
-    );
-}

@@ -84,6 +84,11 @@ impl Reply {
         }
     }
 
+    /// `200` with a JSON body (an answer that is not streamed).
+    pub fn json(json: &str) -> Self {
+        Self::error(200, json)
+    }
+
     /// `status` with a JSON body.
     pub fn error(status: u16, json: &str) -> Self {
         Self {

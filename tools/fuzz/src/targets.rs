@@ -105,6 +105,12 @@ pub const ALL: &[Target] = &[
         seeds: cluster_seeds,
         run: cluster,
     },
+    Target {
+        name: "usage",
+        what: "model answers' bytes read by the usage meter",
+        seeds: usage_seeds,
+        run: usage,
+    },
 ];
 
 fn text(bytes: &[u8]) -> String {
@@ -456,5 +462,40 @@ fn cluster(bytes: &[u8], _: &Path) {
     }
     if let Ok(record) = moat_cluster::ClusterRun::from_bytes(bytes) {
         let _ = record.to_run_record();
+    }
+}
+
+fn usage_seeds(_: &Path) -> Vec<Vec<u8>> {
+    moat_meter::sample_answers()
+        .into_iter()
+        .map(|(_, _, body)| body.to_vec())
+        .collect()
+}
+
+/// The input read as an answer of every vendor, as JSON and as an event
+/// stream, whole and in chunks: it must return, and read the same in
+/// every chunking.
+fn usage(bytes: &[u8], _: &Path) {
+    let size = 1 + usize::from(bytes.first().copied().unwrap_or_default() % 64);
+    // One byte at a time costs a call a byte: only for short inputs.
+    let sizes: &[usize] = if bytes.len() <= 4096 {
+        &[size, 1]
+    } else {
+        &[size]
+    };
+    for vendor in moat_meter::Vendor::ALL {
+        for content_type in [&b"application/json"[..], b"text/event-stream"] {
+            let reader = || moat_meter::UsageReader::new(vendor, Some(content_type), None);
+            let mut whole = reader();
+            whole.feed(bytes);
+            let reading = whole.reading();
+            for size in sizes {
+                let mut chunked = reader();
+                for chunk in bytes.chunks(*size) {
+                    chunked.feed(chunk);
+                }
+                assert_eq!(chunked.reading(), reading, "read in chunks of {size}");
+            }
+        }
     }
 }

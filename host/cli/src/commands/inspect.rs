@@ -193,6 +193,13 @@ fn print_grants(grants: &Grants, origins: &[String]) {
     );
     println!("unix sockets {}", dirs(&grants.unix_sockets));
     println!("protected    {}", dirs(&grants.write_protected));
+    println!(
+        "meter        {}",
+        shown(grants.meter.iter().map(ToString::to_string).collect())
+    );
+    if grants.unmetered {
+        println!("unmetered    model calls moat cannot read allowed under a budget");
+    }
     println!("refused      {REFUSED_NOTE}");
 }
 

@@ -8,7 +8,7 @@ use std::time::UNIX_EPOCH;
 use anyhow::Context;
 use serde_json::Value;
 
-use moat_engine::{DoneStatus, EngineResult};
+use moat_engine::{DoneStatus, EngineResult, EventPayload};
 use moat_runs::{RunFilter, RunId, RunRecord, RunStatus, StoredEvent};
 
 use crate::args::{
@@ -191,8 +191,29 @@ pub async fn show(globals: &Globals, args: &ShowArgs) -> anyhow::Result<ExitCode
     let workspace = wiring::workspace_root(globals)
         .ok()
         .and_then(|root| moat_workspace::Workspace::find(&root, id.as_str()).ok());
+    let traffic = moat_runs::traffic(runs.as_ref(), &id)
+        .await
+        .map_err(wiring::runs_error)?;
+    if args.net {
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&traffic)?);
+        } else {
+            print!("{}", render::traffic::table(&traffic));
+            if let Some(line) = render::traffic::spend_line(&traffic) {
+                println!("{line}");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let requests = super::approvals::requests_of(runs.as_ref(), &id).await;
-    print_show(&run, result, workspace.as_ref(), &requests, args.json)
+    print_show(
+        &run,
+        result,
+        workspace.as_ref(),
+        &requests,
+        &traffic,
+        args.json,
+    )
 }
 
 /// `moat show`'s view of `run` and, once it ended, its `result`.
@@ -201,11 +222,17 @@ fn print_show(
     result: Option<EngineResult>,
     workspace: Option<&moat_workspace::Workspace>,
     requests: &[moat_runs::Approval],
+    traffic: &moat_runs::RunTraffic,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut value = run.to_json();
     value["result"] = serde_json::to_value(&result)?;
     value["requests"] = super::approvals::requests_json(requests);
+    value["usageCounted"] = serde_json::json!({
+        "metered": traffic.metered,
+        "reported": traffic.reported,
+    });
+    value["trafficRows"] = traffic.rows.len().into();
     if let Some(workspace) = workspace {
         value["workspace"] = serde_json::to_value(workspace)?;
     }
@@ -270,6 +297,16 @@ fn print_show(
     if let Some(usage) = run.usage() {
         println!("usage        {}", render::usage_summary(&usage));
     }
+    if let Some(line) = render::traffic::spend_line(traffic) {
+        println!("metered      {line}");
+    }
+    if !traffic.rows.is_empty() {
+        println!(
+            "traffic      {} requests and connections (moat show {} --net)",
+            traffic.rows.len(),
+            run.id
+        );
+    }
     if let Some(done) = &run.done {
         println!("done         {}", safe::text(&done.to_string()));
     }
@@ -317,6 +354,7 @@ pub async fn logs(globals: &Globals, args: &LogsArgs) -> anyhow::Result<ExitCode
         id: &id,
         since,
         success: None,
+        net: args.net.then_some(format),
     };
     if args.follow {
         // Stored, then live, to its done.
@@ -372,6 +410,8 @@ struct Shown<'a> {
     /// Only events stamped at or after this (ms since the epoch).
     since: Option<u64>,
     success: Option<bool>,
+    /// Only its traffic, in this format.
+    net: Option<OutputFormat>,
 }
 
 impl Shown<'_> {
@@ -392,7 +432,37 @@ impl Shown<'_> {
                 return Ok(());
             }
         }
+        if let Some(format) = self.net {
+            return self.show_traffic(stored, format);
+        }
         show_stored(self.id, stored, renderer, &mut self.success)
+    }
+
+    /// A traffic event as `--net` shows it; the others only say how the
+    /// run ended.
+    fn show_traffic(&mut self, stored: &StoredEvent, format: OutputFormat) -> anyhow::Result<()> {
+        let traffic = stored.json.contains(moat_engine::TRAFFIC_EVENT);
+        if !traffic && !stored.done {
+            return Ok(());
+        }
+        let Some(event) = stored.event() else {
+            return Ok(());
+        };
+        match &event.payload {
+            EventPayload::Done(done) => self.success = Some(done.status == DoneStatus::Success),
+            EventPayload::Extension(extension) if extension.name == moat_engine::TRAFFIC_EVENT => {
+                match format {
+                    OutputFormat::Ndjson | OutputFormat::Json => println!("{}", stored.json),
+                    _ if extension.payload.get("overflow").is_some() => println!(
+                        "past the rows kept: {}",
+                        render::safe::text(&extension.payload["overflow"].to_string())
+                    ),
+                    _ => println!("{}", render::traffic::line(&extension.payload)),
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 }
 
@@ -553,6 +623,16 @@ fn grants_shown(grants: &moat_grants::Grants) -> String {
             .map(|s| s.display().to_string())
             .collect(),
     );
+    part(
+        "meter",
+        grants.meter.iter().map(ToString::to_string).collect(),
+    );
+    if grants.unmetered {
+        part("unmetered model calls", vec!["allowed".into()]);
+    }
+    if parts.is_empty() {
+        return "none".into();
+    }
     safe::text(&parts.join("; ")).into_owned()
 }
 

@@ -78,8 +78,12 @@ pub fn event_line(s: Style, event: &AgentEvent) -> Option<String> {
         EventPayload::Extension(extension) if extension.name == moat_launch::ANSWER_EVENT => {
             answer_line(s, &extension.payload)
         }
-        // Counted for the budget; the summary line shows the run's usage.
-        EventPayload::Extension(extension) if extension.name == moat_engine::USAGE_EVENT => {
+        // Counted for the budget; the summary line shows the run's usage,
+        // and `moat show --net` its traffic.
+        EventPayload::Extension(extension)
+            if extension.name == moat_engine::USAGE_EVENT
+                || extension.name == moat_engine::TRAFFIC_EVENT =>
+        {
             return None;
         }
         EventPayload::Extension(extension) => s.dim(&format!(

@@ -10,6 +10,7 @@ pub mod safe;
 mod style;
 mod text;
 mod text_flow;
+pub mod traffic;
 
 use std::io::{self, IsTerminal};
 

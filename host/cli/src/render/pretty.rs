@@ -132,10 +132,12 @@ impl<W: Write> Pretty<W> {
 
 impl<W: Write> Renderer for Pretty<W> {
     fn event(&mut self, event: &AgentEvent) -> io::Result<()> {
-        if matches!(&event.payload, EventPayload::Extension(e) if e.name == moat_engine::USAGE_EVENT)
+        if matches!(&event.payload, EventPayload::Extension(e)
+            if e.name == moat_engine::USAGE_EVENT || e.name == moat_engine::TRAFFIC_EVENT)
         {
-            // A model call's usage, for budgets: nothing to show, and the
-            // answer streaming around it goes on as one.
+            // A model call's usage, for budgets, and the run's traffic
+            // (`moat show --net`): nothing to show, and the answer
+            // streaming around them goes on as one.
             return Ok(());
         }
         let event = &*super::safe::for_terminal(event);

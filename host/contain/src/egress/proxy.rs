@@ -31,6 +31,7 @@ use tokio::time::Instant;
 
 use crate::denials::DenialLog;
 use crate::destination::{ConnectFailure, Destination, shown};
+use crate::traffic::{Exchange, Kind, Recording, Traffic, WatchedBody, Who};
 
 /// How long connecting to a destination may take when the run's time
 /// allows more.
@@ -76,6 +77,9 @@ pub struct Policy {
     /// The run's own network, where a loopback destination is looked for
     /// first: what its programs serve there.
     pub own_network: super::OwnNetwork,
+    /// Where what passes is recorded, and which destinations are model
+    /// APIs.
+    pub traffic: Traffic,
 }
 
 /// The answer when the run has all its connections open.
@@ -287,10 +291,21 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
         });
         return Response::new(empty());
     }
-    let reached = match reach(Scheme::Https, &host, port, &served.policy).await {
+    let policy = &served.policy;
+    let vendor = policy.traffic.vendor(Scheme::Https, &host, port);
+    let mut recording = Recording::start(
+        &policy.traffic,
+        Exchange::new(Who::Program, Kind::Tunnel, Scheme::Https, &host, port),
+        vendor,
+    );
+    if vendor.is_some() && policy.traffic.refuses_unmetered() {
+        return unmetered_refused(&host, port, policy, &mut recording);
+    }
+    let reached = match reach(Scheme::Https, &host, port, policy, &mut recording).await {
         Ok(reached) => reached,
         Err(response) => return response,
     };
+    recording.row().status = Some(200);
     served.spawn_until_closed(async move {
         let Reached {
             destination,
@@ -298,19 +313,56 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
             slot: _slot,
         } = reached;
         let Ok(upgraded) = hyper::upgrade::on(request).await else {
+            recording.failed("the program did not take the tunnel");
             return;
         };
         let mut program = TokioIo::new(upgraded);
-        let _ = tokio::io::copy_bidirectional_with_sizes(
+        let moved = tokio::io::copy_bidirectional_with_sizes(
             &mut program,
             &mut stream,
             TUNNEL_BUFFER,
             TUNNEL_BUFFER,
         )
         .await;
+        match moved {
+            Ok((sent, received)) => {
+                recording.add_sent(sent);
+                recording.received(&[]);
+                recording.row().received = received;
+            }
+            Err(error) => recording.failed(error),
+        }
         tracing::debug!(host = shown(&destination.host), "a program's tunnel closed");
     });
     Response::new(empty())
+}
+
+/// A tunnel to a model API under a budget in tokens or dollars: its calls
+/// could not be read, so they could not be counted.
+fn unmetered_refused(
+    host: &str,
+    port: u16,
+    policy: &Policy,
+    recording: &mut Recording,
+) -> Response<ProxyBody> {
+    let denial = moat_engine::Denial {
+        request: moat_engine::DeniedRequest::Net {
+            scheme: "https".into(),
+            host: host.to_owned(),
+            port,
+        },
+        reason: "a tunnel to a model API carries calls moat cannot read (TLS end to end), \
+                 and the run has a budget in tokens or dollars: reach it through a secret's \
+                 route (a secret grant NAME@HOST), whose calls moat reads"
+            .into(),
+        remedy: Some(moat_engine::Grant::Unmetered),
+    };
+    let message = format!("moat refused this request: {denial}");
+    let row = recording.row();
+    row.refused = Some(denial.reason.clone());
+    row.unmetered = true;
+    policy.denials.record(denial);
+    answer(StatusCode::FORBIDDEN, message)
 }
 
 /// `GET http://host/path`: a granted destination gets the request.
@@ -329,17 +381,37 @@ async fn forward(request: Request<Incoming>, served: &Served) -> Response<ProxyB
         );
     };
     let port = uri.port_u16().unwrap_or(80);
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let policy = &served.policy;
+    let vendor = policy
+        .traffic
+        .vendor(Scheme::Http, host, port)
+        .filter(|vendor| vendor.is_model_call(request.method().as_str(), &path));
+    let mut recording = Recording::start(
+        &policy.traffic,
+        Exchange::new(Who::Program, Kind::Request, Scheme::Http, host, port)
+            .request(request.method().as_str(), &path),
+        vendor,
+    );
     let Reached {
         destination,
         stream,
         slot,
-    } = match reach(Scheme::Http, host, port, &served.policy).await {
+    } = match reach(Scheme::Http, host, port, policy, &mut recording).await {
         Ok(reached) => reached,
         Err(response) => return response,
     };
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
     let upstream: Box<dyn Upstream> = Box::new(stream);
-    send_to_origin(served, request, &path, &destination, upstream, slot).await
+    send_to_origin(
+        served,
+        request,
+        &path,
+        &destination,
+        upstream,
+        slot,
+        recording,
+    )
+    .await
 }
 
 /// `/moat-secret/NAME/…`: the rest of the path goes to the secret's
@@ -383,11 +455,21 @@ async fn secret_route(mut request: Request<Incoming>, served: &Served) -> Respon
             ),
         );
     };
+    let path = format!("/{rest}");
+    let policy = &served.policy;
+    let vendor = policy
+        .traffic
+        .vendor(scheme, &host, port)
+        .filter(|vendor| vendor.is_model_call(request.method().as_str(), &path));
+    let mut row = Exchange::new(Who::Program, Kind::SecretRoute, scheme, &host, port)
+        .request(request.method().as_str(), &path);
+    row.secret = Some(secret.grant.name.clone());
+    let mut recording = Recording::start(&policy.traffic, row, vendor);
     let Reached {
         destination,
         stream,
         slot,
-    } = match reach(scheme, &host, port, &served.policy).await {
+    } = match reach(scheme, &host, port, policy, &mut recording).await {
         Ok(reached) => reached,
         Err(response) => return response,
     };
@@ -396,20 +478,27 @@ async fn secret_route(mut request: Request<Incoming>, served: &Served) -> Respon
         Scheme::Https => match crate::tls::handshake(stream, destination.bare_host()).await {
             Ok(tls) => Box::new(tls),
             Err(error) => {
-                return answer(
-                    StatusCode::BAD_GATEWAY,
-                    format!(
-                        "moat's proxy: TLS to {}: {error:?}",
-                        shown(&destination.host)
-                    ),
+                let message = format!(
+                    "moat's proxy: TLS to {}: {error:?}",
+                    shown(&destination.host)
                 );
+                recording.failed(&message);
+                return answer(StatusCode::BAD_GATEWAY, message);
             }
         },
     };
     let (header, value) = secret.header();
     request.headers_mut().insert(header.clone(), value.clone());
-    let path = format!("/{rest}");
-    send_to_origin(served, request, &path, &destination, upstream, slot).await
+    send_to_origin(
+        served,
+        request,
+        &path,
+        &destination,
+        upstream,
+        slot,
+        recording,
+    )
+    .await
 }
 
 /// A connection to an origin, plain or TLS.
@@ -418,20 +507,26 @@ impl<T> Upstream for T where T: tokio::io::AsyncRead + tokio::io::AsyncWrite + S
 {}
 
 /// Sends `request` to `destination` over `upstream` as `path`, with the
-/// granted `Host` and without the proxy's own headers; its response.
+/// granted `Host` and without the proxy's own headers; its response, read
+/// as it passes (`recording`).
 async fn send_to_origin(
     served: &Served,
-    mut request: Request<Incoming>,
+    request: Request<Incoming>,
     path: &str,
     destination: &Destination,
     upstream: Box<dyn Upstream>,
     slot: tokio::sync::OwnedSemaphorePermit,
+    mut recording: Recording,
 ) -> Response<ProxyBody> {
     let handshake = hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await;
     let (mut sender, connection) = match handshake {
         Ok(handshake) => handshake,
-        Err(error) => return answer(StatusCode::BAD_GATEWAY, format!("moat's proxy: {error}")),
+        Err(error) => {
+            recording.failed(&error);
+            return answer(StatusCode::BAD_GATEWAY, format!("moat's proxy: {error}"));
+        }
     };
+    let mut request = request.map(|body| recording.counted(body));
     served.spawn_until_closed(async move {
         let _slot = slot;
         let _ = connection.await;
@@ -447,9 +542,19 @@ async fn send_to_origin(
     if let Ok(host) = http::HeaderValue::from_str(&destination.host_header()) {
         headers.insert(http::header::HOST, host);
     }
+    // A model call's answer is read as it passes: uncompressed.
+    if recording.is_model_call() {
+        headers.remove(http::header::ACCEPT_ENCODING);
+    }
     match sender.send_request(request).await {
-        Ok(response) => response.map(|body| body.boxed()),
-        Err(error) => answer(StatusCode::BAD_GATEWAY, format!("moat's proxy: {error}")),
+        Ok(response) => {
+            recording.answered(response.status().as_u16(), response.headers());
+            response.map(|body| WatchedBody::new(body, recording).boxed())
+        }
+        Err(error) => {
+            recording.failed(&error);
+            answer(StatusCode::BAD_GATEWAY, format!("moat's proxy: {error}"))
+        }
     }
 }
 
@@ -462,21 +567,35 @@ struct Reached {
 }
 
 /// A connection to `scheme://host:port` if the policy grants it; else the
-/// answer to the program (the refusal recorded).
+/// answer to the program (the refusal recorded, in `recording` too).
 async fn reach(
     scheme: Scheme,
     host: &str,
     port: u16,
     policy: &Policy,
+    recording: &mut Recording,
 ) -> Result<Reached, Response<ProxyBody>> {
     if let Some(reached) = own_server(scheme, host, port, policy).await? {
+        recording.row().allowed_by = Some("own loopback".into());
         return Ok(reached);
     }
     let destination = match Destination::granted(scheme, host, port, &policy.rules) {
-        Ok(destination) => destination,
-        Err(denial) => approved(scheme, denial, policy).await?,
+        Ok(destination) => {
+            recording.row().allowed_by = policy
+                .rules
+                .iter()
+                .find(|rule| rule.matches(scheme, host, port))
+                .map(ToString::to_string);
+            destination
+        }
+        Err(denial) => {
+            let destination = approved(scheme, denial, policy, recording).await?;
+            recording.row().allowed_by = Some("approved".into());
+            destination
+        }
     };
     let Ok(slot) = policy.connections.clone().try_acquire_owned() else {
+        recording.failed("the run has as many connections open as it may");
         return Err(all_connections_open());
     };
     let timeout = match policy.deadline {
@@ -492,23 +611,30 @@ async fn reach(
             destination,
             slot,
         }),
-        Err(ConnectFailure::AddressProhibited) => Err(answer(
-            StatusCode::FORBIDDEN,
-            format!(
-                "moat refused this request: {}:{} resolves to an address its grant does not reach",
-                shown(&destination.host),
-                destination.port
-            ),
-        )),
-        Err(failure) => Err(answer(
-            StatusCode::BAD_GATEWAY,
-            format!(
-                "moat's proxy cannot reach {}:{}: {}",
-                shown(&destination.host),
-                destination.port,
-                describe(&failure)
-            ),
-        )),
+        Err(ConnectFailure::AddressProhibited) => {
+            let reason = "it resolves to an address its grant does not reach";
+            recording.row().refused = Some(reason.into());
+            Err(answer(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "moat refused this request: {}:{} {reason}",
+                    shown(&destination.host),
+                    destination.port
+                ),
+            ))
+        }
+        Err(failure) => {
+            let failure = describe(&failure);
+            recording.failed(&failure);
+            Err(answer(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "moat's proxy cannot reach {}:{}: {failure}",
+                    shown(&destination.host),
+                    destination.port,
+                ),
+            ))
+        }
     }
 }
 
@@ -567,22 +693,30 @@ async fn approved(
     scheme: Scheme,
     denial: moat_engine::Denial,
     policy: &Policy,
+    recording: &mut Recording,
 ) -> Result<Destination, Response<ProxyBody>> {
-    let refuse = |denial: moat_engine::Denial| {
+    let refuse = |denial: moat_engine::Denial, recording: &mut Recording| {
         let message = format!("moat refused this request: {denial}");
+        let row = recording.row();
+        row.refused = Some(denial.reason.clone());
+        if let Some(moat_engine::Grant::Net { host, port }) = &denial.remedy {
+            row.would_allow = Some(format!("{host}:{port}"));
+        }
         policy.denials.record(denial);
         answer(StatusCode::FORBIDDEN, message)
     };
     let (Some(asking), Some(moat_engine::Grant::Net { host, port })) =
         (&policy.asking, denial.remedy.clone())
     else {
-        return Err(refuse(denial));
+        return Err(refuse(denial, recording));
     };
-    asking.ask(denial.clone()).await.map_err(refuse)?;
+    if let Err(refused) = asking.ask(denial.clone()).await {
+        return Err(refuse(refused, recording));
+    }
     moat_grants::NetRule::parse(&format!("{host}:{port}"))
         .ok()
         .and_then(|rule| Destination::granted(scheme, &host, port, &[rule]).ok())
-        .ok_or_else(|| refuse(denial))
+        .ok_or_else(|| refuse(denial, recording))
 }
 
 fn describe(failure: &ConnectFailure) -> String {

@@ -73,6 +73,10 @@ pub enum Field {
     UnixSocket,
     /// Files that run code later it may change all the same.
     WriteProtected,
+    /// Destinations whose answers are read as a model API's.
+    Meter,
+    /// Model calls moat cannot read, under a budget in tokens or dollars.
+    Unmetered,
     /// Its wall-clock limit.
     Timeout,
     /// Its CPU budget.
@@ -517,6 +521,24 @@ pub(crate) const FIELDS: &[Spec] = &[
         "Files that run code later (git hooks and config, shell start-up files, the agent CLIs' hooks and MCP servers: see docs/security.md) the adapter may change inside its write grants all the same; every other one it changes is put back before its `done` and reported.",
     ),
     spec(
+        Field::Meter,
+        Group::Grants,
+        "meter",
+        ALL,
+        List,
+        "HOST=VENDOR",
+        "Requests to HOST[:PORT] are model calls of VENDOR's API (openai, anthropic or gemini) whose usage moat reads from the answers, as it does for the vendors' own hosts and a vendor key's secret destination (an Ollama, a vLLM, a gateway); it grants nothing.",
+    ),
+    spec(
+        Field::Unmetered,
+        Group::Grants,
+        "unmetered",
+        ALL,
+        Switch,
+        "",
+        "Under a budget in tokens or dollars, let the run's programs tunnel to a model API all the same (CONNECT, TLS end to end: moat cannot read those calls, so the adapter's reports count for them); refused otherwise.",
+    ),
+    spec(
         Field::Timeout,
         Group::Limits,
         "timeout",
@@ -604,7 +626,7 @@ pub(crate) const FIELDS: &[Spec] = &[
         ALL,
         One,
         "N",
-        "The most tokens (input and output) the run, with the runs it starts, may use; past it the run ends `max_budget`.",
+        "The most tokens (input and output) the run, with the runs it starts, may use, as moat's meter reads them from its model calls' answers (else as the backend reports them); past it the run ends `max_budget`.",
     ),
     spec(
         Field::MaxModelCalls,
@@ -613,7 +635,7 @@ pub(crate) const FIELDS: &[Spec] = &[
         ALL,
         One,
         "N",
-        "The most model calls the run, with the runs it starts, may make; past it the run ends `max_budget`. Counted as the backend reports each call (the openai and anthropic adapters); an adapter whose calls moat cannot count is refused such a limit.",
+        "The most model calls the run, with the runs it starts, may make; past it the run ends `max_budget`. Counted by moat's meter as each answer passes (docs/approvals.md: metered usage), else as the backend reports each call.",
     ),
     spec(
         Field::Ask,

@@ -99,6 +99,10 @@ pub struct GrantsAsked {
     pub unix_sockets: Option<Vec<PathBuf>>,
     /// Protected paths it may write.
     pub write_protected: Option<Vec<PathBuf>>,
+    /// Destinations read as model APIs.
+    pub meter: Option<Vec<moat_grants::MeterRule>>,
+    /// Unmetered model calls under a budget.
+    pub unmetered: Option<bool>,
     /// Whether grants were named as a group, maybe none of them (an
     /// empty `grants` object asks for no grant).
     pub named: bool,
@@ -116,6 +120,8 @@ impl GrantsAsked {
             || self.secrets.is_some()
             || self.unix_sockets.is_some()
             || self.write_protected.is_some()
+            || self.meter.is_some()
+            || self.unmetered.is_some()
     }
 
     /// The grants it names (a kind it names none of: none of that kind).
@@ -129,6 +135,8 @@ impl GrantsAsked {
             secrets: self.secrets.clone().unwrap_or_default(),
             unix_sockets: self.unix_sockets.clone().unwrap_or_default(),
             write_protected: self.write_protected.clone().unwrap_or_default(),
+            meter: self.meter.clone().unwrap_or_default(),
+            unmetered: self.unmetered.unwrap_or_default(),
         }
     }
 
@@ -209,6 +217,8 @@ impl RunRequest {
             Field::Secrets => grants.secrets = Some(value.secrets()?),
             Field::UnixSocket => grants.unix_sockets = Some(value.sockets()?),
             Field::WriteProtected => grants.write_protected = Some(value.paths()?),
+            Field::Meter => grants.meter = Some(value.meter_rules()?),
+            Field::Unmetered => grants.unmetered = Some(value.bool()?),
             Field::Timeout => limits.timeout = Some(value.timeout()?),
             Field::Fuel => limits.fuel = Some(value.fuel()?),
             Field::MaxMemory => limits.max_memory_bytes = Some(value.memory()?),

@@ -330,6 +330,11 @@ impl Reader<'_> {
         self.each(|grant| SecretGrant::parse(grant).map_err(|e| e.reason().to_owned()))
     }
 
+    /// Meter rules, `HOST[:PORT]=VENDOR`.
+    pub(crate) fn meter_rules(&self) -> Result<Vec<moat_grants::MeterRule>, RequestError> {
+        self.each(|rule| moat_grants::MeterRule::parse(rule).map_err(|e| e.reason().to_owned()))
+    }
+
     /// Tool names: a list, or one string of them comma-separated (an
     /// empty one: none).
     pub(crate) fn tools(&self) -> Result<Vec<String>, RequestError> {

@@ -474,10 +474,10 @@ fn sandbox(
             CommandSandbox::Unsandboxed
         }
         (true, None) => CommandSandbox::Unsandboxed,
-        (false, grants) => CommandSandbox::Contained(match grants {
+        (false, grants) => CommandSandbox::Contained(Box::new(match grants {
             Some(entry) => task_grants(entry, project, &format!("{at}.grants"), problems),
             None => Grants::none(),
-        }),
+        })),
     }
 }
 

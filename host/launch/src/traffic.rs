@@ -1,0 +1,215 @@
+//! A run's traffic in its events: each request or connection recorded
+//! where it happened ([`moat_contain::traffic`]) becomes a `moat:traffic`
+//! event of its run, and each model call moat read a `moat:usage` event
+//! with `source: "metered"` (charged by the meter, [`crate::metering`]),
+//! as they happen; what is left when the run ends comes before its
+//! `done`.
+//!
+//! Only moat says what a run's traffic was: an adapter's own
+//! `moat:traffic` event is dropped (with an error saying so), and its
+//! `moat:usage` events are marked `source: "reported"` whatever they
+//! claimed.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::stream::{BoxStream, Stream, StreamExt};
+use moat_contain::traffic::{MeteredCall, Taken, Traffic};
+use moat_engine::{
+    AgentEvent, EventPayload, ExtensionPayload, METERED_SOURCE, REPORTED_SOURCE, TRAFFIC_EVENT,
+    TaskEvent, USAGE_EVENT,
+};
+use serde_json::{Value, json};
+
+/// `engine`'s events, with the traffic of each run of `runs` (by task).
+pub(crate) fn recorded(
+    engine: BoxStream<'static, TaskEvent>,
+    runs: Vec<(usize, Traffic)>,
+) -> BoxStream<'static, TaskEvent> {
+    Recorded {
+        engine,
+        runs: runs
+            .into_iter()
+            .map(|(task, traffic)| {
+                (
+                    task,
+                    Run {
+                        traffic,
+                        last: None,
+                    },
+                )
+            })
+            .collect(),
+        queue: VecDeque::new(),
+    }
+    .boxed()
+}
+
+struct Recorded {
+    engine: BoxStream<'static, TaskEvent>,
+    runs: HashMap<usize, Run>,
+    queue: VecDeque<TaskEvent>,
+}
+
+struct Run {
+    traffic: Traffic,
+    /// Its last event, without its payload: whose and which session the
+    /// next ones are.
+    last: Option<AgentEvent>,
+}
+
+/// `event` without its payload, when it says something `last` does not.
+fn remembered(last: &mut Option<AgentEvent>, event: &AgentEvent) {
+    let same = last.as_ref().is_some_and(|last| {
+        last.agent == event.agent && last.session_id == event.session_id && last.role == event.role
+    });
+    if !same {
+        *last = Some(AgentEvent {
+            agent: event.agent.clone(),
+            timestamp: event.timestamp,
+            session_id: event.session_id.clone(),
+            role: event.role.clone(),
+            payload: EventPayload::error("", "", true),
+        });
+    }
+}
+
+impl Run {
+    /// `taken` as its events.
+    fn events(&self, task: usize, taken: Taken) -> Vec<TaskEvent> {
+        let Some(last) = &self.last else {
+            return Vec::new();
+        };
+        let event = |name: &str, payload: Value| TaskEvent {
+            task,
+            event: AgentEvent {
+                timestamp: now_ms(),
+                payload: EventPayload::Extension(Box::new(ExtensionPayload {
+                    name: name.to_owned(),
+                    payload,
+                })),
+                ..last.clone()
+            },
+        };
+        let rows = taken.exchanges.into_iter().map(|row| {
+            event(
+                TRAFFIC_EVENT,
+                serde_json::to_value(&row).unwrap_or(Value::Null),
+            )
+        });
+        let calls = taken
+            .calls
+            .into_iter()
+            .map(|call| event(USAGE_EVENT, metered_usage(&call)));
+        rows.chain(calls).collect()
+    }
+
+    /// What is left of its record, with what it did past the rows kept.
+    fn last_events(&self, task: usize) -> Vec<TaskEvent> {
+        let mut events = self.events(task, self.traffic.take());
+        let overflow = self.traffic.overflow();
+        if !overflow.is_empty()
+            && let Some(last) = &self.last
+        {
+            events.push(TaskEvent {
+                task,
+                event: AgentEvent {
+                    timestamp: now_ms(),
+                    payload: EventPayload::Extension(Box::new(ExtensionPayload {
+                        name: TRAFFIC_EVENT.to_owned(),
+                        payload: json!({
+                            "overflow": overflow,
+                            "rowsKept": moat_contain::traffic::MAX_EXCHANGES,
+                        }),
+                    })),
+                    ..last.clone()
+                },
+            });
+        }
+        events
+    }
+}
+
+/// A metered call as a `moat:usage` event's payload.
+fn metered_usage(call: &MeteredCall) -> Value {
+    let mut payload = json!({
+        "source": METERED_SOURCE,
+        "vendor": call.vendor.as_str(),
+        "destination": call.destination,
+    });
+    match &call.usage {
+        Some(usage) => {
+            payload["inputTokens"] = usage.input_tokens.into();
+            payload["outputTokens"] = usage.output_tokens.into();
+        }
+        // A call all the same: it counts against a limit of calls.
+        None => payload["usageUnknown"] = true.into(),
+    }
+    if let Some(model) = &call.model {
+        payload["model"] = model.clone().into();
+    }
+    payload
+}
+
+impl Stream for Recorded {
+    type Item = TaskEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TaskEvent>> {
+        let this = &mut *self;
+        if let Some(event) = this.queue.pop_front() {
+            return Poll::Ready(Some(event));
+        }
+        for (task, run) in &this.runs {
+            if run.last.is_none() {
+                continue;
+            }
+            if let Poll::Ready(taken) = run.traffic.poll_take(cx) {
+                this.queue.extend(run.events(*task, taken));
+            }
+        }
+        if let Some(event) = this.queue.pop_front() {
+            return Poll::Ready(Some(event));
+        }
+        let mut passed = match this.engine.poll_next_unpin(cx) {
+            Poll::Ready(Some(passed)) => passed,
+            other => return other,
+        };
+        let task = passed.task;
+        let Some(run) = this.runs.get_mut(&task) else {
+            return Poll::Ready(Some(passed));
+        };
+        match &mut passed.event.payload {
+            EventPayload::Extension(extension) if extension.name == TRAFFIC_EVENT => {
+                tracing::warn!("an adapter sent a moat:traffic event; dropped");
+                passed.event.payload = EventPayload::error(
+                    moat_engine::codes::INVALID_EVENT,
+                    "the adapter sent a moat:traffic event, which only moat makes; dropped",
+                    true,
+                );
+            }
+            EventPayload::Extension(extension) if extension.name == USAGE_EVENT => {
+                if let Value::Object(payload) = &mut extension.payload {
+                    payload.insert("source".into(), REPORTED_SOURCE.into());
+                }
+            }
+            EventPayload::Done(_) => {
+                let Some(run) = this.runs.remove(&task) else {
+                    return Poll::Ready(Some(passed));
+                };
+                this.queue.extend(run.last_events(task));
+                this.queue.push_back(passed);
+                return Poll::Ready(this.queue.pop_front());
+            }
+            _ => {}
+        }
+        remembered(&mut run.last, &passed.event);
+        Poll::Ready(Some(passed))
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
