@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use moat_testkit::components::{COOPERATIVE, ESCAPE, FLOOD};
+use moat_testkit::components::{COOPERATIVE, ESCAPE, FLOOD, UNDERREPORTER};
 
 /// Runs `command` (a client suite) with the binary and components, and
 /// fails with its output unless it passes.
@@ -20,6 +20,7 @@ fn run_suite(name: &str, mut command: Command) {
         .env("MOAT_TEST_COOPERATIVE", COOPERATIVE)
         .env("MOAT_TEST_FLOOD", FLOOD)
         .env("MOAT_TEST_ESCAPE", ESCAPE)
+        .env("MOAT_TEST_UNDERREPORTER", UNDERREPORTER)
         .env("MOAT_CACHE_DIR", moat_testkit::shared_cache_dir())
         .env_remove("MOAT_LOG")
         .env_remove("MOAT_STORE")

@@ -24,6 +24,7 @@ mod limits;
 mod llm_agent;
 mod loading;
 mod mcp_client;
+mod metering;
 mod misbehaving;
 mod openai;
 mod otel;

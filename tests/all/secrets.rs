@@ -16,7 +16,7 @@ use moat_testkit::single_done;
 
 use crate::cli::common::{events, moat};
 
-const VALUE: &str = "sk-moat-test-the-real-key-1234";
+pub(crate) const VALUE: &str = "sk-moat-test-the-real-key-1234";
 
 /// An HTTP server on 127.0.0.1 that keeps the head of every request.
 struct HeadRecorder {
@@ -58,7 +58,7 @@ impl HeadRecorder {
 
 /// A directory of the test's own, and in it the paths of a secrets file
 /// and a run store.
-fn scratch() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+pub(crate) fn scratch() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let secrets = dir.path().join("secrets.json");
     let store = dir.path().join("moat.db");
@@ -67,7 +67,7 @@ fn scratch() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
 
 /// `moat` with the secrets file `secrets` and a run store of the test's
 /// own, so the test can read every byte it holds.
-fn moat_with(secrets: &Path, store: &Path) -> std::process::Command {
+pub(crate) fn moat_with(secrets: &Path, store: &Path) -> std::process::Command {
     let mut command = moat();
     command
         .env("MOAT_SECRETS", secrets)
@@ -75,7 +75,7 @@ fn moat_with(secrets: &Path, store: &Path) -> std::process::Command {
     command
 }
 
-fn set_secret(secrets: &Path, store: &Path, name: &str, extra: &[&str]) {
+pub(crate) fn set_secret(secrets: &Path, store: &Path, name: &str, extra: &[&str]) {
     let mut child = moat_with(secrets, store)
         .args(["secret", "set", name])
         .args(extra)

@@ -1,7 +1,8 @@
 """Fixtures: a `moat serve` of the test's own, with a store of its own.
 
 The binary and the test components come from MOAT_BIN,
-MOAT_TEST_COOPERATIVE, MOAT_TEST_FLOOD and MOAT_TEST_ESCAPE, which
+MOAT_TEST_COOPERATIVE, MOAT_TEST_FLOOD, MOAT_TEST_ESCAPE and
+MOAT_TEST_UNDERREPORTER, which
 tests/all/clients.rs sets (run the suite with scripts/test, or `cargo test
 -p moat --test all clients::`).
 """
@@ -33,6 +34,7 @@ MOAT_BIN = _required("MOAT_BIN")
 COOPERATIVE = _required("MOAT_TEST_COOPERATIVE")
 FLOOD = _required("MOAT_TEST_FLOOD")
 ESCAPE = _required("MOAT_TEST_ESCAPE")
+UNDERREPORTER = _required("MOAT_TEST_UNDERREPORTER")
 
 #: How long a test waits for any one thing before failing.
 PATIENCE = 20.0

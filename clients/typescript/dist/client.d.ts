@@ -4,7 +4,7 @@ import { MoatError } from './errors.js';
 import { EventStream, type EventsOptions, type StreamHost } from './events.js';
 import { type ParallelTask, type RunAgentOptions } from './parallel.js';
 import { type PermissionHandler, type PermissionRequest, type PermissionsHost } from './permissions.js';
-import type { AdapterDescription, AdapterInspection, AgentEvent, Approval, EngineResult, Op, RunRecord, RunRequest, RunStatus, WorkflowStatusResult } from './types.js';
+import type { AdapterDescription, AdapterInspection, AgentEvent, Approval, EngineResult, Op, RunRecord, RunRequest, RunStatus, RunTraffic, WorkflowStatusResult } from './types.js';
 /** The longest request line the server reads (4 MiB). */
 export declare const MAX_REQUEST_BYTES: number;
 /** Options of {@link MoatClient.spawn}. */
@@ -159,6 +159,15 @@ export declare class MoatClient extends EventEmitter implements StreamHost, Perm
     deny(runId: string, options?: DenyOptions): Promise<Approval>;
     /** A run's requests for approval, oldest first, each with its answer (`null` while open). */
     approvals(runId: string): Promise<Approval[]>;
+    /**
+     * A run's traffic through moat (docs/protocol.md#traffic): every request
+     * and connection it made, oldest first (the first 1,000; past them,
+     * counts per destination in `overflow`), and its model calls' usage as
+     * moat read it from their answers (`metered`) beside what its adapter
+     * reported (`reported`). A row never holds a body, a header's value or a
+     * query. `NOT_FOUND` for an unknown run.
+     */
+    traffic(runId: string): Promise<RunTraffic>;
     /**
      * Starts the workflow file `file` (a path on the server's machine,
      * absolute) in the server, as `moat workflow run` would

@@ -260,6 +260,17 @@ export class MoatClient extends EventEmitter {
         return result.requests;
     }
     /**
+     * A run's traffic through moat (docs/protocol.md#traffic): every request
+     * and connection it made, oldest first (the first 1,000; past them,
+     * counts per destination in `overflow`), and its model calls' usage as
+     * moat read it from their answers (`metered`) beside what its adapter
+     * reported (`reported`). A row never holds a body, a header's value or a
+     * query. `NOT_FOUND` for an unknown run.
+     */
+    async traffic(runId) {
+        return this.request('traffic', { run: runId });
+    }
+    /**
      * Starts the workflow file `file` (a path on the server's machine,
      * absolute) in the server, as `moat workflow run` would
      * (docs/workflows.md): its own run record (adapter `workflow`), whose

@@ -231,6 +231,13 @@ export interface Grants {
     unixSocket?: string[];
     /** absolute paths of files that run code later (docs/security.md) the run may change inside its write grants all the same */
     writeProtected?: string[];
+    /**
+     * `HOST[:PORT]=openai|anthropic|gemini`: requests there are model calls whose usage moat reads from
+     * their answers (besides the vendors' own hosts); a rule grants no destination
+     */
+    meter?: string[];
+    /** Under a budget in tokens or dollars, the run's programs may still make model calls moat cannot read (a tunnel to a model API's host) */
+    unmetered?: boolean;
 }
 /** Options for one run, as the adapter receives them (camelCase). */
 export interface RunOptions {
@@ -390,6 +397,80 @@ export interface Approval {
     answer: ApprovalAnswer | null;
 }
 /**
+ * One request or connection a run made through moat (a `moat:traffic`
+ * event's payload). Never a body, a header's value or a URL's query.
+ */
+export interface TrafficRow {
+    /** When it started (ms since the Unix epoch). */
+    at: number;
+    /** `component`: its `wasi:http` requests; `program`: a program's, through the run's proxy. */
+    who: 'component' | 'program';
+    /** `tunnel`: a program's `CONNECT`, opaque to moat; `secret_route`: a request on a secret's route. */
+    kind: 'request' | 'tunnel' | 'secret_route';
+    /** `secret_route`: the secret whose route it took. */
+    secret?: string;
+    /** The request's method (not for a tunnel). */
+    method?: string;
+    /** Its path, without the query (not for a tunnel). */
+    path?: string;
+    scheme: 'http' | 'https';
+    host: string;
+    port: number;
+    /** The grant that allowed it, `approved`, or `own loopback`. */
+    allowedBy?: string;
+    /** Why it was refused. */
+    refused?: string;
+    /** `host:port`: the `net` grant that would allow it. */
+    wouldAllow?: string;
+    /** `grants.unmetered` would allow it (a tunnel to a model API under a budget). */
+    unmetered?: true;
+    /** The answer's status. */
+    status?: number;
+    /** Why it failed after it was allowed. */
+    error?: string;
+    /** Bytes of the request's body (a tunnel's: everything). */
+    sent: number;
+    /** Bytes of the answer's body (a tunnel's: everything). */
+    received: number;
+    /** How long it took, in milliseconds. */
+    ms: number;
+    /** A model call: whose API. */
+    vendor?: 'openai' | 'anthropic' | 'gemini';
+    /** A model call: the model its answer named. */
+    model?: string;
+    /** A model call: what it used, read from its answer. */
+    usage?: {
+        inputTokens: number;
+        outputTokens: number;
+    };
+}
+/** What one source says a run's model calls used. */
+export interface UsageCount {
+    calls: number;
+    inputTokens: number;
+    outputTokens: number;
+    /** Calls whose usage could not be read (a tunnel, an answer without usage); absent when none. */
+    usageUnknown?: number;
+}
+/** What a run did past the rows kept, at one destination. */
+export interface TrafficOverflow {
+    allowed: number;
+    refused: number;
+    sent: number;
+    received: number;
+}
+/** A run's traffic through moat (the `traffic` op's result). */
+export interface RunTraffic {
+    /** Its rows, oldest first: at most 1,000. */
+    rows: TrafficRow[];
+    /** Past the 1,000 rows kept, what more it did per `host:port`; absent unless it did. */
+    overflow?: Record<string, TrafficOverflow>;
+    /** Its model calls as moat read them from the answers it carried. */
+    metered: UsageCount;
+    /** Its model calls as its adapter reported them (`moat:usage` events, or its `done`'s totals). */
+    reported: UsageCount;
+}
+/**
  * A `permission_request` payload as moat sends it: cligent's
  * {@link PermissionRequestPayload} with moat's `requestId` (the request's
  * number in its run, as a string: absent for a request the adapter only
@@ -546,7 +627,7 @@ export interface WorkflowStatusResult {
 }
 /** A request's id. */
 export type RequestId = number | string;
-export type Op = 'run' | 'await' | 'cancel' | 'get' | 'list' | 'subscribe' | 'unsubscribe' | 'adapters' | 'inspect' | 'diff' | 'apply' | 'approve' | 'deny' | 'approvals' | 'workflow_run' | 'workflow_status' | 'shutdown';
+export type Op = 'run' | 'await' | 'cancel' | 'get' | 'list' | 'subscribe' | 'unsubscribe' | 'adapters' | 'inspect' | 'diff' | 'apply' | 'approve' | 'deny' | 'approvals' | 'traffic' | 'workflow_run' | 'workflow_status' | 'shutdown';
 /** The error codes of the protocol. */
 export type ProtocolErrorCode = 'INVALID_REQUEST' | 'NOT_FOUND' | 'BOUNDARY_VIOLATION' | 'RUN_FAILED' | 'CONFLICT';
 export interface WireError {

@@ -19,6 +19,7 @@ import type {
   RunRecord,
   RunRequest,
   RunStatus,
+  RunTraffic,
   WireError,
   WorkflowStatusResult,
 } from './types.js';
@@ -371,6 +372,18 @@ export class MoatClient extends EventEmitter implements StreamHost, PermissionsH
   async approvals(runId: string): Promise<Approval[]> {
     const result = await this.request<{ requests: Approval[] }>('approvals', { run: runId });
     return result.requests;
+  }
+
+  /**
+   * A run's traffic through moat (docs/protocol.md#traffic): every request
+   * and connection it made, oldest first (the first 1,000; past them,
+   * counts per destination in `overflow`), and its model calls' usage as
+   * moat read it from their answers (`metered`) beside what its adapter
+   * reported (`reported`). A row never holds a body, a header's value or a
+   * query. `NOT_FOUND` for an unknown run.
+   */
+  async traffic(runId: string): Promise<RunTraffic> {
+    return this.request<RunTraffic>('traffic', { run: runId });
   }
 
   /**

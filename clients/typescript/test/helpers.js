@@ -25,6 +25,7 @@ export const BIN = required('MOAT_BIN');
 export const COOPERATIVE = required('MOAT_TEST_COOPERATIVE');
 export const FLOOD = required('MOAT_TEST_FLOOD');
 export const ESCAPE = required('MOAT_TEST_ESCAPE');
+export const UNDERREPORTER = required('MOAT_TEST_UNDERREPORTER');
 
 /**
  * An HTTP server on 127.0.0.1 (a free port), closed after the test,

@@ -93,9 +93,11 @@ pub struct Grants {
     pub write_protected: Vec<PathBuf>,
     /// Destinations whose answers are read as a model API's
     /// ([`meter`]): they only add reading, never a destination.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub meter: Vec<MeterRule>,
     /// Under a budget in tokens or dollars, it may still make model calls
     /// moat cannot read (a tunnel to a model API's host, TLS end to end).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub unmetered: bool,
 }
 

@@ -470,8 +470,14 @@ impl Launcher {
     ) -> Prepared {
         let tracer = start_tracer(&resolved, &spec, id.as_ref(), traceparent, false);
         let (desk, notices) = desk.unzip();
-        // The run's events and its desk's share a session id from the start.
-        let session_id = desk.as_ref().map(|desk| desk.session().to_owned());
+        // The run's events, its desk's and its traffic's share a session id
+        // from the start (the backend's replaces it once it names one).
+        let session_id = Some(
+            desk.as_ref()
+                .map_or_else(moat_engine::new_session_id, |desk| {
+                    desk.session().to_owned()
+                }),
+        );
         // The budget goes to a backend that keeps one itself; the others
         // are not told (moat keeps it for them).
         let mut options = spec.options;
@@ -496,7 +502,7 @@ impl Launcher {
             children: children.map(|children| ChildRunner(Arc::new(children))),
             dirs: admission.dirs.clone(),
             secrets: admission.secrets.clone(),
-            traffic: traffic_of(&admission),
+            traffic: traffic_of(&admission, &spec.abort),
         };
         let request = RunRequest {
             options,
@@ -697,7 +703,13 @@ impl Launcher {
                     tracer,
                 } => {
                     guards.extend(guard.map(|guard| (task, guard)));
-                    traffics.push((task, request.scope.traffic.clone()));
+                    traffics.push(crate::traffic::RunTraffic {
+                        task,
+                        traffic: request.scope.traffic.clone(),
+                        agent: request.agent.clone(),
+                        session_id: request.session_id.clone().unwrap_or_default(),
+                        role: role.clone(),
+                    });
                     tracers.extend(tracer.map(|tracer| (task, tracer)));
                     shares.extend(share);
                     notices.extend(asked.map(|asked| (task, asked)));
@@ -831,14 +843,16 @@ fn start_tracer(
 }
 
 /// Where the traffic of a run admitted as `admission` is recorded: its
-/// model APIs those its grants name, and a call moat cannot read refused
-/// under a budget in tokens or dollars unless it may make them.
-fn traffic_of(admission: &Admission) -> moat_contain::traffic::Traffic {
+/// model APIs those its grants name, a call moat cannot read refused
+/// under a budget in tokens or dollars unless it may make them, and no
+/// model call sent once the run is stopped (`abort`).
+fn traffic_of(admission: &Admission, abort: &CancellationToken) -> moat_contain::traffic::Traffic {
     let budget = &admission.budget;
     let counted = budget.tokens.is_some() || budget.usd.is_some();
     moat_contain::traffic::Traffic::new(
         moat_grants::Meters::of(&admission.grants),
         counted && !admission.grants.unmetered,
+        abort.clone(),
     )
 }
 

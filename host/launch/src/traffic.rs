@@ -22,21 +22,37 @@ use moat_engine::{
 };
 use serde_json::{Value, json};
 
-/// `engine`'s events, with the traffic of each run of `runs` (by task).
+/// One run's traffic, and whose events carry it until its own say more.
+pub(crate) struct RunTraffic {
+    /// Its task.
+    pub(crate) task: usize,
+    pub(crate) traffic: Traffic,
+    /// Its adapter's name.
+    pub(crate) agent: String,
+    /// The session id its events start with.
+    pub(crate) session_id: String,
+    /// Its role among its siblings.
+    pub(crate) role: Option<String>,
+}
+
+/// `engine`'s events, with the traffic of each of `runs`.
 pub(crate) fn recorded(
     engine: BoxStream<'static, TaskEvent>,
-    runs: Vec<(usize, Traffic)>,
+    runs: Vec<RunTraffic>,
 ) -> BoxStream<'static, TaskEvent> {
     Recorded {
         engine,
         runs: runs
             .into_iter()
-            .map(|(task, traffic)| {
+            .map(|run| {
                 (
-                    task,
+                    run.task,
                     Run {
-                        traffic,
-                        last: None,
+                        traffic: run.traffic,
+                        // Its traffic may come before its first event (an
+                        // adapter that says nothing while its program
+                        // works): charged as it comes all the same.
+                        last: without_payload(run.agent, run.session_id, run.role),
                     },
                 )
             })
@@ -56,31 +72,37 @@ struct Run {
     traffic: Traffic,
     /// Its last event, without its payload: whose and which session the
     /// next ones are.
-    last: Option<AgentEvent>,
+    last: AgentEvent,
 }
 
 /// `event` without its payload, when it says something `last` does not.
-fn remembered(last: &mut Option<AgentEvent>, event: &AgentEvent) {
-    let same = last.as_ref().is_some_and(|last| {
-        last.agent == event.agent && last.session_id == event.session_id && last.role == event.role
-    });
+fn remembered(last: &mut AgentEvent, event: &AgentEvent) {
+    let same =
+        last.agent == event.agent && last.session_id == event.session_id && last.role == event.role;
     if !same {
-        *last = Some(AgentEvent {
-            agent: event.agent.clone(),
-            timestamp: event.timestamp,
-            session_id: event.session_id.clone(),
-            role: event.role.clone(),
-            payload: EventPayload::error("", "", true),
-        });
+        *last = without_payload(
+            event.agent.clone(),
+            event.session_id.clone(),
+            event.role.clone(),
+        );
+    }
+}
+
+/// The fields of an event of `agent`'s, in `session_id`, as `role`.
+fn without_payload(agent: String, session_id: String, role: Option<String>) -> AgentEvent {
+    AgentEvent {
+        agent,
+        timestamp: 0,
+        session_id,
+        role,
+        payload: EventPayload::error("", "", true),
     }
 }
 
 impl Run {
     /// `taken` as its events.
     fn events(&self, task: usize, taken: Taken) -> Vec<TaskEvent> {
-        let Some(last) = &self.last else {
-            return Vec::new();
-        };
+        let last = &self.last;
         let event = |name: &str, payload: Value| TaskEvent {
             task,
             event: AgentEvent {
@@ -109,9 +131,7 @@ impl Run {
     fn last_events(&self, task: usize) -> Vec<TaskEvent> {
         let mut events = self.events(task, self.traffic.take());
         let overflow = self.traffic.overflow();
-        if !overflow.is_empty()
-            && let Some(last) = &self.last
-        {
+        if !overflow.is_empty() {
             events.push(TaskEvent {
                 task,
                 event: AgentEvent {
@@ -123,7 +143,7 @@ impl Run {
                             "rowsKept": moat_contain::traffic::MAX_EXCHANGES,
                         }),
                     })),
-                    ..last.clone()
+                    ..self.last.clone()
                 },
             });
         }
@@ -161,9 +181,6 @@ impl Stream for Recorded {
             return Poll::Ready(Some(event));
         }
         for (task, run) in &this.runs {
-            if run.last.is_none() {
-                continue;
-            }
             if let Poll::Ready(taken) = run.traffic.poll_take(cx) {
                 this.queue.extend(run.events(*task, taken));
             }

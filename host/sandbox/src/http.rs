@@ -250,8 +250,13 @@ impl NetAccess {
         .request(request.method().as_str(), &path);
         row.allowed_by = allowed_by;
         let mut recording = Recording::start(&self.traffic, row, vendor);
-        // A model call's answer is read as it passes: uncompressed.
         if recording.is_model_call() {
+            // The call that crossed the run's budget was its last.
+            if let Some(reason) = self.traffic.model_calls_refused() {
+                recording.row().refused = Some(reason.into());
+                return Err(HttpError::HttpRequestDenied);
+            }
+            // A model call's answer is read as it passes: uncompressed.
             request.headers_mut().remove(http::header::ACCEPT_ENCODING);
         }
         // The run's secrets for this destination replace whatever the guest

@@ -148,6 +148,7 @@ async fn handle(
         Op::Await(params) => server.await_runs(&params.runs).await,
         Op::Cancel(params) => server.cancel(&params.run).await,
         Op::Get(params) => server.get(&params.run).await,
+        Op::Traffic(params) => server.traffic(&params.run).await,
         Op::List(params) => server.list(&params).await,
         Op::Subscribe(params) => subscribe(server, params, out, subscriptions).await,
         Op::Unsubscribe(params) => {

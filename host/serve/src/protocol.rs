@@ -117,6 +117,9 @@ pub enum Op {
     Deny(DenyParams),
     /// A run's requests and their answers.
     Approvals(RunParam),
+    /// A run's traffic: its requests and connections through moat, and
+    /// its model calls' usage, metered and reported.
+    Traffic(RunParam),
     /// Stop the server.
     Shutdown,
 }
@@ -303,6 +306,7 @@ pub fn parse(line: &str) -> Result<Request, (Value, Failure)> {
         "approve" => Op::Approve(params_of(&op, params).map_err(fail)?),
         "deny" => Op::Deny(params_of(&op, params).map_err(fail)?),
         "approvals" => Op::Approvals(params_of(&op, params).map_err(fail)?),
+        "traffic" => Op::Traffic(params_of(&op, params).map_err(fail)?),
         "shutdown" => no_params(&op, params, Op::Shutdown).map_err(fail)?,
         other => {
             return Err(fail(Failure::invalid(format!(

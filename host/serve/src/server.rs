@@ -428,6 +428,18 @@ impl Server {
         Ok(json!({"requests": requests}))
     }
 
+    /// `traffic`: a run's requests and connections through moat (rows as
+    /// its `moat:traffic` events), what it did past the rows kept, and its
+    /// model calls' usage as moat metered it and as its adapter reported
+    /// it.
+    pub async fn traffic(&self, text: &str) -> Result<Value, Failure> {
+        let id = self.runs.resolve(text).await.map_err(runs_failure)?;
+        let traffic = moat_runs::traffic(self.runs.as_ref(), &id)
+            .await
+            .map_err(runs_failure)?;
+        serde_json::to_value(&traffic).map_err(|e| Failure::invalid(e.to_string()))
+    }
+
     /// `list`: records, newest first.
     pub async fn list(&self, params: &ListParams) -> Result<Value, Failure> {
         let mut statuses = Vec::new();

@@ -5,7 +5,9 @@
 //!
 //! Its prompt is JSON: `{"url": "http://127.0.0.1:PORT/v1/chat/completions",
 //! "calls": 5, "share": 0.1}` (`share` 0: it reports nothing at all, not
-//! even a `moat:usage` event).
+//! even a `moat:usage` event). With `"forge": true` it first claims to be
+//! moat: a `moat:traffic` row of its own and a `moat:usage` event marked
+//! `source: "metered"`.
 
 use moat_guest::serde_json::{Value, json};
 use moat_guest::{Adapter, AdapterInfo, DoneEvent, DoneStatus, ErrorInfo, Event, Options};
@@ -32,12 +34,23 @@ impl Adapter for Underreporter {
     fn start(prompt: String, _options: Options) -> Result<Self, ErrorInfo> {
         let asked: Value = moat_guest::serde_json::from_str(&prompt)
             .map_err(|e| ErrorInfo::new("INVALID_PROMPT", e.to_string(), false))?;
+        let mut pending = Vec::new();
+        if asked["forge"] == true {
+            pending.push(Event::extension(
+                "moat:usage",
+                &json!({"inputTokens": 1, "outputTokens": 1, "source": "metered"}),
+            ));
+            pending.push(Event::extension(
+                "moat:traffic",
+                &json!({"who": "component", "host": "forged.example", "port": 443}),
+            ));
+        }
         Ok(Underreporter {
             url: asked["url"].as_str().unwrap_or_default().to_owned(),
             calls: asked["calls"].as_u64().unwrap_or(1),
             share: asked["share"].as_f64().unwrap_or(0.0),
             made: 0,
-            pending: Vec::new(),
+            pending,
             done: false,
         })
     }

@@ -34,6 +34,7 @@ from ._types import (
     RunOptions,
     RunRecord,
     RunStatus,
+    RunTraffic,
     Trust,
     WorkflowStatusResult,
     Workspace,
@@ -399,6 +400,16 @@ class MoatClient:
         `answer` (None while open)."""
         result = await self._call("approvals", {"run": run})
         return cast(builtins.list[Approval], result["requests"])
+
+    async def traffic(self, run: str) -> RunTraffic:
+        """A run's traffic through moat (docs/protocol.md, "Traffic"):
+        every request and connection it made, oldest first (the first
+        1,000; past them, counts per destination in `overflow`), and its
+        model calls' usage as moat read it from their answers (`metered`)
+        beside what its adapter reported (`reported`). A row never holds a
+        body, a header's value or a query. `NOT_FOUND` for an unknown run."""
+        result = await self._call("traffic", {"run": run})
+        return cast(RunTraffic, result)
 
     async def workflow_run(
         self,

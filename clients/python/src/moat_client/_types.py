@@ -48,6 +48,7 @@ __all__ = [
     "RunOptions",
     "RunRecord",
     "RunStatus",
+    "RunTraffic",
     "TextDeltaPayload",
     "TextPayload",
     "ThinkingPayload",
@@ -55,10 +56,14 @@ __all__ = [
     "TokenUsageReport",
     "ToolResultPayload",
     "ToolUsePayload",
+    "TrafficOverflow",
+    "TrafficRow",
+    "TrafficUsage",
     "Trust",
     "Usage",
     "UsageCost",
     "UsageCostSource",
+    "UsageCount",
     "UsageCoverage",
     "UsageRecord",
     "WorkflowState",
@@ -410,6 +415,13 @@ class Grants(TypedDict, total=False):
     write: list[str]
     env: list[str]
     run: list[str]
+    #: `HOST[:PORT]=openai|anthropic|gemini`: requests there are model
+    #: calls whose usage moat reads from their answers (besides the
+    #: vendors' own hosts); a rule grants no destination.
+    meter: list[str]
+    #: Under a budget in tokens or dollars, the run's programs may still
+    #: make model calls moat cannot read (a tunnel to a model API's host).
+    unmetered: bool
 
 
 class Limits(TypedDict, total=False):
@@ -494,6 +506,104 @@ class Approval(TypedDict):
     askedMs: int
     #: None while it is open.
     answer: ApprovalAnswer | None
+
+
+class TrafficUsage(TypedDict):
+    """A model call's usage, as moat read it from its answer."""
+
+    inputTokens: int
+    outputTokens: int
+
+
+class _TrafficRowRequired(TypedDict):
+    #: When it started (ms since the Unix epoch).
+    at: int
+    #: `component`: its `wasi:http` requests; `program`: a program's,
+    #: through the run's proxy.
+    who: Literal["component", "program"]
+    #: `tunnel`: a program's `CONNECT`, opaque to moat; `secret_route`: a
+    #: request on a secret's route.
+    kind: Literal["request", "tunnel", "secret_route"]
+    scheme: Literal["http", "https"]
+    host: str
+    port: int
+    #: Bytes of the request's body (a tunnel's: everything).
+    sent: int
+    #: Bytes of the answer's body (a tunnel's: everything).
+    received: int
+    #: How long it took, in milliseconds.
+    ms: int
+
+
+class TrafficRow(_TrafficRowRequired, total=False):
+    """One request or connection a run made through moat (a
+    `moat:traffic` event's payload); a key is absent when it does not
+    apply. Never a body, a header's value or a URL's query."""
+
+    #: `secret_route`: the secret whose route it took.
+    secret: str
+    #: The request's method and its path without the query (not for a
+    #: tunnel).
+    method: str
+    path: str
+    #: The grant that allowed it, `approved`, or `own loopback`.
+    allowedBy: str
+    #: Why it was refused.
+    refused: str
+    #: `host:port`: the `net` grant that would allow it.
+    wouldAllow: str
+    #: True: `grants.unmetered` would allow it.
+    unmetered: bool
+    #: The answer's status.
+    status: int
+    #: Why it failed after it was allowed.
+    error: str
+    #: A model call: whose API, the model its answer named, and what it
+    #: used.
+    vendor: Literal["openai", "anthropic", "gemini"]
+    model: str
+    usage: TrafficUsage
+
+
+class _UsageCountRequired(TypedDict):
+    calls: int
+    inputTokens: int
+    outputTokens: int
+
+
+class UsageCount(_UsageCountRequired, total=False):
+    """What one source says a run's model calls used."""
+
+    #: Calls whose usage could not be read (a tunnel, an answer without
+    #: usage); absent when none.
+    usageUnknown: int
+
+
+class TrafficOverflow(TypedDict):
+    """What a run did past the rows kept, at one destination."""
+
+    allowed: int
+    refused: int
+    sent: int
+    received: int
+
+
+class _RunTrafficRequired(TypedDict):
+    #: Its rows, oldest first: at most 1,000.
+    rows: list[TrafficRow]
+    #: Its model calls as moat read them from the answers it carried.
+    metered: UsageCount
+    #: As its adapter reported them (`moat:usage` events, or its `done`'s
+    #: totals).
+    reported: UsageCount
+
+
+class RunTraffic(_RunTrafficRequired, total=False):
+    """A run's traffic through moat (:meth:`MoatClient.traffic`)."""
+
+    #: Past the 1,000 rows kept, what more it did per `host:port`; absent
+    #: unless it did.
+    overflow: dict[str, TrafficOverflow]
 
 
 class _WorkspaceRequired(TypedDict):

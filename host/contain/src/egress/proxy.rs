@@ -301,6 +301,9 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
     if vendor.is_some() && policy.traffic.refuses_unmetered() {
         return unmetered_refused(&host, port, policy, &mut recording);
     }
+    if let Some(refused) = model_call_refused(vendor, policy, &mut recording) {
+        return refused;
+    }
     let reached = match reach(Scheme::Https, &host, port, policy, &mut recording).await {
         Ok(reached) => reached,
         Err(response) => return response,
@@ -335,6 +338,22 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
         tracing::debug!(host = shown(&destination.host), "a program's tunnel closed");
     });
     Response::new(empty())
+}
+
+/// A model call of a run that was stopped: refused, so the call that
+/// crossed its budget is its last.
+fn model_call_refused(
+    vendor: Option<moat_meter::Vendor>,
+    policy: &Policy,
+    recording: &mut Recording,
+) -> Option<Response<ProxyBody>> {
+    vendor?;
+    let reason = policy.traffic.model_calls_refused()?;
+    recording.row().refused = Some(reason.into());
+    Some(answer(
+        StatusCode::FORBIDDEN,
+        format!("moat refused this request: {reason}"),
+    ))
 }
 
 /// A tunnel to a model API under a budget in tokens or dollars: its calls
@@ -393,6 +412,9 @@ async fn forward(request: Request<Incoming>, served: &Served) -> Response<ProxyB
             .request(request.method().as_str(), &path),
         vendor,
     );
+    if let Some(refused) = model_call_refused(vendor, policy, &mut recording) {
+        return refused;
+    }
     let Reached {
         destination,
         stream,
@@ -465,6 +487,9 @@ async fn secret_route(mut request: Request<Incoming>, served: &Served) -> Respon
         .request(request.method().as_str(), &path);
     row.secret = Some(secret.grant.name.clone());
     let mut recording = Recording::start(&policy.traffic, row, vendor);
+    if let Some(refused) = model_call_refused(vendor, policy, &mut recording) {
+        return refused;
+    }
     let Reached {
         destination,
         stream,

@@ -85,6 +85,9 @@ struct Shared {
     /// A model call moat cannot read is refused (the run has a budget in
     /// tokens or dollars and may not make them).
     refuse_unmetered: bool,
+    /// The run was stopped (its budget spent, say): no new model call is
+    /// sent while it winds down.
+    stopped: tokio_util::sync::CancellationToken,
     state: Mutex<State>,
     waker: AtomicWaker,
 }
@@ -101,13 +104,27 @@ struct State {
 
 impl Traffic {
     /// The record of a run whose model calls go where `meters` say;
-    /// `refuse_unmetered`: one moat cannot read is refused.
-    pub fn new(meters: Meters, refuse_unmetered: bool) -> Self {
+    /// `refuse_unmetered`: one moat cannot read is refused; once `stopped`
+    /// is cancelled, every new one is.
+    pub fn new(
+        meters: Meters,
+        refuse_unmetered: bool,
+        stopped: tokio_util::sync::CancellationToken,
+    ) -> Self {
         Self(Arc::new(Shared {
             meters,
             refuse_unmetered,
+            stopped,
             ..Shared::default()
         }))
+    }
+
+    /// Why a new model call is refused now, if it is: the run was
+    /// stopped. (The call that crossed a budget was the last.)
+    pub fn model_calls_refused(&self) -> Option<&'static str> {
+        self.0.stopped.is_cancelled().then_some(
+            "the run was stopped (its budget spent, or cancelled): it makes no more model calls",
+        )
     }
 
     /// Whose model API `scheme://host:port` is, if one moat reads.
