@@ -350,6 +350,7 @@ fn the_real_clis_run_through_moat_against_the_loopback_stub() {
             check_permission_prompts_through_moat(cli, &program, scratch.path());
         }
         check_nothing_planted_persists(cli, &program, scratch.path());
+        check_metered(cli, &program, scratch.path());
         eprintln!("{}: ok", cli.adapter);
     }
     check_llm_agent_with_the_filesystem_server(&bin.join("mcp-server-filesystem"), scratch.path());
@@ -841,6 +842,20 @@ fn moat_run(
     work: &Path,
     more: &[&str],
 ) -> Vec<AgentEvent> {
+    moat_run_with(cli, program, stub, env, work, more, &|_| {})
+}
+
+/// [`moat_run`], its command first given to `prepare` (an environment of
+/// the test's own).
+fn moat_run_with(
+    cli: &Cli,
+    program: &Path,
+    stub: &StubServer,
+    env: &[String],
+    work: &Path,
+    more: &[&str],
+    prepare: &dyn Fn(&mut std::process::Command),
+) -> Vec<AgentEvent> {
     let stub_address = stub.base_url().trim_start_matches("http://").to_owned();
     let mut command = crate::cli::common::moat();
     command
@@ -867,6 +882,7 @@ fn moat_run(
     if cli.program == "claude" {
         command.arg("--allowed-tools=Bash");
     }
+    prepare(&mut command);
     let output = command.output().unwrap();
     crate::cli::common::events(&output)
 }
@@ -967,4 +983,141 @@ fn check_nothing_planted_persists(cli: &Cli, program: &Path, scratch: &Path) {
     );
     succeeded(cli, &resumed, " resumed");
     assert_eq!(std::fs::read(config(cli)).ok(), before, "{}", cli.adapter);
+}
+
+/// Issue 52: the CLI's model calls, through its secret's route (or its
+/// own base URL pointed at the secret's destination), are read by moat's
+/// meter as their answers pass. Each is a `moat:usage` event of the
+/// meter's and a row of `moat show --net` with its usage (never a header's
+/// value or a body), beside the refused request its shell tool makes; and
+/// under `--max-tokens` below one call's usage the run is stopped by the
+/// meter after its first call — where the same run without a budget makes
+/// its second (after the tool) — not at its end.
+fn check_metered(cli: &Cli, program: &Path, scratch: &Path) {
+    let home = tempfile::tempdir_in(scratch).unwrap();
+    let home = std::fs::canonicalize(home.keep()).unwrap();
+    let work = home.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let (_dir, secrets, store) = crate::secrets::scratch();
+    let key = match cli.program {
+        "claude" => "ANTHROPIC_API_KEY",
+        "gemini" => "GEMINI_API_KEY",
+        _ => "OPENAI_API_KEY",
+    };
+    crate::secrets::set_secret(&secrets, &store, key, &[]);
+    let refused_probe =
+        "curl -s -o /dev/null -m 5 -w 'probe=%{http_code}' http://example.invalid/moat-probe";
+    let run = |budget: &[&str]| {
+        let stub = StubServer::start(
+            "127.0.0.1:0",
+            StubConfig::new(Scenario::ToolUse).with_tool_command(refused_probe),
+        )
+        .unwrap();
+        let env = offline(cli, &stub.base_url(), &home);
+        let address = stub.base_url().trim_start_matches("http://").to_owned();
+        let mut more = vec![format!("--secret={key}@http://{address}")];
+        more.extend(budget.iter().map(|flag| (*flag).to_owned()));
+        let more: Vec<&str> = more.iter().map(String::as_str).collect();
+        let events = moat_run_with(cli, program, &stub, &env, &work, &more, &|command| {
+            command
+                .env("MOAT_SECRETS", &secrets)
+                .env("MOAT_STORE", &store);
+        });
+        let calls = stub
+            .requests()
+            .into_iter()
+            .filter(|r| r.api == cli.api)
+            .count();
+        (events, calls)
+    };
+    let extensions = |events: &[AgentEvent], name: &str| -> Vec<serde_json::Value> {
+        events
+            .iter()
+            .filter_map(|event| match &event.payload {
+                moat_engine::EventPayload::Extension(e) if e.name == name => {
+                    Some(e.payload.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+
+    // No budget: every call metered, one event each.
+    let (events, calls) = run(&[]);
+    succeeded(cli, &events, " metered");
+    assert!(
+        calls >= 2,
+        "{}: the call after the tool: {calls}",
+        cli.adapter
+    );
+    let metered: Vec<_> = extensions(&events, moat_engine::USAGE_EVENT)
+        .into_iter()
+        .filter(|usage| usage["source"] == "metered")
+        .collect();
+    assert_eq!(metered.len(), calls, "{}: {metered:?}", cli.adapter);
+    assert!(
+        metered
+            .iter()
+            .all(|usage| usage["vendor"] == cli.api && usage["inputTokens"].as_u64() > Some(0)),
+        "{}: {metered:?}",
+        cli.adapter
+    );
+    let rows = extensions(&events, moat_engine::TRAFFIC_EVENT);
+    assert!(
+        rows.iter().any(|row| row["refused"].is_string()
+            && row["host"] == "example.invalid"
+            && row["wouldAllow"] == "example.invalid:80"),
+        "{}: {rows:?}",
+        cli.adapter
+    );
+    let table = String::from_utf8(
+        crate::cli::common::moat()
+            .env("MOAT_STORE", &store)
+            .args(["show", "@last", "--net"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        table.contains(&format!("[{} ", cli.api))
+            && table.contains("REFUSED")
+            && table.contains("--allow-net=example.invalid:80")
+            && table.contains("as moat read them"),
+        "{}: {table}",
+        cli.adapter
+    );
+    let recorded = format!("{table}{}", serde_json::to_string(&rows).unwrap());
+    for never in [
+        crate::secrets::VALUE,
+        "moat-offline",
+        "sk-ant-moat-offline",
+        "moat-tool-use",
+        "x-api-key",
+        "Bearer",
+    ] {
+        assert!(
+            !recorded.contains(never),
+            "{}: {never} in {recorded}",
+            cli.adapter
+        );
+    }
+
+    // A budget below one call's usage: the first call crosses it and the
+    // run is stopped there.
+    let (events, calls) = run(&["--max-tokens=10"]);
+    assert_eq!(
+        single_done(&events).status,
+        DoneStatus::MaxBudget,
+        "{}: {}",
+        cli.adapter,
+        describe(&events)
+    );
+    assert_eq!(calls, 1, "{}: stopped after its first call", cli.adapter);
+    assert!(
+        error_codes(&events).contains(&"BUDGET_EXCEEDED".to_owned()),
+        "{}: {}",
+        cli.adapter,
+        describe(&events)
+    );
 }
