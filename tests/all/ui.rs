@@ -4,7 +4,9 @@
 //! run` / `moat workflow run` processes: the runs page live, a flood's
 //! events on a run's page, cancel from the page, the example pipeline's
 //! DAG, the token and origin checks, and the runs of a cluster (one
-//! nats-server, one worker). Its screenshots go to
+//! nats-server, one worker); and a run's Network tab
+//! (host/ui/web/test/traffic.mjs) after real model calls through a
+//! loopback stand-in, one refused. Their screenshots go to
 //! target/ui-screenshots/, and with `MOAT_UPDATE_SCREENSHOTS=1` to
 //! docs/images/ui-*.png (docs/observability.md): a test run leaves the
 //! checkout as it was.
@@ -13,22 +15,25 @@
 //! host/ui/web) and sets `MOAT_REQUIRE_CLIENTS=1`: then a missing
 //! chromium or package fails the test instead of skipping it.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use moat_testkit::components::{ESCAPE, FLOOD, SLEEPY, TOOL_USER};
+use moat_testkit::components::{ESCAPE, FLOOD, SLEEPY, TOOL_USER, UNDERREPORTER};
+use moat_testkit::llm_server::{LlmServer, Reply};
+use serde_json::Value;
 
-use crate::cli::common::moat;
+use crate::cli::common::{moat, moat_in, ok_in};
 
-#[test]
-fn the_pages_work_in_chromium_against_the_real_binary() {
-    let root = moat_testkit::repo_root();
-    let web = root.join("host/ui/web");
+/// The browser to drive, when it and the suite's packages are installed;
+/// `None` (the test skipped) when they are not, unless
+/// `MOAT_REQUIRE_CLIENTS=1` (then the test fails).
+fn chromium(web: &Path) -> Option<String> {
     let chromium =
         std::env::var("MOAT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
     let missing = if !web.join("node_modules/playwright-core").exists() {
         Some("npm ci --prefix host/ui/web (scripts/test does it)")
-    } else if !std::path::Path::new(&chromium).exists() {
+    } else if !Path::new(&chromium).exists() {
         Some("apt-get install chromium (.ci/run does it)")
     } else {
         None
@@ -39,15 +44,45 @@ fn the_pages_work_in_chromium_against_the_real_binary() {
             "the browser suite's tools are not installed: {install}"
         );
         eprintln!("skipped: the browser suite's tools are not installed ({install})");
-        return;
+        return None;
     }
-    let store = tempfile::tempdir().unwrap();
+    Some(chromium)
+}
+
+/// Where screenshots go: docs/images with `MOAT_UPDATE_SCREENSHOTS=1`,
+/// else target/ui-screenshots (a test run leaves the checkout as it was).
+fn screenshots(root: &Path) -> PathBuf {
     let shots = if std::env::var("MOAT_UPDATE_SCREENSHOTS").as_deref() == Ok("1") {
         root.join("docs/images")
     } else {
         root.join("target/ui-screenshots")
     };
     std::fs::create_dir_all(&shots).unwrap();
+    shots
+}
+
+/// `node`, with the environment of `template` (a moat of the tests), so
+/// every moat it starts has it too.
+fn node_like(template: &Command) -> Command {
+    let mut node = Command::new("node");
+    for (key, value) in template.get_envs() {
+        match value {
+            Some(value) => node.env(key, value),
+            None => node.env_remove(key),
+        };
+    }
+    node
+}
+
+#[test]
+fn the_pages_work_in_chromium_against_the_real_binary() {
+    let root = moat_testkit::repo_root();
+    let web = root.join("host/ui/web");
+    let Some(chromium) = chromium(&web) else {
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let shots = screenshots(&root);
     // The cluster's part: one nats-server and one worker, when there is
     // a nats-server (the cluster's tests require it under
     // MOAT_REQUIRE_NATS).
@@ -59,14 +94,7 @@ fn the_pages_work_in_chromium_against_the_real_binary() {
     );
     // Every moat the suite starts has the environment of the tests' moat,
     // with a store of its own.
-    let template = moat();
-    let mut node = Command::new("node");
-    for (key, value) in template.get_envs() {
-        match value {
-            Some(value) => node.env(key, value),
-            None => node.env_remove(key),
-        };
-    }
+    let mut node = node_like(&moat());
     node.args([
         "--test",
         "--test-reporter=spec",
@@ -151,4 +179,119 @@ fn the_pages_work_in_chromium_against_the_real_binary() {
         let size = std::fs::metadata(shots.join(name)).map_or(0, |m| m.len());
         assert!(size > 10_000, "{name}: {size} bytes");
     }
+}
+
+/// What the stand-in answers every model call with: 1,000 tokens in, 100
+/// out.
+const ANSWER: &str = r#"{"id":"x","model":"gpt-test","choices":[{"message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1000,"completion_tokens":100}}"#;
+
+#[test]
+fn a_runs_network_tab_shows_its_requests_metered_and_refused() {
+    let root = moat_testkit::repo_root();
+    let web = root.join("host/ui/web");
+    let Some(chromium) = chromium(&web) else {
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let server = LlmServer::start(Reply::json(ANSWER));
+    let grant = server.grant();
+    let meter = format!("{grant}=openai");
+    // The underreporter makes two calls and reports a tenth of their
+    // usage; only the stand-in is granted and metered.
+    let run = |url: &str| {
+        let prompt = format!(r#"{{"url":"{url}","calls":2,"share":0.1}}"#);
+        moat_in(store.path())
+            .args(["run", UNDERREPORTER, &prompt, "--allow-net", &grant])
+            .args(["--meter", &meter])
+            .output()
+            .unwrap()
+    };
+    let called = format!("{}/v1/chat/completions", server.url());
+    let output = run(&called);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answered = ok_in(store.path(), &["ps", "--all", "-q"])
+        .trim()
+        .to_owned();
+    assert_eq!(server.requests().len(), 2, "two model calls");
+    // A host it was not granted: refused, its call failed, the run too.
+    let output = run("http://127.0.0.1:1/v1/chat/completions");
+    assert!(!output.status.success(), "the refused call fails the run");
+    let listed = ok_in(store.path(), &["ps", "--all", "-q"]);
+    let refused = listed
+        .split_whitespace()
+        .find(|id| *id != answered)
+        .expect("the second run is listed")
+        .to_owned();
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "nothing more reached the stand-in"
+    );
+
+    let shots = screenshots(&root);
+    let output = node_like(&moat_in(store.path()))
+        .arg("test/traffic.mjs")
+        .current_dir(&web)
+        .env("MOAT_BIN", env!("CARGO_BIN_EXE_moat"))
+        .env("MOAT_UI_RUNS", format!("{answered},{refused}"))
+        .env("MOAT_UI_SCREENSHOTS", &shots)
+        .env("CHROMIUM", &chromium)
+        .env_remove("MOAT_NATS")
+        .output()
+        .expect("node runs the page");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let shown: Value = serde_json::from_slice(&output.stdout).expect("the page's figures");
+
+    // The model calls: each row as made, metered; the run's line.
+    let page = &shown[answered.as_str()];
+    assert_eq!(page["hash"], format!("#/run/{answered}/network"), "{page}");
+    let rows = page["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{page}");
+    for row in rows {
+        assert_eq!(row["refused"], "false", "{row}");
+        assert_eq!(row["who"], "component", "{row}");
+        assert_eq!(row["what"], format!("POST {called}"), "{row}");
+        assert_eq!(row["outcome"], "200", "{row}");
+        assert_eq!(row["model"], "openai gpt-test", "{row}");
+        assert_eq!(row["tokens"], "1000 → 100", "{row}");
+        assert_eq!(row["allowedBy"], grant.as_str(), "{row}");
+    }
+    assert_eq!(
+        page["metered"], "metered 2200 tokens in 2 model calls; the adapter reported 220 tokens",
+        "{page}"
+    );
+    // The refused request, with the flag that would allow it; no model
+    // call metered, no line.
+    let page = &shown[refused.as_str()];
+    let rows = page["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{page}");
+    let row = &rows[0];
+    assert_eq!(row["refused"], "true", "{row}");
+    assert_eq!(
+        row["what"], "POST http://127.0.0.1:1/v1/chat/completions",
+        "{row}"
+    );
+    let outcome = row["outcome"].as_str().unwrap();
+    assert!(
+        outcome.starts_with("REFUSED") && outcome.contains("allow with --allow-net=127.0.0.1:1"),
+        "{row}"
+    );
+    assert_eq!(page["metered"], Value::Null, "{page}");
+    // The endpoint: guarded as the others are, its answer the rows.
+    for (id, count) in [(&answered, 2), (&refused, 1)] {
+        let api = &shown[id.as_str()]["api"];
+        assert_eq!(api["withToken"], 200, "{api}");
+        assert_eq!(api["rows"], count, "{api}");
+        assert_eq!(api["withoutToken"], 403, "{api}");
+        assert_eq!(api["otherOrigin"], 403, "{api}");
+    }
+    assert_eq!(shown["missing"], 404, "no such run");
+    assert_eq!(shown["badId"], 400, "not a run id");
+    let size = std::fs::metadata(shots.join("ui-network.png")).map_or(0, |m| m.len());
+    assert!(size > 10_000, "ui-network.png: {size} bytes");
 }

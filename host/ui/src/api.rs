@@ -316,6 +316,26 @@ pub(crate) async fn answer(state: &State, id: &str, number: &str, body: &[u8]) -
     }
 }
 
+/// `GET /api/runs/ID/traffic`: every request and connection the run
+/// made through moat, allowed or refused, and its model calls' usage as
+/// moat metered it beside what its adapter reported (as `moat show --net
+/// --json`). Its strings come from the run: the page shows them as text.
+pub(crate) async fn traffic(state: &State, id: &str) -> Response<Body> {
+    // The record first: a run that does not exist is a 404, not an empty
+    // table.
+    let (id, _) = match record_of(state, id).await {
+        Ok(found) => found,
+        Err(answer) => return answer,
+    };
+    match moat_runs::traffic(state.runs.as_ref(), &id).await {
+        Ok(traffic) => match serde_json::to_value(&traffic) {
+            Ok(value) => json(StatusCode::OK, &value),
+            Err(error) => text(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
+        },
+        Err(error) => failure(&error),
+    }
+}
+
 /// `GET /api/runs/ID/diff`: the run's workspace diff, as `moat diff`.
 pub(crate) async fn diff(state: &State, id: &str) -> Response<Body> {
     let Some(id) = run_id(id) else {

@@ -67,6 +67,7 @@ async fn respond(state: Arc<State>, request: Request<Incoming>) -> Response<Body
             api::events(&state, id, &query, last_event_id.as_deref()).await
         }
         (&Method::GET, ["api", "runs", id, "diff"]) => api::diff(&state, id).await,
+        (&Method::GET, ["api", "runs", id, "traffic"]) => api::traffic(&state, id).await,
         (&Method::GET, ["api", "runs", id, "workflow"]) => api::workflow(&state, id).await,
         (&Method::POST, ["api", "runs", id, "cancel"]) => api::cancel(&state, id).await,
         (&Method::POST, ["api", "workflows"]) => match read_body(request).await {

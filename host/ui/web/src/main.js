@@ -108,9 +108,11 @@ function useNow(every = 1000) {
 }
 
 function App() {
-  const [page, id] = useRoute();
+  const [page, id, tab = ''] = useRoute();
   let body;
-  if (page === 'run' && id) body = html`<${RunPage} key=${id} id=${id} />`;
+  // Keyed by the run alone: another tab of the same run keeps its live
+  // events.
+  if (page === 'run' && id) body = html`<${RunPage} key=${id} id=${id} tab=${tab === 'network' ? 'network' : 'events'} />`;
   else if (page === 'workflow' && id) body = html`<${WorkflowPage} key=${id} id=${id} />`;
   else body = html`<${RunsPage} />`;
   return html`
@@ -327,7 +329,7 @@ function useRecord(id, every = 1000) {
   return [data, error, () => setAgain((n) => n + 1)];
 }
 
-function RunPage({ id }) {
+function RunPage({ id, tab }) {
   const [data, error, reload] = useRecord(id);
   const events = useEvents(id);
   const [acting, setActing] = useState(null);
@@ -351,21 +353,30 @@ function RunPage({ id }) {
       ${' '}<button id="cancel" class="danger" disabled=${ended || acting}
         onClick=${() => act('cancel', () => post(`runs/${encodeURIComponent(r.id)}/cancel`))}>Cancel</button></p>
     ${error && html`<div class="error-banner">${error}</div>`}
-    <div class="grid">
+    <div class=${tab === 'network' ? 'grid wide' : 'grid'}>
       <section>
         <${Approvals} data=${data} act=${act} acting=${acting} />
+        <${Tabs} id=${r.id} tab=${tab} />
+        ${tab === 'network' ? html`<${Network} id=${r.id} live=${!ended} />` : html`
         <h2>Answer</h2>
         <div id="answer" class="answer">${events.answer || html`<span class="muted">nothing yet</span>`}</div>
         <h2>Events <span class="muted" id="event-count" data-count=${events.count}>${events.count}${events.ended ? '' : ' · live'}</span></h2>
         ${events.error && html`<div class="error-banner">${String(events.error)}</div>`}
         <div class="events">${events.items.map((item, i) => html`<${EventItem} key=${i} item=${item} />`)}</div>
-        ${data.diffAvailable && html`<${Diff} id=${r.id} />`}
+        ${data.diffAvailable && html`<${Diff} id=${r.id} />`}`}
       </section>
       <aside>
         <div class="panel"><h2 style="margin-top:0">Record</h2><${Record} r=${r} /></div>
         <div class="panel" style="margin-top:16px"><h2 style="margin-top:0">Children</h2><${Tree} nodes=${data.children} root /></div>
       </aside>
     </div>`;
+}
+
+// The run's tabs: its answer and events (the default), its network.
+function Tabs({ id, tab }) {
+  const link = (name, label, hash) => html`<a id=${`tab-${name}`} class=${tab === name ? 'active' : ''}
+    href=${`#/run/${id}${hash}`}>${label}</a>`;
+  return html`<nav class="tabs">${link('events', 'Events', '')}${link('network', 'Network', '/network')}</nav>`;
 }
 
 function Approvals({ data, act, acting }) {
@@ -413,6 +424,122 @@ function Diff({ id }) {
     ${diff && !diff.error && diff.diff == null && html`<p class="muted">this run has no workspace</p>`}
     ${diff && diff.diff != null && html`<pre class="diff">${diff.diff === '' ? 'no changes' : diff.diff.split('\n').map((line) => html`<div class=${line.startsWith('@@') ? 'hunk' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : ''}>${line}</div>`)}</pre>
       ${diff.truncated && html`<p class="muted">truncated: \`moat diff ${id}\` shows all of it</p>`}`}`;
+}
+
+// ---- a run's network
+
+// The run's traffic (GET /api/runs/ID/traffic): read again every
+// `every` ms while the run is live, and once more when it has ended (the
+// rows of its last moments).
+function useTraffic(id, live, every = 2000) {
+  const [traffic, setTraffic] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    let stop = false;
+    let timer;
+    const load = async () => {
+      try {
+        const next = await getJson(`runs/${encodeURIComponent(id)}/traffic`);
+        if (stop) return;
+        setTraffic(next);
+        setError(null);
+      } catch (e) {
+        if (!stop) setError(e.message);
+      }
+      if (!stop && live) timer = setTimeout(load, every);
+    };
+    load();
+    return () => { stop = true; clearTimeout(timer); };
+  }, [id, live]);
+  return [traffic, error];
+}
+
+function bytes(n) {
+  if (n == null) return '-';
+  if (n < 1000) return `${n} B`;
+  if (n < 1e6) return `${(n / 1e3).toFixed(1)} kB`;
+  if (n < 1e9) return `${(n / 1e6).toFixed(1)} MB`;
+  return `${(n / 1e9).toFixed(1)} GB`;
+}
+// A row's time of day, to the millisecond (rows are often milliseconds
+// apart).
+function clock(ms) {
+  if (ms == null) return '-';
+  const at = new Date(ms);
+  const two = (n) => String(n).padStart(2, '0');
+  return `${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}.${String(at.getMilliseconds()).padStart(3, '0')}`;
+}
+// What a row asked for: `POST http://host:port/path`, `CONNECT host:port`.
+function asked(row) {
+  const destination = `${row.host}:${row.port}`;
+  if (row.kind === 'tunnel') return `CONNECT ${destination}`;
+  return `${row.method ?? ''} ${row.scheme ?? 'http'}://${destination}${row.path ?? ''}`;
+}
+// What moat read a run's model calls used, beside what its adapter
+// reported (`moat show`'s metered line).
+function spendLine(metered, reported) {
+  const total = (u) => (u.inputTokens || 0) + (u.outputTokens || 0);
+  const unknown = metered.usageUnknown ? ` (${metered.usageUnknown} of unknown usage)` : '';
+  const told = total(reported) === 0 && !reported.calls ? 'nothing' : `${total(reported)} tokens`;
+  return `metered ${total(metered)} tokens in ${plural(metered.calls, 'model call', 'model calls')}${unknown}; the adapter reported ${told}`;
+}
+
+// A refused row's reason and the flag that would have allowed it.
+function Refused({ row }) {
+  const flag = row.unmetered ? '--allow-unmetered' : row.wouldAllow ? `--allow-net=${row.wouldAllow}` : null;
+  return html`<span class="refused"><b>REFUSED</b>: ${row.refused}</span>${' '}
+    ${flag && html`<div class="muted">allow with <code class="flag">${flag}</code></div>`}`;
+}
+
+function TrafficRow({ row }) {
+  let outcome;
+  if (row.refused != null) outcome = html`<${Refused} row=${row} />`;
+  else if (row.error != null) outcome = html`${row.status != null ? `${row.status} ` : ''}<span class="refused">failed: ${row.error}</span>`;
+  else outcome = html`<span class=${row.status >= 400 ? 'refused' : ''}>${row.status ?? '-'}</span>`;
+  const usage = row.usage ? `${row.usage.inputTokens ?? '?'} → ${row.usage.outputTokens ?? '?'}` : row.vendor ? 'unknown' : '';
+  return html`<tr data-kind=${row.kind} data-who=${row.who} data-refused=${row.refused != null ? 'true' : 'false'}>
+    <td class="mono" title=${row.at ? new Date(row.at).toISOString() : ''}>${clock(row.at)}</td>
+    <td>${row.who}${row.pid != null ? ` ${row.pid}` : ''}</td>
+    <td class="mono what" data-col="what">${asked(row)}${row.secret != null && html` <span class="muted">(secret ${row.secret})</span>`}</td>
+    <td data-col="outcome">${outcome}</td>
+    <td class="num">${bytes(row.sent)}</td>
+    <td class="num">${bytes(row.received)}</td>
+    <td class="num">${row.ms != null ? `${row.ms} ms` : '-'}</td>
+    <td data-col="model">${row.vendor != null ? `${row.vendor} ${row.model ?? ''}` : ''}</td>
+    <td class="num" data-col="tokens">${usage}</td>
+    <td class="mono" data-col="allowed-by">${row.allowedBy ?? ''}</td>
+  </tr>`;
+}
+
+// Every request and connection the run made through moat, allowed or
+// refused. Every string here comes from the run: shown as text (never
+// markup, never a link).
+function Network({ id, live }) {
+  const [traffic, error] = useTraffic(id, live);
+  if (!traffic) return error ? html`<div class="error-banner">${error}</div>` : html`<p class="muted">loading…</p>`;
+  const rows = traffic.rows || [];
+  const overflow = Object.entries(traffic.overflow || {});
+  return html`
+    <h2>Network <span class="muted" id="traffic-count" data-count=${rows.length}>${plural(rows.length, 'row', 'rows')}${live ? ' · live' : ''}</span></h2>
+    ${error && html`<div class="error-banner">${error}</div>`}
+    ${traffic.metered?.calls > 0 && html`<p id="traffic-metered">${spendLine(traffic.metered, traffic.reported || {})}</p>`}
+    ${rows.length === 0 && overflow.length === 0
+      ? html`<p class="muted" id="traffic-none">no requests or connections through moat</p>`
+      : html`<div class="scroll"><table id="traffic">
+      <thead><tr>
+        <th>time</th><th>who</th><th>request</th><th>status</th><th class="num">sent</th><th class="num">received</th>
+        <th class="num">took</th><th>model</th><th class="num">tokens</th><th>allowed by</th>
+      </tr></thead>
+      <tbody>${rows.map((row, i) => html`<${TrafficRow} key=${i} row=${row} />`)}</tbody>
+    </table></div>`}
+    ${overflow.length > 0 && html`
+      <h2>Past the rows kept <span class="muted">counted per destination</span></h2>
+      <table id="traffic-overflow">
+        <thead><tr><th>destination</th><th class="num">allowed</th><th class="num">refused</th><th class="num">sent</th><th class="num">received</th></tr></thead>
+        <tbody>${overflow.map(([destination, c]) => html`<tr key=${destination}>
+          <td class="mono">${destination}</td><td class="num">${c.allowed ?? 0}</td><td class="num">${c.refused ?? 0}</td>
+          <td class="num">${bytes(c.sent)}</td><td class="num">${bytes(c.received)}</td></tr>`)}</tbody>
+      </table>`}`;
 }
 
 // ---- a workflow
