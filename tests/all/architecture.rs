@@ -86,9 +86,15 @@ fn the_layers_depend_only_downward() {
     }
     let sandbox = reached(&metadata, "moat-sandbox");
     assert!(sandbox.contains("moat-contain") && sandbox.contains("wasmtime"));
-    // The types of a confinement are the grants' data.
+    // The types of a confinement are the grants' data; which hosts speak
+    // a model API is the meter's word, a foundation as the grants are.
     assert!(
         !reached(&metadata, "moat-grants")
+            .iter()
+            .any(|p| p.starts_with("moat-") && p != "moat-meter")
+    );
+    assert!(
+        !reached(&metadata, "moat-meter")
             .iter()
             .any(|p| p.starts_with("moat-"))
     );

@@ -339,6 +339,32 @@ fn a_tool_loop_has_its_tool_calls_and_model_calls_under_its_run() {
         i64::try_from(tokens.output.total).unwrap()
     );
     assert_eq!(int(run, "moat.usage.tool_uses"), 2);
+    // Each request the run made through moat is an event of its span: its
+    // method, path and status, never a body or a header's value.
+    let traffic: Vec<_> = run
+        .events
+        .iter()
+        .filter(|event| event.name == "moat.traffic")
+        .collect();
+    assert_eq!(traffic.len(), 3, "one per request: {:#?}", run.events);
+    for event in &traffic {
+        let value = |key: &str| {
+            event
+                .attributes
+                .iter()
+                .find(|a| a.key == key)
+                .and_then(|a| a.value.as_ref()?.value.clone())
+        };
+        assert_eq!(
+            value("moat.traffic.path"),
+            Some(AnyValue::StringValue("/v1/chat/completions".into()))
+        );
+        assert_eq!(value("moat.traffic.status"), Some(AnyValue::IntValue(200)));
+        assert_eq!(
+            value("moat.traffic.who"),
+            Some(AnyValue::StringValue("component".into()))
+        );
+    }
     let tools = named(&spans, "execute_tool mcp__stub__echo");
     assert_eq!(tools.len(), 2, "{spans:#?}");
     let mut seen = HashSet::new();

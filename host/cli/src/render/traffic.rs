@@ -48,10 +48,7 @@ pub fn table(traffic: &RunTraffic) -> String {
 /// What a row says, cell by cell, `who` first.
 fn cells(row: &Value) -> Vec<String> {
     let text = |name: &str| safe::text(row[name].as_str().unwrap_or("")).into_owned();
-    let who = match row["pid"].as_u64() {
-        Some(pid) => format!("{} {pid}", text("who")),
-        None => text("who"),
-    };
+    let who = text("who");
     let destination = format!("{}://{}:{}", text("scheme"), text("host"), row["port"]);
     let mut cells = vec![who];
     match row["kind"].as_str() {
