@@ -303,6 +303,24 @@ fn a_programs_calls_on_its_secret_route_are_metered_and_stop_it_mid_run() {
 
 #[test]
 fn a_tunnel_to_a_model_api_under_a_budget_is_refused_unless_unmetered_calls_are_allowed() {
+    // As this user, as an unprivileged one, and without namespaces
+    // (Landlock and seccomp): the proxy holds the same line under each.
+    let settings = crate::own_network::settings();
+    let mut wrappers: Vec<(String, Vec<&str>)> = settings
+        .iter()
+        .map(|setting| (setting.who().to_owned(), setting.wrapper()))
+        .collect();
+    wrappers.push((
+        "no namespaces".into(),
+        crate::egress::NO_NAMESPACES.to_vec(),
+    ));
+    for (who, wrapper) in &wrappers {
+        tunnel_refused_unless_allowed(who, wrapper);
+    }
+}
+
+/// The tunnel test of one setting: `moat` started through `wrapper`.
+fn tunnel_refused_unless_allowed(who: &str, wrapper: &[&str]) {
     let server = stand_in();
     let grant = server.grant();
     // `-p`: curl tunnels (CONNECT) even for a plain http URL; what passes
@@ -316,7 +334,7 @@ fn a_tunnel_to_a_model_api_under_a_budget_is_refused_unless_unmetered_calls_are_
             "--max-tokens=100000".into(),
         ];
         flags.extend(extra.iter().map(|f| (*f).to_owned()));
-        let output = shell_command(&script, &flags, &[]).output().unwrap();
+        let output = shell_command(&script, &flags, wrapper).output().unwrap();
         let seen = events(&output);
         (output, seen)
     };
@@ -325,18 +343,18 @@ fn a_tunnel_to_a_model_api_under_a_budget_is_refused_unless_unmetered_calls_are_
     assert_eq!(
         crate::egress::word(&printed(&events), "tunnel"),
         "403",
-        "{output:?}"
+        "{who}: {output:?}"
     );
-    assert!(server.requests().is_empty());
+    assert!(server.requests().is_empty(), "{who}");
     let denied = error_messages(&events, "CAPABILITY_DENIED");
     assert!(
         denied.len() == 1
             && denied[0].contains("calls moat cannot read")
             && denied[0].contains("--allow-unmetered"),
-        "{denied:?}"
+        "{who}: {denied:?}"
     );
     let rows = extensions(&events, moat_engine::TRAFFIC_EVENT);
-    assert_eq!(rows.len(), 1);
+    assert_eq!(rows.len(), 1, "{who}");
     assert_eq!(rows[0]["kind"], "tunnel");
     assert_eq!(rows[0]["unmetered"], true);
 
@@ -346,15 +364,15 @@ fn a_tunnel_to_a_model_api_under_a_budget_is_refused_unless_unmetered_calls_are_
     assert_eq!(
         crate::egress::word(&printed(&events), "call"),
         "200",
-        "{output:?}"
+        "{who}: {output:?}"
     );
-    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.requests().len(), 1, "{who}");
     let usage = extensions(&events, moat_engine::USAGE_EVENT);
     assert!(
         usage
             .iter()
             .any(|u| u["source"] == "metered" && u["usageUnknown"] == true),
-        "{usage:?}"
+        "{who}: {usage:?}"
     );
 }
 
