@@ -38,6 +38,15 @@
 //! 5. **A run beside a fork bomb**: the wall time of a contained run of
 //!    50 `spawn true`, alone and while another run's bash fork bomb is at
 //!    its process limit (the default 4096, and `--max-processes=200`).
+//! 6. **Metering a flood of model calls through the proxy** (issue 52): the
+//!    contained curl of figure 2 POSTing K chat completions to the bench's
+//!    server (`/v1/chat/completions`, each answered with a small JSON body
+//!    carrying usage), with `--meter 127.0.0.1:PORT=openai` (each request
+//!    a model call whose answer moat reads as it passes, and charges as a
+//!    `moat:usage` event) beside the same run without it (each request
+//!    still recorded as a row and a `moat:traffic` event), the two runs
+//!    alternating. Every metered request's row must carry its usage, and
+//!    no unmetered one.
 //!
 //! The table goes to stdout and to `target/moat-bench/egress.md`. Without
 //! `--bench` (as under `cargo test --benches`) it runs once at a tiny size
@@ -80,6 +89,8 @@ struct Scale {
     connection_rounds: usize,
     /// Runs timed alone and beside each fork bomb.
     bomb_runs: usize,
+    /// Runs per side of the flood of model calls, `requests` each.
+    model_rounds: usize,
     /// The bombs' process limits (`None`: the default). Under `cargo
     /// test` a small one only, which the tests beside it do not feel.
     bomb_limits: &'static [Option<&'static str>],
@@ -99,6 +110,7 @@ const FULL: Scale = Scale {
     connections: 1000,
     connection_rounds: 2,
     bomb_runs: 10,
+    model_rounds: 4,
     bomb_limits: &[None, Some("--max-processes=200")],
 };
 
@@ -116,6 +128,7 @@ const SMOKE: Scale = Scale {
     connections: 5,
     connection_rounds: 1,
     bomb_runs: 1,
+    model_rounds: 1,
     bomb_limits: &[Some("--max-processes=50")],
 };
 
@@ -136,6 +149,9 @@ fn main() {
     let spawns = bench.spawn_stamps(&scale);
     let whole = bench.whole_runs(&scale);
     let requests = bench.requests(&scale);
+    // Beside figure 2, and before the fork bombs, whose aftermath would
+    // weigh on whichever side ran next.
+    let model_calls = bench.model_calls(&scale);
     let bodies = bench.bodies(&scale);
     let connections = bench.connections(&scale);
     let beside_bombs = bench.beside_bombs(&scale);
@@ -143,6 +159,7 @@ fn main() {
     let mut table = report(&scale, &load, &spawns, &whole, &requests, &bodies);
     table.push_str(&connections_report(&scale, &connections));
     table.push_str(&bombs_report(&scale, &beside_bombs));
+    table.push_str(&metering_report(&model_calls));
     println!("{table}");
     if full {
         let out = bench_dir();
@@ -178,6 +195,13 @@ impl Bench<'_> {
     /// [`Self::escape`], and the clock (ns since the epoch) when the moat
     /// process had exited.
     fn escape_ended(&self, mode: Mode, flags: &[&str], prompt: &str) -> (Vec<String>, i128) {
+        let ran = self.escape_run(mode, flags, prompt);
+        (ran.texts, ran.ended)
+    }
+
+    /// [`Self::escape_ended`], and the payloads of the run's
+    /// `moat:traffic` events.
+    fn escape_run(&self, mode: Mode, flags: &[&str], prompt: &str) -> Ran {
         let output = self
             .command(mode, flags, prompt)
             .stdout(Stdio::piped())
@@ -191,6 +215,7 @@ impl Bench<'_> {
             String::from_utf8_lossy(&output.stdout)
         );
         let mut texts = Vec::new();
+        let mut traffic = Vec::new();
         let mut done = false;
         for line in output
             .stdout
@@ -208,12 +233,17 @@ impl Bench<'_> {
                     assert_eq!(event["payload"]["status"], "success", "{event}");
                     done = true;
                 }
+                Some("moat:traffic") => traffic.push(event["payload"].clone()),
                 _ => {}
             }
         }
         assert!(done, "the run ended with done");
         assert_eq!(texts.len(), prompt.lines().count(), "one result per probe");
-        (texts, ended)
+        Ran {
+            texts,
+            ended,
+            traffic,
+        }
     }
 
     fn command(&self, mode: Mode, flags: &[&str], prompt: &str) -> Command {
@@ -430,21 +460,81 @@ impl Bench<'_> {
         found
     }
 
+    /// Figure 6: per-request times of one curl POSTing chat completions
+    /// through the proxy, metered and not, runs alternating.
+    fn model_calls(&self, scale: &Scale) -> ModelCalls {
+        let url = self
+            .origin
+            .url(&format!("/v1/chat/completions?[1-{}]", scale.requests));
+        let curl = format!(
+            "curl -s -o /dev/null -w '%{{time_total}}\\n' -H 'content-type: application/json' -d '{CHAT_REQUEST}' '{url}'"
+        );
+        let meter = format!("--meter=127.0.0.1:{}=openai", self.origin.port);
+        let flood = |metered: bool| {
+            let flags: &[&str] = if metered { &[&meter] } else { &[] };
+            let (times, rows) = self.contained_shell_with(flags, &curl);
+            let calls: Vec<&serde_json::Value> = rows
+                .iter()
+                .filter(|row| row["path"] == "/v1/chat/completions")
+                .collect();
+            assert_eq!(calls.len(), scale.requests, "a row per request: {rows:?}");
+            for row in calls {
+                assert_eq!(row["status"], 200, "{row}");
+                if metered {
+                    assert_eq!(row["vendor"], "openai", "a model call: {row}");
+                    assert_eq!(row["usage"]["inputTokens"], 10, "its usage read: {row}");
+                    assert_eq!(row["usage"]["outputTokens"], 2, "its usage read: {row}");
+                } else {
+                    assert!(row["usage"].is_null(), "nothing read unmetered: {row}");
+                }
+            }
+            numbers(&times)
+        };
+        // Warm: the proxy's first connection, curl's libraries, each side.
+        flood(false);
+        flood(true);
+        let mut found = ModelCalls::default();
+        for round in 0..scale.model_rounds {
+            // Each side first in every other round.
+            for metered in [round % 2 == 1, round % 2 == 0] {
+                let times = flood(metered);
+                let side = if metered {
+                    &mut found.metered
+                } else {
+                    &mut found.plain
+                };
+                side.mean.push(mean(&times));
+                side.all.extend(times);
+            }
+        }
+        found
+    }
+
     /// `script` in a contained `sh` of the escape component, the origin
     /// granted: its stdout lines.
     fn contained_shell(&self, script: &str) -> Vec<String> {
+        self.contained_shell_with(&[], script).0
+    }
+
+    /// [`Self::contained_shell`] with more `flags`; also the run's
+    /// `moat:traffic` rows.
+    fn contained_shell_with(
+        &self,
+        flags: &[&str],
+        script: &str,
+    ) -> (Vec<String>, Vec<serde_json::Value>) {
         let grant = format!("--allow-net=127.0.0.1:{}", self.origin.port);
-        let texts = self.escape(
-            Mode::Contained,
-            &["--allow-run=sh", "--allow-run=curl", &grant],
-            &format!("shell {script}"),
-        );
-        let (code, out) = exit_and_out(&texts[0]);
-        assert_eq!(code, "0", "the script ran: {}", texts[0]);
-        out.split('|')
+        let mut all = vec!["--allow-run=sh", "--allow-run=curl", &grant];
+        all.extend(flags);
+        let ran = self.escape_run(Mode::Contained, &all, &format!("shell {script}"));
+        let (code, out) = exit_and_out(&ran.texts[0]);
+        assert_eq!(code, "0", "the script ran: {}", ran.texts[0]);
+        let lines = out
+            .split('|')
             .filter(|l| !l.is_empty())
             .map(str::to_owned)
-            .collect()
+            .collect();
+        (lines, ran.traffic)
     }
 }
 
@@ -487,6 +577,39 @@ fn numbers(lines: &[String]) -> Vec<f64> {
         .iter()
         .map(|line| line.trim().parse().expect("a number"))
         .collect()
+}
+
+/// What one run of the escape component gave.
+struct Ran {
+    /// The text of its events, one per probe (`ok: ` taken off).
+    texts: Vec<String>,
+    /// The clock (ns since the epoch) when the moat process had exited.
+    ended: i128,
+    /// The payloads of its `moat:traffic` events.
+    traffic: Vec<serde_json::Value>,
+}
+
+/// The body of figure 6's chat completions.
+const CHAT_REQUEST: &str = r#"{"model":"bench","messages":[{"role":"user","content":"hi"}]}"#;
+
+/// The bench server's answer to a chat completion: 10 input and 2 output
+/// tokens.
+const CHAT_ANSWER: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1,"model":"bench","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}}"#;
+
+/// Figure 6's per-request seconds, per side.
+#[derive(Default)]
+struct ModelCalls {
+    metered: Flood,
+    plain: Flood,
+}
+
+/// One side of figure 6.
+#[derive(Default)]
+struct Flood {
+    /// Every request's seconds.
+    all: Vec<f64>,
+    /// The mean of each run.
+    mean: Vec<f64>,
 }
 
 /// Method 1a's figures of one mode, in seconds.
@@ -758,6 +881,60 @@ fn bombs_report(scale: &Scale, found: &[(String, f64)]) -> String {
     table
 }
 
+/// Figure 6's table.
+fn metering_report(found: &ModelCalls) -> String {
+    let us = |seconds: f64| format!("{:.0} µs", seconds * 1e6);
+    let (metered, plain) = (&found.metered, &found.plain);
+    let mut table = format!(
+        "\n\nMetering a flood of model calls through the proxy: curl POSTing {} chat completions in each of {} runs per side (`time_total` of each), runs alternating\n\n",
+        metered.all.len() / metered.mean.len().max(1),
+        metered.mean.len(),
+    );
+    table.push_str(
+        "| per request | metered (`--meter …=openai`) | not metered (rows only) | extra | ratio |\n|---|---|---|---|---|\n",
+    );
+    let row = |name: &str, a: f64, b: f64| {
+        format!(
+            "| {name} | {} | {} | {} | ×{:.3} ({:+.1} %) |\n",
+            us(a),
+            us(b),
+            us(a - b),
+            a / b,
+            (a / b - 1.0) * 100.0
+        )
+    };
+    for (name, p) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+        table.push_str(&row(
+            name,
+            percentile(&metered.all, p),
+            percentile(&plain.all, p),
+        ));
+    }
+    table.push_str(&row("mean", mean(&metered.all), mean(&plain.all)));
+    // Each run's mean beside the other side's run of the same round.
+    let mut paired: Vec<f64> = metered
+        .mean
+        .iter()
+        .zip(&plain.mean)
+        .map(|(a, b)| a / b)
+        .collect();
+    paired.sort_by(f64::total_cmp);
+    table.push_str(&format!(
+        "\n- the runs' means, metered over not, round by round: {}\n- metering adds ≤ 3 % (mean): {}\n",
+        paired
+            .iter()
+            .map(|r| format!("×{r:.3}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if mean(&metered.all) <= 1.03 * mean(&plain.all) {
+            "yes"
+        } else {
+            "**no**"
+        },
+    ));
+    table
+}
+
 /// What `moat inspect` says of the network containment here.
 fn containment_here() -> String {
     let output = Command::new(common::moat_bin())
@@ -780,6 +957,7 @@ fn containment_here() -> String {
 
 /// The bench's HTTP/1.1 server on 127.0.0.1: `/clock` answers with its
 /// clock (nanoseconds since the epoch), `/large` with the large body,
+/// `/v1/chat/completions` with a chat completion ([`CHAT_ANSWER`]),
 /// anything else with `ok`. Keeps connections open unless asked to close.
 struct Origin {
     port: u16,
@@ -840,16 +1018,20 @@ fn serve(stream: TcpStream, large: &[u8]) -> std::io::Result<()> {
         }
         std::io::copy(&mut (&mut reader).take(length as u64), &mut std::io::sink())?;
         let clock;
+        let mut content_type = "text/plain";
         let body: &[u8] = if path.starts_with("/clock") {
             clock = now_ns().to_string();
             clock.as_bytes()
         } else if path.starts_with("/large") {
             large
+        } else if path.starts_with("/v1/chat/completions") {
+            content_type = "application/json";
+            CHAT_ANSWER.as_bytes()
         } else {
             b"ok"
         };
         let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{}\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n{}\r\n",
             body.len(),
             if close { "connection: close\r\n" } else { "" }
         );

@@ -16,8 +16,16 @@
 //! delta (the request's round trip included), and deltas per second from
 //! the first delta to `done`, with the server writing one SSE event per
 //! write (as the vendors stream) and again with 16 KiB writes (where the
-//! per-write cost of the body path drops out and parsing dominates). The
-//! table goes to stdout and to `target/moat-bench/llm.md`.
+//! per-write cost of the body path drops out and parsing dominates).
+//!
+//! Metering (issue 52): in the same rounds, alternating with the plain wasm
+//! run, the same built-in run with the server metered (a meter rule
+//! `127.0.0.1:PORT=openai|anthropic` in its grants and a traffic record
+//! made from them, as `moat run --meter` makes it), so every answer's body
+//! is also read by moat's usage reader as it passes. Each metered run must
+//! have been metered: its record holds one model call with its usage.
+//! Both sides record the request's row; only the metered one reads the
+//! body. The table goes to stdout and to `target/moat-bench/llm.md`.
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs once at a
 //! tiny size and writes nothing.
@@ -31,8 +39,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{bench_dir, load_average};
+use moat_contain::traffic::Traffic;
 use moat_engine::{DoneStatus, EventPayload, Registry, RunRequest, run_agent};
-use moat_grants::{Grants, NetRule};
+use moat_grants::{Grants, MeterRule, Meters, NetRule};
 use moat_guest::sse::SseParser;
 use moat_guest::{EventKind, Options};
 use moat_llm_support::Translate;
@@ -145,6 +154,17 @@ struct Sample {
     first_event: Duration,
     first_delta: Duration,
     deltas_per_second: f64,
+    /// A wasm run's row was recorded only after its `done`.
+    late: bool,
+}
+
+/// Whether moat reads the answers' usage as they pass.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Metering {
+    /// No meter: the request's row is recorded, its body not read.
+    Off,
+    /// The server is a model API by a meter rule: its body is read too.
+    On,
 }
 
 /// Runs the built-in component once.
@@ -153,6 +173,7 @@ async fn wasm_run(
     vendor: Vendor,
     server: &LlmServer,
     deltas: usize,
+    metering: Metering,
 ) -> Sample {
     let options = vendor.options(server);
     let mut request = RunRequest::new(vendor.name(), "bench").with_scope(RunScope::none());
@@ -160,10 +181,26 @@ async fn wasm_run(
     request.options.extra = options
         .extra
         .map(|e| serde_json::from_str(&e).expect("JSON"));
+    let meter = match metering {
+        Metering::Off => Vec::new(),
+        Metering::On => vec![
+            MeterRule::parse(&format!("{}={}", server.grant(), vendor.name())).expect("a rule"),
+        ],
+    };
     request.scope.grants = Grants {
         net: vec![NetRule::parse(&server.grant()).expect("a rule")],
+        meter,
         ..Grants::none()
     };
+    // As `moat run` makes it: the record of a run whose meters are its
+    // grants'; without a meter rule, rows only (the loopback server is no
+    // vendor's host).
+    let traffic = Traffic::new(
+        Meters::of(&request.scope.grants),
+        false,
+        tokio_util::sync::CancellationToken::new(),
+    );
+    request.scope.traffic = traffic.clone();
     let started = Instant::now();
     let mut run = run_agent(registry, request).expect("registered");
     let (mut first_event, mut first_delta, mut count) = (None, None, 0usize);
@@ -182,7 +219,36 @@ async fn wasm_run(
     let total = started.elapsed();
     assert_eq!(status, Some(DoneStatus::Success), "the wasm run succeeds");
     assert_eq!(count, deltas, "every delta arrives");
-    sample(first_event, first_delta, total, count)
+    // The run's one request was recorded; metered, moat read its usage.
+    // Its row may come after the run's `done`: the connection's task,
+    // which reads the body ahead, records it when it lets the body go.
+    let mut taken = traffic.take();
+    let late = taken.exchanges.is_empty();
+    if late {
+        taken = tokio::time::timeout(
+            Duration::from_secs(5),
+            std::future::poll_fn(|cx| traffic.poll_take(cx)),
+        )
+        .await
+        .expect("the run's row is recorded");
+    }
+    assert_eq!(taken.exchanges.len(), 1, "one row per run");
+    match metering {
+        Metering::Off => assert!(taken.calls.is_empty(), "nothing metered"),
+        Metering::On => {
+            assert_eq!(taken.calls.len(), 1, "one metered call");
+            let usage = taken.calls[0].usage.expect("moat read the call's usage");
+            assert_eq!(
+                (usage.input_tokens, usage.output_tokens),
+                (10, deltas as u64),
+                "the usage the answer carries"
+            );
+        }
+    }
+    Sample {
+        late,
+        ..sample(first_event, first_delta, total, count)
+    }
 }
 
 /// The native client: the same request on a blocking socket, the body
@@ -264,6 +330,40 @@ fn native_run(vendor: Vendor, server: &LlmServer, deltas: usize) -> Sample {
     sample(first_delta, first_delta, total, count)
 }
 
+/// Seconds per delta of moat's usage reader alone (natively, in this
+/// process) fed `writes` as they come, one `feed` per write: the median of
+/// `rounds` passes, each of at least 20 ms.
+fn reader_alone(vendor: Vendor, writes: &[Vec<u8>], deltas: usize, rounds: usize) -> f64 {
+    let vendor = match vendor {
+        Vendor::OpenAi => moat_meter::Vendor::OpenAi,
+        Vendor::Anthropic => moat_meter::Vendor::Anthropic,
+    };
+    let read = || {
+        let mut reader = moat_meter::UsageReader::new(vendor, Some(b"text/event-stream"), None);
+        for write in writes {
+            reader.feed(std::hint::black_box(write));
+        }
+        reader.reading()
+    };
+    let usage = read().usage.expect("the reader finds the usage");
+    assert_eq!(
+        usage.output_tokens, deltas as u64,
+        "the usage the body carries"
+    );
+    let mut per_delta: Vec<f64> = (0..rounds.max(1))
+        .map(|_| {
+            let started = Instant::now();
+            let mut passes = 0usize;
+            while passes == 0 || started.elapsed() < Duration::from_millis(20) {
+                std::hint::black_box(read());
+                passes += 1;
+            }
+            started.elapsed().as_secs_f64() / (passes * deltas) as f64
+        })
+        .collect();
+    median(&mut per_delta)
+}
+
 fn path_of(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     rest.find('/').map_or("/".into(), |i| rest[i..].to_owned())
@@ -281,6 +381,7 @@ fn sample(
         first_event: first_event.expect("an event arrived"),
         first_delta,
         deltas_per_second: count as f64 / streaming,
+        late: false,
     }
 }
 
@@ -295,7 +396,7 @@ fn ms(duration: Duration) -> String {
 
 fn main() {
     let full = common::full_run();
-    let (deltas, rounds) = if full { (10_000, 7) } else { (200, 1) };
+    let (deltas, rounds) = if full { (10_000, 21) } else { (200, 1) };
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -310,6 +411,8 @@ fn main() {
     .expect("the sandbox starts");
 
     let mut rows = Vec::new();
+    // Timed wasm runs, and those whose row came only after their `done`.
+    let (mut timed, mut late) = (0usize, 0usize);
     let modes = [
         (Writes::PerEvent, "one event per write"),
         (Writes::Batched, "16 KiB writes"),
@@ -328,28 +431,44 @@ fn main() {
             .register(Arc::new(adapter))
             .expect("a fresh registry");
         let steps = vendor.body(deltas);
+        let writes_of: Vec<Vec<u8>> = {
+            let events = steps.iter().filter_map(|step| match step {
+                Step::Send(bytes) => Some(bytes.clone()),
+                _ => None,
+            });
+            match writes {
+                Writes::PerEvent => events.collect(),
+                Writes::Batched => events
+                    .flatten()
+                    .collect::<Vec<u8>>()
+                    .chunks(16 * 1024)
+                    .map(<[u8]>::to_vec)
+                    .collect(),
+            }
+        };
         let reply = match writes {
             Writes::PerEvent => Reply::stream(steps),
-            Writes::Batched => {
-                let body: Vec<u8> = steps
-                    .into_iter()
-                    .flat_map(|step| match step {
-                        Step::Send(bytes) => bytes,
-                        _ => Vec::new(),
-                    })
-                    .collect();
-                Reply::sse_split(&body, &[16 * 1024], Duration::ZERO)
-            }
+            Writes::Batched => Reply::sse_split(&writes_of.concat(), &[16 * 1024], Duration::ZERO),
         };
         let server = LlmServer::start(reply);
 
         // One untimed round each, so the first timed one is not the one
         // that warms caches and connections.
-        rt.block_on(wasm_run(&registry, vendor, &server, deltas));
+        let run_wasm =
+            |metering| rt.block_on(wasm_run(&registry, vendor, &server, deltas, metering));
+        run_wasm(Metering::Off);
+        run_wasm(Metering::On);
         native_run(vendor, &server, deltas);
-        let (mut wasm, mut native) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            wasm.push(rt.block_on(wasm_run(&registry, vendor, &server, deltas)));
+        let (mut wasm, mut metered, mut native) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..rounds {
+            // Metered and not in turn, each first in every other round.
+            if round % 2 == 0 {
+                wasm.push(run_wasm(Metering::Off));
+                metered.push(run_wasm(Metering::On));
+            } else {
+                metered.push(run_wasm(Metering::On));
+                wasm.push(run_wasm(Metering::Off));
+            }
             native.push(native_run(vendor, &server, deltas));
         }
         let pick = |samples: &[Sample], f: fn(&Sample) -> f64| {
@@ -365,6 +484,8 @@ fn main() {
             pick(&wasm, rate),
         );
         let (nd, nr) = (pick(&native, first_delta), pick(&native, rate));
+        timed += wasm.len() + metered.len();
+        late += wasm.iter().chain(&metered).filter(|s| s.late).count();
         rows.push(format!(
             "| {name}, {label}: time to first event | {} (init) | {} (first delta) | — |",
             ms(Duration::from_secs_f64(we)),
@@ -380,17 +501,44 @@ fn main() {
             "| {name}, {label}: deltas per second ({deltas} deltas) | {wr:.0}/s | {nr:.0}/s | native {:.1}× faster |",
             nr / wr
         ));
+        // The metering's cost: time per delta metered over not, the median
+        // of each round's pair (both runs of a round share its moment), and
+        // the ratio of the two medians.
+        let mr = pick(&metered, rate);
+        let mut paired: Vec<f64> = wasm
+            .iter()
+            .zip(&metered)
+            .map(|(plain, metered)| plain.deltas_per_second / metered.deltas_per_second)
+            .collect();
+        let paired = median(&mut paired);
+        rows.push(format!(
+            "| {name}, {label}: deltas per second, metered | {mr:.0}/s | {wr:.0}/s not metered | {:+.1} % time per delta (medians {:+.1} %) |",
+            (paired - 1.0) * 100.0,
+            (wr / mr - 1.0) * 100.0,
+        ));
+        // What the reading itself costs: the usage reader alone, natively,
+        // over the same writes; its share of a delta's time not metered.
+        let alone = reader_alone(vendor, &writes_of, deltas, rounds);
+        rows.push(format!(
+            "| {name}, {label}: the usage reader alone, per delta | {:.0} ns | {:.0} ns a delta not metered | {:.1} % of it |",
+            alone * 1e9,
+            1e9 / wr,
+            alone * wr * 100.0,
+        ));
     }
 
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     let mut summary = format!(
-        "# moat LLM adapter benchmark\n\n- command: `cargo bench -p moat-benches --bench llm`\n- date: {date}\n- load average: {}\n- {rounds} rounds per side, medians; a loopback server on 127.0.0.1\n\n| figure | wasm (built-in via host) | native client | overhead |\n|---|---|---|---|\n",
+        "# moat LLM adapter benchmark\n\n- command: `cargo bench -p moat-benches --bench llm`\n- date: {date}\n- load average: {}\n- {rounds} rounds per side, medians; a loopback server on 127.0.0.1\n- metered rows: the wasm run with the server metered beside the same run not metered (its second column), alternating in each round; the cost is the median of the rounds' ratios of time per delta\n\n| figure | wasm (built-in via host) | native client | overhead |\n|---|---|---|---|\n",
         load_average()
     );
     for row in &rows {
         summary.push_str(row);
         summary.push('\n');
     }
+    summary.push_str(&format!(
+        "\nRows recorded only after their run's `done` (waited for, untimed): {late} of {timed} timed wasm runs\n"
+    ));
     if !full {
         summary.push_str("\nsmoke test: a tiny size; these are not measurements\n");
     }
