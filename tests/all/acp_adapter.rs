@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload, ToolStatus};
-use moat_testkit::{describe, error_message, single_done};
+use moat_testkit::{describe, error_message, extensions, single_done};
 use serde_json::{Value, json};
 
 use crate::cli::common::{Started, events, moat_in, ok_in};
@@ -140,19 +140,6 @@ fn streamed(events: &[AgentEvent]) -> String {
         .iter()
         .filter_map(|event| match &event.payload {
             EventPayload::TextDelta(delta) => Some(delta.delta.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The payloads of the run's `name` extension events.
-fn extensions(events: &[AgentEvent], name: &str) -> Vec<Value> {
-    events
-        .iter()
-        .filter_map(|event| match &event.payload {
-            EventPayload::Extension(extension) if extension.name == name => {
-                Some(extension.payload.clone())
-            }
             _ => None,
         })
         .collect()

@@ -12,10 +12,10 @@
 use std::path::Path;
 use std::process::Output;
 
-use moat_engine::{AgentEvent, DoneStatus, EventPayload};
+use moat_engine::DoneStatus;
 use moat_testkit::components::UNDERREPORTER;
 use moat_testkit::llm_server::{LlmServer, Reply};
-use moat_testkit::{error_messages, single_done};
+use moat_testkit::{error_messages, extensions, single_done};
 use serde_json::Value;
 
 use crate::cli::common::{events, moat_in};
@@ -47,19 +47,6 @@ fn underreport(store: &Path, prompt: &str, flags: &[String]) -> Output {
         .args(flags)
         .output()
         .unwrap()
-}
-
-/// The payloads of the run's extension events named `name`.
-fn extensions(events: &[AgentEvent], name: &str) -> Vec<Value> {
-    events
-        .iter()
-        .filter_map(|event| match &event.payload {
-            EventPayload::Extension(extension) if extension.name == name => {
-                Some(extension.payload.clone())
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// `moat ARGS` in `store`: its stdout.

@@ -21,7 +21,7 @@ use moat_backend_stub::{Scenario, StubConfig, StubServer};
 use moat_engine::{AgentEvent, DoneStatus, ToolStatus};
 use moat_grants::Grants;
 use moat_grants::TrustLevel;
-use moat_testkit::{describe, error_codes, single_done, texts, tool_result};
+use moat_testkit::{describe, error_codes, extensions, single_done, texts, tool_result};
 use serde_json::json;
 
 /// One CLI and how to run it offline.
@@ -1030,18 +1030,6 @@ fn check_metered(cli: &Cli, program: &Path, scratch: &Path) {
             .count();
         (events, calls)
     };
-    let extensions = |events: &[AgentEvent], name: &str| -> Vec<serde_json::Value> {
-        events
-            .iter()
-            .filter_map(|event| match &event.payload {
-                moat_engine::EventPayload::Extension(e) if e.name == name => {
-                    Some(e.payload.clone())
-                }
-                _ => None,
-            })
-            .collect()
-    };
-
     // No budget: every call metered, one event each.
     let (events, calls) = run(&[]);
     succeeded(cli, &events, " metered");

@@ -4,7 +4,7 @@
 use moat_engine::{EngineResult, ResultFold};
 
 use crate::id::RunId;
-use crate::runs::{Runs, RunsError};
+use crate::runs::{Runs, RunsError, StoredEvent};
 
 /// How many stored events are read at a time when a result is folded.
 const PAGE: usize = 4096;
@@ -13,18 +13,30 @@ const PAGE: usize = 4096;
 /// events (as `moat run --output json` folds them live).
 pub async fn result(runs: &dyn Runs, id: &RunId) -> Result<EngineResult, RunsError> {
     let mut fold = ResultFold::new();
+    each_stored(runs, id, |stored| {
+        if let Some(event) = stored.event() {
+            fold.observe(&event, &mut ());
+        }
+    })
+    .await?;
+    Ok(fold.finish())
+}
+
+/// Hands each stored event of run `id` to `seen`, in order, a page at a
+/// time (a long run's replay holds one page).
+pub(crate) async fn each_stored(
+    runs: &dyn Runs,
+    id: &RunId,
+    mut seen: impl FnMut(&StoredEvent),
+) -> Result<(), RunsError> {
     let mut from = 0;
     loop {
         let page = runs.stored(id, from, PAGE).await?;
         let Some(last) = page.last() else { break };
         from = last.seq + 1;
-        for stored in &page {
-            if let Some(event) = stored.event() {
-                fold.observe(&event, &mut ());
-            }
-        }
+        page.iter().for_each(&mut seen);
     }
-    Ok(fold.finish())
+    Ok(())
 }
 
 /// Refuses to follow run `id` from event `from` when the run has ended

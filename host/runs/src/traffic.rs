@@ -9,9 +9,6 @@ use serde_json::Value;
 
 use crate::{RunId, Runs, RunsError};
 
-/// Events read at a time.
-const PAGE: usize = 4096;
-
 /// What one source says a run's model calls used.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -71,21 +68,15 @@ pub struct RunTraffic {
 /// Run `id`'s traffic, from its stored events.
 pub async fn traffic(runs: &dyn Runs, id: &RunId) -> Result<RunTraffic, RunsError> {
     let mut traffic = RunTraffic::default();
-    let mut from = 0;
-    loop {
-        let page = runs.stored(id, from, PAGE).await?;
-        let Some(last) = page.last() else { break };
-        from = last.seq + 1;
-        for stored in &page {
-            // Only the events that count are parsed.
-            let wanted = stored.done
-                || stored.json.contains(TRAFFIC_EVENT)
-                || stored.json.contains(USAGE_EVENT);
-            if let Some(event) = wanted.then(|| stored.event()).flatten() {
-                traffic.observe(&event.payload);
-            }
+    crate::result::each_stored(runs, id, |stored| {
+        // Only the events that count are parsed.
+        let wanted =
+            stored.done || stored.json.contains(TRAFFIC_EVENT) || stored.json.contains(USAGE_EVENT);
+        if let Some(event) = wanted.then(|| stored.event()).flatten() {
+            traffic.observe(&event.payload);
         }
-    }
+    })
+    .await?;
     Ok(traffic)
 }
 

@@ -236,10 +236,6 @@ impl NetAccess {
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
-        let vendor = self
-            .traffic
-            .vendor(destination.scheme, &destination.host, destination.port)
-            .filter(|vendor| vendor.is_model_call(request.method().as_str(), &path));
         let mut row = Exchange::new(
             Who::Component,
             Kind::Request,
@@ -249,11 +245,9 @@ impl NetAccess {
         )
         .request(request.method().as_str(), &path);
         row.allowed_by = allowed_by;
-        let mut recording = Recording::start(&self.traffic, row, vendor);
+        let mut recording = Recording::request(&self.traffic, row, destination.scheme, &path);
         if recording.is_model_call() {
-            // The call that crossed the run's budget was its last.
-            if let Some(reason) = self.traffic.model_calls_refused() {
-                recording.row().refused = Some(reason.into());
+            if recording.refused_after_stop().is_some() {
                 return Err(HttpError::HttpRequestDenied);
             }
             // A model call's answer is read as it passes: uncompressed.

@@ -201,6 +201,19 @@ pub fn error_messages<'a>(events: &'a [AgentEvent], code: &str) -> Vec<&'a str> 
         .collect()
 }
 
+/// The payloads of the run's extension events named `name`, in order.
+pub fn extensions(events: &[AgentEvent], name: &str) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::Extension(extension) if extension.name == name => {
+                Some(extension.payload.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn errors(events: &[AgentEvent]) -> impl Iterator<Item = (Option<&str>, &str)> {
     events.iter().filter_map(|e| match &e.payload {
         EventPayload::Error(error) => Some((error.code.as_deref(), error.message.as_str())),

@@ -301,7 +301,7 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
     if vendor.is_some() && policy.traffic.refuses_unmetered() {
         return unmetered_refused(&host, port, policy, &mut recording);
     }
-    if let Some(refused) = model_call_refused(vendor, policy, &mut recording) {
+    if let Some(refused) = stopped(&mut recording) {
         return refused;
     }
     let reached = match reach(Scheme::Https, &host, port, policy, &mut recording).await {
@@ -342,14 +342,8 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
 
 /// A model call of a run that was stopped: refused, so the call that
 /// crossed its budget is its last.
-fn model_call_refused(
-    vendor: Option<moat_meter::Vendor>,
-    policy: &Policy,
-    recording: &mut Recording,
-) -> Option<Response<ProxyBody>> {
-    vendor?;
-    let reason = policy.traffic.model_calls_refused()?;
-    recording.row().refused = Some(reason.into());
+fn stopped(recording: &mut Recording) -> Option<Response<ProxyBody>> {
+    let reason = recording.refused_after_stop()?;
     Some(answer(
         StatusCode::FORBIDDEN,
         format!("moat refused this request: {reason}"),
@@ -402,17 +396,14 @@ async fn forward(request: Request<Incoming>, served: &Served) -> Response<ProxyB
     let port = uri.port_u16().unwrap_or(80);
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
     let policy = &served.policy;
-    let vendor = policy
-        .traffic
-        .vendor(Scheme::Http, host, port)
-        .filter(|vendor| vendor.is_model_call(request.method().as_str(), &path));
-    let mut recording = Recording::start(
+    let mut recording = Recording::request(
         &policy.traffic,
         Exchange::new(Who::Program, Kind::Request, Scheme::Http, host, port)
             .request(request.method().as_str(), &path),
-        vendor,
+        Scheme::Http,
+        &path,
     );
-    if let Some(refused) = model_call_refused(vendor, policy, &mut recording) {
+    if let Some(refused) = stopped(&mut recording) {
         return refused;
     }
     let Reached {
@@ -479,15 +470,11 @@ async fn secret_route(mut request: Request<Incoming>, served: &Served) -> Respon
     };
     let path = format!("/{rest}");
     let policy = &served.policy;
-    let vendor = policy
-        .traffic
-        .vendor(scheme, &host, port)
-        .filter(|vendor| vendor.is_model_call(request.method().as_str(), &path));
     let mut row = Exchange::new(Who::Program, Kind::SecretRoute, scheme, &host, port)
         .request(request.method().as_str(), &path);
     row.secret = Some(secret.grant.name.clone());
-    let mut recording = Recording::start(&policy.traffic, row, vendor);
-    if let Some(refused) = model_call_refused(vendor, policy, &mut recording) {
+    let mut recording = Recording::request(&policy.traffic, row, scheme, &path);
+    if let Some(refused) = stopped(&mut recording) {
         return refused;
     }
     let Reached {

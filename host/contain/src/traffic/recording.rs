@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use moat_grants::Scheme;
 use moat_meter::{UsageReader, Vendor};
 
 use super::exchange::UsageRow;
@@ -47,6 +48,28 @@ impl Recording {
             vendor,
             reader: None,
         }
+    }
+
+    /// Starts recording the request `row` (its method set) into
+    /// `traffic`: a model call when it goes to a model API (as `scheme`)
+    /// on one of its model calls' paths (`path_and_query`, whole: the row
+    /// keeps it cut).
+    pub fn request(traffic: &Traffic, row: Exchange, scheme: Scheme, path_and_query: &str) -> Self {
+        let method = row.method.as_deref().unwrap_or_default();
+        let vendor = traffic
+            .vendor(scheme, &row.host, row.port)
+            .filter(|vendor| vendor.is_model_call(method, path_and_query));
+        Self::start(traffic, row, vendor)
+    }
+
+    /// Why it may not go out, when it is a model call of a run that was
+    /// stopped (the call that crossed its budget was its last); marked
+    /// refused then.
+    pub fn refused_after_stop(&mut self) -> Option<&'static str> {
+        self.vendor?;
+        let reason = self.traffic.model_calls_refused()?;
+        self.row.refused = Some(reason.into());
+        Some(reason)
     }
 
     /// The row so far.
