@@ -15,7 +15,7 @@ use futures::StreamExt;
 use moat_cluster::{Cluster, ClusterRun, ComponentRef, Job, Settings};
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
 use moat_runs::{RunId, RunStatus};
-use moat_testkit::components::{FLOOD, SPIN_NEXT};
+use moat_testkit::components::{FLOOD, SLEEPY, SPIN_NEXT};
 use moat_testkit::nats;
 
 use crate::cli::common::{events, moat};
@@ -27,6 +27,9 @@ const WORKER_TIMEOUT: &str = "15s";
 /// Worker timeout where a test kills a worker: noticed in seconds, still
 /// beyond a busy machine's delays.
 const SHORT_TIMEOUT: &str = "4s";
+/// The prompt of a `sleepy` run that stays live for minutes (a tick every
+/// 200 ms, 1,000 ticks) and ends `interrupted` when cancelled.
+const LIVE_FOR_MINUTES: &str = "200 cooperate";
 
 /// A `moat worker` process, killed when dropped.
 pub(crate) struct Worker {
@@ -824,9 +827,11 @@ async fn a_run_that_allows_it_is_run_again_when_its_worker_is_lost() {
     let url = server.url();
     let mut first = Worker::start_with(&url, SHORT_TIMEOUT, &[]);
     let cluster = connect(&url, 1).await;
+    // A live run that paces its events: a flood would fill the server's
+    // store while the test waits, and slow every other request with it.
     let job = Job {
         retry_on_worker_loss: true,
-        ..stored(&cluster, FLOOD, "flood", "100000000").await
+        ..stored(&cluster, SLEEPY, "sleepy", LIVE_FOR_MINUTES).await
     };
     let id = job.id.clone();
     cluster.submit(job).await.unwrap();
@@ -984,7 +989,7 @@ fn logs_follow_streams_a_live_run_to_its_done() {
         return;
     };
     let submitted = moat()
-        .args(["run", "--nats", &url, "--detach", FLOOD, "100000000"])
+        .args(["run", "--nats", &url, "--detach", SLEEPY, LIVE_FOR_MINUTES])
         .output()
         .unwrap();
     assert!(submitted.status.success(), "{}", run_output(&submitted));
@@ -1007,6 +1012,7 @@ fn logs_follow_streams_a_live_run_to_its_done() {
         .args(["show", "--nats", &url, &id, "--json"])
         .output()
         .unwrap();
+    assert!(shown.status.success(), "{}", run_output(&shown));
     let record: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(record["status"], "running");
     let cancelled = moat()
