@@ -48,7 +48,8 @@
 //!    alternating. Every metered request's row must carry its usage, and
 //!    no unmetered one.
 //!
-//! The table goes to stdout and to `target/moat-bench/egress.md`. Without
+//! The table goes to stdout and to `target/moat-bench/egress.md`; `--
+//! metering` runs figure 6 alone (`egress-metering.md`). Without
 //! `--bench` (as under `cargo test --benches`) it runs once at a tiny size
 //! and writes nothing.
 
@@ -145,6 +146,17 @@ fn main() {
     };
     // Warm: the compile cache of the component.
     bench.escape(Mode::Contained, &["--allow-run=true"], "spawn true");
+    if std::env::args().skip(1).any(|arg| arg == "metering") {
+        // `-- metering`: figure 6 alone, its own summary.
+        let table = metering_report(&bench.model_calls(&scale));
+        println!("load average before: {load}\n{table}");
+        if full {
+            let out = bench_dir();
+            std::fs::create_dir_all(&out).expect("the bench directory");
+            std::fs::write(out.join("egress-metering.md"), &table).expect("the summary is written");
+        }
+        return;
+    }
 
     let spawns = bench.spawn_stamps(&scale);
     let whole = bench.whole_runs(&scale);

@@ -396,6 +396,78 @@ fn a_flood_of_requests_keeps_a_thousand_rows_and_counts_the_rest() {
     assert!(table.contains("past the 1000 rows kept"), "{table}");
 }
 
+/// Each row of a program's request names the program and its process, as
+/// the host sees it: the requests of one Python process share its pid,
+/// two curls have one each — as this user and as an unprivileged one.
+/// Without namespaces (Landlock and seccomp), where moat does not make the
+/// programs' connections, a row names no process.
+#[test]
+fn a_programs_rows_name_the_program_and_its_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("moat.db");
+    let rows_of = |wrapper: &[&str]| {
+        let server = stand_in();
+        let grant = server.grant();
+        let get = format!("curl -s -o /dev/null {}/v1/models; ", server.url());
+        let python = format!(
+            "/usr/bin/python3 -c 'import urllib.request; [urllib.request.urlopen(\"{}/v1/models\").read() for i in range(3)]'; ",
+            server.url()
+        );
+        let script = format!("{get}{get}{python}echo all=done");
+        let flags = [
+            "--allow-run=curl".to_owned(),
+            "--allow-run=python3".to_owned(),
+            format!("--allow-net={grant}"),
+        ];
+        let mut command = shell_command(&script, &flags, wrapper);
+        if wrapper.is_empty() {
+            command.env("MOAT_STORE", &store);
+        }
+        let output = command.output().unwrap();
+        let events = events(&output);
+        assert_eq!(
+            crate::egress::word(&printed(&events), "all"),
+            "done",
+            "{output:?}"
+        );
+        let rows = extensions(&events, moat_engine::TRAFFIC_EVENT);
+        assert_eq!(rows.len(), 5, "{rows:?}");
+        rows
+    };
+    let pids = |rows: &[Value], program: &str| -> Vec<u64> {
+        rows.iter()
+            .filter(|row| row["program"] == program)
+            .map(|row| row["pid"].as_u64().expect("a pid"))
+            .collect()
+    };
+    for setting in crate::own_network::settings() {
+        let who = setting.who();
+        let rows = rows_of(&setting.wrapper());
+        let curls = pids(&rows, "curl");
+        assert_eq!(curls.len(), 2, "{who}: {rows:?}");
+        assert_ne!(curls[0], curls[1], "{who}: two processes");
+        let python = pids(&rows, "python3");
+        assert_eq!(python.len(), 3, "{who}: {rows:?}");
+        assert!(
+            python.iter().all(|pid| *pid == python[0]),
+            "{who}: one process"
+        );
+        assert!(!curls.contains(&python[0]), "{who}");
+        assert!(rows.iter().all(|row| row["who"] == "program"), "{who}");
+    }
+    let table = moat_says(dir.path(), &["show", "@last", "--net"]);
+    assert!(
+        table.contains("python3[") && table.contains("curl["),
+        "{table}"
+    );
+    let rows = rows_of(&crate::egress::NO_NAMESPACES);
+    assert!(
+        rows.iter()
+            .all(|row| row.get("pid").is_none() && row.get("program").is_none()),
+        "{rows:?}"
+    );
+}
+
 /// A Python loop of 1,010 requests to `server` through the proxy.
 fn flood_command(server: &LlmServer) -> String {
     format!(

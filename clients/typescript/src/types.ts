@@ -468,6 +468,10 @@ export interface TrafficRow {
   at: number;
   /** `component`: its `wasi:http` requests; `program`: a program's, through the run's proxy. */
   who: 'component' | 'program';
+  /** A program's process id as the host sees it, when moat made its connection (the run's own network). */
+  pid?: number;
+  /** The program's name, with its `pid`. */
+  program?: string;
   /** `tunnel`: a program's `CONNECT`, opaque to moat; `secret_route`: a request on a secret's route. */
   kind: 'request' | 'tunnel' | 'secret_route';
   /** `secret_route`: the secret whose route it took. */

@@ -22,6 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 use moat_engine::{
@@ -39,6 +40,13 @@ pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
 /// The error code of the event that says a run's budget in dollars cannot
 /// be kept: what it used has no price.
 pub const BUDGET_UNPRICED: &str = "BUDGET_UNPRICED";
+
+/// How often what a run spent is written to its record while its calls
+/// come: a flood of model calls takes a write of the store per interval,
+/// not one each. The accounts, which stop a run whose budget a call
+/// crossed, are charged at once; the record is written at once when a
+/// budget is crossed and when the run ends.
+const SPENT_WRITES_EVERY: Duration = Duration::from_millis(100);
 
 /// How one run's spending is counted.
 pub(crate) struct Meter {
@@ -118,6 +126,7 @@ pub(crate) fn metered(
             })
             .collect(),
         queue: VecDeque::new(),
+        writes: SpentWrites::default(),
     }
     .boxed()
 }
@@ -128,20 +137,89 @@ struct Metered {
     /// Events decided but not handed on yet (a budget's error, then its
     /// `done`).
     queue: VecDeque<TaskEvent>,
+    writes: SpentWrites,
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        // A stream given up before its runs' ends loses no figure.
+        self.writes.write_all();
+    }
+}
+
+/// What runs spent, not written to their records yet.
+#[derive(Default)]
+struct SpentWrites {
+    /// The latest figure of each run, and where it is recorded.
+    pending: HashMap<RunId, (Arc<dyn RunBook>, Spent)>,
+    /// When they were last written.
+    last: Option<Instant>,
+    /// Wakes the stream when the pending ones are due.
+    due: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl SpentWrites {
+    /// Keeps what `charged` say the runs above spent now, for `book`.
+    fn note(&mut self, book: Option<&Arc<dyn RunBook>>, charged: Vec<(RunId, Spent)>) {
+        let Some(book) = book else {
+            return;
+        };
+        for (id, spent) in charged {
+            self.pending.insert(id, (book.clone(), spent));
+        }
+    }
+
+    /// Writes what is pending when it is due, or `now`; otherwise has
+    /// `cx` woken when it is.
+    fn poll_write(&mut self, cx: &mut Context<'_>, now: bool) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let since = self.last.map(|last| last.elapsed());
+        let due = now || since.is_none_or(|since| since >= SPENT_WRITES_EVERY);
+        if !due {
+            let wait = SPENT_WRITES_EVERY.saturating_sub(since.unwrap_or_default());
+            let timer = self
+                .due
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(wait)));
+            if timer.as_mut().poll(cx).is_pending() {
+                return;
+            }
+        }
+        self.write_all();
+    }
+
+    /// Writes what is pending.
+    fn write_all(&mut self) {
+        self.due = None;
+        if self.pending.is_empty() {
+            return;
+        }
+        self.last = Some(Instant::now());
+        for (id, (book, spent)) in self.pending.drain() {
+            record(book.as_ref(), &[(id, spent)]);
+        }
+    }
 }
 
 impl Stream for Metered {
     type Item = TaskEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TaskEvent>> {
-        if let Some(event) = self.queue.pop_front() {
+        let this = &mut *self;
+        this.writes.poll_write(cx, false);
+        if let Some(event) = this.queue.pop_front() {
             return Poll::Ready(Some(event));
         }
-        let mut passed = match self.engine.poll_next_unpin(cx) {
+        let mut passed = match this.engine.poll_next_unpin(cx) {
             Poll::Ready(Some(passed)) => passed,
-            other => return other,
+            Poll::Ready(None) => {
+                this.writes.write_all();
+                return Poll::Ready(None);
+            }
+            Poll::Pending => return Poll::Pending,
         };
-        let Some(run) = self.runs.get_mut(&passed.task) else {
+        let Some(run) = this.runs.get_mut(&passed.task) else {
             return Poll::Ready(Some(passed));
         };
         match &mut passed.event.payload {
@@ -170,7 +248,10 @@ impl Stream for Metered {
                 } else {
                     run.reported.add(usd, tokens, 1);
                 }
-                run.settle();
+                let charged = run.settle();
+                this.writes.note(run.meter.book.as_ref(), charged);
+                // A crossed budget is in the record at once.
+                this.writes.poll_write(cx, run.meter.account.crossed());
             }
             EventPayload::Done(done) => {
                 let tokens = done
@@ -191,9 +272,13 @@ impl Stream for Metered {
                     run.reported.unpriced = 0;
                     run.reported.usd = usd;
                 }
-                run.settle();
+                let charged = run.settle();
+                this.writes.note(run.meter.book.as_ref(), charged);
+                // The run's last figures are in its record before its
+                // `done` is handed on.
+                this.writes.write_all();
                 let task = passed.task;
-                let Some(run) = self.runs.remove(&task) else {
+                let Some(run) = this.runs.remove(&task) else {
                     return Poll::Ready(Some(passed));
                 };
                 let budget = run.meter.account.budget().words();
@@ -223,7 +308,7 @@ impl Stream for Metered {
                     payload: EventPayload::error(code, message, false),
                     ..passed.event.clone()
                 };
-                self.queue.push_back(passed);
+                this.queue.push_back(passed);
                 return Poll::Ready(Some(TaskEvent { task, event: error }));
             }
             _ => {}
@@ -256,7 +341,8 @@ impl Counting {
     /// Charges the run what it used and was not charged yet: the
     /// meter's figures once it read a call, else the adapter's; dollars
     /// the meter's where its calls were all priced, else the adapter's.
-    fn settle(&mut self) {
+    /// The accounts charged, with what each has spent now (to record).
+    fn settle(&mut self) -> Vec<(RunId, Spent)> {
         let counted = if self.metered_seen {
             self.metered
         } else {
@@ -286,17 +372,14 @@ impl Counting {
             self.meter.account.stop();
         }
         if tokens == 0 && calls == 0 && more_usd.is_none_or(|usd| usd <= 0.0) {
-            return;
+            return Vec::new();
         }
         self.charged = (
             charged_tokens.saturating_add(tokens),
             charged_calls.saturating_add(calls),
             charged_usd + more_usd.unwrap_or(0.0),
         );
-        let charged = self.meter.account.charge(more_usd, tokens, calls);
-        if let Some(book) = &self.meter.book {
-            record(book.as_ref(), &charged);
-        }
+        self.meter.account.charge(more_usd, tokens, calls)
     }
 }
 

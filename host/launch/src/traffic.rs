@@ -3,7 +3,9 @@
 //! event of its run, and each model call moat read a `moat:usage` event
 //! with `source: "metered"` (charged by the meter, [`crate::metering`]),
 //! as they happen; what is left when the run ends comes before its
-//! `done`.
+//! `done`, which waits (up to [`OPEN_AT_DONE`]) for the requests and
+//! connections still going when it came: the run's programs are killed
+//! as it ends, and what they had open is recorded as it closes.
 //!
 //! Only moat says what a run's traffic was: an adapter's own
 //! `moat:traffic` event is dropped (with an error saying so), and its
@@ -13,6 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 use moat_contain::traffic::{MeteredCall, Taken, Traffic};
@@ -21,6 +24,11 @@ use moat_engine::{
     TaskEvent, USAGE_EVENT,
 };
 use serde_json::{Value, json};
+
+/// How long a run's `done` waits for its requests and connections still
+/// going: a killed program's close at once; an answer still on its way to
+/// one is cut off by the proxy's end soon after.
+pub(crate) const OPEN_AT_DONE: Duration = Duration::from_secs(2);
 
 /// One run's traffic, and whose events carry it until its own say more.
 pub(crate) struct RunTraffic {
@@ -58,6 +66,8 @@ pub(crate) fn recorded(
             })
             .collect(),
         queue: VecDeque::new(),
+        held: Vec::new(),
+        engine_ended: false,
     }
     .boxed()
 }
@@ -66,6 +76,19 @@ struct Recorded {
     engine: BoxStream<'static, TaskEvent>,
     runs: HashMap<usize, Run>,
     queue: VecDeque<TaskEvent>,
+    /// Runs whose `done` came while some of their traffic was still
+    /// going.
+    held: Vec<Held>,
+    /// The engine's stream ended (the held `done`s are still to come).
+    engine_ended: bool,
+}
+
+/// A run's `done`, held until its traffic still going ends.
+struct Held {
+    task: usize,
+    run: Run,
+    done: TaskEvent,
+    until: Pin<Box<tokio::time::Sleep>>,
 }
 
 struct Run {
@@ -172,56 +195,108 @@ fn metered_usage(call: &MeteredCall) -> Value {
     payload
 }
 
+impl Recorded {
+    /// Queues what each held run recorded since, and the `done` of each
+    /// whose traffic ended or whose wait is over.
+    fn poll_held(&mut self, cx: &mut Context<'_>) {
+        let mut index = 0;
+        while index < self.held.len() {
+            let held = &mut self.held[index];
+            if let Poll::Ready(taken) = held.run.traffic.poll_take(cx) {
+                self.queue.extend(held.run.events(held.task, taken));
+            }
+            let open = held.run.traffic.open();
+            if open > 0 && held.until.as_mut().poll(cx).is_pending() {
+                index += 1;
+                continue;
+            }
+            if open > 0 {
+                tracing::warn!(
+                    open,
+                    "a run ended with requests or connections still going after {OPEN_AT_DONE:?}; their rows are not in its events"
+                );
+            }
+            let held = self.held.swap_remove(index);
+            self.queue.extend(held.run.last_events(held.task));
+            self.queue.push_back(held.done);
+        }
+    }
+}
+
 impl Stream for Recorded {
     type Item = TaskEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TaskEvent>> {
         let this = &mut *self;
-        if let Some(event) = this.queue.pop_front() {
-            return Poll::Ready(Some(event));
-        }
-        for (task, run) in &this.runs {
-            if let Poll::Ready(taken) = run.traffic.poll_take(cx) {
-                this.queue.extend(run.events(*task, taken));
+        loop {
+            if let Some(event) = this.queue.pop_front() {
+                return Poll::Ready(Some(event));
             }
-        }
-        if let Some(event) = this.queue.pop_front() {
-            return Poll::Ready(Some(event));
-        }
-        let mut passed = match this.engine.poll_next_unpin(cx) {
-            Poll::Ready(Some(passed)) => passed,
-            other => return other,
-        };
-        let task = passed.task;
-        let Some(run) = this.runs.get_mut(&task) else {
-            return Poll::Ready(Some(passed));
-        };
-        match &mut passed.event.payload {
-            EventPayload::Extension(extension) if extension.name == TRAFFIC_EVENT => {
-                tracing::warn!("an adapter sent a moat:traffic event; dropped");
-                passed.event.payload = EventPayload::error(
-                    moat_engine::codes::INVALID_EVENT,
-                    "the adapter sent a moat:traffic event, which only moat makes; dropped",
-                    true,
-                );
-            }
-            EventPayload::Extension(extension) if extension.name == USAGE_EVENT => {
-                if let Value::Object(payload) = &mut extension.payload {
-                    payload.insert("source".into(), REPORTED_SOURCE.into());
+            for (task, run) in &this.runs {
+                if let Poll::Ready(taken) = run.traffic.poll_take(cx) {
+                    this.queue.extend(run.events(*task, taken));
                 }
             }
-            EventPayload::Done(_) => {
-                let Some(run) = this.runs.remove(&task) else {
-                    return Poll::Ready(Some(passed));
-                };
-                this.queue.extend(run.last_events(task));
-                this.queue.push_back(passed);
-                return Poll::Ready(this.queue.pop_front());
+            this.poll_held(cx);
+            if !this.queue.is_empty() {
+                continue;
             }
-            _ => {}
+            if this.engine_ended {
+                // Woken by a held run's traffic or its wait's end.
+                return if this.held.is_empty() {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Pending
+                };
+            }
+            let mut passed = match this.engine.poll_next_unpin(cx) {
+                Poll::Ready(Some(passed)) => passed,
+                Poll::Ready(None) => {
+                    this.engine_ended = true;
+                    continue;
+                }
+                Poll::Pending => return Poll::Pending,
+            };
+            let task = passed.task;
+            let Some(run) = this.runs.get_mut(&task) else {
+                return Poll::Ready(Some(passed));
+            };
+            match &mut passed.event.payload {
+                EventPayload::Extension(extension) if extension.name == TRAFFIC_EVENT => {
+                    tracing::warn!("an adapter sent a moat:traffic event; dropped");
+                    passed.event.payload = EventPayload::error(
+                        moat_engine::codes::INVALID_EVENT,
+                        "the adapter sent a moat:traffic event, which only moat makes; dropped",
+                        true,
+                    );
+                }
+                EventPayload::Extension(extension) if extension.name == USAGE_EVENT => {
+                    if let Value::Object(payload) = &mut extension.payload {
+                        payload.insert("source".into(), REPORTED_SOURCE.into());
+                    }
+                }
+                EventPayload::Done(_) => {
+                    let Some(run) = this.runs.remove(&task) else {
+                        return Poll::Ready(Some(passed));
+                    };
+                    if run.traffic.open() == 0 {
+                        this.queue.extend(run.last_events(task));
+                        this.queue.push_back(passed);
+                        continue;
+                    }
+                    this.held.push(Held {
+                        task,
+                        run,
+                        done: passed,
+                        until: Box::pin(tokio::time::sleep(OPEN_AT_DONE)),
+                    });
+                    continue;
+                }
+                _ => {}
+            }
+            remembered(&mut run.last, &passed.event);
+            return Poll::Ready(Some(passed));
         }
-        remembered(&mut run.last, &passed.event);
-        Poll::Ready(Some(passed))
     }
 }
 
@@ -229,4 +304,88 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moat_contain::traffic::{Exchange, Kind, Recording, Who};
+    use moat_engine::{DonePayload, DoneStatus, Usage};
+    use moat_grants::Scheme;
+
+    fn done() -> TaskEvent {
+        TaskEvent {
+            task: 0,
+            event: AgentEvent::by_host(
+                "a",
+                EventPayload::Done(Box::new(DonePayload {
+                    status: DoneStatus::Success,
+                    result: None,
+                    resume_token: None,
+                    usage: Usage::default(),
+                    duration_ms: 0,
+                    metadata: None,
+                })),
+            ),
+        }
+    }
+
+    fn run(traffic: &Traffic) -> Vec<RunTraffic> {
+        vec![RunTraffic {
+            task: 0,
+            traffic: traffic.clone(),
+            agent: "a".into(),
+            session_id: "s".into(),
+            role: None,
+        }]
+    }
+
+    fn names(events: &[TaskEvent]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match &e.event.payload {
+                EventPayload::Extension(extension) => extension.name.clone(),
+                EventPayload::Done(_) => "done".into(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn request(traffic: &Traffic) -> Recording {
+        Recording::start(
+            traffic,
+            Exchange::new(Who::Program, Kind::Request, Scheme::Http, "h", 80),
+            None,
+        )
+    }
+
+    /// A request still going when the run's `done` comes (its program
+    /// killed as the run ends, its connection closing a moment later) is
+    /// in the run's events, before the `done`.
+    #[tokio::test]
+    async fn a_done_waits_for_the_traffic_still_going() {
+        let traffic = Traffic::default();
+        let going = request(&traffic);
+        let events = recorded(futures::stream::iter([done()]).boxed(), run(&traffic));
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(going);
+        });
+        let events: Vec<TaskEvent> = events.collect().await;
+        assert_eq!(names(&events), [TRAFFIC_EVENT, "done"]);
+    }
+
+    /// A request that outlasts the wait is left out (logged), and the
+    /// `done` comes: a run never hangs on its traffic.
+    #[tokio::test]
+    async fn a_done_waits_no_longer_than_its_bound() {
+        let traffic = Traffic::default();
+        let going = request(&traffic);
+        let events = recorded(futures::stream::iter([done()]).boxed(), run(&traffic));
+        let started = std::time::Instant::now();
+        let events: Vec<TaskEvent> = events.collect().await;
+        assert_eq!(names(&events), ["done"]);
+        assert!(started.elapsed() >= OPEN_AT_DONE);
+        drop(going);
+    }
 }

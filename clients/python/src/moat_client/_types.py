@@ -540,6 +540,10 @@ class TrafficRow(_TrafficRowRequired, total=False):
     `moat:traffic` event's payload); a key is absent when it does not
     apply. Never a body, a header's value or a URL's query."""
 
+    #: A program's process id as the host sees it, and its name, when
+    #: moat made its connection (the run's own network).
+    pid: int
+    program: str
     #: `secret_route`: the secret whose route it took.
     secret: str
     #: The request's method and its path without the query (not for a

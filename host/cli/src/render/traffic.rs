@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use super::safe;
 
-/// One row as one line: `12:00:01 program POST api.openai.com:443
-/// /v1/responses 200 1.2 kB ↑ 8.3 kB ↓ 840 ms gpt-5 1200+300 tokens`.
+/// One row as one line: `12:00:01 curl[4711] POST
+/// http://api.openai.com:80/v1/responses 200 …`.
 pub fn line(row: &Value) -> String {
     let at = row["at"].as_u64().map(super::time).unwrap_or_default();
     format!("{at} {}", cells(row).join(" "))
@@ -20,11 +20,11 @@ pub fn table(traffic: &RunTraffic) -> String {
     if traffic.rows.is_empty() && traffic.overflow.is_none() {
         return "no requests or connections through moat\n".into();
     }
-    let mut out = String::from("WHO       WHAT\n");
+    let mut out = String::from("WHO               WHAT\n");
     for row in &traffic.rows {
         let mut cells = cells(row);
         let who = cells.remove(0);
-        out.push_str(&format!("{who:<9} {}\n", cells.join(" ")));
+        out.push_str(&format!("{who:<17} {}\n", cells.join(" ")));
     }
     if let Some(Value::Object(overflow)) = &traffic.overflow {
         out.push_str(&format!(
@@ -45,10 +45,14 @@ pub fn table(traffic: &RunTraffic) -> String {
     out
 }
 
-/// What a row says, cell by cell, `who` first.
+/// What a row says, cell by cell, `who` first: the program and its pid
+/// (`curl[4711]`) when moat knows them, else `component` or `program`.
 fn cells(row: &Value) -> Vec<String> {
     let text = |name: &str| safe::text(row[name].as_str().unwrap_or("")).into_owned();
-    let who = text("who");
+    let who = match (row["program"].as_str(), row["pid"].as_u64()) {
+        (Some(program), Some(pid)) => format!("{}[{pid}]", safe::text(program)),
+        _ => text("who"),
+    };
     let destination = format!("{}://{}:{}", text("scheme"), text("host"), row["port"]);
     let mut cells = vec![who];
     match row["kind"].as_str() {

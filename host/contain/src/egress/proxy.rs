@@ -126,7 +126,7 @@ impl Proxy {
             loop {
                 tokio::select! {
                     accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else {
+                        let Ok((stream, peer)) = accepted else {
                             // Out of descriptors, say: wait rather than spin.
                             tokio::time::sleep(Duration::from_millis(50)).await;
                             continue;
@@ -136,7 +136,7 @@ impl Proxy {
                         // delayed ACK (~40 ms a request).
                         let _ = stream.set_nodelay(true);
                         let policy = policy.clone();
-                        connections.spawn(serve_connection(TokioIo::new(stream), policy));
+                        connections.spawn(serve_connection(TokioIo::new(stream), policy, Some(peer)));
                     }
                     Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 }
@@ -187,6 +187,12 @@ impl Served {
         }
     }
 
+    /// Who sent `request`, when moat made the connection it came on.
+    fn caller(&self, request: &Request<Incoming>) -> Option<crate::traffic::Caller> {
+        let Peer(from) = request.extensions().get::<Peer>()?;
+        self.policy.traffic.caller(*from)
+    }
+
     /// Runs `work` until it ends or the proxy stops.
     fn spawn_until_closed(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
         let mut closed = self.closed.clone();
@@ -199,18 +205,28 @@ impl Served {
     }
 }
 
-/// Serves one connection of a program: TCP, or a tunnel it opened to the
-/// proxy itself. Boxed: a tunnel's connection is served from within
-/// another's, and the future's type cannot contain itself.
+/// The address a program's connection to the proxy came from, in each
+/// of its requests: who sent it ([`Served::caller`]).
+#[derive(Debug, Clone, Copy)]
+struct Peer(std::net::SocketAddr);
+
+/// Serves one connection of a program, which came from `peer`: TCP, or a
+/// tunnel it opened to the proxy itself. Boxed: a tunnel's connection is
+/// served from within another's, and the future's type cannot contain
+/// itself.
 fn serve_connection<I>(
     io: I,
     policy: Arc<Served>,
+    peer: Option<std::net::SocketAddr>,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     Box::pin(async move {
-        let service = hyper::service::service_fn(move |request| {
+        let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            if let Some(peer) = peer {
+                request.extensions_mut().insert(Peer(peer));
+            }
             let policy = policy.clone();
             async move { Ok::<_, Infallible>(handle(request, &policy).await) }
         });
@@ -283,10 +299,11 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
             return all_connections_open();
         };
         let again = served.clone();
+        let peer = request.extensions().get::<Peer>().map(|Peer(from)| *from);
         served.spawn_until_closed(async move {
             let _slot = slot;
             if let Ok(upgraded) = hyper::upgrade::on(request).await {
-                serve_connection(upgraded, again).await;
+                serve_connection(upgraded, again, peer).await;
             }
         });
         return Response::new(empty());
@@ -295,7 +312,8 @@ async fn tunnel(request: Request<Incoming>, served: &Arc<Served>) -> Response<Pr
     let vendor = policy.traffic.vendor(Scheme::Https, &host, port);
     let mut recording = Recording::start(
         &policy.traffic,
-        Exchange::new(Who::Program, Kind::Tunnel, Scheme::Https, &host, port),
+        Exchange::new(Who::Program, Kind::Tunnel, Scheme::Https, &host, port)
+            .by(served.caller(&request)),
         vendor,
     );
     if vendor.is_some() && policy.traffic.refuses_unmetered() {
@@ -399,6 +417,7 @@ async fn forward(request: Request<Incoming>, served: &Served) -> Response<ProxyB
     let mut recording = Recording::request(
         &policy.traffic,
         Exchange::new(Who::Program, Kind::Request, Scheme::Http, host, port)
+            .by(served.caller(&request))
             .request(request.method().as_str(), &path),
         Scheme::Http,
         &path,
@@ -471,6 +490,7 @@ async fn secret_route(mut request: Request<Incoming>, served: &Served) -> Respon
     let path = format!("/{rest}");
     let policy = &served.policy;
     let mut row = Exchange::new(Who::Program, Kind::SecretRoute, scheme, &host, port)
+        .by(served.caller(&request))
         .request(request.method().as_str(), &path);
     row.secret = Some(secret.grant.name.clone());
     let mut recording = Recording::request(&policy.traffic, row, scheme, &path);

@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use moat_engine::{Denial, DeniedRequest, Grant};
 
 use crate::denials::DenialLog;
+use crate::traffic::{Caller, Traffic};
 
 /// Where a run's programs may reach named Unix sockets.
 #[derive(Debug, Clone, Default)]
@@ -64,6 +65,16 @@ impl SocketPlaces {
     }
 }
 
+/// Where the callers of connections to the run's proxy are noted: who
+/// made each of the run's requests ([`crate::traffic::Caller`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ProxyCallers {
+    /// The run's traffic record.
+    pub(crate) traffic: Traffic,
+    /// The proxy's port on the run's loopback.
+    pub(crate) port: u16,
+}
+
 /// The thread answering a run's programs' connections; it ends when this
 /// is dropped (or every program under the filter is gone).
 pub(crate) struct Connector {
@@ -73,22 +84,35 @@ pub(crate) struct Connector {
 
 impl Connector {
     /// Answers the notifications of `listener` with `places`, recording
-    /// refusals in `denials`.
+    /// refusals in `denials` and who connects to the proxy in `proxy`.
     pub(crate) fn start(
         listener: OwnedFd,
         places: SocketPlaces,
         denials: DenialLog,
+        proxy: Option<ProxyCallers>,
     ) -> io::Result<Self> {
         let (stop_read, stop_write) = pipe()?;
+        let answers = Answers {
+            places,
+            denials,
+            proxy,
+        };
         std::thread::Builder::new()
             .name("moat-connector".into())
-            .spawn(move || serve(&listener, &stop_read, &places, &denials))?;
+            .spawn(move || serve(&listener, &stop_read, &answers))?;
         Ok(Self { _stop: stop_write })
     }
 }
 
+/// What the connector answers with.
+struct Answers {
+    places: SocketPlaces,
+    denials: DenialLog,
+    proxy: Option<ProxyCallers>,
+}
+
 /// Reads and answers notifications until told to stop.
-fn serve(listener: &OwnedFd, stop: &OwnedFd, places: &SocketPlaces, denials: &DenialLog) {
+fn serve(listener: &OwnedFd, stop: &OwnedFd, answers: &Answers) {
     loop {
         let mut ready = [
             libc::pollfd {
@@ -133,7 +157,7 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, places: &SocketPlaces, denials: &De
                 _ => return,
             }
         }
-        let result = connect_for(listener, &call, places, denials);
+        let result = connect_for(listener, &call, answers);
         let mut answer = libc::seccomp_notif_resp {
             id: call.id,
             val: 0,
@@ -160,8 +184,7 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, places: &SocketPlaces, denials: &De
 fn connect_for(
     listener: &OwnedFd,
     call: &libc::seccomp_notif,
-    places: &SocketPlaces,
-    denials: &DenialLog,
+    answers: &Answers,
 ) -> Result<(), i32> {
     let [fd, address_at, length, ..] = call.data.args;
     // `connect(int, const struct sockaddr *, socklen_t)`.
@@ -188,7 +211,16 @@ fn connect_for(
     let family = socket_family(&socket)?;
     let named_unix = family == libc::AF_UNIX && length > 2 && address[2] != 0;
     if !named_unix {
-        return connect(&socket, &address[..length]);
+        let connected = connect(&socket, &address[..length]);
+        // Made (or under way, for a non-blocking socket): its caller is
+        // noted before the program can send anything on it.
+        if let Some(proxy) = &answers.proxy
+            && matches!(connected, Ok(()) | Err(libc::EINPROGRESS))
+            && loopback_port(&address[..length]) == Some(proxy.port)
+        {
+            note_caller(proxy, &socket, pid);
+        }
+        return connected;
     }
     let path = &address[2..length];
     let path = &path[..path.iter().position(|&b| b == 0).unwrap_or(path.len())];
@@ -196,9 +228,9 @@ fn connect_for(
     let found = open_socket(&target)?;
     let real = std::fs::read_link(format!("/proc/self/fd/{}", found.as_raw_fd()))
         .map_err(|_| libc::EACCES)?;
-    if !places.allows(&real) {
+    if !answers.places.allows(&real) {
         let path = real.to_string_lossy().into_owned();
-        denials.record(Denial {
+        answers.denials.record(Denial {
             request: DeniedRequest::UnixSocket { path: path.clone() },
             reason: "it lies outside the run's write grants and its private directory".into(),
             remedy: Some(Grant::UnixSocket { path }),
@@ -207,6 +239,66 @@ fn connect_for(
     }
     let through = format!("/proc/self/fd/{}", found.as_raw_fd());
     connect(&socket, &unix_address(through.as_bytes()))
+}
+
+/// The port of `address` (a `sockaddr_in` or `sockaddr_in6`) when it is
+/// on a loopback address.
+fn loopback_port(address: &[u8]) -> Option<u16> {
+    let ip = socket_address(address)?;
+    ip.ip().is_loopback().then_some(ip.port())
+}
+
+/// `address` (a `sockaddr_in` or `sockaddr_in6`, as the kernel lays them
+/// out) as a Rust address.
+fn socket_address(address: &[u8]) -> Option<std::net::SocketAddr> {
+    let family = i32::from(u16::from_ne_bytes([*address.first()?, *address.get(1)?]));
+    let port = u16::from_be_bytes([*address.get(2)?, *address.get(3)?]);
+    match family {
+        libc::AF_INET => {
+            let ip: [u8; 4] = address.get(4..8)?.try_into().ok()?;
+            Some((std::net::Ipv4Addr::from(ip), port).into())
+        }
+        libc::AF_INET6 => {
+            let ip: [u8; 16] = address.get(8..24)?.try_into().ok()?;
+            let ip = std::net::Ipv6Addr::from(ip);
+            // A v4 address mapped into v6 is the v4 one to the kernel.
+            Some(match ip.to_ipv4_mapped() {
+                Some(v4) => (v4, port).into(),
+                None => (ip, port).into(),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Notes thread `tid`'s process as the caller of `socket`, a connection
+/// to the proxy, by the socket's own address (what the proxy sees it
+/// come from). A caller moat cannot read is left unknown.
+fn note_caller(proxy: &ProxyCallers, socket: &OwnedFd, tid: libc::pid_t) {
+    let mut address = [0u8; std::mem::size_of::<libc::sockaddr_storage>()];
+    let mut length = address.len() as libc::socklen_t;
+    // SAFETY: getsockname writes at most `length` bytes into `address`.
+    let named =
+        unsafe { libc::getsockname(socket.as_raw_fd(), address.as_mut_ptr().cast(), &mut length) };
+    if named == -1 {
+        return;
+    }
+    let Some(from) = socket_address(&address[..length as usize]) else {
+        return;
+    };
+    let Ok(process) = process_of(tid) else {
+        return;
+    };
+    let program = std::fs::read_to_string(format!("/proc/{process}/comm"))
+        .map(|comm| comm.trim_end().to_owned())
+        .unwrap_or_default();
+    proxy.traffic.note_caller(
+        from,
+        Caller {
+            pid: process as u32,
+            program,
+        },
+    );
 }
 
 /// A pidfd of thread `tid`, whose descriptor table `pidfd_getfd` reads:
@@ -376,4 +468,48 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: descriptors just made.
     Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes of `address` as the kernel lays them out.
+    fn raw(address: std::net::SocketAddr) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        match address {
+            std::net::SocketAddr::V4(v4) => {
+                bytes.extend((libc::AF_INET as u16).to_ne_bytes());
+                bytes.extend(v4.port().to_be_bytes());
+                bytes.extend(v4.ip().octets());
+                bytes.extend([0; 8]);
+            }
+            std::net::SocketAddr::V6(v6) => {
+                bytes.extend((libc::AF_INET6 as u16).to_ne_bytes());
+                bytes.extend(v6.port().to_be_bytes());
+                bytes.extend([0; 4]);
+                bytes.extend(v6.ip().octets());
+                bytes.extend([0; 4]);
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_connection_to_the_proxy_is_known_by_its_loopback_address_and_port() {
+        let v4: std::net::SocketAddr = "127.0.0.1:3128".parse().unwrap();
+        assert_eq!(socket_address(&raw(v4)), Some(v4));
+        assert_eq!(loopback_port(&raw(v4)), Some(3128));
+        let mapped: std::net::SocketAddr = "[::ffff:127.0.0.1]:3128".parse().unwrap();
+        assert_eq!(socket_address(&raw(mapped)), Some(v4));
+        let v6: std::net::SocketAddr = "[::1]:80".parse().unwrap();
+        assert_eq!(loopback_port(&raw(v6)), Some(80));
+        let away: std::net::SocketAddr = "10.0.0.1:3128".parse().unwrap();
+        assert_eq!(loopback_port(&raw(away)), None);
+        // Too short, or of another family: nothing.
+        assert_eq!(socket_address(&raw(v4)[..6]), None);
+        let mut unix = raw(v4);
+        unix[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+        assert_eq!(socket_address(&unix), None);
+    }
 }

@@ -440,10 +440,18 @@ impl ProcessTable {
             .await?;
             if let Some(listener) = started.take_connect_listener() {
                 let places = self.socket_places().map_err(std::io::Error::other)?;
+                let proxy = self
+                    .egress
+                    .as_ref()
+                    .map(|egress| self::connector::ProxyCallers {
+                        traffic: self.policy.traffic.clone(),
+                        port: egress.port(),
+                    });
                 self.connector = Some(self::connector::Connector::start(
                     listener,
                     places,
                     self.denials.clone(),
+                    proxy,
                 )?);
             }
             let started = Arc::new(started);

@@ -47,6 +47,13 @@ pub struct Exchange {
     pub at: u64,
     /// Who made it.
     pub who: Who,
+    /// The program's process id, as the host sees it, when moat made its
+    /// connection (in the run's own network).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The program's name, with its `pid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
     /// How.
     pub kind: Kind,
     /// The secret whose route it took.
@@ -109,6 +116,8 @@ impl Exchange {
         Self {
             at: now_ms(),
             who,
+            pid: None,
+            program: None,
             kind,
             secret: None,
             method: None,
@@ -129,6 +138,15 @@ impl Exchange {
             model: None,
             usage: None,
         }
+    }
+
+    /// Made by `caller`, when moat knows who it was.
+    pub fn by(mut self, caller: Option<super::Caller>) -> Self {
+        if let Some(caller) = caller {
+            self.pid = Some(caller.pid);
+            self.program = Some(caller.program);
+        }
+        self
     }
 
     /// With the request's method and its path (the query left out).

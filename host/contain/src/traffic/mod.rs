@@ -13,6 +13,7 @@
 //! counted per destination ([`Overflow`]), not kept row by row. Metered
 //! calls are never dropped: each is a charge.
 
+mod callers;
 mod exchange;
 mod recording;
 
@@ -24,6 +25,7 @@ use futures::task::AtomicWaker;
 use moat_grants::{Meters, Scheme};
 use moat_meter::{Usage, Vendor};
 
+pub use callers::Caller;
 pub use exchange::{Exchange, Kind, Who};
 pub use recording::{CountedBody, Recording, WatchedBody};
 
@@ -90,6 +92,8 @@ struct Shared {
     stopped: tokio_util::sync::CancellationToken,
     state: Mutex<State>,
     waker: AtomicWaker,
+    /// Who made the connections to the run's proxy.
+    callers: Mutex<callers::Callers>,
 }
 
 #[derive(Debug, Default)]
@@ -100,6 +104,9 @@ struct State {
     recorded: usize,
     /// Past the cap, per destination.
     overflow: BTreeMap<String, Overflow>,
+    /// Recordings started and not recorded yet: requests and connections
+    /// still going.
+    open: usize,
 }
 
 impl Traffic {
@@ -143,6 +150,18 @@ impl Traffic {
 
     /// Records one row (and the call it was, when it was a model call).
     pub fn record(&self, exchange: Exchange, call: Option<MeteredCall>) {
+        self.record_closing(exchange, call, false);
+    }
+
+    /// A [`Recording`] started: counted open until it records.
+    fn opened(&self) {
+        self.lock().open += 1;
+    }
+
+    /// Records one row, and (`closing`) that a recording of the still
+    /// open ones ended with it, both under one lock: whoever waits for
+    /// the open ones to end finds the row once they have.
+    fn record_closing(&self, exchange: Exchange, call: Option<MeteredCall>, closing: bool) {
         tracing::debug!(
             host = %exchange.host,
             port = exchange.port,
@@ -151,6 +170,9 @@ impl Traffic {
         );
         {
             let mut state = self.lock();
+            if closing {
+                state.open = state.open.saturating_sub(1);
+            }
             state.recorded += 1;
             if state.recorded > MAX_EXCHANGES {
                 let over = state
@@ -193,6 +215,32 @@ impl Traffic {
         }
     }
 
+    /// `caller` made the connection to the run's proxy whose address (in
+    /// the run's network) is `from`.
+    pub(crate) fn note_caller(&self, from: std::net::SocketAddr, caller: Caller) {
+        self.0
+            .callers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .note(from, caller);
+    }
+
+    /// Who made the connection to the run's proxy that came from `from`,
+    /// when moat made it (in the run's own network).
+    pub(crate) fn caller(&self, from: std::net::SocketAddr) -> Option<Caller> {
+        self.0
+            .callers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .of(from)
+    }
+
+    /// How many requests and connections are still going (started, not
+    /// recorded yet).
+    pub fn open(&self) -> usize {
+        self.lock().open
+    }
+
     /// What the run did past [`MAX_EXCHANGES`] rows, per destination
     /// (`host:port`); empty when it stayed under.
     pub fn overflow(&self) -> BTreeMap<String, Overflow> {
@@ -233,5 +281,19 @@ mod tests {
         assert_eq!(h.allowed + h.refused, 5);
         assert_eq!(h.sent, 50);
         assert!(traffic.take().is_empty());
+    }
+
+    #[test]
+    fn a_recording_counts_open_until_its_row_is_recorded() {
+        let traffic = Traffic::default();
+        let first = Recording::start(&traffic, row(1), None);
+        let second = Recording::start(&traffic, row(2), None);
+        assert_eq!(traffic.open(), 2);
+        drop(first);
+        assert_eq!(traffic.open(), 1);
+        assert_eq!(traffic.take().exchanges.len(), 1);
+        drop(second);
+        assert_eq!(traffic.open(), 0);
+        assert_eq!(traffic.take().exchanges[0].port, 2);
     }
 }

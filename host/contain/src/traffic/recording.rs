@@ -40,6 +40,7 @@ impl Recording {
     /// Starts recording `row` into `traffic`; `vendor`: a model call to
     /// that vendor's API.
     pub fn start(traffic: &Traffic, row: Exchange, vendor: Option<Vendor>) -> Self {
+        traffic.opened();
         Self {
             traffic: traffic.clone(),
             row,
@@ -154,7 +155,7 @@ impl Drop for Recording {
                 usage,
             }
         });
-        self.traffic.record(row, call);
+        self.traffic.record_closing(row, call, true);
     }
 }
 

@@ -499,7 +499,9 @@ function TrafficRow({ row }) {
   const usage = row.usage ? `${row.usage.inputTokens ?? '?'} → ${row.usage.outputTokens ?? '?'}` : row.vendor ? 'unknown' : '';
   return html`<tr data-kind=${row.kind} data-who=${row.who} data-refused=${row.refused != null ? 'true' : 'false'}>
     <td class="mono" title=${row.at ? new Date(row.at).toISOString() : ''}>${clock(row.at)}</td>
-    <td>${row.who}</td>
+    <td data-col="who">${row.program != null && row.pid != null
+      ? html`<span class="mono">${row.program}</span> <span class="muted">pid ${row.pid}</span>`
+      : row.who}</td>
     <td class="mono what" data-col="what">${asked(row)}${row.secret != null && html` <span class="muted">(secret ${row.secret})</span>`}</td>
     <td data-col="outcome">${outcome}</td>
     <td class="num">${bytes(row.sent)}</td>
