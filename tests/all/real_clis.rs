@@ -1058,6 +1058,21 @@ fn check_metered(cli: &Cli, program: &Path, scratch: &Path) {
         "{}: {rows:?}",
         cli.adapter
     );
+    // Who made them: the CLI's own process its model calls, curl the
+    // probe its tool ran, each with its pid.
+    assert!(
+        rows.iter()
+            .filter(|row| row["vendor"] == cli.api)
+            .all(|row| row["pid"].as_u64().is_some() && row["program"].is_string()),
+        "{}: {rows:?}",
+        cli.adapter
+    );
+    assert!(
+        rows.iter()
+            .any(|row| row["host"] == "example.invalid" && row["program"] == "curl"),
+        "{}: {rows:?}",
+        cli.adapter
+    );
     let table = String::from_utf8(
         crate::cli::common::moat()
             .env("MOAT_STORE", &store)
@@ -1075,6 +1090,7 @@ fn check_metered(cli: &Cli, program: &Path, scratch: &Path) {
         "{}: {table}",
         cli.adapter
     );
+    eprintln!("{}: moat show --net\n{table}", cli.adapter);
     let recorded = format!("{table}{}", serde_json::to_string(&rows).unwrap());
     for never in [
         crate::secrets::VALUE,
