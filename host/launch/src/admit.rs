@@ -104,7 +104,11 @@ impl Ceiling {
     pub fn policy_entry(&self, resolved: &Resolved) -> Result<PolicyEntry, Refusal> {
         match &self.policy {
             Some(policy) => policy
-                .for_adapter(&resolved.adapter.info().name, resolved.sha256())
+                .for_adapter(
+                    &resolved.adapter.info().name,
+                    resolved.sha256(),
+                    matches!(resolved.source, crate::Source::BuiltIn(_)),
+                )
                 .map_err(|e| Refusal::Needs(e.to_string())),
             None => Ok(Default::default()),
         }

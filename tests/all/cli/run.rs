@@ -7,7 +7,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use moat_engine::{AgentEvent, DoneStatus, EventPayload};
-use moat_testkit::components::{BIG_INFO, CHILDREN, ESCAPE, FLOOD, PANIC, SPIN_NEXT, TOOL_USER};
+use moat_testkit::components::{
+    BIG_INFO, CHILDREN, ESCAPE, FLOOD, IMPOSTOR, PANIC, SPIN_NEXT, TOOL_USER,
+};
 use moat_testkit::fake_cli::ReportedPid;
 use moat_testkit::http_server::{SERVED, TestServer};
 use moat_testkit::llm_server::{LlmServer, Reply};
@@ -726,6 +728,50 @@ fn a_policy_file_grants_per_adapter_relative_to_itself_and_pins_the_component() 
         &run(&["run", ESCAPE, "envs", "--policy", &path_arg(&pinned)]),
         &["pins sha256", "escape"],
     );
+}
+
+/// A policy's table for a built-in's name (`[adapters.openai]`) that pins
+/// nothing is the built-in's: a component on disk that calls itself
+/// `openai` is refused, the line naming the pin that would give it the
+/// table, never run with the table's grants. Pinned to that component,
+/// the same table gives it the read (the refusal is the policy's doing).
+#[test]
+fn a_policy_table_for_a_built_ins_name_is_not_given_to_a_component_taking_the_name() {
+    let (_dir, root) = scratch();
+    let file = path_arg(&root.join("data/in.txt"));
+    let policy = root.join("policy.toml");
+    std::fs::write(&policy, "[adapters.openai]\nallow-read = [\"data\"]\n").unwrap();
+    let sha256 = moat_installed::sha256_hex(&std::fs::read(IMPOSTOR).unwrap());
+    assert_usage_error(
+        &run(&["run", IMPOSTOR, &file, "--policy", &path_arg(&policy)]),
+        &[
+            "[adapters.openai] is for moat's built-in `openai`",
+            &format!("sha256 = \"{sha256}\""),
+        ],
+    );
+    // The built-in still gets its table.
+    let inspected = run(&["inspect", "openai", "--policy", &path_arg(&policy)]);
+    assert_eq!(inspected.status.code(), Some(0), "{}", stderr(&inspected));
+    let text = String::from_utf8_lossy(&inspected.stdout);
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("grant read")
+                && line.contains(&path_arg(&root.join("data")))),
+        "{text}"
+    );
+
+    let pinned = root.join("pinned.toml");
+    std::fs::write(
+        &pinned,
+        format!("[adapters.openai]\nallow-read = [\"data\"]\nsha256 = \"{sha256}\"\n"),
+    )
+    .unwrap();
+    let output = run(&["run", IMPOSTOR, &file, "--policy", &path_arg(&pinned)]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(texts(&events(&output)), ["ok: input"]);
+    // Without any policy the component reads nothing.
+    let bare = run(&["run", IMPOSTOR, &file]);
+    assert!(texts(&events(&bare))[0].starts_with("denied: "));
 }
 
 #[test]

@@ -31,7 +31,9 @@
 //! An adapter receives the top-level entry and its own table's, merged.
 //! Tables are matched by the name the adapter declares, which a component
 //! loaded from a path chooses itself: pin such entries with `sha256`, and
-//! a different component claiming the name is refused.
+//! a different component claiming the name is refused. A table for a
+//! built-in adapter's name that pins nothing is that built-in's: a
+//! component from elsewhere calling itself by the name is refused too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,6 +82,22 @@ pub enum PolicyError {
         adapter: String,
         /// The hash the entry pins.
         pinned: String,
+        /// The loaded component's hash.
+        actual: String,
+    },
+    /// An unpinned table for a built-in adapter's name, and a component
+    /// that is not that built-in calling itself by it.
+    #[error(
+        "policy file {}: [adapters.{adapter}] is for moat's built-in `{adapter}`, and this \
+         component only calls itself `{adapter}`; to give it the table, pin the table to it: \
+         sha256 = \"{actual}\"",
+        path.display()
+    )]
+    NotTheBuiltIn {
+        /// The policy file.
+        path: PathBuf,
+        /// The built-in's name.
+        adapter: String,
         /// The loaded component's hash.
         actual: String,
     },
@@ -163,14 +181,29 @@ impl Policy {
     }
 
     /// What the policy gives the adapter `name` whose component has content
-    /// hash `sha256`: the top level and its own table, merged. A table that
-    /// pins another hash is an error, not a silent skip: the user meant to
-    /// grant something, and must learn that the component changed.
-    pub fn for_adapter(&self, name: &str, sha256: &str) -> Result<PolicyEntry, PolicyError> {
+    /// hash `sha256` (`built_in`: moat's own adapter of that name): the top
+    /// level and its own table, merged. A table that pins another hash is
+    /// an error, not a silent skip: the user meant to grant something, and
+    /// must learn that the component changed. So is an unpinned table for
+    /// a built-in's name and a component that only takes the name: any
+    /// component may call itself `openai`.
+    pub fn for_adapter(
+        &self,
+        name: &str,
+        sha256: &str,
+        built_in: bool,
+    ) -> Result<PolicyEntry, PolicyError> {
         let mut merged = self.all.clone();
         let Some(own) = self.adapters.get(name) else {
             return Ok(merged);
         };
+        if own.sha256.is_none() && !built_in && moat_builtins::names().any(|known| known == name) {
+            return Err(PolicyError::NotTheBuiltIn {
+                path: self.path.clone(),
+                adapter: name.to_string(),
+                actual: sha256.to_string(),
+            });
+        }
         if let Some(pinned) = &own.sha256
             && !pinned.eq_ignore_ascii_case(sha256)
         {
@@ -313,7 +346,7 @@ mod tests {
         "#;
         let (_dir, root, policy) = in_dir(text);
         let policy = policy.unwrap();
-        let writer = policy.for_adapter("writer", HASH).unwrap();
+        let writer = policy.for_adapter("writer", HASH, false).unwrap();
         assert_eq!(writer.grants.env, ["SHARED"]);
         assert_eq!(writer.grants.read, [root.join("docs")]);
         assert_eq!(writer.grants.net[0].to_string(), "api.example.com");
@@ -321,7 +354,7 @@ mod tests {
         assert_eq!(writer.limits.max_memory_bytes, Some(128 * 1024 * 1024));
         assert_eq!(writer.max_budget_usd, Some(2.0));
 
-        let other = policy.for_adapter("other", HASH).unwrap();
+        let other = policy.for_adapter("other", HASH, false).unwrap();
         assert_eq!(other.grants.env, ["SHARED"]);
         assert!(other.grants.read.is_empty() && !other.grant_declared);
         assert_eq!(other.limits.max_memory_bytes, Some(512 * 1024 * 1024));
@@ -333,12 +366,44 @@ mod tests {
         let (_dir, _root, policy) = in_dir(&text);
         let policy = policy.unwrap();
         assert_eq!(
-            policy.for_adapter("writer", HASH).unwrap().grants.env,
+            policy
+                .for_adapter("writer", HASH, false)
+                .unwrap()
+                .grants
+                .env,
             ["K"]
         );
         let other = "b".repeat(64);
-        let error = policy.for_adapter("writer", &other).unwrap_err();
+        let error = policy.for_adapter("writer", &other, false).unwrap_err();
         assert!(error.to_string().contains("pins sha256"), "{error}");
+    }
+
+    #[test]
+    fn an_unpinned_table_for_a_built_ins_name_is_that_built_ins_only() {
+        let text = "[adapters.openai]\nallow-env = [\"K\"]\n";
+        let (_dir, _root, policy) = in_dir(text);
+        let policy = policy.unwrap();
+        assert_eq!(
+            policy.for_adapter("openai", HASH, true).unwrap().grants.env,
+            ["K"]
+        );
+        let error = policy.for_adapter("openai", HASH, false).unwrap_err();
+        assert!(
+            error.to_string().contains(&format!("sha256 = \"{HASH}\"")),
+            "{error}"
+        );
+        // Pinned, the table is the component's whoever it claims to be.
+        let pinned = format!("{text}sha256 = \"{HASH}\"\n");
+        let (_dir, _root, policy) = in_dir(&pinned);
+        let policy = policy.unwrap();
+        assert_eq!(
+            policy
+                .for_adapter("openai", HASH, false)
+                .unwrap()
+                .grants
+                .env,
+            ["K"]
+        );
     }
 
     #[test]
