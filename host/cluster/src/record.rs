@@ -133,6 +133,8 @@ impl ClusterRun {
             started_ms: self.started_ms,
             ended_ms: self.ended_ms,
             spent: None,
+            // A cluster's record reads whole or not at all.
+            unreadable: Vec::new(),
         }
     }
 }

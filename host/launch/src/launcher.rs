@@ -634,6 +634,14 @@ impl Launcher {
         if record.is_terminal() {
             return Err(LaunchError::ParentEnded(id.clone()));
         }
+        // A record that does not read bounds nothing it should: its child
+        // is refused, as the most restrictive parent would refuse it.
+        if !record.unreadable.is_empty() {
+            return Err(LaunchError::Refused(crate::Refusal::Nesting(format!(
+                "the record of {id} does not read ({}): the store is damaged, and a child its parent cannot bound is refused",
+                record.unreadable.join(", ")
+            ))));
+        }
         let live = RunFilter {
             statuses: RunStatus::LIVE.to_vec(),
             parent: Some(id.clone()),

@@ -71,6 +71,11 @@ pub struct RunRecord {
     /// What it (with its children) spent, as last recorded while it ran
     /// with a budget; `None`: not recorded.
     pub spent: Option<crate::Spent>,
+    /// The fields of its stored record that did not read (`grants`,
+    /// `limits`, `trust`, `spent`: a damaged store); each stands at its
+    /// default above, which is no bound: a run whose record has any may
+    /// bound no child.
+    pub unreadable: Vec<&'static str>,
 }
 
 impl RunRecord {

@@ -728,6 +728,32 @@ fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
     let id: String = row.get(0)?;
     let status: String = row.get(9)?;
     let done: Option<String> = row.get(11)?;
+    // What bounds its children is read strictly: a field that is there and
+    // does not read is named, never taken for "none recorded".
+    let mut unreadable = Vec::new();
+    let grants = serde_json::from_str(&text(6)?).unwrap_or_else(|_| {
+        unreadable.push("grants");
+        moat_grants::Grants::default()
+    });
+    let stored_limits = text(7)?;
+    let limits = serde_json::from_str::<RecordedLimits>(&stored_limits)
+        // `{}`: recorded without limits (a workflow's record).
+        .map_err(|_| {
+            if stored_limits != "{}" {
+                unreadable.push("limits");
+            }
+        })
+        .ok();
+    let trust = row.get::<_, Option<String>>(8)?.and_then(|trust| {
+        serde_json::from_value(serde_json::Value::String(trust))
+            .map_err(|_| unreadable.push("trust"))
+            .ok()
+    });
+    let spent = row.get::<_, Option<String>>(16)?.and_then(|text| {
+        serde_json::from_str(&text)
+            .map_err(|_| unreadable.push("spent"))
+            .ok()
+    });
     Ok(RunRecord {
         id: RunId::parse(&id).unwrap_or_default(),
         run: NewRun {
@@ -738,13 +764,9 @@ fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
             component_sha256: row.get(3)?,
             prompt: row.get(4)?,
             options: serde_json::from_str(&text(5)?).unwrap_or(serde_json::Value::Null),
-            // A record whose grants do not read grants nothing: what it
-            // bounds (its children) gets nothing either.
-            grants: serde_json::from_str(&text(6)?).unwrap_or_default(),
-            limits: serde_json::from_str::<RecordedLimits>(&text(7)?).ok(),
-            trust: row
-                .get::<_, Option<String>>(8)?
-                .and_then(|trust| serde_json::from_value(serde_json::Value::String(trust)).ok()),
+            grants,
+            limits,
+            trust,
             role: row.get(17)?,
         },
         status: status.parse().unwrap_or(RunStatus::Failed),
@@ -757,9 +779,8 @@ fn record(row: &Row<'_>) -> rusqlite::Result<RunRecord> {
         created_ms: row.get::<_, i64>(13)? as u64,
         started_ms: row.get::<_, Option<i64>>(14)?.map(|ms| ms as u64),
         ended_ms: row.get::<_, Option<i64>>(15)?.map(|ms| ms as u64),
-        spent: row
-            .get::<_, Option<String>>(16)?
-            .and_then(|text| serde_json::from_str(&text).ok()),
+        spent,
+        unreadable,
     })
 }
 

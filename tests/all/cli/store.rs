@@ -367,6 +367,38 @@ fn a_child_run_ends_with_parent_ended_when_its_parent_ends_and_its_moat_stops_it
     assert_eq!(message.trim().lines().count(), 1, "{message}");
 }
 
+/// A parent whose record does not read (its limits damaged in the store)
+/// bounds a child as the most restrictive parent would: the child is
+/// refused, naming the parent and what does not read — never run bounded
+/// by the ceiling alone, as a child of no parent. With the record intact
+/// the same child runs.
+#[test]
+fn a_child_of_a_parent_whose_record_does_not_read_is_refused() {
+    let scratch = Scratch::new();
+    let (mut parents_moat, parent) = scratch.start_long_run();
+    let child = scratch.run(&["run", "echo", "hi", "--parent", &parent]);
+    assert_eq!(child.status.code(), Some(0), "{}", stderr(&child));
+
+    let conn = rusqlite::Connection::open(&scratch.store).unwrap();
+    let damaged = conn
+        .execute(
+            "UPDATE runs SET limits = '{\"memoryBytes\": \"lots\"' WHERE id = ?1",
+            [&parent],
+        )
+        .unwrap();
+    assert_eq!(damaged, 1);
+    let refused = scratch.run(&["run", "echo", "hi", "--parent", &parent]);
+    assert_ne!(refused.status.code(), Some(0));
+    let message = stderr(&refused);
+    assert!(
+        message.contains(&format!("the record of {parent} does not read (limits)")),
+        "{message}"
+    );
+    assert_eq!(message.trim().lines().count(), 1, "{message}");
+    scratch.cancel(&parent);
+    parents_moat.wait().unwrap();
+}
+
 /// What a script run in a mount namespace of its own left in `out`.
 fn read(out: &Path, name: &str) -> String {
     std::fs::read_to_string(out.join(name)).unwrap_or_default()
