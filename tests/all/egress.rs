@@ -508,6 +508,44 @@ fn without_namespaces_landlock_and_seccomp_hold_the_same_line() {
     assert_eq!(inspect(&no_namespaces)["containment"]["ownLoopback"], false);
 }
 
+/// Without namespaces Landlock holds only TCP: a stream socket of another
+/// protocol (MPTCP, which this kernel has) is refused by the filter with
+/// `EACCES`, as this user and an unprivileged one; uncontained, the same
+/// program opens it. TCP's own (protocol 0 and 6) stay open.
+#[test]
+fn without_namespaces_a_stream_socket_of_another_protocol_than_tcp_is_refused() {
+    let script = [
+        (0, "tcpdefault"),
+        (libc::IPPROTO_TCP, "tcp"),
+        (262, "mptcp"),
+    ]
+    .map(|(protocol, name)| {
+        python(
+            name,
+            &format!("socket.socket(socket.AF_INET, socket.SOCK_STREAM, {protocol})"),
+        )
+    })
+    .concat();
+    let flags = ["--allow-run=python3".to_owned()];
+    for setting in crate::own_network::settings() {
+        let mut wrapper = setting.wrapper();
+        wrapper.extend(NO_NAMESPACES);
+        let (output, _, printed) = shell(&script, &flags, &wrapper);
+        let who = setting.who();
+        assert_eq!(
+            word(&printed, "mptcp"),
+            "refused:EACCES",
+            "{who}: {printed} {output:?}"
+        );
+        assert_eq!(word(&printed, "tcpdefault"), "reached", "{who}: {printed}");
+        assert_eq!(word(&printed, "tcp"), "reached", "{who}: {printed}");
+    }
+    // Uncontained, the same program opens it: the refusal is the filter's.
+    let uncontained = ["--allow-run=python3".to_owned(), "--no-contain".to_owned()];
+    let (_, _, printed) = shell(&script, &uncontained, &NO_NAMESPACES);
+    assert_eq!(word(&printed, "mptcp"), "reached", "{printed}");
+}
+
 /// No other process is visible: not moat's environment, not an unrelated
 /// process holding a secret in its environment; and another session's
 /// `moat serve` socket cannot be reached.

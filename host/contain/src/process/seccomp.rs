@@ -18,6 +18,8 @@
 //!   (`socketpair`) stay allowed, but not datagram ones, for that reason.
 //! - raw and packet sockets of IPv4 and IPv6: names are resolved by the
 //!   run's proxy.
+//! - in the host's network, stream sockets of IPv4 and IPv6 of any
+//!   protocol but TCP (MPTCP, SCTP): Landlock's rules are TCP's.
 //! - every other family (`AF_PACKET`, `AF_VSOCK`, `AF_BLUETOOTH`, …).
 //! - `io_uring_setup`: an io_uring opens and connects sockets without the
 //!   system calls this filter sees.
@@ -147,7 +149,24 @@ fn socket_rules(network: Network) -> Result<Vec<SeccompRule>, BackendError> {
             ])?);
         }
     }
+    // In the host's network Landlock holds TCP only: a stream socket of
+    // another protocol (MPTCP, SCTP) is refused; 0 is TCP's default.
+    if network == Network::Hosts {
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            rules.push(SeccompRule::new(vec![
+                family_is(SeccompCmpOp::Eq, family)?,
+                type_is(libc::SOCK_STREAM as u64)?,
+                protocol_is(SeccompCmpOp::Ne, 0)?,
+                protocol_is(SeccompCmpOp::Ne, libc::IPPROTO_TCP)?,
+            ])?);
+        }
+    }
     Ok(rules)
+}
+
+/// `socket`'s protocol argument compared with `protocol`.
+fn protocol_is(op: SeccompCmpOp, protocol: i32) -> Result<SeccompCondition, BackendError> {
+    SeccompCondition::new(2, SeccompCmpArgLen::Dword, op, protocol as u64)
 }
 
 /// The `socketpair` calls refused: Unix datagram pairs (each send may name
