@@ -88,7 +88,8 @@ struct Held {
     task: usize,
     run: Run,
     done: TaskEvent,
-    until: Pin<Box<tokio::time::Sleep>>,
+    /// The end of its wait, started once something was still going.
+    until: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 struct Run {
@@ -206,7 +207,14 @@ impl Recorded {
                 self.queue.extend(held.run.events(held.task, taken));
             }
             let open = held.run.traffic.open();
-            if open > 0 && held.until.as_mut().poll(cx).is_pending() {
+            let waiting = open > 0
+                && held
+                    .until
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(OPEN_AT_DONE)))
+                    .as_mut()
+                    .poll(cx)
+                    .is_pending();
+            if waiting {
                 index += 1;
                 continue;
             }
@@ -279,16 +287,13 @@ impl Stream for Recorded {
                     let Some(run) = this.runs.remove(&task) else {
                         return Poll::Ready(Some(passed));
                     };
-                    if run.traffic.open() == 0 {
-                        this.queue.extend(run.last_events(task));
-                        this.queue.push_back(passed);
-                        continue;
-                    }
+                    // Released by `poll_held` at once when nothing is
+                    // still going.
                     this.held.push(Held {
                         task,
                         run,
                         done: passed,
-                        until: Box::pin(tokio::time::sleep(OPEN_AT_DONE)),
+                        until: None,
                     });
                     continue;
                 }
